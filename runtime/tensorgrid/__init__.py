@@ -1,0 +1,93 @@
+"""tensorgrid: TensorFlow 1.x's graph API and distributed runtime, in Python.
+
+``import tensorgrid as tf`` and write TF1 programs: build a graph with placeholders,
+variables and ops pinned to devices such as ``/job:ps/task:0``, then run it with a
+``tf.Session``, in-process or on a cluster of ``tf.train.Server`` tasks.
+This module is the public API; everything else is internal.
+"""
+
+from __future__ import annotations
+
+from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
+from tensorgrid.client.session import InteractiveSession, Session
+from tensorgrid.framework import errors
+from tensorgrid.framework.device import DeviceSpec
+from tensorgrid.framework.dtypes import (
+    DType, as_dtype, bool_ as bool, double, float16, float32, float32_ref, float64, float64_ref, half,
+    int32, int32_ref, int64, int64_ref, uint8,
+)
+from tensorgrid.framework.graph import (
+    Graph, GraphKeys, Operation, Tensor, convert_to_tensor, get_default_graph, get_default_session,
+    import_graph_def, register_tensor_conversion_function, reset_default_graph,
+)
+from tensorgrid.framework.op_registry import NotDifferentiable, RegisterGradient, no_gradient
+from tensorgrid.framework.tensor_shape import Dimension, TensorShape
+from tensorgrid.ops.array_ops import (
+    broadcast_to, constant, fill, identity, ones, ones_like, placeholder, placeholder_with_default, rank,
+    reshape, shape, size, stop_gradient, zeros, zeros_like,
+)
+from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
+from tensorgrid.ops.gradients_impl import gradients
+from tensorgrid.ops.math_ops import (
+    abs, add, add_n, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
+    greater_equal, less, less_equal, log, logical_and, logical_not, logical_or, matmul, maximum, minimum,
+    mod, multiply, negative, not_equal, pow, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
+    reduce_sum, rsqrt, sign, sqrt, square, subtract, to_float, truediv,
+)
+from tensorgrid.ops.state_ops import assign, assign_add, assign_sub, is_variable_initialized
+from tensorgrid.ops.variables import (
+    Variable, all_variables, global_variables, global_variables_initializer, initialize_all_variables,
+    local_variables, local_variables_initializer, model_variables, trainable_variables, variables_initializer,
+)
+
+
+def device(device_name_or_function):  # type: ignore[no-untyped-def]
+    """Pins the ops created inside to a device (``tf.device``)."""
+    return get_default_graph().device(device_name_or_function)
+
+
+def name_scope(name, default_name=None, values=None):  # type: ignore[no-untyped-def]
+    """Opens a name scope in the default graph (or the graph of ``values``)."""
+    from tensorgrid.ops import op_util
+
+    graph = op_util.graph_of(*(values or []))
+    return graph.name_scope(name if name is not None else default_name)
+
+
+def container(container_name):  # type: ignore[no-untyped-def]
+    """Keeps the state of variables created inside in the named resource container."""
+    return get_default_graph().container(container_name)
+
+
+def control_dependencies(control_inputs):  # type: ignore[no-untyped-def]
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def colocate_with(op, ignore_existing=False):  # type: ignore[no-untyped-def]
+    return get_default_graph().colocate_with(op, ignore_existing)
+
+
+def add_to_collection(name, value):  # type: ignore[no-untyped-def]
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):  # type: ignore[no-untyped-def]
+    get_default_graph().add_to_collections(names, value)
+
+
+def get_collection(key, scope=None):  # type: ignore[no-untyped-def]
+    return get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key):  # type: ignore[no-untyped-def]
+    return get_default_graph().get_collection_ref(key)
+
+
+def set_random_seed(seed):  # type: ignore[no-untyped-def]
+    """Sets the graph-level seed: random ops without their own seed become deterministic."""
+    get_default_graph().seed = seed
+
+
+sub = subtract
+mul = multiply
+neg = negative

@@ -1,0 +1,297 @@
+"""``tf.Session``: run fetches of a graph, in this process or through a master.
+
+With an empty target the session executes in-process with its own variables (as a
+TF1 DirectSession does). With ``grpc://host:port`` it hands the graph to that
+task's master, and variables live on the tasks that own their devices, shared with
+every other session there. Either way ``run`` takes the same nested fetches and
+feeds, checks feeds against the placeholders' dtypes and shapes, and returns numpy.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from tensorgrid.client import config as config_lib
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.execution import executor
+from tensorgrid.execution import resources
+
+
+# ---------------------------------------------------------------------- fetch structures
+
+class _FetchStructure:
+    """Flattens nested fetches (lists, tuples, namedtuples, dicts) and rebuilds results."""
+
+    def __init__(self, graph: graph_lib.Graph, fetches: Any) -> None:
+        self.elements: list[Any] = []
+        self._index: dict[Any, int] = {}
+        self._template = self._flatten(graph, fetches)
+
+    def _flatten(self, graph: graph_lib.Graph, fetch: Any) -> Any:
+        if fetch is None:
+            raise TypeError(f"Fetch argument {fetch!r} has invalid type {type(fetch)}")
+        if isinstance(fetch, (list, tuple)) and not hasattr(fetch, "_as_graph_element"):
+            items = [self._flatten(graph, f) for f in fetch]
+            return (type(fetch), items)
+        if isinstance(fetch, dict):
+            return (type(fetch), {k: self._flatten(graph, v) for k, v in fetch.items()})
+        try:
+            element = graph.as_graph_element(fetch, allow_tensor=True, allow_operation=True)
+        except TypeError as e:
+            raise TypeError(
+                f"Fetch argument {fetch!r} has invalid type {type(fetch).__name__}, must be a string or "
+                f"Tensor. ({e})"
+            ) from None
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"Fetch argument {fetch!r} cannot be interpreted as a Tensor. ({e.args[0]})") from None
+        if element not in self._index:
+            self._index[element] = len(self.elements)
+            self.elements.append(element)
+        return ("leaf", self._index[element])
+
+    def build(self, values: Sequence[Any]) -> Any:
+        return self._build(self._template, values)
+
+    def _build(self, template: Any, values: Sequence[Any]) -> Any:
+        kind, payload = template
+        if kind == "leaf":
+            return values[payload]
+        if isinstance(payload, dict):
+            built = {k: self._build(v, values) for k, v in payload.items()}
+            return kind(built) if kind is not dict else built
+        items = [self._build(t, values) for t in payload]
+        if kind in (list, tuple):
+            return kind(items)
+        if hasattr(kind, "_fields"):  # namedtuple
+            return kind(*items)
+        return kind(items)
+
+
+# ---------------------------------------------------------------------- feeds
+
+def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
+    if isinstance(value, graph_lib.Tensor) or hasattr(value, "_as_graph_element"):
+        raise TypeError(
+            f"The value of a feed cannot be a tf.Tensor object (feeding {tensor.name}). "
+            "Acceptable feed values include Python scalars, strings, lists, numpy ndarrays"
+        )
+    wanted = tensor.dtype.base_dtype
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if array.dtype == object:
+        raise TypeError(f"Cannot feed value {value!r} of unsupported type to Tensor {tensor.name!r} of dtype {wanted.name}")
+    if array.dtype != wanted.as_numpy_dtype:
+        kind, target_kind = array.dtype.kind, np.dtype(wanted.as_numpy_dtype).kind
+        lossy = (
+            (kind == "f" and target_kind in "iub")
+            or (target_kind == "b" and kind != "b")
+            or (kind in "SUO" or target_kind in "SUO")
+        )
+        if lossy:
+            raise TypeError(
+                f"Cannot feed value of dtype {array.dtype.name} to Tensor {tensor.name!r} of dtype "
+                f"{wanted.name}: the conversion would lose information; cast it first"
+            )
+        array = array.astype(wanted.as_numpy_dtype)
+    if not tensor.shape.is_compatible_with(array.shape):
+        raise ValueError(
+            f"Cannot feed value of shape {array.shape} for Tensor {tensor.name!r}, "
+            f"which has shape {_shape_text(tensor)}"
+        )
+    return array
+
+
+def _shape_text(tensor: graph_lib.Tensor) -> str:
+    shape = tensor.shape
+    if shape.ndims is None:
+        return "<unknown>"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape.as_list()) + ")"
+
+
+def _to_numpy(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value[()] if value.ndim == 0 else value
+    if isinstance(value, np.generic):
+        return value
+    getter = getattr(value, "get", None)  # a cupy array
+    if callable(getter):
+        value = getter()
+        return value[()] if value.ndim == 0 else value
+    return value
+
+
+# ---------------------------------------------------------------------- sessions
+
+class BaseSession:
+    """What in-process and remote sessions share: graph, fetch/feed handling, lifecycle."""
+
+    def __init__(self, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> None:
+        if graph is not None and not isinstance(graph, graph_lib.Graph):
+            raise TypeError(f"graph must be a tf.Graph, but got {type(graph).__name__}")
+        self._graph = graph if graph is not None else graph_lib.get_default_graph()
+        self._target = target
+        self._config = config or config_lib.ConfigProto()
+        self._closed = False
+        self._default_session_context: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def graph(self) -> graph_lib.Graph:
+        return self._graph
+
+    @property
+    def sess_str(self) -> str:
+        return self._target
+
+    def as_default(self) -> Any:
+        return graph_lib.default_session(self)
+
+    def __enter__(self) -> "BaseSession":
+        self._default_graph_context = self._graph.as_default()
+        self._default_graph_context.__enter__()
+        self._default_session_context = self.as_default()
+        self._default_session_context.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._default_session_context.__exit__(*exc)
+        self._default_graph_context.__exit__(*exc)
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def run(self, fetches: Any, feed_dict: Optional[dict[Any, Any]] = None, options: Any = None,
+            run_metadata: Any = None) -> Any:
+        """Computes ``fetches`` (a Tensor, Operation, name, or nested structure of them)."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        structure = _FetchStructure(self._graph, fetches)
+        feeds = self._resolve_feeds(feed_dict)
+        fetch_tensors = [e for e in structure.elements if isinstance(e, graph_lib.Tensor)]
+        targets = [e for e in structure.elements if isinstance(e, graph_lib.Operation)]
+        values = self._run(list(feeds), list(feeds.values()), fetch_tensors, targets, options)
+        by_element = dict(zip(fetch_tensors, (_to_numpy(v) for v in values)))
+        return structure.build([by_element.get(e) for e in structure.elements])
+
+    def make_callable(self, fetches: Any, feed_list: Optional[Sequence[Any]] = None, accept_options: bool = False) -> Callable[..., Any]:
+        """A function that runs ``fetches`` with positional feed values, skipping per-call parsing."""
+        feed_tensors = [self._graph.as_graph_element(f, allow_tensor=True, allow_operation=False)
+                        for f in (feed_list or [])]
+        structure = _FetchStructure(self._graph, fetches)
+        fetch_tensors = [e for e in structure.elements if isinstance(e, graph_lib.Tensor)]
+        targets = [e for e in structure.elements if isinstance(e, graph_lib.Operation)]
+
+        def call(*feed_values: Any, **kwargs: Any) -> Any:
+            if len(feed_values) != len(feed_tensors):
+                raise TypeError(f"Expected {len(feed_tensors)} feed values, got {len(feed_values)}")
+            arrays = [_check_feed_value(t, v) for t, v in zip(feed_tensors, feed_values)]
+            values = self._run(feed_tensors, arrays, fetch_tensors, targets, kwargs.get("options"))
+            by_element = dict(zip(fetch_tensors, (_to_numpy(v) for v in values)))
+            return structure.build([by_element.get(e) for e in structure.elements])
+
+        return call
+
+    def _resolve_feeds(self, feed_dict: Optional[dict[Any, Any]]) -> dict[graph_lib.Tensor, np.ndarray]:
+        feeds: dict[graph_lib.Tensor, np.ndarray] = {}
+        for key, value in (feed_dict or {}).items():
+            try:
+                tensor = self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+            except (KeyError, ValueError, TypeError) as e:
+                raise TypeError(f"Cannot interpret feed_dict key {key!r} as a Tensor: {e.args[0]}") from None
+            feeds[tensor] = _check_feed_value(tensor, value)
+        return feeds
+
+    def _run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
+             targets: list[graph_lib.Operation], options: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def list_devices(self) -> list[Any]:
+        raise NotImplementedError
+
+
+class _LocalDevice(collections.namedtuple("_LocalDevice", ["name", "device_type", "memory_limit_bytes", "incarnation"])):
+    pass
+
+
+class Session(BaseSession):
+    """A TF1 session. ``target=""`` runs in-process; ``grpc://host:port`` uses that task's master."""
+
+    def __new__(cls, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> Any:
+        if cls is Session and target:
+            from tensorgrid.client import remote_session
+
+            return remote_session.RemoteSession(target, graph, config)
+        return super().__new__(cls)
+
+    def __init__(self, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> None:
+        super().__init__(target, graph, config)
+        self._resources = resources.ResourceManager()
+        self._kernel_state: dict[str, dict[str, Any]] = {}
+        self._plans: dict[Any, executor.Plan] = {}
+        self._placement = executor.default_placement(bool(getattr(self._config, "allow_soft_placement", False)))
+        self._step_ids = itertools.count(1)
+
+    def _run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
+             targets: list[graph_lib.Operation], options: Any) -> list[Any]:
+        key = (tuple(feeds), tuple(fetches), tuple(targets), self._graph.version)
+        plan = self._plans.get(key)
+        if plan is None:
+            with self._lock:
+                plan = executor.Plan(self._graph, feeds, fetches, targets, self._kernel_state, self._placement)
+                self._plans[key] = plan
+        step = executor.StepContext(step_id=next(self._step_ids), resources=self._resources)
+        return plan.run(step, feed_values)
+
+    def list_devices(self) -> list[Any]:
+        from tensorgrid.kernels import backend
+
+        devices = [_LocalDevice("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", 0, 0)]
+        if backend.gpu_available():
+            devices.append(_LocalDevice("/job:localhost/replica:0/task:0/device:GPU:0", "GPU", 0, 0))
+        return devices
+
+    def close(self) -> None:
+        if not getattr(self, "_closed", True):
+            self._resources.cleanup()
+            self._plans.clear()
+        self._closed = True
+
+    @staticmethod
+    def reset(target: str, containers: Optional[list[str]] = None, config: Any = None) -> None:
+        """Clears resource containers on every task reachable from ``target`` (all when None)."""
+        if not target:
+            return
+        from tensorgrid.client import remote_session
+
+        remote_session.reset(target, containers, config)
+
+
+class InteractiveSession(Session):
+    """A session that installs itself as the default, for shells and notebooks."""
+
+    def __init__(self, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> None:
+        super().__init__(target, graph, config)
+        self._default_graph_context = self._graph.as_default()
+        self._default_graph_context.__enter__()
+        self._default_session_context = self.as_default()
+        self._default_session_context.__enter__()
+
+    def close(self) -> None:
+        context = getattr(self, "_default_session_context", None)
+        if context is not None:
+            self._default_session_context = None
+            context.__exit__(None, None, None)
+            self._default_graph_context.__exit__(None, None, None)
+        super().close()
+

@@ -1,0 +1,312 @@
+"""The executor: runs the part of a graph that one step needs, in dataflow order.
+
+A ``Plan`` is built once per (feeds, fetches, targets) signature: the pruned set of
+ops, each with its kernel, backend and input wiring resolved into slot indices, so
+that a step is a tight loop over prepared nodes. Ops become ready when all their
+producers are done; asynchronous kernels (Recv) complete later through a queue, so
+one partition never blocks on a tensor while it still has other work to do.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import queue
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from tensorgrid.framework import device as device_lib
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import registry as kernel_registry
+
+
+class KernelContext:
+    """Per-node facts a kernel needs: attributes, backend, and persistent state."""
+
+    __slots__ = ("op", "name", "op_type", "attrs", "backend", "xp", "state", "output_dtypes", "output_shapes")
+
+    def __init__(self, op: graph_lib.Operation, backend: backend_lib.Backend, state: dict[str, Any]) -> None:
+        self.op = op
+        self.name = op.name
+        self.op_type = op.type
+        self.attrs = op._attrs
+        self.backend = backend
+        self.xp = backend.xp
+        self.state = state
+        self.output_dtypes = [t.dtype.base_dtype.as_numpy_dtype for t in op.outputs]
+        self.output_shapes = [t.shape for t in op.outputs]
+
+
+@dataclasses.dataclass
+class StepContext:
+    """Per-step facts: where state lives and how tensors arrive from other tasks."""
+
+    step_id: int
+    resources: Any
+    rendezvous: Any = None
+    cancelled: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+@dataclasses.dataclass
+class _Node:
+    index: int
+    kernel: Callable[..., Any]
+    ctx: KernelContext
+    is_async: bool
+    input_slots: list[int]
+    deref: list[bool]
+    convert: list[Optional[backend_lib.Backend]]
+    output_slot: int
+    num_outputs: int
+    consumers: list[int]
+    pending: int
+
+
+class Plan:
+    """The prepared form of one step signature over a graph (or a partition of one)."""
+
+    def __init__(
+        self,
+        graph: graph_lib.Graph,
+        feeds: Sequence[graph_lib.Tensor],
+        fetches: Sequence[graph_lib.Tensor],
+        targets: Sequence[graph_lib.Operation],
+        kernel_state: dict[str, dict[str, Any]],
+        placement: Callable[[graph_lib.Operation], backend_lib.Backend],
+    ) -> None:
+        fed = set(feeds)
+        needed = _prune(fetches, targets, fed)
+        order = [op for op in graph.get_operations() if op in needed]
+        index_of = {op: i for i, op in enumerate(order)}
+        self.ops = order
+
+        slot_counter = itertools.count()
+        self._slot_of: dict[graph_lib.Tensor, int] = {}
+        for t in feeds:
+            self._slot_of[t] = next(slot_counter)
+        output_slot_of_op: dict[graph_lib.Operation, int] = {}
+        for op in order:
+            output_slot_of_op[op] = next(slot_counter)
+            for _ in range(len(op.outputs) - 1):
+                next(slot_counter)
+            for t in op.outputs:
+                if t not in self._slot_of:
+                    self._slot_of[t] = output_slot_of_op[op] + t.value_index
+        self.num_slots = next(slot_counter)
+        self.feed_slots = [self._slot_of[t] for t in feeds]
+        self.fetch_slots = [self._slot_of[t] for t in fetches]
+
+        backends = {op: placement(op) for op in order}
+        self.nodes: list[_Node] = []
+        producers_of: list[set[int]] = []
+        for i, op in enumerate(order):
+            backend = backends[op]
+            ref_inputs = op.op_def.ref_inputs
+            input_slots, deref, convert = [], [], []
+            producers: set[int] = set()
+            for position, t in enumerate(op.inputs):
+                input_slots.append(self._slot_of[t])
+                is_ref = t.dtype.is_ref_dtype and t not in fed
+                deref.append(is_ref and position not in ref_inputs)
+                if t in fed:
+                    needs_conversion = backend.device_type != "CPU"
+                else:
+                    needs_conversion = backends[t.op] is not backend
+                convert.append(backend if needs_conversion else None)
+                if t not in fed:
+                    producers.add(index_of[t.op])
+            for c in op.control_inputs:
+                producers.add(index_of[c])
+            producers_of.append(producers)
+            state = kernel_state.setdefault(op.name, {})
+            self.nodes.append(
+                _Node(
+                    index=i,
+                    kernel=kernel_registry.get_kernel(op.type),
+                    ctx=KernelContext(op, backend, state),
+                    is_async=kernel_registry.is_async(op.type),
+                    input_slots=input_slots,
+                    deref=deref,
+                    convert=convert,
+                    output_slot=output_slot_of_op[op],
+                    num_outputs=len(op.outputs),
+                    consumers=[],
+                    pending=len(producers),
+                )
+            )
+        for i, producers in enumerate(producers_of):
+            for p in producers:
+                self.nodes[p].consumers.append(i)
+        self.roots = [n.index for n in self.nodes if n.pending == 0]
+        self.fetch_may_alias = [
+            t.dtype.is_ref_dtype or any(x.dtype.is_ref_dtype for x in t.op.inputs) for t in fetches
+        ]
+
+    def run(self, step: StepContext, feed_values: Sequence[Any]) -> list[Any]:
+        """Runs one step; returns the fetched values (copied where they alias a variable)."""
+        values: list[Any] = [None] * self.num_slots
+        for slot, value in zip(self.feed_slots, feed_values):
+            values[slot] = value
+        pending = [n.pending for n in self.nodes]
+        ready = collections.deque(self.roots)
+        completions: "queue.Queue[tuple[int, Any, Optional[BaseException]]]" = queue.Queue()
+        outstanding = 0
+        remaining = len(self.nodes)
+        nodes = self.nodes
+        while remaining:
+            if not ready:
+                if outstanding == 0:
+                    raise errors.InternalError(None, None, "Executor stalled: a dependency cycle in the graph")
+                index, result, failure = completions.get()
+                outstanding -= 1
+                if failure is not None:
+                    step.cancelled.set()
+                    raise _annotate(failure, nodes[index].ctx.op)
+                self._store(nodes[index], result, values)
+                remaining -= 1
+                for c in nodes[index].consumers:
+                    pending[c] -= 1
+                    if pending[c] == 0:
+                        ready.append(c)
+                continue
+            node = nodes[ready.popleft()]
+            try:
+                inputs = self._gather_inputs(node, values)
+                if node.is_async:
+                    outstanding += 1
+                    node.kernel(node.ctx, step, _completion(completions, node.index), *inputs)
+                    continue
+                result = node.kernel(node.ctx, step, *inputs)
+            except BaseException as exc:  # noqa: BLE001 - annotated and re-raised
+                step.cancelled.set()
+                raise _annotate(exc, node.ctx.op) from exc
+            self._store(node, result, values)
+            remaining -= 1
+            for c in node.consumers:
+                pending[c] -= 1
+                if pending[c] == 0:
+                    ready.append(c)
+        return [
+            _fetch_result(values[slot], may_alias)
+            for slot, may_alias in zip(self.fetch_slots, self.fetch_may_alias)
+        ]
+
+    @staticmethod
+    def _gather_inputs(node: _Node, values: list[Any]) -> list[Any]:
+        inputs = [values[s] for s in node.input_slots]
+        for i, value in enumerate(inputs):
+            if node.deref[i]:
+                value = value.read()
+                inputs[i] = value
+            target = node.convert[i]
+            if target is not None and not target.is_native(value):
+                source = value if isinstance(value, np.ndarray) else _to_host(value)
+                inputs[i] = target.asarray(source)
+        return inputs
+
+    @staticmethod
+    def _store(node: _Node, result: Any, values: list[Any]) -> None:
+        if node.num_outputs == 1:
+            values[node.output_slot] = result
+        elif node.num_outputs > 1:
+            for i, value in enumerate(result):
+                values[node.output_slot + i] = value
+
+
+def _completion(completions: "queue.Queue[Any]", index: int) -> Callable[..., None]:
+    def done(result: Any = None, failure: Optional[BaseException] = None) -> None:
+        completions.put((index, result, failure))
+
+    return done
+
+
+def _to_host(value: Any) -> np.ndarray:
+    getter = getattr(value, "get", None)
+    return getter() if callable(getter) else np.asarray(value)
+
+
+def _fetch_result(value: Any, may_alias: bool) -> Any:
+    read = getattr(value, "read", None)
+    if callable(read):
+        value = read()
+    if not may_alias:
+        return value
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    copy = getattr(value, "copy", None)
+    return copy() if callable(copy) else value
+
+
+def _annotate(exc: BaseException, op: graph_lib.Operation) -> BaseException:
+    """Names the failing op in the error, and maps plain Python errors to OpErrors."""
+    where = f"[[node {op.name} ({op.type}) on {op.device or 'the local device'}]]"
+    if isinstance(exc, errors.OpError):
+        if exc.op is None and op.name not in exc.message:
+            return type(exc)(None, op, f"{exc.message}\n\t {where}")
+        return exc
+    if isinstance(exc, (ValueError, TypeError, IndexError, FloatingPointError, ArithmeticError)):
+        return errors.InvalidArgumentError(None, op, f"{type(exc).__name__}: {exc}\n\t {where}")
+    if isinstance(exc, MemoryError):
+        return errors.ResourceExhaustedError(None, op, f"Out of memory: {exc}\n\t {where}")
+    if isinstance(exc, KeyboardInterrupt):
+        return exc
+    return errors.InternalError(None, op, f"{type(exc).__name__}: {exc}\n\t {where}")
+
+
+def _prune(
+    fetches: Sequence[graph_lib.Tensor],
+    targets: Sequence[graph_lib.Operation],
+    fed: set[graph_lib.Tensor],
+) -> set[graph_lib.Operation]:
+    needed: set[graph_lib.Operation] = set()
+    stack = [t.op for t in fetches if t not in fed] + list(targets)
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        for t in op._inputs:
+            if t not in fed:
+                stack.append(t.op)
+        stack.extend(op._control_inputs)
+    return needed
+
+
+def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib.Operation], backend_lib.Backend]:
+    """Chooses a backend per op from its device: GPU ops on cupy, the rest on numpy.
+
+    Ops with no device type run on GPU:0 when one exists (as in TensorFlow), else on
+    CPU. An explicit GPU placement on a machine without one is an error unless soft
+    placement is allowed.
+    """
+    gpu = backend_lib.gpu_available()
+    cache: dict[str, backend_lib.Backend] = {}
+
+    def place(op: graph_lib.Operation) -> backend_lib.Backend:
+        device = op.device
+        chosen = cache.get(device)
+        if chosen is not None:
+            return chosen
+        spec = device_lib.DeviceSpec.from_string(device)
+        device_type = spec.device_type
+        if device_type is None:
+            device_type = "GPU" if gpu and kernel_registry.has_gpu_kernel(op.type) else "CPU"
+        if device_type == "GPU" and not gpu:
+            if not allow_soft_placement:
+                raise errors.InvalidArgumentError(
+                    None, op,
+                    f"Cannot assign a device for operation {op.name}: it is pinned to {device} "
+                    "but no GPU is available (install cupy and a CUDA driver, or create the "
+                    "session with config=tf.ConfigProto(allow_soft_placement=True))",
+                )
+            device_type = "CPU"
+        chosen = backend_lib.for_device(device_type, spec.device_index if device_type == "GPU" else None)
+        cache[device] = chosen
+        return chosen
+
+    return place

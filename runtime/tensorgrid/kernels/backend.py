@@ -1,0 +1,83 @@
+"""The backend interface and the choice of backend for a device.
+
+A backend owns an array module (``xp``), host<->device conversion, and the few
+operations that differ between numpy and cupy (scatter-add, random generators).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Optional
+
+import numpy as np
+
+
+class Backend(abc.ABC):
+    """What kernels may use besides ``xp``; one instance per device."""
+
+    name: str
+    device_type: str
+    xp: Any
+
+    @abc.abstractmethod
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        """Moves a host value (numpy or Python) onto this backend's device."""
+
+    @abc.abstractmethod
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """Brings an array of this backend back to host memory as numpy."""
+
+    @abc.abstractmethod
+    def is_native(self, value: Any) -> bool:
+        """True when ``value`` already lives on this backend's device."""
+
+    @abc.abstractmethod
+    def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
+        """``target[indices] += updates`` with repeated indices accumulated."""
+
+    @abc.abstractmethod
+    def random_generator(self, seed: Optional[int]) -> Any:
+        """A generator with ``standard_normal(size, dtype)`` and ``random(size, dtype)``."""
+
+    def memory_in_use(self) -> int:
+        """Bytes of device memory held by this backend's allocator (0 when untracked)."""
+        return 0
+
+
+_backends: dict[str, Backend] = {}
+
+
+def gpu_available() -> bool:
+    """True when cupy is importable and sees at least one CUDA device."""
+    from tensorgrid.kernels import cupy_backend
+
+    return cupy_backend.device_count() > 0
+
+
+def for_device(device_type: Optional[str], device_index: Optional[int] = None) -> Backend:
+    """The backend that runs ops placed on ``/device:<type>:<index>``."""
+    if device_type in (None, "CPU"):
+        key = "CPU"
+        if key not in _backends:
+            from tensorgrid.kernels import numpy_backend
+
+            _backends[key] = numpy_backend.NumpyBackend()
+        return _backends[key]
+    if device_type == "GPU":
+        index = device_index or 0
+        key = f"GPU:{index}"
+        if key not in _backends:
+            from tensorgrid.kernels import cupy_backend
+
+            _backends[key] = cupy_backend.CupyBackend(index)
+        return _backends[key]
+    raise ValueError(f"Unknown device type {device_type!r}; valid device types are CPU and GPU")
+
+
+def register_backend(key: str, backend: Backend) -> None:
+    """Installs a backend for a device key such as ``GPU:0`` (used by backend tests)."""
+    _backends[key] = backend
+
+
+def unregister_backend(key: str) -> None:
+    _backends.pop(key, None)

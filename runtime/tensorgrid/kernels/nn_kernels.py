@@ -1,0 +1,3 @@
+"""Kernels of nn ops."""
+
+from __future__ import annotations

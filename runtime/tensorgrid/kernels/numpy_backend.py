@@ -1,0 +1,30 @@
+"""The CPU backend: numpy arrays in host memory."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from tensorgrid.kernels import backend
+
+
+class NumpyBackend(backend.Backend):
+    name = "numpy"
+    device_type = "CPU"
+    xp = np
+
+    def asarray(self, value: Any, dtype: Any = None) -> Any:
+        return np.asarray(value, dtype=dtype)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.asarray(array)
+
+    def is_native(self, value: Any) -> bool:
+        return isinstance(value, (np.ndarray, np.generic))
+
+    def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
+        np.add.at(target, indices, updates)
+
+    def random_generator(self, seed: Optional[int]) -> Any:
+        return np.random.default_rng(seed)

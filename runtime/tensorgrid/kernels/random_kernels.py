@@ -1,0 +1,3 @@
+"""Kernels of random ops."""
+
+from __future__ import annotations

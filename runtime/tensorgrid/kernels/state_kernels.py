@@ -1,0 +1,68 @@
+"""Kernels of variable ops: lookup-or-create in the resource manager, assign in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorgrid.kernels.registry import register_kernel
+
+
+@register_kernel("VariableV2")
+def _variable(k: Any, step: Any) -> Any:
+    cached = k.state.get("variable")
+    if cached is not None and cached[0] is step.resources and cached[1] == step.resources.generation:
+        return cached[2]
+    shape = k.attrs["shape"]
+    name = k.attrs["shared_name"] or k.name
+    dtype = k.output_dtypes[0]
+    variable = step.resources.lookup_or_create(
+        k.attrs["container"], name, step.resources.variable_type,
+        lambda: step.resources.variable_type(name, dtype, shape, k.backend),
+    )
+    k.state["variable"] = (step.resources, step.resources.generation, variable)
+    return variable
+
+
+def _locked(variable: Any, use_locking: bool) -> Any:
+    return variable.lock if use_locking else _NO_LOCK
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+@register_kernel("Assign")
+def _assign(k: Any, step: Any, variable: Any, value: Any) -> Any:
+    with _locked(variable, k.attrs["use_locking"]):
+        variable.assign(value, k.attrs["validate_shape"])
+    return variable
+
+
+@register_kernel("AssignAdd")
+def _assign_add(k: Any, step: Any, variable: Any, delta: Any) -> Any:
+    with _locked(variable, k.attrs["use_locking"]):
+        buffer = variable.read()
+        k.xp.add(buffer, delta, out=buffer)
+        variable.updates += 1
+    return variable
+
+
+@register_kernel("AssignSub")
+def _assign_sub(k: Any, step: Any, variable: Any, delta: Any) -> Any:
+    with _locked(variable, k.attrs["use_locking"]):
+        buffer = variable.read()
+        k.xp.subtract(buffer, delta, out=buffer)
+        variable.updates += 1
+    return variable
+
+
+@register_kernel("IsVariableInitialized")
+def _is_initialized(k: Any, step: Any, variable: Any) -> Any:
+    return k.xp.asarray(variable.initialized)

@@ -1,0 +1,160 @@
+"""``tf.gradients``: reverse-mode autodiff over the graph.
+
+One reverse walk: find the ops on a path from ``xs`` to ``ys``, then visit them
+from the ``ys`` end once all of an op's output gradients are known, summing partial
+gradients with ``add_n`` and asking each op type's registered rule for the
+gradients of its inputs.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Optional, Sequence
+
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
+from tensorgrid.ops import array_ops
+from tensorgrid.ops import math_ops
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _as_tensor(value: Any, as_ref: bool) -> graph_lib.Tensor:
+    return graph_lib.convert_to_tensor(value, as_ref=as_ref)
+
+
+def gradients(
+    ys: Any,
+    xs: Any,
+    grad_ys: Any = None,
+    name: str = "gradients",
+    colocate_gradients_with_ops: bool = False,
+    gate_gradients: bool = False,
+    aggregation_method: Any = None,
+    stop_gradients: Any = None,
+) -> list[Optional[graph_lib.Tensor]]:
+    """Symbolic d(sum ys)/d(x) for each x; None where an x does not affect any y."""
+    y_list = [_as_tensor(y, as_ref=False) for y in _as_list(ys)]
+    x_list = [_as_tensor(x, as_ref=True) for x in _as_list(xs)]
+    stops = {_as_tensor(s, as_ref=False) for s in _as_list(stop_gradients)} if stop_gradients is not None else set()
+    graph = y_list[0].graph
+    if grad_ys is None:
+        grad_y_list: list[Any] = [None] * len(y_list)
+    else:
+        grad_y_list = _as_list(grad_ys)
+        if len(grad_y_list) != len(y_list):
+            raise ValueError(f"Passed {len(grad_y_list)} grad_ys for {len(y_list)} ys")
+
+    with graph.as_default(), graph.name_scope(name):
+        between = _ops_between(y_list, x_list, stops)
+        grads: dict[graph_lib.Tensor, list[graph_lib.Tensor]] = collections.defaultdict(list)
+        for y, gy in zip(y_list, grad_y_list):
+            if gy is None:
+                with graph.colocate_with(y.op) if colocate_gradients_with_ops else _null():
+                    gy = array_ops.ones_like(y, name=f"grad_ys_{len(grads)}")
+            else:
+                gy = graph_lib.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
+                if not y.shape.is_compatible_with(gy.shape):
+                    raise ValueError(f"grad_ys shape {gy.shape} is incompatible with {y.name} shape {y.shape}")
+            grads[y].append(gy)
+
+        pending = {op: 0 for op in between}
+        for op in between:
+            for t in op.inputs:
+                if t.op in pending and t not in stops:
+                    pending[t.op] += 1
+        ready = collections.deque(op for op in between if pending[op] == 0)
+        visited: set[graph_lib.Operation] = set()
+        while ready:
+            op = ready.popleft()
+            if op in visited:
+                continue
+            visited.add(op)
+            out_grads = [_aggregate(grads.get(t)) for t in op.outputs]
+            has_grad = any(g is not None for g in out_grads)
+            in_grads: list[Any] = [None] * len(op.inputs)
+            if has_grad:
+                in_grads = _call_gradient_rule(graph, op, out_grads, colocate_gradients_with_ops)
+            for t, g in zip(op.inputs, in_grads):
+                if t.op not in pending or t in stops:
+                    continue
+                if g is not None and t.dtype.base_dtype.is_floating:
+                    if not t.shape.is_compatible_with(g.shape):
+                        raise ValueError(
+                            f"Gradient of {op.type} op {op.name} for input {t.name} has shape {g.shape}, "
+                            f"expected {t.shape}"
+                        )
+                    grads[t].append(g)
+                pending[t.op] -= 1
+                if pending[t.op] == 0:
+                    ready.append(t.op)
+        return [_aggregate(grads.get(x)) for x in x_list]
+
+
+def _call_gradient_rule(graph: graph_lib.Graph, op: graph_lib.Operation, out_grads: list[Any],
+                        colocate: bool) -> list[Any]:
+    op_type = graph._gradient_override_map.get(op.type, op.type)
+    try:
+        rule = op_registry.gradient_function(op_type)
+    except LookupError:
+        raise LookupError(
+            f"No gradient defined for operation {op.name!r} (op type: {op.type}); "
+            "wrap its input in tf.stop_gradient if no gradient should flow through it"
+        ) from None
+    if rule is None:
+        return [None] * len(op.inputs)
+    filled = [g if g is not None else array_ops.zeros_like(t) for g, t in zip(out_grads, op.outputs)]
+    with graph.name_scope(op.name + "_grad"), graph.colocate_with(op) if colocate else _null():
+        result = rule(op, *filled)
+    result = list(result) if isinstance(result, (list, tuple)) else [result]
+    if len(result) != len(op.inputs):
+        raise ValueError(
+            f"Gradient rule for {op.type} returned {len(result)} gradients for {len(op.inputs)} inputs"
+        )
+    return [None if g is None else graph_lib.convert_to_tensor(g) for g in result]
+
+
+def _aggregate(partials: Optional[list[graph_lib.Tensor]]) -> Optional[graph_lib.Tensor]:
+    if not partials:
+        return None
+    if len(partials) == 1:
+        return partials[0]
+    return math_ops.add_n(partials)
+
+
+def _ops_between(ys: Sequence[graph_lib.Tensor], xs: Sequence[graph_lib.Tensor],
+                 stops: set[graph_lib.Tensor]) -> set[graph_lib.Operation]:
+    """Ops that lie on some path from an x to a y (the only ones that need a gradient)."""
+    forward: set[graph_lib.Operation] = set()
+    stack = [x.op for x in xs]
+    while stack:
+        op = stack.pop()
+        if op in forward:
+            continue
+        forward.add(op)
+        for t in op.outputs:
+            stack.extend(t._consumers)
+    between: set[graph_lib.Operation] = set()
+    stack = [y.op for y in ys]
+    seen: set[graph_lib.Operation] = set()
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        if op in forward:
+            between.add(op)
+        for t in op.inputs:
+            if t not in stops:
+                stack.append(t.op)
+    return between
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

@@ -1,0 +1,127 @@
+"""Shared plumbing of op constructors: converting arguments and adding the op.
+
+Keeps every constructor to its substance: which inputs, which attributes, what
+output dtype and static shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_shape
+
+
+def graph_of(*values: Any) -> graph_lib.Graph:
+    """The graph of the first Tensor (or Variable) among ``values``, else the default graph."""
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                g = _graph_or_none(item)
+                if g is not None:
+                    return g
+        g = _graph_or_none(value)
+        if g is not None:
+            return g
+    return graph_lib.get_default_graph()
+
+
+def _graph_or_none(value: Any) -> Optional[graph_lib.Graph]:
+    if isinstance(value, graph_lib.Tensor):
+        return value.graph
+    graph = getattr(value, "graph", None)
+    return graph if isinstance(graph, graph_lib.Graph) else None
+
+
+def make_op(
+    op_type: str,
+    inputs: Sequence[graph_lib.Tensor],
+    output_specs: Sequence[tuple[dtypes.DType, Any]],
+    name: Optional[str] = None,
+    attrs: Optional[dict[str, Any]] = None,
+    graph: Optional[graph_lib.Graph] = None,
+) -> graph_lib.Operation:
+    g = graph if graph is not None else graph_of(*inputs)
+    return g.create_op(op_type, list(inputs), list(output_specs), name=name, attrs=attrs)
+
+
+def make_tensor(
+    op_type: str,
+    inputs: Sequence[graph_lib.Tensor],
+    dtype: dtypes.DType,
+    shape: Any,
+    name: Optional[str] = None,
+    attrs: Optional[dict[str, Any]] = None,
+) -> graph_lib.Tensor:
+    """Adds a single-output op and returns its output."""
+    return make_op(op_type, inputs, [(dtype, shape)], name, attrs).outputs[0]
+
+
+def to_tensor(value: Any, dtype: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:
+    return graph_lib.convert_to_tensor(value, dtype=dtype, name=name)
+
+
+def to_tensors_like(x: Any, y: Any) -> tuple[graph_lib.Tensor, graph_lib.Tensor]:
+    """Converts two operands, giving a Python operand the dtype of the Tensor operand."""
+    if isinstance(x, graph_lib.Tensor) or hasattr(x, "_as_graph_element"):
+        x = to_tensor(x)
+        y = to_tensor(y, dtype=None if _is_tensor_like(y) else x.dtype.base_dtype)
+    elif _is_tensor_like(y):
+        y = to_tensor(y)
+        x = to_tensor(x, dtype=y.dtype.base_dtype)
+    else:
+        x = to_tensor(x)
+        y = to_tensor(y, dtype=x.dtype.base_dtype)
+    return x, y
+
+
+def _is_tensor_like(value: Any) -> bool:
+    return isinstance(value, graph_lib.Tensor) or hasattr(value, "_as_graph_element")
+
+
+def check_same_dtype(op_type: str, *tensors: graph_lib.Tensor) -> dtypes.DType:
+    base = tensors[0].dtype.base_dtype
+    for t in tensors[1:]:
+        if t.dtype.base_dtype != base:
+            names = ", ".join(f"{x.name} ({x.dtype.base_dtype.name})" for x in tensors)
+            raise TypeError(f"{op_type} requires inputs of the same dtype, got {names}")
+    return base
+
+
+def check_dtype_in(op_type: str, t: graph_lib.Tensor, allowed: Sequence[dtypes.DType]) -> None:
+    if t.dtype.base_dtype not in allowed:
+        valid = ", ".join(d.name for d in allowed)
+        raise TypeError(f"{op_type} does not support dtype {t.dtype.base_dtype.name} of {t.name}; valid: {valid}")
+
+
+FLOATS = (dtypes.float16, dtypes.float32, dtypes.float64)
+NUMBERS = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint8)
+INDICES = (dtypes.int32, dtypes.int64)
+
+
+def normalize_axes(axis: Any, rank: Optional[int], op_name: str) -> Optional[tuple[int, ...]]:
+    """Turns an int / list / None axis into a sorted tuple of non-negative axes."""
+    if axis is None:
+        return None if rank is None else tuple(range(rank))
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    result = []
+    for a in axes:
+        a = int(a)
+        if rank is not None:
+            if not -rank <= a < rank:
+                raise ValueError(f"{op_name}: axis {a} is out of range for a tensor of rank {rank}")
+            a %= rank
+        result.append(a)
+    return tuple(sorted(set(result)))
+
+
+def static_value(t: graph_lib.Tensor) -> Any:
+    """The value of ``t`` when it is a Const (for shape inference), else None."""
+    if t.op.type == "Const":
+        return t.op.get_attr("value")
+    return None
+
+
+def unknown_shape() -> tensor_shape.TensorShape:
+    return tensor_shape.TensorShape(None)

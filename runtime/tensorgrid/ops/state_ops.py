@@ -1,0 +1,84 @@
+"""Stateful ops on variables: the variable itself, assign, assign_add, assign_sub.
+
+A ``VariableV2`` op outputs a reference (dtype ``*_ref``) to a buffer kept in the
+task's resource manager under (container, shared_name); assign ops take that
+reference and update the buffer in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import op_util
+
+op_registry.register_op("VariableV2", stateful=True, ref_outputs=(0,))
+op_registry.register_op("Assign", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+op_registry.register_op("AssignAdd", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+op_registry.register_op("AssignSub", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+op_registry.register_op("IsVariableInitialized", stateful=True, ref_inputs=(0,))
+for _op_type in ("VariableV2", "Assign", "AssignAdd", "AssignSub", "IsVariableInitialized"):
+    op_registry.NotDifferentiable(_op_type)
+
+
+def variable_op(shape: Any, dtype: Any, name: str = "Variable", container: Optional[str] = None,
+                shared_name: Optional[str] = None) -> graph_lib.Tensor:
+    """The raw variable op; most programs use ``tf.Variable`` or ``tf.get_variable``."""
+    dt = dtypes.as_dtype(dtype).base_dtype
+    static = tensor_shape.as_shape(shape)
+    graph = graph_lib.get_default_graph()
+    op = graph.create_op("VariableV2", [], [(dt._as_ref, static)], name=name, attrs={
+        "dtype": dt.name,
+        "shape": static.as_tuple_or_none(),
+        "container": graph.current_container if container is None else container,
+        "shared_name": shared_name or "",
+    })
+    return op.outputs[0]
+
+
+def _ref_of(ref: Any) -> graph_lib.Tensor:
+    as_ref = getattr(ref, "_ref", None)
+    t = as_ref() if callable(as_ref) else ref
+    if not isinstance(t, graph_lib.Tensor) or not t.dtype.is_ref_dtype:
+        raise TypeError(f"Assign ops need a variable (a reference tensor), got {ref!r}")
+    return t
+
+
+def _assign_like(op_type: str, ref: Any, value: Any, use_locking: Optional[bool], name: Optional[str],
+                 extra: Optional[dict[str, Any]] = None) -> graph_lib.Tensor:
+    r = _ref_of(ref)
+    v = op_util.to_tensor(value, dtype=r.dtype.base_dtype)
+    attrs = {"use_locking": bool(use_locking)}
+    attrs.update(extra or {})
+    validate = attrs.get("validate_shape", True)
+    if validate and not r.shape.is_compatible_with(v.shape):
+        raise ValueError(
+            f"{op_type}: shapes of variable {r.op.name} {r.shape} and value {v.name} {v.shape} must be equal"
+        )
+    out_shape = r.shape if validate else v.shape
+    with r.graph.colocate_with(r.op):
+        return op_util.make_tensor(op_type, [r, v], r.dtype, out_shape, name or op_type, attrs)
+
+
+def assign(ref: Any, value: Any, validate_shape: Optional[bool] = None, use_locking: Optional[bool] = None,
+           name: Optional[str] = None) -> graph_lib.Tensor:
+    """Stores ``value`` into the variable; returns the variable (a reference)."""
+    validate = True if validate_shape is None else bool(validate_shape)
+    return _assign_like("Assign", ref, value, use_locking, name, {"validate_shape": validate})
+
+
+def assign_add(ref: Any, value: Any, use_locking: Optional[bool] = None, name: Optional[str] = None) -> graph_lib.Tensor:
+    return _assign_like("AssignAdd", ref, value, use_locking, name)
+
+
+def assign_sub(ref: Any, value: Any, use_locking: Optional[bool] = None, name: Optional[str] = None) -> graph_lib.Tensor:
+    return _assign_like("AssignSub", ref, value, use_locking, name)
+
+
+def is_variable_initialized(ref: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    r = _ref_of(ref)
+    with r.graph.colocate_with(r.op):
+        return op_util.make_tensor("IsVariableInitialized", [r], dtypes.bool_, [], name or "IsVariableInitialized")

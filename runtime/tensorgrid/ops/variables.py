@@ -1,0 +1,254 @@
+"""``tf.Variable`` (TF1 reference variables) and the initializer helpers.
+
+A Variable is three ops: the ``VariableV2`` op that owns the buffer, an ``Assign``
+from the initial value (its initializer, colocated with it) and an ``Identity``
+snapshot named ``<name>/read`` that consumers use. Variables join the global and
+trainable collections so that optimizers and savers find them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import array_ops
+from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import op_util
+from tensorgrid.ops import state_ops
+
+GraphKeys = graph_lib.GraphKeys
+
+
+class Variable:
+    """A mutable tensor living in a resource container on its device."""
+
+    def __init__(
+        self,
+        initial_value: Any = None,
+        trainable: Optional[bool] = None,
+        collections: Optional[Sequence[str]] = None,
+        validate_shape: bool = True,
+        caching_device: Any = None,
+        name: Optional[str] = None,
+        variable_def: Any = None,
+        dtype: Any = None,
+        expected_shape: Any = None,
+        import_scope: Any = None,
+        constraint: Any = None,
+        use_resource: Any = None,
+        synchronization: Any = None,
+        aggregation: Any = None,
+        shape: Any = None,
+    ) -> None:
+        if initial_value is None:
+            raise ValueError("initial_value must be specified (a value, a Tensor, or a callable returning one)")
+        trainable = True if trainable is None else bool(trainable)
+        if collections is None:
+            collections = [GraphKeys.GLOBAL_VARIABLES]
+        collections = list(collections)
+        if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
+            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        init_from_fn = callable(initial_value)
+        graph = graph_lib.get_default_graph()
+        self._graph = graph
+        self._trainable = trainable
+        self._constraint = constraint
+        with graph.name_scope(name or "Variable") as scope_name:
+            if init_from_fn:
+                with graph.name_scope("Initializer"), graph.device(None):
+                    init = initial_value()
+                    self._initial_value = op_util.to_tensor(init, dtype=dtype, name="initial_value")
+            else:
+                self._initial_value = op_util.to_tensor(initial_value, dtype=dtype, name="initial_value")
+            value_shape = self._initial_value.shape
+            if shape is not None:
+                value_shape = tensor_shape.as_shape(shape)
+            elif not validate_shape:
+                value_shape = tensor_shape.unknown_shape()
+            if validate_shape and not value_shape.is_fully_defined():
+                raise ValueError(
+                    f"initial_value of variable {scope_name[:-1]!r} must have a fully defined shape, "
+                    f"got {value_shape}; pass validate_shape=False to allow a shape known only at run time"
+                )
+            self._variable = state_ops.variable_op(
+                value_shape, self._initial_value.dtype.base_dtype, name=scope_name,
+            )
+            with graph.colocate_with(self._variable.op):
+                self._initializer_op = state_ops.assign(
+                    self._variable, self._initial_value, validate_shape=validate_shape, name="Assign"
+                ).op
+            with graph.colocate_with(self._variable.op):
+                self._snapshot = array_ops.identity(self._variable, name="read")
+        graph.add_to_collections(collections, self)
+        self._save_slice_info = None
+
+    # -------------------------------------------------------------- identity
+    @property
+    def name(self) -> str:
+        return self._variable.name
+
+    @property
+    def op(self) -> graph_lib.Operation:
+        return self._variable.op
+
+    @property
+    def graph(self) -> graph_lib.Graph:
+        return self._graph
+
+    @property
+    def device(self) -> str:
+        return self._variable.device
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._variable.dtype
+
+    @property
+    def shape(self) -> tensor_shape.TensorShape:
+        return self._variable.shape
+
+    def get_shape(self) -> tensor_shape.TensorShape:
+        return self._variable.shape
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def constraint(self) -> Any:
+        return self._constraint
+
+    @property
+    def initializer(self) -> graph_lib.Operation:
+        return self._initializer_op
+
+    @property
+    def initial_value(self) -> graph_lib.Tensor:
+        return self._initial_value
+
+    def initialized_value(self) -> graph_lib.Tensor:
+        """The value after initialization, for initializing other variables from this one."""
+        from tensorgrid.ops import math_ops
+
+        with self._graph.control_dependencies([self._initializer_op]):
+            return math_ops.cast(array_ops.identity(self._variable), self.dtype.base_dtype)
+
+    def value(self) -> graph_lib.Tensor:
+        return self._snapshot
+
+    def read_value(self) -> graph_lib.Tensor:
+        return array_ops.identity(self._variable, name="read")
+
+    def _ref(self) -> graph_lib.Tensor:
+        return self._variable
+
+    def _as_graph_element(self) -> graph_lib.Tensor:
+        return self._variable
+
+    # -------------------------------------------------------------- updates
+    def assign(self, value: Any, use_locking: bool = False, name: Optional[str] = None, read_value: bool = True) -> Any:
+        result = state_ops.assign(self._variable, value, use_locking=use_locking, name=name)
+        return result if read_value else result.op
+
+    def assign_add(self, delta: Any, use_locking: bool = False, name: Optional[str] = None, read_value: bool = True) -> Any:
+        result = state_ops.assign_add(self._variable, delta, use_locking=use_locking, name=name)
+        return result if read_value else result.op
+
+    def assign_sub(self, delta: Any, use_locking: bool = False, name: Optional[str] = None, read_value: bool = True) -> Any:
+        result = state_ops.assign_sub(self._variable, delta, use_locking=use_locking, name=name)
+        return result if read_value else result.op
+
+    def eval(self, session: Any = None) -> Any:
+        return self._variable.eval(session=session)
+
+    def load(self, value: Any, session: Any = None) -> None:
+        """Writes ``value`` into the variable through ``session`` (feeding the initializer)."""
+        session = session or graph_lib.get_default_session()
+        if session is None:
+            raise ValueError("Variable.load needs a session: pass one or use a default session")
+        session.run(self._initializer_op, {self._initial_value: value})
+
+    def __repr__(self) -> str:
+        return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __iter__(self) -> Any:
+        raise TypeError("A tf.Variable is not iterable")
+
+    def __bool__(self) -> bool:
+        raise TypeError("Using a tf.Variable as a Python bool is not allowed")
+
+
+def _variable_conversion(value: Variable, dtype: Any = None, name: Optional[str] = None, as_ref: bool = False) -> graph_lib.Tensor:
+    return value._ref() if as_ref else value.value()
+
+
+graph_lib.register_tensor_conversion_function(Variable, _variable_conversion)
+
+
+def _delegate(operator: str) -> Callable[..., Any]:
+    def method(self: Variable, *args: Any) -> Any:
+        return getattr(self.value(), operator)(*args)
+
+    method.__name__ = operator
+    return method
+
+
+for _operator in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                  "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+                  "__matmul__", "__rmatmul__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__",
+                  "__or__", "__ror__", "__neg__", "__abs__", "__invert__", "__getitem__"):
+    setattr(Variable, _operator, _delegate(_operator))
+Variable.__array_priority__ = 100  # type: ignore[attr-defined]
+
+
+RefVariable = Variable
+
+
+# ---------------------------------------------------------------------- collections and initializers
+
+def global_variables(scope: Optional[str] = None) -> list[Variable]:
+    return graph_lib.get_default_graph().get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
+
+
+all_variables = global_variables
+
+
+def trainable_variables(scope: Optional[str] = None) -> list[Variable]:
+    return graph_lib.get_default_graph().get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def local_variables(scope: Optional[str] = None) -> list[Variable]:
+    return graph_lib.get_default_graph().get_collection(GraphKeys.LOCAL_VARIABLES, scope)
+
+
+def model_variables(scope: Optional[str] = None) -> list[Variable]:
+    return graph_lib.get_default_graph().get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
+def variables_initializer(var_list: Sequence[Variable], name: str = "init") -> graph_lib.Operation:
+    if not var_list:
+        return control_flow_ops.no_op(name=name)
+    return control_flow_ops.group(*[v.initializer for v in var_list], name=name)
+
+
+def global_variables_initializer() -> graph_lib.Operation:
+    return variables_initializer(global_variables())
+
+
+initialize_all_variables = global_variables_initializer
+
+
+def local_variables_initializer() -> graph_lib.Operation:
+    return variables_initializer(local_variables(), name="init")
+
+
+def is_variable_initialized(variable: Variable) -> graph_lib.Tensor:
+    return state_ops.is_variable_initialized(variable)

@@ -34,6 +34,7 @@ from tensorgrid.ops.math_ops import (
     mod, multiply, negative, not_equal, pow, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
     reduce_sum, rsqrt, sign, sqrt, square, subtract, to_float, truediv,
 )
+from tensorgrid.ops.random_ops import random_normal, random_uniform, truncated_normal
 from tensorgrid.ops.state_ops import assign, assign_add, assign_sub, is_variable_initialized
 from tensorgrid.ops.variables import (
     Variable, all_variables, global_variables, global_variables_initializer, initialize_all_variables,

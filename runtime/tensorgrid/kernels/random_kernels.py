@@ -1,3 +1,40 @@
-"""Kernels of random ops."""
+"""Kernels of random ops; each op keeps its own generator across steps, like TF's kernels."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from tensorgrid.kernels.array_kernels import host_ints
+from tensorgrid.kernels.registry import register_kernel
+
+
+def _generator(k: Any) -> Any:
+    rng = k.state.get("rng")
+    if rng is None or k.state.get("rng_backend") is not k.backend:
+        seed, seed2 = k.attrs["seed"], k.attrs["seed2"]
+        rng = k.backend.random_generator([seed, seed2] if (seed or seed2) else None)
+        k.state["rng"] = rng
+        k.state["rng_backend"] = k.backend
+    return rng
+
+
+@register_kernel("RandomStandardNormal")
+def _standard_normal(k: Any, step: Any, shape: Any) -> Any:
+    return _generator(k).standard_normal(host_ints(shape), dtype=k.output_dtypes[0])
+
+
+@register_kernel("TruncatedNormal")
+def _truncated_normal(k: Any, step: Any, shape: Any) -> Any:
+    rng = _generator(k)
+    dtype = k.output_dtypes[0]
+    values = rng.standard_normal(host_ints(shape), dtype=dtype)
+    outside = k.xp.abs(values) > 2
+    while outside.any():
+        values[outside] = rng.standard_normal(int(outside.sum()), dtype=dtype)
+        outside = k.xp.abs(values) > 2
+    return values
+
+
+@register_kernel("RandomUniform")
+def _uniform(k: Any, step: Any, shape: Any) -> Any:
+    return _generator(k).random(host_ints(shape), dtype=k.output_dtypes[0])

@@ -224,26 +224,20 @@ class _LocalDevice(collections.namedtuple("_LocalDevice", ["name", "device_type"
     pass
 
 
-class Session(BaseSession):
-    """A TF1 session. ``target=""`` runs in-process; ``grpc://host:port`` uses that task's master."""
+class _LocalEngine:
+    """Runs steps in this process, with variables private to the session (TF1's DirectSession)."""
 
-    def __new__(cls, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> Any:
-        if cls is Session and target:
-            from tensorgrid.client import remote_session
-
-            return remote_session.RemoteSession(target, graph, config)
-        return super().__new__(cls)
-
-    def __init__(self, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> None:
-        super().__init__(target, graph, config)
+    def __init__(self, graph: graph_lib.Graph, config: Any) -> None:
+        self._graph = graph
         self._resources = resources.ResourceManager()
         self._kernel_state: dict[str, dict[str, Any]] = {}
         self._plans: dict[Any, executor.Plan] = {}
-        self._placement = executor.default_placement(bool(getattr(self._config, "allow_soft_placement", False)))
+        self._placement = executor.default_placement(bool(getattr(config, "allow_soft_placement", False)))
         self._step_ids = itertools.count(1)
+        self._lock = threading.Lock()
 
-    def _run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
-             targets: list[graph_lib.Operation], options: Any) -> list[Any]:
+    def run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
+            targets: list[graph_lib.Operation], options: Any) -> list[Any]:
         key = (tuple(feeds), tuple(fetches), tuple(targets), self._graph.version)
         plan = self._plans.get(key)
         if plan is None:
@@ -262,10 +256,33 @@ class Session(BaseSession):
         return devices
 
     def close(self) -> None:
+        self._resources.cleanup()
+        self._plans.clear()
+
+
+class Session(BaseSession):
+    """A TF1 session. ``target=""`` runs in-process; ``grpc://host:port`` uses that task's master."""
+
+    def __init__(self, target: str = "", graph: Optional[graph_lib.Graph] = None, config: Any = None) -> None:
+        super().__init__(target, graph, config)
+        if target:
+            from tensorgrid.client import remote_session
+
+            self._engine: Any = remote_session.RemoteEngine(target, self._graph, self._config)
+        else:
+            self._engine = _LocalEngine(self._graph, self._config)
+
+    def _run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
+             targets: list[graph_lib.Operation], options: Any) -> list[Any]:
+        return self._engine.run(feeds, feed_values, fetches, targets, options)
+
+    def list_devices(self) -> list[Any]:
+        return self._engine.list_devices()
+
+    def close(self) -> None:
         if not getattr(self, "_closed", True):
-            self._resources.cleanup()
-            self._plans.clear()
-        self._closed = True
+            self._closed = True
+            self._engine.close()
 
     @staticmethod
     def reset(target: str, containers: Optional[list[str]] = None, config: Any = None) -> None:

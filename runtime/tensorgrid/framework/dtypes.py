@@ -56,6 +56,7 @@ class DType:
 
     @property
     def size(self) -> int:
+        """Bytes per element (8 for string and resource: the size of a reference)."""
         return int(np.dtype(self.as_numpy_dtype).itemsize)
 
     @property
@@ -96,10 +97,15 @@ int32 = DType("int32", np.int32, False, 3)
 int64 = DType("int64", np.int64, False, 9)
 uint8 = DType("uint8", np.uint8, False, 4)
 bool_ = DType("bool", np.bool_, False, 10)
+string = DType("string", np.object_, False, 7)
+"""Python str / bytes objects; used for names (report_uninitialized_variables) and queue payloads."""
+resource = DType("resource", np.object_, False, 20)
+"""A handle to a resource (queue, accumulator) in a task's resource manager."""
 half = float16
 double = float64
 
-_BASES = (float16, float32, float64, int32, int64, uint8, bool_)
+_NUMERIC = (float16, float32, float64, int32, int64, uint8, bool_)
+_BASES = (*_NUMERIC, string, resource)
 _REF_BY_BASE = {b: DType(b.name + "_ref", b.as_numpy_dtype, True, b.enum + 100) for b in _BASES}
 _BASE_BY_REF = {r: b for b, r in _REF_BY_BASE.items()}
 float32_ref = _REF_BY_BASE[float32]
@@ -111,7 +117,8 @@ bool_ref = _REF_BY_BASE[bool_]
 _BY_NAME: dict[str, DType] = {d.name: d for d in (*_BASES, *_REF_BY_BASE.values())}
 _BY_NAME.update({"half": float16, "double": float64, "float": float32})
 _BY_ENUM: dict[int, DType] = {d.enum: d for d in (*_BASES, *_REF_BY_BASE.values())}
-_BY_NUMPY: dict[Any, DType] = {np.dtype(b.as_numpy_dtype): b for b in _BASES}
+_BY_NUMPY: dict[Any, DType] = {np.dtype(b.as_numpy_dtype): b for b in _NUMERIC}
+_BY_NUMPY[np.dtype(np.object_)] = string
 
 SUPPORTED = ", ".join(b.name for b in _BASES)
 
@@ -132,6 +139,8 @@ def as_dtype(type_value: Any) -> DType:
         return int32
     if type_value is bool:
         return bool_
+    if type_value in (str, bytes):
+        return string
     try:
         np_dtype = np.dtype(type_value)
     except TypeError:

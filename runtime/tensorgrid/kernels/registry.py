@@ -67,4 +67,7 @@ def _load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    from tensorgrid.kernels import array_kernels, math_kernels, nn_kernels, random_kernels, state_kernels  # noqa: F401
+    from tensorgrid.kernels import (  # noqa: F401
+        array_kernels, data_flow_kernels, math_kernels, nn_kernels, random_kernels, state_kernels, training_kernels,
+        transfer_kernels,
+    )

@@ -66,3 +66,11 @@ def _assign_sub(k: Any, step: Any, variable: Any, delta: Any) -> Any:
 @register_kernel("IsVariableInitialized")
 def _is_initialized(k: Any, step: Any, variable: Any) -> Any:
     return k.xp.asarray(variable.initialized)
+
+
+@register_kernel("UninitializedVariableNames", host_only=True)
+def _uninitialized_names(k: Any, step: Any, *initialized: Any) -> Any:
+    import numpy
+
+    names = [n for n, ok in zip(k.attrs["names"], initialized) if not bool(ok)]
+    return numpy.array(names, dtype=object)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
@@ -252,3 +253,25 @@ def local_variables_initializer() -> graph_lib.Operation:
 
 def is_variable_initialized(variable: Variable) -> graph_lib.Tensor:
     return state_ops.is_variable_initialized(variable)
+
+
+op_registry.register_op("UninitializedVariableNames")
+op_registry.NotDifferentiable("UninitializedVariableNames")
+
+
+def report_uninitialized_variables(var_list: Optional[Sequence[Variable]] = None,
+                                   name: str = "report_uninitialized_variables") -> graph_lib.Tensor:
+    """A string vector of the names of the variables in ``var_list`` not yet initialized.
+
+    Each check runs next to its variable (on its parameter server); only the booleans
+    travel to the task that asks.
+    """
+    if var_list is None:
+        var_list = global_variables() + local_variables()
+    graph = graph_lib.get_default_graph()
+    with graph.name_scope(name):
+        flags = [state_ops.is_variable_initialized(v) for v in var_list]
+        names = [v.op.name for v in var_list]
+        return op_util.make_tensor("UninitializedVariableNames", flags, dtypes.string, [None], "names",
+                                   {"names": names})
+

@@ -1,0 +1,91 @@
+"""The ``tensorgrid`` command: ``server`` runs one task, ``local`` runs a whole cluster on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Optional, Sequence
+
+
+def _server(args: argparse.Namespace) -> int:
+    from tensorgrid.distributed import cluster as cluster_lib
+    from tensorgrid.distributed import server as server_lib
+
+    if args.cluster:
+        try:
+            cluster = cluster_lib.ClusterSpec(json.loads(args.cluster))
+        except json.JSONDecodeError as e:
+            print(f"tensorgrid server: --cluster is not valid JSON: {e}", file=sys.stderr)
+            return 2
+        if args.job is None or args.task is None:
+            print("tensorgrid server: --cluster needs --job and --task", file=sys.stderr)
+            return 2
+        server = server_lib.Server(cluster, args.job, args.task, metrics_port=args.metrics_port)
+    else:
+        if not os.environ.get("TF_CONFIG"):
+            print("tensorgrid server: set TF_CONFIG or pass --cluster, --job and --task", file=sys.stderr)
+            return 2
+        tf_config = cluster_lib.TFConfig.from_env()
+        server = server_lib.Server(tf_config.cluster, args.job or tf_config.task_type,
+                                   args.task if args.task is not None else tf_config.task_index,
+                                   metrics_port=args.metrics_port)
+
+    def on_signal(signum: int, frame: object) -> None:
+        server.request_stop(f"received signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.join()
+    return 0
+
+
+def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
+    from tensorgrid import launcher
+
+    spec = launcher.LocalClusterSpec(ps=args.ps, workers=args.workers, chief=args.chief, sync=args.sync,
+                                     ps_server=args.ps_server, stop_timeout=args.stop_timeout)
+    try:
+        return launcher.run(spec, command)
+    except ValueError as e:
+        print(f"tensorgrid local: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1:]
+    parser = argparse.ArgumentParser(prog="tensorgrid", description=__doc__)
+    parser.add_argument("--log-level", default=os.environ.get("TENSORGRID_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    server = sub.add_parser("server", help="run a ps or worker task (from TF_CONFIG or flags) until training ends")
+    server.add_argument("--cluster", help='cluster JSON, e.g. \'{"ps": ["h:2222"], "worker": ["w:2222"]}\'')
+    server.add_argument("--job", help="job name of this task (default: TF_CONFIG's task type)")
+    server.add_argument("--task", type=int, help="task index (default: TF_CONFIG's task index)")
+    server.add_argument("--metrics-port", type=int, default=None,
+                        help="serve Prometheus metrics on this port (default: $TENSORGRID_METRICS_PORT, else off)")
+    local = sub.add_parser("local", help="run a program as every task of a cluster on loopback: "
+                                         "tensorgrid local --ps 1 --workers 2 -- python train.py")
+    local.add_argument("--ps", type=int, default=1, help="number of parameter servers (default 1)")
+    local.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    local.add_argument("--chief", action="store_true", help="add a separate chief task")
+    local.add_argument("--sync", action="store_true", help="set TENSORGRID_SYNC=1 for synchronous training")
+    local.add_argument("--ps-server", action="store_true",
+                       help="run 'tensorgrid server' as the PS tasks instead of the program")
+    local.add_argument("--stop-timeout", type=float, default=30.0,
+                       help="seconds other tasks get to finish after the chief exits (default 30)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "server":
+        return _server(args)
+    return _local(args, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

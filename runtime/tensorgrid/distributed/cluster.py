@@ -1,0 +1,175 @@
+"""The cluster layout: ``ClusterSpec`` and the ``TF_CONFIG`` environment variable.
+
+A ClusterSpec maps job names (``ps``, ``worker``, ``chief``, ...) to task addresses,
+as a list (dense indices) or a dict (sparse indices). ``TF_CONFIG`` is the
+Kubeflow-compatible JSON the operator injects into every pod: the cluster, this
+pod's task, and the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Mapping, Optional
+
+_JOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+class ClusterSpec:
+    """Job name -> {task index -> "host:port"} (``tf.train.ClusterSpec``)."""
+
+    def __init__(self, cluster: Any) -> None:
+        if isinstance(cluster, ClusterSpec):
+            self._jobs: dict[str, dict[int, str]] = {j: dict(t) for j, t in cluster._jobs.items()}
+            return
+        if not isinstance(cluster, Mapping):
+            raise TypeError(
+                "ClusterSpec takes a dict of job name -> list of 'host:port' (or dict of index -> 'host:port'), "
+                f"got {type(cluster).__name__}"
+            )
+        self._jobs = {}
+        for job, tasks in cluster.items():
+            if not isinstance(job, str) or not _JOB_NAME.match(job):
+                raise ValueError(f"Invalid job name {job!r}: use letters, digits, '_' and '-', starting with a letter")
+            if isinstance(tasks, Mapping):
+                entries = {}
+                for index, address in tasks.items():
+                    try:
+                        i = int(index)
+                    except (TypeError, ValueError):
+                        raise ValueError(f"Task index {index!r} of job {job!r} is not an integer") from None
+                    if i < 0:
+                        raise ValueError(f"Task index {i} of job {job!r} must be >= 0")
+                    entries[i] = _check_address(job, i, address)
+            elif isinstance(tasks, (list, tuple)):
+                entries = {i: _check_address(job, i, a) for i, a in enumerate(tasks)}
+            else:
+                raise TypeError(f"Tasks of job {job!r} must be a list or dict of addresses, got {tasks!r}")
+            self._jobs[job] = dict(sorted(entries.items()))
+
+    @property
+    def jobs(self) -> list[str]:
+        return list(self._jobs)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Dense jobs as lists, sparse ones as dicts (as TF returns them)."""
+        result: dict[str, Any] = {}
+        for job, tasks in self._jobs.items():
+            if list(tasks) == list(range(len(tasks))):
+                result[job] = list(tasks.values())
+            else:
+                result[job] = dict(tasks)
+        return result
+
+    def num_tasks(self, job_name: str) -> int:
+        return len(self._tasks(job_name))
+
+    def task_indices(self, job_name: str) -> list[int]:
+        return list(self._tasks(job_name))
+
+    def task_address(self, job_name: str, task_index: int) -> str:
+        tasks = self._tasks(job_name)
+        try:
+            return tasks[int(task_index)]
+        except KeyError:
+            raise ValueError(
+                f"No task with index {task_index} in job {job_name!r}; its tasks are {sorted(tasks)}"
+            ) from None
+
+    def job_tasks(self, job_name: str) -> list[Optional[str]]:
+        """Addresses indexed by task, with None for the gaps of a sparse job."""
+        tasks = self._tasks(job_name)
+        if not tasks:
+            return []
+        return [tasks.get(i) for i in range(max(tasks) + 1)]
+
+    def _tasks(self, job_name: str) -> dict[int, str]:
+        try:
+            return self._jobs[job_name]
+        except KeyError:
+            raise ValueError(f"No such job in cluster: {job_name!r}; jobs are {self.jobs}") from None
+
+    def all_tasks(self) -> list[tuple[str, int, str]]:
+        return [(job, i, a) for job, tasks in self._jobs.items() for i, a in tasks.items()]
+
+    def __bool__(self) -> bool:
+        return bool(self._jobs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterSpec) and self._jobs == other._jobs
+
+    def __repr__(self) -> str:
+        return f"ClusterSpec({self.as_dict()!r})"
+
+
+def _check_address(job: str, index: int, address: Any) -> str:
+    if not isinstance(address, str) or not address:
+        raise ValueError(f"Address of /job:{job}/task:{index} must be a 'host:port' string, got {address!r}")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"Address {address!r} of /job:{job}/task:{index} is not 'host:port' with a port in 1..65535")
+    return address
+
+
+def task_name(job: str, index: int) -> str:
+    return f"/job:{job}/replica:0/task:{index}"
+
+
+class TFConfig:
+    """The parsed ``TF_CONFIG``: cluster, this task (type and index), environment."""
+
+    def __init__(self, cluster: ClusterSpec, task_type: Optional[str], task_index: Optional[int],
+                 environment: str = "", rpc_layer: str = "grpc") -> None:
+        self.cluster = cluster
+        self.task_type = task_type
+        self.task_index = task_index
+        self.environment = environment
+        self.rpc_layer = rpc_layer
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TFConfig":
+        text = (environ if environ is not None else os.environ).get("TF_CONFIG", "")
+        return cls.parse(text)
+
+    @classmethod
+    def parse(cls, text: str) -> "TFConfig":
+        if not text.strip():
+            return cls(ClusterSpec({}), None, None)
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"TF_CONFIG is not valid JSON ({e}): {text[:200]!r}") from None
+        if not isinstance(config, dict):
+            raise ValueError(f"TF_CONFIG must be a JSON object with 'cluster' and 'task', got {text[:200]!r}")
+        cluster = ClusterSpec(config.get("cluster") or {})
+        task = config.get("task") or {}
+        if not isinstance(task, dict):
+            raise ValueError(f"TF_CONFIG 'task' must be an object like {{'type': 'worker', 'index': 0}}, got {task!r}")
+        task_type = task.get("type")
+        index = task.get("index")
+        if index is not None:
+            try:
+                index = int(index)
+            except (TypeError, ValueError):
+                raise ValueError(f"TF_CONFIG task index must be an integer, got {index!r}") from None
+        if task_type is not None and cluster and task_type not in cluster.jobs and task_type != "evaluator":
+            raise ValueError(f"TF_CONFIG task type {task_type!r} is not a job of the cluster {cluster.jobs}")
+        if task_type in (cluster.jobs if cluster else []) and index is not None:
+            cluster.task_address(task_type, index)  # validates the index
+        return cls(cluster, task_type, index, str(config.get("environment", "")), str(config.get("rpc_layer", "grpc")))
+
+
+def chief_task(cluster: ClusterSpec) -> Optional[tuple[str, int]]:
+    """The task that initialises and checkpoints: the ``chief`` (or ``master``) job, else worker 0."""
+    for job in ("chief", "master"):
+        if job in cluster.jobs and cluster.num_tasks(job):
+            return job, cluster.task_indices(job)[0]
+    if "worker" in cluster.jobs and 0 in cluster.task_indices("worker"):
+        return "worker", 0
+    return None
+
+
+def training_tasks(cluster: ClusterSpec) -> list[tuple[str, int]]:
+    """Tasks that run the training program (everything but ps and evaluator)."""
+    return [(job, i) for job, i, _ in cluster.all_tasks() if job not in ("ps", "evaluator")]

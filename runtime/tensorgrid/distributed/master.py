@@ -1,0 +1,298 @@
+"""The Master service's logic: sessions, step planning, and running partitions.
+
+A master session holds the client's graph. For each new step signature (feeds,
+fetches, targets, graph version) it places and partitions the graph by task and
+registers one partition per task; each step then runs every partition at once
+under one step id. Only the tasks a step needs are contacted, so a session never
+waits for unrelated peers. If a task restarted (its incarnation changed or its
+graphs are gone), the step fails with AbortedError, the plans using it are dropped,
+and the next step re-registers: MonitoredTrainingSession recovers from that.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import itertools
+import logging
+import random
+import threading
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import partition as partition_lib
+from tensorgrid.framework import device as device_lib
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import graph_def as graph_def_lib
+
+log = logging.getLogger("tensorgrid.master")
+
+
+@dataclasses.dataclass
+class _PartitionRun:
+    task: str
+    handle: str
+    feed_names: list[str]
+    """Client tensor names, in the order RunGraph takes their values."""
+    fetch_names: list[str]
+    incarnation: int
+
+
+@dataclasses.dataclass
+class _StepPlan:
+    runs: list[_PartitionRun]
+    fed_fetches: list[str]
+
+
+@dataclasses.dataclass
+class SessionOptions:
+    device_filters: list[str] = dataclasses.field(default_factory=list)
+    """Tasks the session may use; ops placed elsewhere are an error."""
+    operation_timeout_in_ms: int = 0
+    """Deadline of one step (0: none)."""
+
+
+class _MasterSession:
+    def __init__(self, handle: str, graph: graph_lib.Graph, options: SessionOptions) -> None:
+        self.handle = handle
+        self.graph = graph
+        self.options = options
+        self.plans: dict[Any, _StepPlan] = {}
+        self.lock = threading.Lock()
+        self.registered: list[tuple[str, str]] = []
+
+
+class Master:
+    """Sessions of the clients that target this task."""
+
+    def __init__(self, task: device_lib.DeviceSpec, cluster: cluster_lib.ClusterSpec,
+                 worker_for: Callable[[str], Any], connect_timeout: float = 600.0) -> None:
+        self.task = task
+        self.cluster = cluster
+        self._worker_for = worker_for
+        self._sessions: dict[str, _MasterSession] = {}
+        self._lock = threading.Lock()
+        self._handles = itertools.count(1)
+        self._incarnations: dict[str, int] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="master")
+        self._connect_timeout = connect_timeout
+        self._prefix = f"{random.SystemRandom().getrandbits(32):08x}"
+
+    # ------------------------------------------------------------------ sessions
+    def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None) -> str:
+        graph = _import(graph_def, graph_lib.Graph())
+        handle = f"{self._prefix}-s{next(self._handles)}"
+        with self._lock:
+            self._sessions[handle] = _MasterSession(handle, graph, options or SessionOptions())
+        return handle
+
+    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef) -> int:
+        """Adds the client's new nodes to the session graph; returns the new version."""
+        session = self._session(handle)
+        with session.lock:
+            _import(graph_def, session.graph)
+            return session.graph.version
+
+    def close_session(self, handle: str) -> None:
+        with self._lock:
+            session = self._sessions.pop(handle, None)
+        if session is None:
+            return
+        for task, graph_handle in session.registered:
+            try:
+                self._worker_for(task).deregister_graph(graph_handle)
+            except Exception as e:  # noqa: BLE001 - best effort on close
+                log.debug("could not deregister %s on %s: %s", graph_handle, task, e)
+
+    def _session(self, handle: str) -> _MasterSession:
+        with self._lock:
+            session = self._sessions.get(handle)
+        if session is None:
+            raise errors.NotFoundError(
+                None, None, f"Session handle {handle!r} is not known to this master (it was closed or the task restarted)"
+            )
+        return session
+
+    # ------------------------------------------------------------------ steps
+    def run_step(self, handle: str, feeds: dict[str, Any], fetches: Sequence[str], targets: Sequence[str],
+                 timeout: Optional[float] = None) -> list[Any]:
+        """Runs one step: feed values by tensor name, fetch values in ``fetches`` order."""
+        session = self._session(handle)
+        feed_names = sorted(feeds)
+        key = (tuple(feed_names), tuple(fetches), tuple(targets), session.graph.version)
+        plan = session.plans.get(key)
+        if plan is None:
+            with session.lock:
+                plan = session.plans.get(key) or self._plan(session, feed_names, list(fetches), list(targets))
+                session.plans[key] = plan
+        step_id = random.getrandbits(62) | 1
+        deadline = timeout or (session.options.operation_timeout_in_ms / 1000.0) or None
+        futures = {
+            self._pool.submit(self._run_partition, run, step_id, [feeds[n] for n in run.feed_names]): run
+            for run in plan.runs
+        }
+        values: dict[str, Any] = {name: feeds[name] for name in plan.fed_fetches}
+        failure: Optional[BaseException] = None
+        failed_run: Optional[_PartitionRun] = None
+        try:
+            for future in concurrent.futures.as_completed(futures, timeout=deadline):
+                run = futures[future]
+                try:
+                    for name, value in zip(run.fetch_names, future.result()):
+                        values[name] = value
+                except BaseException as exc:  # noqa: BLE001 - the first failure aborts the step
+                    failure, failed_run = exc, run
+                    break
+        except concurrent.futures.TimeoutError:
+            failure = errors.DeadlineExceededError(None, None, f"Step timed out after {deadline} s")
+        if failure is not None:
+            self._abort(plan, step_id, failure)
+            raise self._classify(session, plan, failed_run, failure)
+        return [values[name] for name in fetches]
+
+    def _run_partition(self, run: _PartitionRun, step_id: int, feed_values: list[Any]) -> list[Any]:
+        return self._worker_for(run.task).run_graph(run.handle, step_id, feed_values)
+
+    def _abort(self, plan: _StepPlan, step_id: int, failure: BaseException) -> None:
+        reason = f"Step {step_id} failed: {getattr(failure, 'message', failure)}"
+        for run in plan.runs:
+            try:
+                self._worker_for(run.task).abort_step(step_id, reason)
+            except Exception as e:  # noqa: BLE001 - the task may be the one that died
+                log.debug("abort of step %d on %s failed: %s", step_id, run.task, e)
+
+    def _classify(self, session: _MasterSession, plan: _StepPlan, failed: Optional[_PartitionRun],
+                  failure: BaseException) -> BaseException:
+        """Turns a failure caused by a restarted or unreachable task into AbortedError/UnavailableError."""
+        restarted = []
+        for run in plan.runs:
+            try:
+                incarnation = self._worker_for(run.task).incarnation_quick()
+            except Exception:  # noqa: BLE001 - unreachable now
+                incarnation = None
+            if incarnation != run.incarnation:
+                restarted.append(run.task)
+                with self._lock:
+                    self._incarnations.pop(run.task, None)
+        if restarted:
+            with session.lock:
+                session.plans.clear()
+            down = ", ".join(restarted)
+            if isinstance(failure, errors.UnavailableError):
+                return errors.UnavailableError(None, None, f"Task(s) {down} are unavailable: {failure}")
+            return errors.AbortedError(
+                None, None, f"Task(s) {down} restarted or became unreachable during the step: {failure}"
+            )
+        if isinstance(failure, errors.NotFoundError) and "Graph handle" in str(failure):
+            with session.lock:
+                session.plans.clear()
+            return errors.AbortedError(None, None, str(failure))
+        return failure
+
+    def _plan(self, session: _MasterSession, feed_names: list[str], fetches: list[str],
+              targets: list[str]) -> _StepPlan:
+        graph = session.graph
+        feed_tensors = [_tensor(graph, n, "feed") for n in feed_names]
+        fetch_tensors = [_tensor(graph, n, "fetch") for n in fetches]
+        target_ops = [_operation(graph, n) for n in targets]
+        parts = partition_lib.partition(graph, feed_tensors, fetch_tensors, target_ops, self.task,
+                                        self.cluster, self.incarnation)
+        _check_device_filters(parts, session.options.device_filters)
+        runs = []
+        for task, part in parts.items():
+            ordered_feeds = list(part.feeds)
+            handle = self._worker_for(task).register_graph(
+                session.handle, part.graph_def, [part.feeds[n] for n in ordered_feeds], part.fetches, part.targets
+            )
+            session.registered.append((task, handle))
+            runs.append(_PartitionRun(task, handle, ordered_feeds, part.fetches, self.incarnation(task)))
+        fed = set(feed_names)
+        return _StepPlan(runs, [n for n in fetches if n in fed])
+
+    # ------------------------------------------------------------------ tasks
+    def incarnation(self, task: str) -> int:
+        """The incarnation of ``task``, waiting (with backoff and a log line) until it answers."""
+        with self._lock:
+            known = self._incarnations.get(task)
+        if known is not None:
+            return known
+        value = wait_for_task(task, lambda: self._worker_for(task).incarnation_quick(), self._connect_timeout)
+        with self._lock:
+            self._incarnations[task] = value
+        return value
+
+    def list_devices(self) -> list[tuple[str, str, int]]:
+        devices = []
+        for job, index, _ in self.cluster.all_tasks():
+            task = cluster_lib.task_name(job, index)
+            worker = self._worker_for(task)
+            incarnation = self.incarnation(task)
+            devices += [(name, kind, incarnation) for name, kind in worker.devices()]
+        return devices
+
+    def reset(self, containers: Optional[list[str]]) -> None:
+        """Clears containers on every task of the cluster and forgets every session."""
+        for job, index, _ in self.cluster.all_tasks():
+            self._worker_for(cluster_lib.task_name(job, index)).cleanup_all(containers)
+        with self._lock:
+            for session in self._sessions.values():
+                session.plans.clear()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def wait_for_task(task: str, probe: Callable[[], int], timeout: float) -> int:
+    """Calls ``probe`` until it answers, backing off from 0.1 s to 5 s; logs while waiting."""
+    start = time.monotonic()
+    delay = 0.1
+    attempts = 0
+    while True:
+        try:
+            return probe()
+        except errors.UnavailableError as e:
+            attempts += 1
+            waited = time.monotonic() - start
+            if waited > timeout:
+                raise errors.UnavailableError(
+                    None, None, f"Gave up waiting for {task} after {waited:.0f} s: {e}"
+                ) from None
+            if attempts == 1 or attempts % 10 == 0:
+                log.warning("waiting for %s (not reachable yet, retrying with backoff): %s", task, e)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _check_device_filters(parts: dict[str, partition_lib.Partition], filters: list[str]) -> None:
+    if not filters:
+        return
+    specs = [device_lib.DeviceSpec.from_string(f) for f in filters]
+    for task in parts:
+        spec = device_lib.DeviceSpec.from_string(task)
+        if not any(f.is_compatible_with(spec) for f in specs):
+            raise errors.InvalidArgumentError(
+                None, None, f"The step needs {task}, which the session's device_filters {filters} exclude"
+            )
+
+
+def _import(graph_def: graph_def_lib.GraphDef, graph: graph_lib.Graph) -> graph_lib.Graph:
+    try:
+        return graph_lib.import_graph_def(graph_def, graph)
+    except (KeyError, ValueError, TypeError) as e:
+        raise errors.InvalidArgumentError(None, None, f"Invalid graph: {e.args[0] if e.args else e}") from None
+
+
+def _tensor(graph: graph_lib.Graph, name: str, what: str) -> graph_lib.Tensor:
+    try:
+        return graph.get_tensor_by_name(name)
+    except (KeyError, ValueError) as e:
+        raise errors.NotFoundError(None, None, f"Cannot {what} {name!r}: {e.args[0]}") from None
+
+
+def _operation(graph: graph_lib.Graph, name: str) -> graph_lib.Operation:
+    try:
+        return graph.get_operation_by_name(name)
+    except KeyError as e:
+        raise errors.NotFoundError(None, None, f"Cannot run target {name!r}: {e.args[0]}") from None

@@ -1,0 +1,201 @@
+"""``tf.train.Server``: one task of the cluster, hosting a Master and a Worker over gRPC.
+
+Start-up in any order: a server starts listening at once and reaches its peers
+lazily, waiting with backoff for those that are not up yet. Shutdown without
+``join()`` hanging forever: every training task reports when it finishes (when its
+MonitoredTrainingSession ends, or at process exit), and a parameter server's
+``join()`` returns once every training task has finished, or a grace period after
+the chief finished (so a worker that died cannot keep the PS alive).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from typing import Any, Optional
+
+from tensorgrid.distributed import channels
+from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import master as master_lib
+from tensorgrid.distributed import worker as worker_lib
+from tensorgrid.framework import device as device_lib
+
+log = logging.getLogger("tensorgrid.server")
+
+DEFAULT_PS_GRACE_SECONDS = 60.0
+
+
+class Server:
+    """A task's in-process server (``tf.train.Server``)."""
+
+    def __init__(self, server_or_cluster_def: Any, job_name: Optional[str] = None, task_index: Optional[int] = None,
+                 protocol: Optional[str] = None, config: Any = None, start: bool = True,
+                 metrics_port: Optional[int] = None) -> None:
+        if protocol not in (None, "grpc"):
+            raise ValueError(f"Unsupported protocol {protocol!r}; tensorgrid speaks 'grpc'")
+        cluster = cluster_lib.ClusterSpec(server_or_cluster_def)
+        if not cluster:
+            raise ValueError("The cluster of a Server must have at least one job")
+        if job_name is None:
+            if len(cluster.jobs) != 1:
+                raise ValueError(f"job_name must be given when the cluster has several jobs: {cluster.jobs}")
+            job_name = cluster.jobs[0]
+        if job_name not in cluster.jobs:
+            raise ValueError(f"Job {job_name!r} is not in the cluster; jobs are {cluster.jobs}")
+        if task_index is None:
+            indices = cluster.task_indices(job_name)
+            if len(indices) != 1:
+                raise ValueError(f"task_index must be given: job {job_name!r} has tasks {indices}")
+            task_index = indices[0]
+        address = cluster.task_address(job_name, task_index)
+        self.cluster = cluster
+        self.job_name = job_name
+        self.task_index = int(task_index)
+        self.task = cluster_lib.task_name(job_name, self.task_index)
+        self.address = address
+        self._config = config
+        self._metrics_port = metrics_port
+        self.worker = worker_lib.Worker(self.task, peer=self._peer)
+        self.master = master_lib.Master(device_lib.DeviceSpec(job_name, 0, self.task_index), cluster,
+                                        worker_for=self._peer)
+        self._peers: dict[str, Any] = {}
+        self._peers_lock = threading.Lock()
+        self._finished_tasks: set[str] = set()
+        self._stop_event = threading.Event()
+        self._grace_timer: Optional[threading.Timer] = None
+        self._started = False
+        self._rpc_server: Any = None
+        self._reported_finished = False
+        self.port = 0
+        self.stop_reason = ""
+        if start:
+            self.start()
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def target(self) -> str:
+        return f"grpc://localhost:{self.port}"
+
+    @property
+    def server_def(self) -> dict[str, Any]:
+        return {"cluster": self.cluster.as_dict(), "job_name": self.job_name, "task_index": self.task_index}
+
+    def start(self) -> None:
+        if self._started:
+            return
+        from tensorgrid.distributed import rpc
+
+        port = int(self.address.rsplit(":", 1)[1])
+        self._rpc_server, self.port = rpc.serve(self, port)
+        self._started = True
+        channels.register_server(self)
+        if self._metrics_port is not None or os.environ.get("TENSORGRID_METRICS_PORT"):
+            from tensorgrid import metrics
+
+            metrics.serve(self._metrics_port if self._metrics_port is not None
+                          else int(os.environ["TENSORGRID_METRICS_PORT"]), self)
+        if self.job_name not in ("ps", "evaluator"):
+            atexit.register(self.report_training_finished)
+        log.info("Started server for %s at %s (incarnation %016x)", self.task, self.address, self.worker.incarnation)
+
+    def join(self) -> None:
+        """Blocks until this task is told to stop (a PS: until training has finished)."""
+        while not self._stop_event.wait(1.0):
+            pass
+        self.stop()
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._stop_event.set()
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+        channels.unregister_server(self)
+        self.worker.close()
+        self.master.close()
+        if self._rpc_server is not None:
+            self._rpc_server.stop(grace=1.0)
+        log.info("Stopped server for %s%s", self.task, f": {self.stop_reason}" if self.stop_reason else "")
+
+    def request_stop(self, reason: str) -> None:
+        self.stop_reason = reason
+        self._stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_event.is_set()
+
+    @staticmethod
+    def create_local_server(config: Any = None, start: bool = True) -> "Server":
+        """A single-task server on a free loopback port."""
+        from tensorgrid.distributed import rpc
+
+        return Server({"localhost": [f"localhost:{rpc.free_port()}"]}, protocol="grpc", config=config, start=start)
+
+    @classmethod
+    def from_env(cls, config: Any = None, start: bool = True) -> "Server":
+        """The server of this task, from ``TF_CONFIG`` (as the operator injects it)."""
+        tf_config = cluster_lib.TFConfig.from_env()
+        if not tf_config.cluster:
+            raise ValueError("TF_CONFIG is not set or has no cluster; it must look like "
+                             '{"cluster": {"ps": ["host:2222"], "worker": [...]}, "task": {"type": "worker", "index": 0}}')
+        if tf_config.task_type is None or tf_config.task_index is None:
+            raise ValueError(f"TF_CONFIG has no task type and index: {os.environ.get('TF_CONFIG')!r}")
+        return cls(tf_config.cluster, tf_config.task_type, tf_config.task_index, config=config, start=start)
+
+    # ------------------------------------------------------------------ peers
+    def _peer(self, task: str) -> Any:
+        if task == self.task:
+            return self.worker
+        with self._peers_lock:
+            client = self._peers.get(task)
+            if client is None:
+                spec = device_lib.DeviceSpec.from_string(task)
+                address = self.cluster.task_address(spec.job or "", spec.task or 0)
+                from tensorgrid.distributed import rpc
+
+                client = rpc.WorkerClient(address, task)
+                self._peers[task] = client
+            return client
+
+    # ------------------------------------------------------------------ end of training
+    def report_training_finished(self) -> None:
+        """Tells every PS task that this task's training is over (once)."""
+        if self._reported_finished or self.job_name in ("ps", "evaluator"):
+            return
+        self._reported_finished = True
+        is_chief = cluster_lib.chief_task(self.cluster) == (self.job_name, self.task_index)
+        if "ps" not in self.cluster.jobs:
+            return
+        for index in self.cluster.task_indices("ps"):
+            task = cluster_lib.task_name("ps", index)
+            try:
+                self._peer(task).task_finished(self.task, is_chief, timeout=5.0)
+            except Exception as e:  # noqa: BLE001 - the PS may already be gone
+                log.debug("could not tell %s that %s finished: %s", task, self.task, e)
+
+    def on_task_finished(self, task: str, is_chief: bool) -> None:
+        """A training task finished; a PS stops when all have, or a grace period after the chief."""
+        if self.job_name != "ps":
+            return
+        self._finished_tasks.add(task)
+        expected = {cluster_lib.task_name(j, i) for j, i in cluster_lib.training_tasks(self.cluster)}
+        remaining = expected - self._finished_tasks
+        if not remaining:
+            self.request_stop("every training task has finished")
+            return
+        log.info("%s finished; waiting for %s", task, ", ".join(sorted(remaining)))
+        if is_chief and self._grace_timer is None:
+            grace = float(os.environ.get("TENSORGRID_PS_GRACE_SECONDS", DEFAULT_PS_GRACE_SECONDS))
+            self._grace_timer = threading.Timer(
+                grace, self.request_stop, args=(f"the chief finished {grace:.0f} s ago; not waiting for "
+                                                f"{', '.join(sorted(expected - self._finished_tasks))}",))
+            self._grace_timer.daemon = True
+            self._grace_timer.start()
+
+    def __repr__(self) -> str:
+        return f"<tensorgrid Server {self.task} at {self.address}>"
+

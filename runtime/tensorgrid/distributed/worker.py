@@ -1,0 +1,194 @@
+"""The Worker service's logic: registered partitions, steps, and tensors for peers.
+
+One Worker per task. It owns the task's resource manager (so every session on the
+task shares variables by name), an incarnation id that changes on restart, the
+partitions masters registered (each prepared once into an executor Plan), and the
+rendezvous from which peers pull tensors with RecvTensor. The gRPC layer
+(``server.py``) and in-process callers both call these methods.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import itertools
+import logging
+import random
+import threading
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from tensorgrid import metrics
+from tensorgrid.execution import executor
+from tensorgrid.execution import rendezvous as rendezvous_lib
+from tensorgrid.execution import resources as resources_lib
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import graph_def as graph_def_lib
+
+log = logging.getLogger("tensorgrid.worker")
+
+
+@dataclasses.dataclass
+class _RegisteredGraph:
+    handle: str
+    session_handle: str
+    graph: graph_lib.Graph
+    plan: executor.Plan
+    feed_names: list[str]
+    fetch_names: list[str]
+
+
+class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
+    """Local table for tensors this task sends; Recv pulls from the sending task over RPC."""
+
+    def __init__(self, worker: "Worker") -> None:
+        super().__init__()
+        self._worker = worker
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="recv")
+
+    def recv_async(self, step_id: int, key: str, send_task: str, done: Callable[..., None]) -> None:
+        if send_task == self._worker.task:
+            self.take_async(step_id, key, done)
+            return
+
+        def fetch() -> None:
+            try:
+                value = self._worker.peer(send_task).recv_tensor(step_id, key)
+            except BaseException as exc:  # noqa: BLE001 - handed to the executor
+                done(failure=exc)
+                return
+            done(value)
+
+        self._pool.submit(fetch)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Worker:
+    """Runs graph partitions on this task's devices."""
+
+    def __init__(self, task: str, peer: Callable[[str], Any], placement: Any = None,
+                 recv_timeout: float = 3600.0) -> None:
+        self.task = task
+        self.incarnation = random.SystemRandom().getrandbits(63) | 1
+        self.resources = resources_lib.ResourceManager()
+        self.rendezvous = _PeerRendezvous(self)
+        self._peer = peer
+        self._placement = placement or executor.default_placement(allow_soft_placement=True)
+        self._graphs: dict[str, _RegisteredGraph] = {}
+        self._lock = threading.Lock()
+        self._handles = itertools.count(1)
+        self._recv_timeout = recv_timeout
+        self.steps_run = 0
+
+    def peer(self, task: str) -> Any:
+        return self._peer(task)
+
+    def incarnation_quick(self) -> int:
+        """The incarnation, as a peer client answers it (the master calls both alike)."""
+        return self.incarnation
+
+    # ------------------------------------------------------------------ status
+    def devices(self) -> list[tuple[str, str]]:
+        from tensorgrid.kernels import backend
+
+        result = [(f"{self.task}/device:CPU:0", "CPU")]
+        if backend.gpu_available():
+            from tensorgrid.kernels import cupy_backend
+
+            result += [(f"{self.task}/device:GPU:{i}", "GPU") for i in range(cupy_backend.device_count())]
+        return result
+
+    # ------------------------------------------------------------------ graphs
+    def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef,
+                       feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str]) -> str:
+        """Prepares a partition once; returns the handle RunGraph uses."""
+        try:
+            graph = graph_lib.import_graph_def(graph_def)
+            feed_tensors = [graph.get_tensor_by_name(n) for n in feeds]
+            fetch_tensors = [graph.get_tensor_by_name(n) for n in fetches]
+            target_ops = [graph.get_operation_by_name(n) for n in targets]
+            plan = executor.Plan(graph, feed_tensors, fetch_tensors, target_ops, {}, self._placement)
+        except errors.OpError:
+            raise
+        except (KeyError, ValueError, TypeError) as e:
+            raise errors.InvalidArgumentError(None, None, f"Invalid graph partition: {e}") from None
+        handle = f"{session_handle}/g{next(self._handles)}"
+        with self._lock:
+            self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches))
+        return handle
+
+    def deregister_graph(self, handle: str) -> None:
+        with self._lock:
+            self._graphs.pop(handle, None)
+
+    def deregister_session(self, session_handle: str) -> None:
+        with self._lock:
+            for handle in [h for h, g in self._graphs.items() if g.session_handle == session_handle]:
+                del self._graphs[handle]
+
+    def run_graph(self, handle: str, step_id: int, feed_values: Sequence[Any]) -> list[Any]:
+        """Runs a registered partition for one step; returns its fetches in registration order."""
+        with self._lock:
+            registered = self._graphs.get(handle)
+        if registered is None:
+            raise errors.NotFoundError(
+                None, None,
+                f"Graph handle {handle!r} is not registered on {self.task} (incarnation "
+                f"{self.incarnation:016x}): the task may have restarted",
+            )
+        if len(feed_values) != len(registered.feed_names):
+            raise errors.InvalidArgumentError(
+                None, None, f"RunGraph for {handle} expects {len(registered.feed_names)} feeds, got {len(feed_values)}"
+            )
+        step = executor.StepContext(step_id=step_id, resources=self.resources, rendezvous=self.rendezvous)
+        started = time.perf_counter()
+        try:
+            result = registered.plan.run(step, feed_values)
+        except BaseException as exc:
+            self.rendezvous.abort(step_id, _as_abort(exc, self.task))
+            raise
+        self.steps_run += 1
+        metrics.STEPS.labels(self.task).inc()
+        metrics.STEP_DURATION.labels(self.task).observe(time.perf_counter() - started)
+        return result
+
+    # ------------------------------------------------------------------ tensors for peers
+    def recv_tensor(self, step_id: int, key: str, timeout: Optional[float] = None) -> Any:
+        """The value a Send of this task produced for ``key`` in ``step_id`` (waits for it)."""
+        fields = key.split(";")
+        if len(fields) != 5:
+            raise errors.InvalidArgumentError(None, None, f"Malformed rendezvous key {key!r}: expected 5 ';'-separated fields")
+        try:
+            incarnation = int(fields[1], 16)
+        except ValueError:
+            raise errors.InvalidArgumentError(None, None, f"Malformed incarnation {fields[1]!r} in rendezvous key {key!r}") from None
+        if incarnation != self.incarnation:
+            raise errors.AbortedError(
+                None, None,
+                f"{self.task} restarted: tensor {fields[3]} was requested from incarnation {incarnation:016x}, "
+                f"the task now runs incarnation {self.incarnation:016x}",
+            )
+        return self.rendezvous.take(step_id, key, timeout or self._recv_timeout)
+
+    def abort_step(self, step_id: int, reason: str) -> None:
+        self.rendezvous.abort(step_id, errors.AbortedError(None, None, reason))
+
+    def cleanup_step(self, step_id: int) -> None:
+        self.rendezvous.cleanup_step(step_id)
+
+    def cleanup_all(self, containers: Optional[list[str]] = None) -> None:
+        """Clears resource containers (all when None or empty), as ``Session.reset`` asks."""
+        self.resources.cleanup(containers)
+
+    def close(self) -> None:
+        self.rendezvous.abort_all(errors.CancelledError(None, None, f"{self.task} is shutting down"))
+        self.rendezvous.close()
+
+
+def _as_abort(exc: BaseException, task: str) -> BaseException:
+    if isinstance(exc, errors.OpError):
+        return type(exc)(None, None, f"Step aborted on {task}: {exc.message}")
+    return errors.AbortedError(None, None, f"Step aborted on {task}: {exc}")

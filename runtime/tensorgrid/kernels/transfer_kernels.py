@@ -1,0 +1,21 @@
+"""Kernels of ``_Send`` and ``_Recv``: hand a tensor to the step's rendezvous, or wait for one.
+
+The rendezvous (provided by the task running the step) decides how the bytes move;
+these kernels only name the edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tensorgrid.kernels.registry import register_kernel
+
+
+@register_kernel("_Send", host_only=True)
+def _send(k: Any, step: Any, value: Any) -> None:
+    step.rendezvous.send(step.step_id, k.attrs["key"], value)
+
+
+@register_kernel("_Recv", is_async=True, host_only=True)
+def _recv(k: Any, step: Any, done: Callable[..., None]) -> None:
+    step.rendezvous.recv_async(step.step_id, k.attrs["key"], k.attrs["send_task"], done)

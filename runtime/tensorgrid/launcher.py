@@ -1,0 +1,165 @@
+"""``tensorgrid local``: a cluster of processes on loopback, for development and demos.
+
+Starts one process per task with its own ``TF_CONFIG`` (free ports on 127.0.0.1),
+streams every task's output with a ``[job:index]`` prefix, and when the chief exits
+gives the other tasks a moment to finish, stops whatever is still running, and
+exits with the chief's status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Optional, Sequence
+
+_COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33"}
+
+
+@dataclasses.dataclass
+class LocalClusterSpec:
+    ps: int = 1
+    workers: int = 2
+    chief: bool = False
+    sync: bool = False
+    ps_server: bool = False
+    """Run ``tensorgrid server`` in PS tasks instead of the program (for programs without a PS branch)."""
+    stop_timeout: float = 30.0
+    """Seconds the other tasks get to finish after the chief exits, before they are terminated."""
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def cluster_for(spec: LocalClusterSpec) -> dict[str, list[str]]:
+    jobs = {"ps": spec.ps, "worker": spec.workers}
+    if spec.chief:
+        jobs = {"chief": 1, **jobs}
+    ports = iter(free_ports(sum(jobs.values())))
+    return {job: [f"localhost:{next(ports)}" for _ in range(n)] for job, n in jobs.items() if n > 0}
+
+
+class _Task:
+    def __init__(self, job: str, index: int, process: subprocess.Popen[bytes]) -> None:
+        self.job = job
+        self.index = index
+        self.process = process
+
+    @property
+    def label(self) -> str:
+        return f"{self.job}:{self.index}"
+
+
+def _pump(task: _Task, out: IO[str], color: bool, lock: threading.Lock) -> None:
+    assert task.process.stdout is not None
+    prefix = f"[{task.label}]"
+    if color:
+        prefix = f"\033[{_COLORS.get(task.job, '0')}m{prefix}\033[0m"
+    for raw in iter(task.process.stdout.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\n")
+        with lock:
+            out.write(f"{prefix} {line}\n")
+            out.flush()
+
+
+def run(spec: LocalClusterSpec, command: Sequence[str], out: IO[str] = sys.stdout) -> int:
+    """Runs ``command`` as every task of a local cluster; returns the chief's exit status."""
+    if not command:
+        raise ValueError("tensorgrid local needs a command after '--', e.g. -- python train.py")
+    if spec.workers < 0 or spec.ps < 0 or (spec.workers == 0 and not spec.chief):
+        raise ValueError(f"A cluster needs at least one worker or a chief, got --ps {spec.ps} --workers {spec.workers}")
+    cluster = cluster_for(spec)
+    color = out.isatty() and not os.environ.get("NO_COLOR")
+    lock = threading.Lock()
+    tasks: list[_Task] = []
+    pumps: list[threading.Thread] = []
+    chief_job = "chief" if spec.chief else "worker"
+    with lock:
+        out.write(f"tensorgrid local: cluster {json.dumps(cluster)}\n")
+    for job, addresses in cluster.items():
+        for index in range(len(addresses)):
+            env = dict(os.environ)
+            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": job, "index": index},
+                                           "environment": "cloud"})
+            env["PYTHONUNBUFFERED"] = "1"
+            env["TENSORGRID_SYNC"] = "1" if spec.sync else "0"
+            argv = list(command)
+            if job == "ps" and spec.ps_server:
+                argv = [sys.executable, "-m", "tensorgrid", "server"]
+            process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            task = _Task(job, index, process)
+            tasks.append(task)
+            pump = threading.Thread(target=_pump, args=(task, out, color, lock), daemon=True)
+            pump.start()
+            pumps.append(pump)
+    chief = next(t for t in tasks if t.job == chief_job and t.index == 0)
+    started = time.monotonic()
+    interrupted = False
+    try:
+        chief_status = chief.process.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+        chief_status = 130
+    deadline = time.monotonic() + (0 if interrupted else spec.stop_timeout)
+    for task in tasks:
+        if task.process.poll() is None:
+            try:
+                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    stopped = _stop(tasks)
+    for pump in pumps:
+        pump.join(timeout=2)
+    summary = ", ".join(f"{t.label}={_status(t.process.returncode)}" for t in tasks)
+    with lock:
+        out.write(f"tensorgrid local: chief exited {_status(chief_status)} after "
+                  f"{time.monotonic() - started:.1f} s; tasks: {summary}"
+                  f"{'; stopped: ' + ', '.join(stopped) if stopped else ''}\n")
+    return chief_status
+
+
+def _stop(tasks: list[_Task]) -> list[str]:
+    """Terminates tasks still running (SIGTERM, then SIGKILL after 5 s); returns their labels."""
+    stopped = [t for t in tasks if t.process.poll() is None]
+    for task in stopped:
+        _signal(task, signal.SIGTERM)
+    end = time.monotonic() + 5
+    for task in stopped:
+        try:
+            task.process.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(task, signal.SIGKILL)
+            task.process.wait()
+    return [t.label for t in stopped]
+
+
+def _signal(task: _Task, sig: int) -> None:
+    try:
+        os.killpg(task.process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _status(code: Optional[int]) -> str:
+    if code is None:
+        return "running"
+    if code < 0:
+        return f"signal {-code}"
+    return str(code)

@@ -1,0 +1,88 @@
+"""Prometheus metrics of a task (``tensorgrid_*``), served on its metrics port.
+
+The names are a contract with the Helm chart's dashboards (see ARCHITECTURE.md).
+Counters are updated where the work happens (executor steps, RPCs, variable
+updates); gauges that are cheap to read (global step, device memory) are collected
+when Prometheus scrapes.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, Optional
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+STEPS = Counter("tensorgrid_steps", "Graph partitions run by this task's worker (one per step).",
+                ["task"], registry=REGISTRY)
+STEP_DURATION = Histogram("tensorgrid_step_duration_seconds", "Duration of a partition run on this task.",
+                          ["task"], registry=REGISTRY,
+                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+RPC_DURATION = Histogram("tensorgrid_rpc_duration_seconds", "Duration of RPCs served by this task.",
+                         ["method"], registry=REGISTRY,
+                         buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30))
+RPC_BYTES = Counter("tensorgrid_rpc_bytes", "Tensor payload bytes moved by RPCs of this task.",
+                    ["method", "direction"], registry=REGISTRY)
+TENSORS_SENT = Counter("tensorgrid_tensors_sent", "Tensors this task sent to peers or clients.",
+                       registry=REGISTRY)
+TENSORS_RECEIVED = Counter("tensorgrid_tensors_received", "Tensors this task received from peers or clients.",
+                           registry=REGISTRY)
+
+_servers: list[Any] = []
+_lock = threading.Lock()
+_http_started: set[int] = set()
+
+
+class _TaskCollector:
+    """Reads gauges from the live servers at scrape time."""
+
+    def collect(self) -> Iterator[Any]:
+        updates = GaugeMetricFamily("tensorgrid_variable_updates", "Updates applied to variables on this task.",
+                                    labels=["task"])
+        global_step = GaugeMetricFamily("tensorgrid_global_step", "Value of the global_step variable on this task.",
+                                        labels=["task"])
+        memory = GaugeMetricFamily("tensorgrid_device_memory_bytes", "Bytes held in variables on this task.",
+                                   labels=["task", "device"])
+        with _lock:
+            servers = list(_servers)
+        for server in servers:
+            total_updates = 0
+            held = 0
+            step: Optional[int] = None
+            for _, name, resource in server.worker.resources.items():
+                value = getattr(resource, "value", None)
+                if value is None or not hasattr(resource, "updates"):
+                    continue
+                total_updates += resource.updates
+                held += int(getattr(value, "nbytes", 0))
+                if name == "global_step":
+                    step = int(value)
+            updates.add_metric([server.task], total_updates)
+            memory.add_metric([server.task, "CPU:0"], held)
+            if step is not None:
+                global_step.add_metric([server.task], step)
+        yield updates
+        yield global_step
+        yield memory
+
+
+REGISTRY.register(_TaskCollector())
+
+
+def serve(port: int, server: Any) -> None:
+    """Serves /metrics on ``port`` (once per process) and includes ``server``'s gauges."""
+    with _lock:
+        _servers.append(server)
+        if port in _http_started:
+            return
+        _http_started.add(port)
+    start_http_server(port, registry=REGISTRY)
+
+
+def forget(server: Any) -> None:
+    with _lock:
+        if server in _servers:
+            _servers.remove(server)

@@ -1,0 +1,185 @@
+"""``tf.FIFOQueue`` and ``tf.ConditionalAccumulator``: shared state that steps can wait on.
+
+Both are resources named by ``shared_name`` in their device's container, so the
+sessions of all workers reach the same queue. Every op on a queue or accumulator is
+colocated with it. SyncReplicasOptimizer is built from these two.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import op_util
+
+for _op_type in ("FIFOQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
+                 "QueueSizeV2", "QueueCloseV2", "ConditionalAccumulator", "AccumulatorApplyGradient",
+                 "AccumulatorTakeGradient", "AccumulatorSetGlobalStep", "AccumulatorNumAccumulated"):
+    op_registry.register_op(_op_type, stateful=True)
+    op_registry.NotDifferentiable(_op_type)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+class FIFOQueue:
+    """A first-in first-out queue of tuples of tensors (``tf.FIFOQueue``)."""
+
+    def __init__(self, capacity: int, dtypes: Any, shapes: Optional[Sequence[Any]] = None,  # noqa: A002
+                 names: Any = None, shared_name: Optional[str] = None, name: str = "fifo_queue") -> None:
+        from tensorgrid.framework import dtypes as dtypes_lib
+
+        self._dtypes = [dtypes_lib.as_dtype(d).base_dtype for d in _as_list(dtypes)]
+        if not self._dtypes:
+            raise ValueError("A FIFOQueue needs at least one component dtype")
+        if shapes is not None:
+            if isinstance(shapes, tensor_shape.TensorShape):
+                shapes = [shapes]
+            if not isinstance(shapes, (list, tuple)):
+                raise TypeError(f"shapes must be a list of shapes or one shape, got {shapes!r}")
+            if all(d is None or isinstance(d, int) for d in shapes):
+                shapes = [shapes]  # a single shape, as TF reads it (so () is one scalar shape)
+            self._shapes = [tensor_shape.as_shape(s) for s in shapes]
+            if len(self._shapes) != len(self._dtypes):
+                raise ValueError(f"FIFOQueue has {len(self._dtypes)} dtypes but {len(self._shapes)} shapes")
+        else:
+            self._shapes = [tensor_shape.unknown_shape() for _ in self._dtypes]
+        self._names = names
+        graph = graph_lib.get_default_graph()
+        self._queue_ref = op_util.make_tensor(
+            "FIFOQueueV2", [], dtypes_lib.resource, [], name,
+            {"component_types": [d.name for d in self._dtypes],
+             "shapes": [s.as_tuple_or_none() for s in self._shapes],
+             "capacity": int(capacity), "container": graph.current_container, "shared_name": shared_name or ""},
+        )
+        self._name = self._queue_ref.op.name
+
+    @property
+    def queue_ref(self) -> graph_lib.Tensor:
+        return self._queue_ref
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dtypes(self) -> list[dtypes.DType]:
+        return list(self._dtypes)
+
+    @property
+    def shapes(self) -> list[tensor_shape.TensorShape]:
+        return list(self._shapes)
+
+    def _components(self, vals: Any, many: bool) -> list[graph_lib.Tensor]:
+        values = list(vals.values()) if isinstance(vals, dict) else _as_list(vals)
+        if len(values) != len(self._dtypes):
+            raise ValueError(f"Queue {self._name} takes {len(self._dtypes)} components, got {len(values)}")
+        tensors = []
+        for value, dt, shape in zip(values, self._dtypes, self._shapes):
+            t = op_util.to_tensor(value, dtype=dt)
+            element_shape = t.shape[1:] if many and t.shape.ndims else t.shape
+            if not shape.is_compatible_with(element_shape):
+                raise ValueError(f"Queue {self._name} expects elements of shape {shape}, got {element_shape}")
+            tensors.append(t)
+        return tensors
+
+    def enqueue(self, vals: Any, name: Optional[str] = None) -> graph_lib.Operation:
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            return op_util.make_op("QueueEnqueueV2", [self._queue_ref, *self._components(vals, False)], [],
+                                   name or "enqueue")
+
+    def enqueue_many(self, vals: Any, name: Optional[str] = None) -> graph_lib.Operation:
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            return op_util.make_op("QueueEnqueueManyV2", [self._queue_ref, *self._components(vals, True)], [],
+                                   name or "enqueue_many")
+
+    def dequeue(self, name: Optional[str] = None) -> Any:
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            op = op_util.make_op("QueueDequeueV2", [self._queue_ref], list(zip(self._dtypes, self._shapes)),
+                                 name or "dequeue")
+        return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+
+    def dequeue_many(self, n: Any, name: Optional[str] = None) -> Any:
+        count = op_util.to_tensor(n, dtype=dtypes.int32)
+        static_n = op_util.static_value(count)
+        lead = [None if static_n is None else int(static_n)]
+        specs = [(d, tensor_shape.TensorShape(lead).concatenate(s)) for d, s in zip(self._dtypes, self._shapes)]
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            op = op_util.make_op("QueueDequeueManyV2", [self._queue_ref, count], specs, name or "dequeue_many")
+        return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+
+    def size(self, name: Optional[str] = None) -> graph_lib.Tensor:
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            return op_util.make_tensor("QueueSizeV2", [self._queue_ref], dtypes.int32, [], name or "size")
+
+    def close(self, cancel_pending_enqueues: bool = False, name: Optional[str] = None) -> graph_lib.Operation:
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            return op_util.make_op("QueueCloseV2", [self._queue_ref], [], name or "close",
+                                   {"cancel_pending_enqueues": bool(cancel_pending_enqueues)})
+
+
+class ConditionalAccumulator:
+    """Averages gradients for the current global step (``tf.ConditionalAccumulator``)."""
+
+    def __init__(self, dtype: Any, shape: Any = None, shared_name: Optional[str] = None,
+                 name: str = "conditional_accumulator", reduction_type: str = "MEAN") -> None:
+        if reduction_type not in ("MEAN", "SUM"):
+            raise ValueError(f"reduction_type must be 'MEAN' or 'SUM', got {reduction_type!r}")
+        self._dtype = dtypes.as_dtype(dtype).base_dtype
+        self._shape = tensor_shape.as_shape(shape)
+        graph = graph_lib.get_default_graph()
+        self._handle = op_util.make_tensor(
+            "ConditionalAccumulator", [], dtypes.resource, [], name,
+            {"dtype": self._dtype.name, "shape": self._shape.as_tuple_or_none(), "reduction_type": reduction_type,
+             "container": graph.current_container, "shared_name": shared_name or ""},
+        )
+
+    @property
+    def accumulator_ref(self) -> graph_lib.Tensor:
+        return self._handle
+
+    @property
+    def name(self) -> str:
+        return self._handle.op.name
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._dtype
+
+    def _colocated(self) -> Any:
+        return self._handle.graph.colocate_with(self._handle.op)
+
+    def apply_grad(self, grad: Any, local_step: Any = 0, name: Optional[str] = None) -> graph_lib.Operation:
+        g = op_util.to_tensor(grad, dtype=self._dtype)
+        if not self._shape.is_compatible_with(g.shape):
+            raise ValueError(f"Accumulator {self.name} has shape {self._shape}, got a gradient of shape {g.shape}")
+        step = _int64(local_step)
+        with self._colocated():
+            return op_util.make_op("AccumulatorApplyGradient", [self._handle, step, g], [], name or "AccumulatorApplyGradient")
+
+    def take_grad(self, num_required: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+        n = op_util.to_tensor(num_required, dtype=dtypes.int32)
+        with self._colocated():
+            return op_util.make_tensor("AccumulatorTakeGradient", [self._handle, n], self._dtype, self._shape,
+                                       name or "AccumulatorTakeGradient")
+
+    def set_global_step(self, new_global_step: Any, name: Optional[str] = None) -> graph_lib.Operation:
+        step = _int64(new_global_step)
+        with self._colocated():
+            return op_util.make_op("AccumulatorSetGlobalStep", [self._handle, step], [], name or "AccumulatorSetGlobalStep")
+
+    def num_accumulated(self, name: Optional[str] = None) -> graph_lib.Tensor:
+        with self._colocated():
+            return op_util.make_tensor("AccumulatorNumAccumulated", [self._handle], dtypes.int32, [],
+                                       name or "AccumulatorNumAccumulated")
+
+
+def _int64(value: Any) -> graph_lib.Tensor:
+    from tensorgrid.ops import math_ops
+
+    t = op_util.to_tensor(value)
+    return math_ops.cast(t, dtypes.int64) if t.dtype.base_dtype != dtypes.int64 else t

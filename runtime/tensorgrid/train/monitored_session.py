@@ -1,0 +1,364 @@
+"""``MonitoredTrainingSession``: a session that initializes, checkpoints, runs hooks and recovers.
+
+The chief creates the session with ``SessionManager.prepare_session`` (restore or
+init), everyone else waits for readiness. Every ``run`` goes through the hooks.
+When a step fails because a parameter server restarted or became unreachable
+(AbortedError, UnavailableError) the session is closed and created again: the
+chief then finds the lost variables uninitialized and restores the latest
+checkpoint, while a model that survived is used as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional, Sequence
+
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import variables
+from tensorgrid.train import basic_session_run_hooks as hooks_lib
+from tensorgrid.train import coordinator as coordinator_lib
+from tensorgrid.train import queue_runner as queue_runner_lib
+from tensorgrid.train import session_manager as session_manager_lib
+from tensorgrid.train import session_run_hook
+from tensorgrid.train import training_util
+
+log = logging.getLogger("tensorgrid.train")
+
+_PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
+_USE_DEFAULT = object()
+
+
+class Scaffold:
+    """The ops that prepare a model (init, readiness checks, local init) and its Saver."""
+
+    def __init__(self, init_op: Any = None, init_feed_dict: Any = None, init_fn: Any = None, ready_op: Any = None,
+                 ready_for_local_init_op: Any = None, local_init_op: Any = None, summary_op: Any = None,
+                 saver: Any = None, copy_from_scaffold: Optional["Scaffold"] = None) -> None:
+        if copy_from_scaffold is not None:
+            init_op = init_op or copy_from_scaffold.init_op
+            init_feed_dict = init_feed_dict or copy_from_scaffold.init_feed_dict
+            init_fn = init_fn or copy_from_scaffold._user_init_fn
+            ready_op = ready_op or copy_from_scaffold.ready_op
+            ready_for_local_init_op = ready_for_local_init_op or copy_from_scaffold.ready_for_local_init_op
+            local_init_op = local_init_op or copy_from_scaffold.local_init_op
+            saver = saver or copy_from_scaffold.saver
+        self._init_op = init_op
+        self._init_feed_dict = init_feed_dict
+        self._user_init_fn = init_fn
+        self._ready_op = ready_op
+        self._ready_for_local_init_op = ready_for_local_init_op
+        self._local_init_op = local_init_op
+        self._summary_op = summary_op
+        self._saver = saver
+
+    def finalize(self) -> "Scaffold":
+        """Creates the missing ops from the graph's collections, then finalizes the graph."""
+        graph = graph_lib.get_default_graph()
+        if graph.finalized:
+            return self
+        keys = graph_lib.GraphKeys
+        if self._init_op is None:
+            self._init_op = _first_in_collection(keys.INIT_OP) or variables.global_variables_initializer()
+        if self._ready_op is None:
+            self._ready_op = _first_in_collection(keys.READY_OP) or variables.report_uninitialized_variables()
+        if self._ready_for_local_init_op is None:
+            self._ready_for_local_init_op = _first_in_collection(keys.READY_FOR_LOCAL_INIT_OP) or \
+                variables.report_uninitialized_variables(variables.global_variables())
+        if self._local_init_op is None:
+            self._local_init_op = _first_in_collection(keys.LOCAL_INIT_OP) or control_flow_ops.group(
+                variables.local_variables_initializer(), name="local_init")
+        if self._saver is None:
+            savers = graph.get_collection(keys.SAVERS)
+            if savers:
+                self._saver = savers[0]
+            elif variables.global_variables():
+                from tensorgrid.train import saver as saver_lib
+
+                self._saver = saver_lib.Saver()
+                graph.add_to_collection(keys.SAVERS, self._saver)
+        graph.finalize()
+        return self
+
+    @property
+    def init_op(self) -> Any:
+        return self._init_op
+
+    @property
+    def init_feed_dict(self) -> Any:
+        return self._init_feed_dict
+
+    @property
+    def init_fn(self) -> Any:
+        if self._user_init_fn is None:
+            return None
+        return lambda sess: self._user_init_fn(self, sess)
+
+    @property
+    def ready_op(self) -> Any:
+        return self._ready_op
+
+    @property
+    def ready_for_local_init_op(self) -> Any:
+        return self._ready_for_local_init_op
+
+    @property
+    def local_init_op(self) -> Any:
+        return self._local_init_op
+
+    @property
+    def summary_op(self) -> Any:
+        return self._summary_op
+
+    @property
+    def saver(self) -> Any:
+        return self._saver
+
+
+def _first_in_collection(key: str) -> Any:
+    items = graph_lib.get_default_graph().get_collection(key)
+    return items[0] if items else None
+
+
+class SessionCreator:
+    def create_session(self) -> Any:
+        raise NotImplementedError
+
+
+class ChiefSessionCreator(SessionCreator):
+    """Initializes or restores the model (see session_manager for when it restores)."""
+
+    def __init__(self, scaffold: Optional[Scaffold] = None, master: str = "", config: Any = None,
+                 checkpoint_dir: Optional[str] = None, checkpoint_filename_with_path: Optional[str] = None) -> None:
+        self._scaffold = scaffold or Scaffold()
+        self._master = master
+        self._config = config
+        self._checkpoint_dir = checkpoint_dir
+        self._checkpoint_filename_with_path = checkpoint_filename_with_path
+        self.session_manager: Optional[session_manager_lib.SessionManager] = None
+
+    def create_session(self) -> Any:
+        self._scaffold.finalize()
+        self.session_manager = session_manager_lib.SessionManager(
+            local_init_op=self._scaffold.local_init_op, ready_op=self._scaffold.ready_op,
+            ready_for_local_init_op=self._scaffold.ready_for_local_init_op, graph=graph_lib.get_default_graph())
+        return self.session_manager.prepare_session(
+            self._master, saver=self._scaffold.saver, checkpoint_dir=self._checkpoint_dir,
+            checkpoint_filename_with_path=self._checkpoint_filename_with_path, config=self._config,
+            init_op=self._scaffold.init_op, init_feed_dict=self._scaffold.init_feed_dict,
+            init_fn=self._scaffold.init_fn)
+
+
+class WorkerSessionCreator(SessionCreator):
+    """Waits until the chief has made the model ready."""
+
+    def __init__(self, scaffold: Optional[Scaffold] = None, master: str = "", config: Any = None,
+                 max_wait_secs: float = 30 * 60) -> None:
+        self._scaffold = scaffold or Scaffold()
+        self._master = master
+        self._config = config
+        self._max_wait_secs = max_wait_secs
+
+    def create_session(self) -> Any:
+        self._scaffold.finalize()
+        manager = session_manager_lib.SessionManager(
+            local_init_op=self._scaffold.local_init_op, ready_op=self._scaffold.ready_op,
+            ready_for_local_init_op=self._scaffold.ready_for_local_init_op, graph=graph_lib.get_default_graph())
+        return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
+
+
+class MonitoredSession:
+    """Runs steps through hooks, with queue runners, and recovery from preemption."""
+
+    def __init__(self, session_creator: Optional[SessionCreator] = None,
+                 hooks: Optional[Sequence[session_run_hook.SessionRunHook]] = None,
+                 stop_grace_period_secs: float = 120, should_recover: bool = True) -> None:
+        self._creator = session_creator or ChiefSessionCreator()
+        self._hooks = list(hooks or [])
+        self._stop_grace_period_secs = stop_grace_period_secs
+        self._should_recover = should_recover
+        self._graph = graph_lib.get_default_graph()
+        for hook in self._hooks:
+            hook.begin()
+        self._sess: Any = None
+        self._coord: Optional[coordinator_lib.Coordinator] = None
+        self._stop_requested = False
+        self._closed = False
+        self.recoveries = 0
+        self._create()
+
+    @property
+    def graph(self) -> graph_lib.Graph:
+        return self._graph
+
+    def _create(self) -> None:
+        while True:
+            try:
+                self._sess = self._creator.create_session()
+                self._coord = coordinator_lib.Coordinator()
+                queue_runner_lib.start_queue_runners(self._sess, coord=self._coord)
+                for hook in self._hooks:
+                    hook.after_create_session(self._sess, self._coord)
+                return
+            except _PREEMPTION_ERRORS as e:
+                if not self._should_recover:
+                    raise
+                log.info("Creating the session failed (%s: %s); retrying", type(e).__name__, e)
+                self._close_session_only()
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
+        while True:
+            try:
+                return self._hooked_run(fetches, feed_dict, options, run_metadata)
+            except _PREEMPTION_ERRORS as e:
+                if not self._should_recover:
+                    raise
+                log.warning(
+                    "A step failed with %s: %s. This may be due to a preemption in a connected worker or "
+                    "parameter server. The current session will be closed and a new one created.",
+                    type(e).__name__, e,
+                )
+                self.recoveries += 1
+                self._close_session_only()
+                self._create()
+
+    def _hooked_run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+        if self.should_stop():
+            raise RuntimeError("Run called even after should_stop requested.")
+        context = session_run_hook.SessionRunContext(session_run_hook.SessionRunArgs(fetches, feed_dict, options),
+                                                     self._sess)
+        hook_fetches: dict[int, Any] = {}
+        feeds = dict(feed_dict or {})
+        for i, hook in enumerate(self._hooks):
+            request = hook.before_run(context)
+            if request is None:
+                continue
+            if request.fetches is not None:
+                hook_fetches[i] = request.fetches
+            for key, value in (request.feed_dict or {}).items():
+                if key in feeds:
+                    raise RuntimeError(f"Same tensor is fed by a SessionRunHook and user: {key}")
+                feeds[key] = value
+        outputs = self._sess.run({"caller": fetches, "hooks": hook_fetches} if fetches is not None
+                                 else {"hooks": hook_fetches}, feed_dict=feeds or None, options=options,
+                                 run_metadata=run_metadata)
+        for i, hook in enumerate(self._hooks):
+            hook.after_run(context, session_run_hook.SessionRunValues(outputs["hooks"].get(i), options, run_metadata))
+        self._stop_requested = self._stop_requested or context.stop_requested
+        return outputs.get("caller")
+
+    def should_stop(self) -> bool:
+        return self._stop_requested or (self._coord is not None and self._coord.should_stop())
+
+    def close(self) -> None:
+        self._close_internal(None)
+
+    def _close_session_only(self) -> None:
+        try:
+            if self._coord is not None:
+                self._coord.request_stop()
+                try:
+                    self._coord.join(stop_grace_period_secs=self._stop_grace_period_secs, ignore_live_threads=True)
+                except Exception as e:  # noqa: BLE001 - a failed thread of a dead session
+                    log.debug("queue runner stopped with %s", e)
+        finally:
+            if self._sess is not None:
+                try:
+                    self._sess.close()
+                except Exception as e:  # noqa: BLE001 - the cluster may be gone
+                    log.debug("closing the session failed: %s", e)
+            self._sess = None
+            self._coord = None
+
+    def _close_internal(self, exception_type: Any) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if exception_type is None and self._sess is not None:
+                for hook in self._hooks:
+                    hook.end(self._sess)
+        finally:
+            self._close_session_only()
+            if exception_type is None:
+                _report_training_finished(self)
+
+    def __enter__(self) -> "MonitoredSession":
+        return self
+
+    def __exit__(self, exception_type: Any, exception_value: Any, traceback: Any) -> bool:
+        if exception_type in (errors.OutOfRangeError, StopIteration):
+            exception_type = None
+        self._close_internal(exception_type)
+        return exception_type is None
+
+
+class SingularMonitoredSession(MonitoredSession):
+    """A MonitoredSession for a single process, with direct access to the raw session."""
+
+    def __init__(self, hooks: Optional[Sequence[session_run_hook.SessionRunHook]] = None,
+                 scaffold: Optional[Scaffold] = None, master: str = "", config: Any = None,
+                 checkpoint_dir: Optional[str] = None, stop_grace_period_secs: float = 120) -> None:
+        creator = ChiefSessionCreator(scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir)
+        super().__init__(creator, hooks, stop_grace_period_secs, should_recover=False)
+
+    def raw_session(self) -> Any:
+        return self._sess
+
+
+def _report_training_finished(session: MonitoredSession) -> None:
+    """Tells an in-process server that this task's training loop ended (so PS tasks can exit)."""
+    master = getattr(session._creator, "_master", "")
+    if not master:
+        return
+    from tensorgrid.distributed import channels
+
+    server = channels.local_server_for_target(master)
+    if server is not None:
+        server.report_training_finished()
+
+
+def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
+    master: str = "",
+    is_chief: bool = True,
+    checkpoint_dir: Optional[str] = None,
+    scaffold: Optional[Scaffold] = None,
+    hooks: Optional[Sequence[session_run_hook.SessionRunHook]] = None,
+    chief_only_hooks: Optional[Sequence[session_run_hook.SessionRunHook]] = None,
+    save_checkpoint_secs: Any = _USE_DEFAULT,
+    save_summaries_steps: Any = _USE_DEFAULT,
+    save_summaries_secs: Any = _USE_DEFAULT,
+    config: Any = None,
+    stop_grace_period_secs: float = 120,
+    log_step_count_steps: int = 100,
+    max_wait_secs: float = 7200,
+    save_checkpoint_steps: Any = _USE_DEFAULT,
+    summary_dir: Optional[str] = None,
+) -> MonitoredSession:
+    """A MonitoredSession set up for distributed training (``tf.train.MonitoredTrainingSession``).
+
+    Summaries are not written (there is no summary writer); ``save_summaries_*`` are
+    accepted for compatibility.
+    """
+    if save_checkpoint_steps is _USE_DEFAULT and save_checkpoint_secs is _USE_DEFAULT:
+        save_checkpoint_steps, save_checkpoint_secs = None, 600
+    elif save_checkpoint_secs is _USE_DEFAULT:
+        save_checkpoint_secs = None
+    elif save_checkpoint_steps is _USE_DEFAULT:
+        save_checkpoint_steps = None
+    scaffold = scaffold or Scaffold()
+    all_hooks: list[session_run_hook.SessionRunHook] = []
+    if is_chief:
+        creator: SessionCreator = ChiefSessionCreator(scaffold=scaffold, master=master, config=config,
+                                                      checkpoint_dir=checkpoint_dir)
+        all_hooks.extend(chief_only_hooks or [])
+        if log_step_count_steps and log_step_count_steps > 0 and training_util.get_global_step() is not None:
+            all_hooks.append(hooks_lib.StepCounterHook(every_n_steps=log_step_count_steps))
+        if checkpoint_dir and (save_checkpoint_secs or save_checkpoint_steps):
+            all_hooks.append(hooks_lib.CheckpointSaverHook(checkpoint_dir, save_secs=save_checkpoint_secs,
+                                                           save_steps=save_checkpoint_steps, scaffold=scaffold))
+    else:
+        creator = WorkerSessionCreator(scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
+    all_hooks.extend(hooks or [])
+    return MonitoredSession(session_creator=creator, hooks=all_hooks, stop_grace_period_secs=stop_grace_period_secs)

@@ -1,0 +1,159 @@
+"""``tf.train.SessionManager``: get a session whose model is initialized, one way or another.
+
+The chief initializes the model, or restores it from the latest checkpoint. Other
+workers wait until the chief has done so. Two differences from TensorFlow, both
+deliberate:
+
+- A chief that finds the model already initialized (the parameter servers kept
+  running while the chief restarted) uses it as it is: it does not roll a live
+  model back to its last checkpoint. A checkpoint is restored only when variables
+  are missing, e.g. after a parameter server restarted.
+- Waiting workers poll readiness with a short backoff (50 ms growing to 1 s) on one
+  session, instead of closing it and sleeping 30 seconds between checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Optional
+
+from tensorgrid.client import session as session_lib
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+
+log = logging.getLogger("tensorgrid.train")
+
+_NOT_READY_YET = (errors.FailedPreconditionError, errors.UnavailableError, errors.AbortedError, errors.NotFoundError)
+
+
+class SessionManager:
+    def __init__(self, local_init_op: Any = None, ready_op: Any = None, ready_for_local_init_op: Any = None,
+                 graph: Optional[graph_lib.Graph] = None, recovery_wait_secs: float = 30,
+                 local_init_run_options: Any = None, local_init_feed_dict: Any = None) -> None:
+        self._local_init_op = local_init_op
+        self._ready_op = ready_op
+        self._ready_for_local_init_op = ready_for_local_init_op
+        self._graph = graph if graph is not None else graph_lib.get_default_graph()
+        self._recovery_wait_secs = recovery_wait_secs
+        self._local_init_feed_dict = local_init_feed_dict
+        self.last_preparation = ""
+        """How the last ``prepare_session`` got a ready model: 'live', 'restored' or 'initialized'."""
+
+    def _new_session(self, master: str, config: Any) -> session_lib.Session:
+        return session_lib.Session(master, graph=self._graph, config=config)
+
+    def prepare_session(self, master: str, init_op: Any = None, saver: Any = None, checkpoint_dir: Optional[str] = None,
+                        checkpoint_filename_with_path: Optional[str] = None, wait_for_checkpoint: bool = False,
+                        max_wait_secs: float = 7200, config: Any = None, init_feed_dict: Any = None,
+                        init_fn: Optional[Callable[[Any], None]] = None) -> session_lib.Session:
+        """A session for the chief, with the model live, restored, or freshly initialized."""
+        sess = self._new_session(master, config)
+        ready, _ = self._model_ready(sess, self._ready_for_local_init_op or self._ready_op)
+        if ready and self._ready_op is not None:
+            self.last_preparation = "live"
+            log.info("Model is already initialized on the parameter servers: using it without restoring")
+        elif self._restore(sess, saver, checkpoint_dir, checkpoint_filename_with_path, wait_for_checkpoint, max_wait_secs):
+            self.last_preparation = "restored"
+        else:
+            if init_op is None and init_fn is None and self._local_init_op is None:
+                raise RuntimeError(
+                    "Model is not initialized and no init_op, init_fn or local_init_op was given"
+                )
+            if init_op is not None:
+                sess.run(init_op, feed_dict=init_feed_dict)
+            if init_fn is not None:
+                init_fn(sess)
+            self.last_preparation = "initialized"
+        ok, message = self._try_run_local_init_op(sess)
+        if not ok:
+            raise RuntimeError(f"Init operations did not make model ready for local_init: {message}")
+        ok, message = self._model_ready(sess, self._ready_op)
+        if not ok:
+            raise RuntimeError(
+                f"Init operations did not make model ready. Init op: {getattr(init_op, 'name', None)}, "
+                f"init fn: {init_fn}, error: {message}"
+            )
+        return sess
+
+    def recover_session(self, master: str, saver: Any = None, checkpoint_dir: Optional[str] = None,
+                        checkpoint_filename_with_path: Optional[str] = None, wait_for_checkpoint: bool = False,
+                        max_wait_secs: float = 7200, config: Any = None) -> tuple[session_lib.Session, bool]:
+        sess = self._new_session(master, config)
+        if not self._restore(sess, saver, checkpoint_dir, checkpoint_filename_with_path, wait_for_checkpoint, max_wait_secs):
+            return sess, False
+        ok, _ = self._try_run_local_init_op(sess)
+        if not ok:
+            return sess, False
+        ready, _ = self._model_ready(sess, self._ready_op)
+        return sess, ready
+
+    def wait_for_session(self, master: str, config: Any = None, max_wait_secs: float = float("inf")) -> session_lib.Session:
+        """A session for a non-chief worker, once the chief has made the model ready."""
+        start = time.monotonic()
+        sess = self._new_session(master, config)
+        delay = 0.05
+        last_log = 0.0
+        while True:
+            ok, message = self._try_run_local_init_op(sess)
+            if ok:
+                ok, message = self._model_ready(sess, self._ready_op)
+                if ok:
+                    return sess
+            waited = time.monotonic() - start
+            if waited > max_wait_secs:
+                sess.close()
+                raise errors.DeadlineExceededError(
+                    None, None, f"Session was not ready after waiting {waited:.0f} secs: {message}"
+                )
+            if waited - last_log >= 10 or last_log == 0.0:
+                log.info("Waiting for the chief to initialize the model: %s", message)
+                last_log = max(waited, 1e-9)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def _restore(self, sess: Any, saver: Any, checkpoint_dir: Optional[str], path: Optional[str],
+                 wait_for_checkpoint: bool, max_wait_secs: float) -> bool:
+        if path:
+            if saver is None:
+                raise ValueError("A checkpoint path was given but no saver to restore it with")
+            saver.restore(sess, path)
+            return True
+        if not checkpoint_dir or saver is None:
+            return False
+        from tensorgrid.train import checkpoint_management
+
+        latest = checkpoint_management.latest_checkpoint(checkpoint_dir)
+        waited = 0.0
+        while latest is None and wait_for_checkpoint and waited < max_wait_secs:
+            time.sleep(self._recovery_wait_secs)
+            waited += self._recovery_wait_secs
+            latest = checkpoint_management.latest_checkpoint(checkpoint_dir)
+        if latest is None:
+            return False
+        log.info("Restoring the model from checkpoint %s", latest)
+        saver.restore(sess, latest)
+        return True
+
+    def _try_run_local_init_op(self, sess: Any) -> tuple[bool, str]:
+        if self._local_init_op is None:
+            return True, ""
+        ready, message = self._model_ready(sess, self._ready_for_local_init_op)
+        if not ready:
+            return False, message
+        sess.run(self._local_init_op, feed_dict=self._local_init_feed_dict)
+        return True, ""
+
+    @staticmethod
+    def _model_ready(sess: Any, ready_op: Any) -> tuple[bool, str]:
+        if ready_op is None:
+            return True, ""
+        try:
+            names = sess.run(ready_op)
+        except _NOT_READY_YET as e:
+            return False, f"{type(e).__name__}: {e}"
+        if names is None or len(names) == 0:
+            return True, ""
+        shown = ", ".join(str(n) for n in list(names)[:10])
+        more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+        return False, f"Variables not initialized: {shown}{more}"

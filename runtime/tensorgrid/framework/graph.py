@@ -324,6 +324,9 @@ class Graph:
             name = self._exact_or_unique_name(name or op_type)
             control_inputs = self._current_control_dependencies(inputs)
             op = Operation(self, op_type, name, inputs, output_specs, attrs, control_inputs)
+            if op_type in self._gradient_override_map:
+                # Recorded on the op: the override applies to ops created inside the context.
+                op._set_attr("_gradient_op_type", self._gradient_override_map[op_type])
             self._add_op(op)
             if compute_device:
                 self._apply_device_functions(op)

@@ -34,7 +34,7 @@ for _op_type, _fn in {
 
 for _op_type, _fn in {
     "Neg": "negative", "Square": "square", "Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Abs": "abs",
-    "Sign": "sign", "Reciprocal": "reciprocal", "LogicalNot": "logical_not",
+    "Sign": "sign", "Reciprocal": "reciprocal", "LogicalNot": "logical_not", "Tanh": "tanh", "Floor": "floor",
 }.items():
     _unary(_op_type, _fn)
 
@@ -59,6 +59,12 @@ def _floormod(k: Any, step: Any, x: Any, y: Any) -> Any:
 @register_kernel("Rsqrt")
 def _rsqrt(k: Any, step: Any, x: Any) -> Any:
     return 1 / k.xp.sqrt(x)
+
+
+@register_kernel("Sigmoid")
+def _sigmoid(k: Any, step: Any, x: Any) -> Any:
+    # exp(-log(1 + exp(-x))) never overflows, unlike 1 / (1 + exp(-x)) for very negative x.
+    return k.xp.exp(-k.xp.logaddexp(x.dtype.type(0), -x))
 
 
 @register_kernel("AddN")
@@ -124,7 +130,9 @@ class _quiet:
     """Silences numpy's 'mean of empty slice' warning; TF returns NaN without a warning."""
 
     def __init__(self, k: Any) -> None:
-        self._errstate = k.xp.errstate(invalid="ignore", divide="ignore")
+        # cupy has no errstate (it never warns); numpy needs one.
+        errstate = getattr(k.xp, "errstate", None)
+        self._errstate = errstate(invalid="ignore", divide="ignore") if errstate else _NoErrstate()
 
     def __enter__(self) -> None:
         self._errstate.__enter__()
@@ -137,6 +145,14 @@ class _quiet:
     def __exit__(self, *exc: Any) -> None:
         self._warnings.__exit__(*exc)
         self._errstate.__exit__(*exc)
+
+
+class _NoErrstate:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 def _arg_reduction(op_type: str, fn_name: str) -> None:

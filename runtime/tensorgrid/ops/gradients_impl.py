@@ -95,7 +95,7 @@ def gradients(
 
 def _call_gradient_rule(graph: graph_lib.Graph, op: graph_lib.Operation, out_grads: list[Any],
                         colocate: bool) -> list[Any]:
-    op_type = graph._gradient_override_map.get(op.type, op.type)
+    op_type = op._attrs.get("_gradient_op_type", op.type)
     try:
         rule = op_registry.gradient_function(op_type)
     except LookupError:

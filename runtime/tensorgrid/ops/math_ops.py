@@ -1,7 +1,7 @@
-"""Math ops: element-wise arithmetic with numpy broadcasting, matmul, reductions.
+"""Math ops: element-wise arithmetic with numpy broadcasting, matmul, reductions, clipping.
 
 Gradients of broadcasting ops sum back over the broadcast axes (``unbroadcast_to``).
-Tensor operators (``+``, ``*``, ``@``, ...) are installed here.
+Tensor operators (``+``, ``*``, ``@``, ``[]``...) are installed here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tensorgrid.ops import array_ops
 from tensorgrid.ops import op_util
 
 _BINARY = ("AddV2", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Pow", "Maximum", "Minimum")
-_UNARY = ("Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Abs", "Sign", "Reciprocal")
+_UNARY = ("Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Abs", "Sign", "Reciprocal", "Sigmoid", "Tanh", "Floor")
 for _op_type in (*_BINARY, *_UNARY, "MatMul", "Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin",
                  "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
                  "LogicalAnd", "LogicalOr", "LogicalNot", "Cast", "AddN"):
@@ -130,6 +130,26 @@ def reciprocal(x: Any, name: Optional[str] = None) -> graph_lib.Tensor:
     return _unary("Reciprocal", x, name or "Reciprocal", op_util.FLOATS)
 
 
+def sigmoid(x: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    """1 / (1 + exp(-x)), computed without overflow for large |x|."""
+    return _unary("Sigmoid", x, name or "Sigmoid", op_util.FLOATS)
+
+
+def tanh(x: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    return _unary("Tanh", x, name or "Tanh", op_util.FLOATS)
+
+
+def floor(x: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    return _unary("Floor", x, name or "Floor", op_util.FLOATS)
+
+
+def squared_difference(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    """(x - y)**2, element-wise with broadcasting."""
+    graph = op_util.graph_of(x, y)
+    with graph.name_scope(name or "SquaredDifference"):
+        return square(subtract(x, y))
+
+
 def add_n(inputs: list[Any], name: Optional[str] = None) -> graph_lib.Tensor:
     tensors = [op_util.to_tensor(x) for x in inputs]
     if not tensors:
@@ -191,7 +211,7 @@ def _reduce(op_type: str, input_tensor: Any, axis: Any, keepdims: Optional[bool]
     keep = bool(keepdims if keepdims is not None else keep_dims)
     rank = x.shape.ndims
     axes = op_util.normalize_axes(axis, rank, op_type)
-    if axes is None:
+    if axes is None or rank is None:
         shape = tensor_shape.TensorShape(None)
     else:
         dims = x.shape.as_list()
@@ -295,7 +315,7 @@ def _arg_reduce(op_type: str, input_tensor: Any, axis: Any, name: Optional[str],
 
 
 for _op_type in ("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd",
-                 "LogicalOr", "LogicalNot", "ArgMax", "ArgMin", "Sign", "FloorDiv", "FloorMod"):
+                 "LogicalOr", "LogicalNot", "ArgMax", "ArgMin", "Sign", "FloorDiv", "FloorMod", "Floor"):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -390,6 +410,18 @@ def _log_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     return [truediv(grad, op.inputs[0])]
 
 
+@op_registry.RegisterGradient("Sigmoid")
+def _sigmoid_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    y = op.outputs[0]
+    return [multiply(grad, multiply(y, subtract(1, y)))]
+
+
+@op_registry.RegisterGradient("Tanh")
+def _tanh_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    y = op.outputs[0]
+    return [multiply(grad, subtract(1, square(y)))]
+
+
 @op_registry.RegisterGradient("Abs")
 def _abs_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     return [multiply(grad, sign(op.inputs[0]))]
@@ -434,16 +466,26 @@ def _restore_reduced_dims(op: graph_lib.Operation, grad: graph_lib.Tensor) -> gr
     x = op.inputs[0]
     axes = op.get_attr("axis")
     if x.shape.ndims is None:
-        raise ValueError(f"Cannot compute the gradient of {op.name}: the rank of {x.name} is unknown")
+        if axes is None:
+            return grad  # a scalar, which broadcasts against any shape
+        return array_ops.reshape(grad, _kept_dims_at_run_time(x, axes))
     rank = x.shape.ndims
     axes = range(rank) if axes is None else axes
     dims = x.shape.as_list()
-    kept = [1 if i in axes else (d if d is not None else -1) for i, d in enumerate(dims)]
-    if kept.count(-1) > 1:
-        reduced = array_ops.constant([1 if i in axes else 0 for i in range(rank)], dtype=dtypes.int32)
-        dynamic = array_ops.shape(x)
-        return array_ops.reshape(grad, add(subtract(dynamic, multiply(dynamic, reduced)), reduced))
-    return array_ops.reshape(grad, kept)
+    if None not in dims:
+        return array_ops.reshape(grad, [1 if i in axes else d for i, d in enumerate(dims)])
+    reduced = array_ops.constant([1 if i in axes else 0 for i in range(rank)], dtype=dtypes.int32)
+    dynamic = array_ops.shape(x)
+    return array_ops.reshape(grad, add(subtract(dynamic, multiply(dynamic, reduced)), reduced))
+
+
+def _kept_dims_at_run_time(x: graph_lib.Tensor, axes: Any) -> graph_lib.Tensor:
+    """shape(x) with the reduced axes set to 1, for an ``x`` whose rank is only known at run time."""
+    dims = array_ops.shape(x)
+    rank = array_ops.size(dims)
+    positions = floormod(array_ops.constant(list(axes), dtype=dtypes.int32), rank)
+    reduced = minimum(array_ops.unsorted_segment_sum(array_ops.ones_like(positions), positions, rank), 1)
+    return add(subtract(dims, multiply(dims, reduced)), reduced)
 
 
 @op_registry.RegisterGradient("Sum")
@@ -485,6 +527,62 @@ def _prod_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     y = _restore_reduced_dims(op, op.outputs[0])
     g = _restore_reduced_dims(op, grad)
     return [multiply(g, truediv(y, x))]
+
+
+# ---------------------------------------------------------------- clipping
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``t`` with values below ``clip_value_min`` / above ``clip_value_max`` replaced by the bound."""
+    x = op_util.to_tensor(t)
+    with x.graph.name_scope(name or "clip_by_value"):
+        clipped = minimum(maximum(x, clip_value_min), clip_value_max)
+    if not clipped.shape.is_compatible_with(x.shape):
+        raise ValueError(
+            f"clip_by_value: the bounds would broadcast {x.name} with shape {x.shape} to shape {clipped.shape}"
+        )
+    return clipped
+
+
+def global_norm(t_list: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    """sqrt(sum of squares of every element of every tensor in ``t_list``); None entries are skipped."""
+    if isinstance(t_list, graph_lib.Tensor) or not isinstance(t_list, (list, tuple)):
+        raise TypeError(f"global_norm: t_list must be a list of tensors, got {t_list!r}")
+    tensors = [op_util.to_tensor(t) for t in t_list if t is not None]
+    if not tensors:
+        raise ValueError("global_norm: t_list holds no tensors")
+    with tensors[0].graph.name_scope(name or "global_norm"):
+        squares = [reduce_sum(square(t)) for t in tensors]
+        return sqrt(add_n(squares), name="global_norm")
+
+
+def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``t * clip_norm / max(l2norm(t), clip_norm)`` over ``axes`` (all axes by default)."""
+    x = op_util.to_tensor(t)
+    with x.graph.name_scope(name or "clip_by_norm"):
+        norm = sqrt(reduce_sum(square(x), axis=axes, keepdims=True))
+        bound = op_util.to_tensor(clip_norm, dtype=x.dtype.base_dtype)
+        return truediv(multiply(x, bound), maximum(norm, bound))
+
+
+def clip_by_global_norm(t_list: Any, clip_norm: Any, use_norm: Any = None,
+                        name: Optional[str] = None) -> tuple[list[Any], graph_lib.Tensor]:
+    """Scales every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns (clipped, global_norm)."""
+    if isinstance(t_list, graph_lib.Tensor) or not isinstance(t_list, (list, tuple)):
+        raise TypeError(f"clip_by_global_norm: t_list must be a list of tensors, got {t_list!r}")
+    norm = global_norm(t_list) if use_norm is None else op_util.to_tensor(use_norm)
+    with norm.graph.name_scope(name or "clip_by_global_norm"):
+        dt = norm.dtype.base_dtype
+        bound = op_util.to_tensor(clip_norm, dtype=dt)
+        # As in TF: min(1/norm, 1/bound) * bound, which is 1 when the norm is within bounds.
+        scale = multiply(bound, minimum(reciprocal(norm), reciprocal(bound)))
+        clipped: list[Any] = []
+        for t in t_list:
+            if t is None:
+                clipped.append(None)
+                continue
+            x = op_util.to_tensor(t)
+            clipped.append(multiply(x, cast(scale, x.dtype.base_dtype)))
+    return clipped, norm
 
 
 # ---------------------------------------------------------------- operators on Tensor

@@ -1,0 +1,18 @@
+"""``tf.nn``: the neural-network functions of the TF1 API, re-exported from the ops layer."""
+
+from __future__ import annotations
+
+from tensorgrid.ops.math_ops import sigmoid, tanh
+from tensorgrid.ops.nn_ops import (
+    avg_pool, bias_add, conv2d, conv2d_backprop_filter, conv2d_backprop_input, dropout, embedding_lookup,
+    in_top_k, l2_loss, leaky_relu, log_softmax, max_pool, moments, relu, relu6, softmax,
+    softmax_cross_entropy_with_logits, softmax_cross_entropy_with_logits_v2, sparse_softmax_cross_entropy_with_logits,
+    xw_plus_b,
+)
+
+__all__ = [
+    "avg_pool", "bias_add", "conv2d", "conv2d_backprop_filter", "conv2d_backprop_input", "dropout",
+    "embedding_lookup", "in_top_k", "l2_loss", "leaky_relu", "log_softmax", "max_pool", "moments", "relu",
+    "relu6", "sigmoid", "softmax", "softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2",
+    "sparse_softmax_cross_entropy_with_logits", "tanh", "xw_plus_b",
+]

@@ -15,15 +15,31 @@
 #
 # Environment:
 #   TENSORGRID_CACHE    cache root (default ~/.cache/tensorgrid)
-#   KUBERNETES_VERSION  k8s.io/kubernetes release (default below; the newest
-#                       1.34 patch the module proxy served when this was written)
+#   KUBERNETES_VERSION  k8s.io/kubernetes release (default below)
 #   ETCD_VERSION        etcd release (default: the etcd version kubeadm of that
-#                       release pins, e.g. v3.6.4)
+#                       release pins, v3.6.5 for 1.34)
+#   KUBE_GIT_COMMIT     commit to stamp when the proxy does not report one
 #   BUILD_PARALLELISM   go build -p (default 2)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
+#
+# Notes:
+# - v1.34.10 is the newest 1.34 patch that both the module proxy serves and the
+#   checksum database verifies from here: v1.34.11 and v1.34.12 are on the
+#   proxy, but sum.golang.org answers 404 for them, so `go` refuses them
+#   (deliberately not worked around with GONOSUMDB/GOFLAGS=-insecure).
+#   `go list -m -versions` shows only up to v1.34.4: the proxy's list is
+#   incomplete, ask for k8s.io/kubernetes/@v/vX.Y.Z.info directly.
+# - Everything is linked statically (CGO_ENABLED=0); upstream links the
+#   kubelet with cgo, which it does not need.
+# - Upstream builds 1.34 with Go 1.24; we use the installed Go with
+#   GOTOOLCHAIN=local, and the wrapper module keeps upstream's
+#   `godebug default=go1.24` so runtime defaults match.
 set -euo pipefail
 
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.34.10}"
+# Bump when the way binaries are built changes (flags, ldflags): cached
+# binaries with another recipe are rebuilt.
+RECIPE=1
 CACHE="${TENSORGRID_CACHE:-$HOME/.cache/tensorgrid}"
 ROOT="$CACHE/kubernetes/$KUBERNETES_VERSION"
 BIN="$ROOT/bin"
@@ -49,17 +65,19 @@ fi
 
 # A stamp file per binary is written only after that binary was built and its
 # --version output checked, so "stamp present" means "right version present".
+# Stamps hold "VERSION recipe N".
 stamp_ok() { [[ -x "$BIN/$1" && -f "$BIN/.$1.stamp" && "$(cat "$BIN/.$1.stamp")" == "$2" ]]; }
 
 need_kube=()
 for b in "${kube_bins[@]}"; do
-  stamp_ok "$b" "$KUBERNETES_VERSION" || need_kube+=("$b")
+  stamp_ok "$b" "$KUBERNETES_VERSION recipe $RECIPE" || need_kube+=("$b")
 done
 # etcd's stamp holds its own version; any etcd stamp made for this Kubernetes
 # release is fine unless ETCD_VERSION asks for a specific one.
 etcd_ok=0
 if [[ -x "$BIN/etcd" && -f "$BIN/.etcd.stamp" ]]; then
-  if [[ -z "${ETCD_VERSION:-}" || "$(cat "$BIN/.etcd.stamp")" == "$ETCD_VERSION" ]]; then
+  read -r etcd_have _ etcd_recipe < "$BIN/.etcd.stamp" || true
+  if [[ "${etcd_recipe:-}" == "$RECIPE" && ( -z "${ETCD_VERSION:-}" || "$etcd_have" == "$ETCD_VERSION" ) ]]; then
     etcd_ok=1
   fi
 fi
@@ -85,7 +103,7 @@ log "Go: $("$GO" version)"
 log "cache: $CACHE"
 
 # --- Kubernetes source metadata ----------------------------------------------
-log "fetching k8s.io/kubernetes@$KUBERNETES_VERSION (module proxy; ~100 MB from cold)"
+log "fetching k8s.io/kubernetes@$KUBERNETES_VERSION (module proxy; a cold cache downloads ~730 MB of modules)"
 "$GO" mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" > "$ROOT/src/kubernetes.json" || true
 # Pull string fields out of go's JSON without needing jq.
 json_field() { sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" "$2" | head -n1; }
@@ -99,7 +117,8 @@ kube_dir="$(json_field Dir "$ROOT/src/kubernetes.json")"
 kube_gomod="$(json_field GoMod "$ROOT/src/kubernetes.json")"
 kube_info="$(json_field Info "$ROOT/src/kubernetes.json")"
 [[ -d "$kube_dir" && -f "$kube_gomod" ]] || { echo "build-kubernetes: could not download k8s.io/kubernetes@$KUBERNETES_VERSION" >&2; exit 1; }
-# The proxy's .info has the tag time and, for some versions, the git commit.
+# The proxy's .info has the tag time and, for some versions only, the git
+# commit; KUBE_GIT_COMMIT can supply it otherwise.
 git_commit="${KUBE_GIT_COMMIT:-$(json_field Hash "$kube_info")}"
 # The tag's time rather than "now": rebuilding gives the same version output.
 build_date="$(json_field Time "$kube_info" | sed 's/\.[0-9]*Z$/Z/')"
@@ -162,8 +181,8 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION"
   ldflags+=" -X $pkg.gitMajor=$git_major"
   ldflags+=" -X $pkg.gitMinor=$git_minor"
-  # Upstream leaves gitCommit empty when it is unknown; so do we.
-  if [[ -n "$git_commit" ]]; then ldflags+=" -X $pkg.gitCommit=$git_commit"; fi
+  # Empty when the proxy does not say (else the source default "$Format:%H$" shows).
+  ldflags+=" -X $pkg.gitCommit=$git_commit"
   ldflags+=" -X $pkg.gitTreeState=clean"
   ldflags+=" -X $pkg.buildDate=$build_date"
 done
@@ -194,7 +213,7 @@ if [[ ${#need_kube[@]} -gt 0 ]]; then
       *)       check_version "$b" "$KUBERNETES_VERSION" "$tmpbin/$b" --version ;;
     esac
     mv -f "$tmpbin/$b" "$BIN/$b"
-    echo "$KUBERNETES_VERSION" > "$BIN/.$b.stamp"
+    echo "$KUBERNETES_VERSION recipe $RECIPE" > "$BIN/.$b.stamp"
     log "built $BIN/$b"
   done
   rmdir "$tmpbin" 2>/dev/null || true
@@ -246,7 +265,7 @@ EOF
       -o "$ROOT/etcd.tmp" .)
   check_version etcd "etcd Version: ${ETCD_VERSION#v}" "$ROOT/etcd.tmp" --version
   mv -f "$ROOT/etcd.tmp" "$BIN/etcd"
-  echo "$ETCD_VERSION" > "$BIN/.etcd.stamp"
+  echo "$ETCD_VERSION recipe $RECIPE" > "$BIN/.etcd.stamp"
   log "built $BIN/etcd in $((SECONDS - start))s"
 fi
 

@@ -18,7 +18,8 @@
 # It defaults to .cache/controlplane under the repository root.
 #
 # Environment: TENSORGRID_CACHE and KUBERNETES_VERSION as for
-# build-kubernetes.sh; CONTROLPLANE_TIMEOUT (seconds to wait, default 180).
+# build-kubernetes.sh; CONTROLPLANE_TIMEOUT (seconds to wait for each step,
+# default 180).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,6 +69,13 @@ start() {
   die "$name did not start"
 }
 
+all_running() {
+  local name
+  for name in "${COMPONENTS[@]}"; do
+    [[ -n "$(pid_of "$name")" ]] || return 1
+  done
+}
+
 stop_all() {
   local name pid pids=() i
   for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
@@ -101,20 +109,23 @@ wait_gone() {
 
 # --- certificates and kubeconfigs ----------------------------------------------
 
-# sign NAME SUBJECT EXTENSIONS: key + certificate signed by the local CA.
+# sign NAME SUBJECT EXTENSIONS [CA]: key + certificate signed by CA (default ca).
 sign() {
-  local name="$1" subj="$2" ext="$3" pki="$DIR/pki"
+  local name="$1" subj="$2" ext="$3" ca="${4:-ca}" pki="$DIR/pki"
   openssl genrsa -out "$pki/$name.key" 2048 2>/dev/null
   openssl req -new -key "$pki/$name.key" -subj "$subj" -out "$pki/$name.csr" 2>/dev/null
   printf '%b\n' "$ext" > "$pki/$name.ext"
-  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" \
     -CAcreateserial -days 3650 -sha256 -extfile "$pki/$name.ext" -out "$pki/$name.crt" 2>/dev/null
   rm -f "$pki/$name.csr" "$pki/$name.ext"
 }
 
+# Bump when the set of files changes, so older DIRs get regenerated.
+PKI_LAYOUT=2
+
 make_pki() {
   local pki="$DIR/pki"
-  if [[ -f "$pki/.complete" ]]; then return 0; fi
+  if [[ "$(cat "$pki/.complete" 2>/dev/null)" == "$PKI_LAYOUT" ]]; then return 0; fi
   log "generating certificates in $pki"
   rm -rf "$pki"; mkdir -p "$pki"; chmod 700 "$pki"
   cat > "$pki/ca.cnf" <<'EOF'
@@ -126,20 +137,27 @@ basicConstraints = critical, CA:TRUE
 keyUsage = critical, digitalSignature, keyEncipherment, keyCertSign
 subjectKeyIdentifier = hash
 EOF
-  openssl genrsa -out "$pki/ca.key" 2048 2>/dev/null
-  openssl req -x509 -new -key "$pki/ca.key" -subj "/CN=tensorgrid-controlplane-ca" \
-    -days 3650 -sha256 -config "$pki/ca.cnf" -extensions v3_ca -out "$pki/ca.crt"
+  local ca
+  # ca signs the serving and client certificates; front-proxy-ca only the
+  # client certificate the API server uses towards aggregated API servers
+  # (kept apart as kubeadm does: that CA's certificates may assert any user).
+  for ca in ca front-proxy-ca; do
+    openssl genrsa -out "$pki/$ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -key "$pki/$ca.key" -subj "/CN=tensorgrid-controlplane-$ca" \
+      -days 3650 -sha256 -config "$pki/ca.cnf" -extensions v3_ca -out "$pki/$ca.crt"
+  done
   local client='basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth'
   sign apiserver "/CN=kube-apiserver" \
     "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   sign admin "/O=system:masters/CN=kubernetes-admin" "$client"
   sign kube-controller-manager "/CN=system:kube-controller-manager" "$client"
   sign kube-scheduler "/CN=system:kube-scheduler" "$client"
+  sign front-proxy-client "/CN=front-proxy-client" "$client" front-proxy-ca
   # Service-account token signing pair (API server verifies, signs; KCM signs).
   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   chmod 600 "$pki"/*.key
-  touch "$pki/.complete"
+  echo "$PKI_LAYOUT" > "$pki/.complete"
 }
 
 # write_kubeconfig FILE USER: kubeconfig with embedded credentials.
@@ -232,7 +250,7 @@ cmd_up() {
   # State never belongs in git, wherever DIR is.
   [[ -f "$DIR/.gitignore" ]] || echo '*' > "$DIR/.gitignore"
 
-  if [[ -f "$DIR/ports.env" ]] && [[ -n "$(pid_of kube-apiserver)" ]]; then
+  if [[ -f "$DIR/ports.env" ]] && all_running; then
     # shellcheck disable=SC1091
     source "$DIR/ports.env"
     BIN="$("$HERE/build-kubernetes.sh" --print-bin-dir)"
@@ -283,6 +301,9 @@ EOF
   wait_for "etcd /health" etcd_healthy
 
   local pki="$DIR/pki"
+  # --endpoint-reconciler-type=none: Endpoints may not hold a loopback address,
+  # so the "kubernetes" service stays without endpoints (no pod runs here to
+  # use it); otherwise the API server logs a sync error every 10 seconds.
   start kube-apiserver \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address=127.0.0.1 \
@@ -296,7 +317,15 @@ EOF
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
+    --requestheader-client-ca-file="$pki/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$pki/front-proxy-client.crt" \
+    --proxy-client-key-file="$pki/front-proxy-client.key" \
     --allow-privileged=true \
+    --endpoint-reconciler-type=none \
     --cert-dir="$DIR/pki/apiserver-generated"
   wait_for "kube-apiserver /readyz" readyz
 
@@ -349,8 +378,16 @@ cmd_down() {
     return 0
   fi
   DIR="$(cd "$DIR" && pwd)"
+  local name running=0
+  for name in "${COMPONENTS[@]}"; do
+    [[ -z "$(pid_of "$name")" ]] || running=1
+  done
   stop_all
-  log "stopped (state kept in $DIR until the next up)"
+  if [[ $running == 1 ]]; then
+    log "stopped; logs and certificates stay in $DIR (the next up starts an empty cluster)"
+  else
+    log "nothing running in $DIR"
+  fi
 }
 
 cmd_status() {

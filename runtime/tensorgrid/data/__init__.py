@@ -1,0 +1,23 @@
+"""Real data sets with no download at run time, and fixed-size shuffled mini-batches.
+
+``tensorgrid.data.load_digits()`` gives the 8x8 handwritten digits that ship inside
+scikit-learn (``pip install 'tensorgrid[data]'``), split into train and test;
+``load_mnist(directory)`` reads MNIST's IDX files from disk; ``Batches`` serves
+``next_batch()`` as TF1's tutorials did. This is not ``tf.data``.
+"""
+
+from __future__ import annotations
+
+from tensorgrid.data.batching import Batches, batches, epoch_batches
+from tensorgrid.data.digits import (
+    Examples, TrainTestSplit, digits_csv_path, load_digits, read_digits_csv, stratified_split,
+)
+from tensorgrid.data.mnist_idx import (
+    IdxFormatError, load_mnist, read_idx, read_mnist_images, read_mnist_labels, write_idx,
+)
+
+__all__ = [
+    "Batches", "Examples", "IdxFormatError", "TrainTestSplit", "batches", "digits_csv_path", "epoch_batches",
+    "load_digits", "load_mnist", "read_digits_csv", "read_idx", "read_mnist_images", "read_mnist_labels",
+    "stratified_split", "write_idx",
+]

@@ -8,13 +8,14 @@ This module is the public API; everything else is internal.
 
 from __future__ import annotations
 
+from tensorgrid import data, distribute, initializers, nn, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
 from tensorgrid.framework.device import DeviceSpec
 from tensorgrid.framework.dtypes import (
     DType, as_dtype, bool_ as bool, double, float16, float32, float32_ref, float64, float64_ref, half,
-    int32, int32_ref, int64, int64_ref, uint8,
+    int32, int32_ref, int64, int64_ref, resource, string, uint8,
 )
 from tensorgrid.framework.graph import (
     Graph, GraphKeys, Operation, Tensor, convert_to_tensor, get_default_graph, get_default_session,
@@ -26,19 +27,36 @@ from tensorgrid.ops.array_ops import (
     broadcast_to, constant, fill, identity, ones, ones_like, placeholder, placeholder_with_default, rank,
     reshape, shape, size, stop_gradient, zeros, zeros_like,
 )
+from tensorgrid.ops.array_ops import (
+    concat, expand_dims, gather, newaxis, one_hot, slice, split, squeeze, stack, strided_slice, tile, transpose,
+    unsorted_segment_sum, unstack, where,
+)
+from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
 from tensorgrid.ops.gradients_impl import gradients
+from tensorgrid.ops.init_ops import (
+    constant_initializer, glorot_normal_initializer, glorot_uniform_initializer, ones_initializer,
+    random_normal_initializer, random_uniform_initializer, truncated_normal_initializer,
+    variance_scaling_initializer, zeros_initializer,
+)
 from tensorgrid.ops.math_ops import (
     abs, add, add_n, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
     greater_equal, less, less_equal, log, logical_and, logical_not, logical_or, matmul, maximum, minimum,
     mod, multiply, negative, not_equal, pow, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
     reduce_sum, rsqrt, sign, sqrt, square, subtract, to_float, truediv,
 )
+from tensorgrid.ops.math_ops import (
+    clip_by_global_norm, clip_by_norm, clip_by_value, floor, global_norm, sigmoid, squared_difference, tanh,
+)
 from tensorgrid.ops.random_ops import random_normal, random_uniform, truncated_normal
 from tensorgrid.ops.state_ops import assign, assign_add, assign_sub, is_variable_initialized
+from tensorgrid.ops.variable_scope import (
+    AUTO_REUSE, VariableScope, get_local_variable, get_variable, get_variable_scope, no_regularizer, variable_scope,
+)
 from tensorgrid.ops.variables import (
     Variable, all_variables, global_variables, global_variables_initializer, initialize_all_variables,
-    local_variables, local_variables_initializer, model_variables, trainable_variables, variables_initializer,
+    local_variables, local_variables_initializer, model_variables, report_uninitialized_variables,
+    trainable_variables, variables_initializer,
 )
 
 

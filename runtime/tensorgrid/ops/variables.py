@@ -57,10 +57,13 @@ class Variable:
         self._trainable = trainable
         self._constraint = constraint
         with graph.name_scope(name or "Variable") as scope_name:
+            initializer_ops: list[graph_lib.Operation] = []
             if init_from_fn:
+                first_new_op = len(graph._ops)
                 with graph.name_scope("Initializer"), graph.device(None):
                     init = initial_value()
                     self._initial_value = op_util.to_tensor(init, dtype=dtype, name="initial_value")
+                initializer_ops = graph._ops[first_new_op:]
             else:
                 self._initial_value = op_util.to_tensor(initial_value, dtype=dtype, name="initial_value")
             value_shape = self._initial_value.shape
@@ -76,6 +79,11 @@ class Variable:
             self._variable = state_ops.variable_op(
                 value_shape, self._initial_value.dtype.base_dtype, name=scope_name,
             )
+            # As in TF1, the initializer runs where the variable lives (on its PS), not
+            # where the device scope would put it: colocate its device-less ops.
+            for op in initializer_ops:
+                if not op.device and "_class" not in op._attrs:
+                    op._set_attr("_class", [f"loc:@{self._variable.op.name}"])
             with graph.colocate_with(self._variable.op):
                 self._initializer_op = state_ops.assign(
                     self._variable, self._initial_value, validate_shape=validate_shape, name="Assign"

@@ -1,0 +1,165 @@
+"""Kernels of the fused optimizer updates: TF's formulas, computed in place.
+
+Every update writes the variable and slot buffers with ``xp`` ufuncs and ``out=``,
+through one scratch buffer per kernel that is allocated on first use and reused by
+later steps, so a step allocates nothing the size of the variable. Scratch buffers
+sit in a pool (``list.pop``/``append`` are atomic), so concurrent steps running the
+same op never share one. With ``use_locking`` the variable and its slots are locked,
+in a fixed order, for the whole update.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorgrid.framework import errors
+from tensorgrid.kernels.registry import register_kernel
+
+
+class _Locks:
+    """Holds the locks of several variables, always taken in the same order."""
+
+    def __init__(self, use_locking: bool, variables: tuple[Any, ...]) -> None:
+        self._locks = sorted((v.lock for v in variables), key=id) if use_locking else []
+
+    def __enter__(self) -> None:
+        for lock in self._locks:
+            lock.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
+
+
+def _scratch(k: Any, like: Any) -> Any:
+    pool = k.state.setdefault("scratch", [])
+    while pool:
+        try:
+            buffer = pool.pop()
+        except IndexError:
+            break
+        if buffer.shape == like.shape and buffer.dtype == like.dtype and k.backend.is_native(buffer):
+            return buffer
+    return k.xp.empty_like(like)
+
+
+def _release(k: Any, buffer: Any) -> None:
+    k.state["scratch"].append(buffer)
+
+
+def _check_shapes(k: Any, var: Any, **others: Any) -> None:
+    for role, value in others.items():
+        if value.shape != var.shape:
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"var and {role} do not have the same shape{list(var.shape)} {list(value.shape)} "
+                f"(op {k.name})",
+            )
+
+
+def _check_scalars(k: Any, **scalars: Any) -> None:
+    for role, value in scalars.items():
+        if getattr(value, "ndim", 0) != 0:
+            raise errors.InvalidArgumentError(None, None, f"{role} is not a scalar: {list(value.shape)} (op {k.name})")
+
+
+@register_kernel("ApplyGradientDescent")
+def _apply_gradient_descent(k: Any, step: Any, var: Any, alpha: Any, delta: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, alpha=alpha)
+    with _Locks(k.attrs["use_locking"], (var,)):
+        w = var.read()
+        _check_shapes(k, w, delta=delta)
+        tmp = _scratch(k, w)
+        xp.multiply(delta, alpha, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+@register_kernel("ApplyMomentum")
+def _apply_momentum(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any, momentum: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, lr=lr, momentum=momentum)
+    with _Locks(k.attrs["use_locking"], (var, accum)):
+        w, a = var.read(), accum.read()
+        _check_shapes(k, w, accum=a, grad=grad)
+        tmp = _scratch(k, w)
+        xp.multiply(a, momentum, out=a)
+        xp.add(a, grad, out=a)
+        if k.attrs["use_nesterov"]:
+            # var -= lr * grad + lr * momentum * accum
+            xp.multiply(a, momentum, out=tmp)
+            xp.add(tmp, grad, out=tmp)
+            xp.multiply(tmp, lr, out=tmp)
+        else:
+            xp.multiply(a, lr, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+@register_kernel("ApplyAdagrad")
+def _apply_adagrad(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, lr=lr)
+    with _Locks(k.attrs["use_locking"], (var, accum)):
+        w, a = var.read(), accum.read()
+        _check_shapes(k, w, accum=a, grad=grad)
+        tmp = _scratch(k, w)
+        if k.attrs["update_slots"]:
+            xp.square(grad, out=tmp)
+            xp.add(a, tmp, out=a)
+        # var -= lr * grad / sqrt(accum)
+        xp.sqrt(a, out=tmp)
+        xp.divide(grad, tmp, out=tmp)
+        xp.multiply(tmp, lr, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+@register_kernel("ApplyAdam")
+def _apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any,
+                beta1: Any, beta2: Any, epsilon: Any, grad: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
+                   epsilon=epsilon)
+    # Bias correction folded into the step size, computed in the variable's dtype as TF does.
+    alpha = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
+    with _Locks(k.attrs["use_locking"], (var, m, v)):
+        w, m_buf, v_buf = var.read(), m.read(), v.read()
+        _check_shapes(k, w, m=m_buf, v=v_buf, grad=grad)
+        tmp = _scratch(k, w)
+        # m += (grad - m) * (1 - beta1)
+        xp.subtract(grad, m_buf, out=tmp)
+        xp.multiply(tmp, 1 - beta1, out=tmp)
+        xp.add(m_buf, tmp, out=m_buf)
+        # v += (grad ** 2 - v) * (1 - beta2)
+        xp.square(grad, out=tmp)
+        xp.subtract(tmp, v_buf, out=tmp)
+        xp.multiply(tmp, 1 - beta2, out=tmp)
+        xp.add(v_buf, tmp, out=v_buf)
+        if k.attrs["use_nesterov"]:
+            # var -= alpha * (grad * (1 - beta1) + beta1 * m) / (sqrt(v) + epsilon)
+            denominator = _scratch(k, w)
+            xp.sqrt(v_buf, out=denominator)
+            xp.add(denominator, epsilon, out=denominator)
+            xp.subtract(grad, m_buf, out=tmp)
+            xp.multiply(tmp, 1 - beta1, out=tmp)
+            xp.add(tmp, m_buf, out=tmp)
+            xp.divide(tmp, denominator, out=tmp)
+            _release(k, denominator)
+        else:
+            # var -= alpha * m / (sqrt(v) + epsilon)
+            xp.sqrt(v_buf, out=tmp)
+            xp.add(tmp, epsilon, out=tmp)
+            xp.divide(m_buf, tmp, out=tmp)
+        xp.multiply(tmp, alpha, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        _release(k, tmp)
+        var.updates += 1
+    return var

@@ -1,0 +1,98 @@
+"""Fused optimizer updates: one op per variable and step that updates it (and its slots) in place.
+
+Each op takes the variable and its slot variables by reference (so the kernel writes
+their buffers directly, on the device that holds them: the PS in distributed
+training), the hyper-parameters as scalars and the gradient as a value, and outputs
+the variable reference, as TF's ``Apply*`` ops do. ``use_locking`` makes the update
+atomic with respect to other locking updates of the same variables.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
+from tensorgrid.ops import op_util
+
+op_registry.register_op("ApplyGradientDescent", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+op_registry.register_op("ApplyMomentum", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
+op_registry.register_op("ApplyAdagrad", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
+op_registry.register_op("ApplyAdam", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+for _op_type in ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdam"):
+    op_registry.NotDifferentiable(_op_type)
+
+
+def _ref(value: Any, op_type: str, role: str) -> graph_lib.Tensor:
+    as_ref = getattr(value, "_ref", None)
+    t = as_ref() if callable(as_ref) else value
+    if not isinstance(t, graph_lib.Tensor) or not t.dtype.is_ref_dtype:
+        raise TypeError(f"{op_type}: {role} must be a variable (a reference tensor), got {value!r}")
+    return t
+
+
+def _build(op_type: str, refs: list[tuple[str, Any]], scalars: list[tuple[str, Any]], grad: Any,
+           grad_position: int, use_locking: bool, name: Optional[str],
+           extra_attrs: Optional[dict[str, Any]] = None) -> graph_lib.Tensor:
+    """Checks dtypes and shapes at graph construction, then adds the op colocated with the variable."""
+    ref_tensors = [_ref(value, op_type, role) for role, value in refs]
+    var = ref_tensors[0]
+    dtype = var.dtype.base_dtype
+    for (role, _), t in zip(refs[1:], ref_tensors[1:]):
+        if t.dtype.base_dtype != dtype:
+            raise TypeError(f"{op_type}: {role} {t.op.name} has dtype {t.dtype.base_dtype.name}, var {var.op.name} has {dtype.name}")
+        if not t.shape.is_compatible_with(var.shape):
+            raise ValueError(f"{op_type}: var {var.op.name} {var.shape} and {role} {t.op.name} {t.shape} must have the same shape")
+    scalar_tensors = []
+    for role, value in scalars:
+        t = op_util.to_tensor(value, dtype=dtype)
+        if t.shape.ndims not in (None, 0):
+            raise ValueError(f"{op_type}: {role} must be a scalar, got {t.name} with shape {t.shape}")
+        scalar_tensors.append(t)
+    g = op_util.to_tensor(grad, dtype=dtype)
+    if not g.shape.is_compatible_with(var.shape):
+        raise ValueError(f"{op_type}: var {var.op.name} {var.shape} and grad {g.name} {g.shape} must have the same shape")
+    inputs: list[graph_lib.Tensor] = ref_tensors + scalar_tensors
+    inputs.insert(grad_position, g)
+    attrs = {"use_locking": bool(use_locking)}
+    attrs.update(extra_attrs or {})
+    with var.graph.colocate_with(var.op):
+        return op_util.make_tensor(op_type, inputs, var.dtype, var.shape, name or op_type, attrs)
+
+
+def apply_gradient_descent(var: Any, alpha: Any, delta: Any, use_locking: bool = False,
+                           name: Optional[str] = None) -> graph_lib.Tensor:
+    """``var -= alpha * delta``."""
+    return _build("ApplyGradientDescent", [("var", var)], [("alpha", alpha)], delta, 2, use_locking, name)
+
+
+def apply_momentum(var: Any, accum: Any, lr: Any, grad: Any, momentum: Any, use_locking: bool = False,
+                   name: Optional[str] = None, use_nesterov: bool = False) -> graph_lib.Tensor:
+    """``accum = accum * momentum + grad``; ``var -= lr * accum``.
+
+    With Nesterov momentum: ``var -= lr * grad + lr * momentum * accum``.
+    """
+    return _build("ApplyMomentum", [("var", var), ("accum", accum)], [("lr", lr), ("momentum", momentum)], grad,
+                  3, use_locking, name, {"use_nesterov": bool(use_nesterov)})
+
+
+def apply_adagrad(var: Any, accum: Any, lr: Any, grad: Any, use_locking: bool = False, name: Optional[str] = None,
+                  update_slots: bool = True) -> graph_lib.Tensor:
+    """``accum += grad ** 2``; ``var -= lr * grad / sqrt(accum)``."""
+    return _build("ApplyAdagrad", [("var", var), ("accum", accum)], [("lr", lr)], grad, 3, use_locking, name,
+                  {"update_slots": bool(update_slots)})
+
+
+def apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any, beta1: Any, beta2: Any,
+               epsilon: Any, grad: Any, use_locking: bool = False, use_nesterov: bool = False,
+               name: Optional[str] = None) -> graph_lib.Tensor:
+    """Adam with bias correction folded into the step size.
+
+    ``lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)``;
+    ``m = beta1 * m + (1 - beta1) * grad``; ``v = beta2 * v + (1 - beta2) * grad ** 2``;
+    ``var -= lr_t * m / (sqrt(v) + epsilon)``.
+    """
+    scalars = [("beta1_power", beta1_power), ("beta2_power", beta2_power), ("lr", lr), ("beta1", beta1),
+               ("beta2", beta2), ("epsilon", epsilon)]
+    return _build("ApplyAdam", [("var", var), ("m", m), ("v", v)], scalars, grad, 9, use_locking, name,
+                  {"use_nesterov": bool(use_nesterov)})

@@ -1,0 +1,36 @@
+"""``tf.train``: optimizers, the global step, checkpoints, and distributed training helpers."""
+
+from __future__ import annotations
+
+from tensorgrid.train.adagrad import AdagradOptimizer
+from tensorgrid.train.adam import AdamOptimizer
+from tensorgrid.train.checkpoint_format import CheckpointReader
+from tensorgrid.train.checkpoint_management import (
+    CheckpointState, NewCheckpointReader, checkpoint_exists, get_checkpoint_mtimes, get_checkpoint_state,
+    latest_checkpoint, list_variables, load_checkpoint, load_variable, remove_checkpoint, update_checkpoint_state,
+)
+from tensorgrid.train.gradient_descent import GradientDescentOptimizer
+from tensorgrid.train.momentum import MomentumOptimizer
+from tensorgrid.train.optimizer import Optimizer
+from tensorgrid.train.saver import Saver
+from tensorgrid.train.training_util import (
+    assert_global_step, create_global_step, get_global_step, get_or_create_global_step, global_step,
+)
+
+# Distributed training: placement, servers, synchronous replicas, monitored sessions.
+from tensorgrid.distributed.cluster import ClusterSpec
+from tensorgrid.distributed.server import Server
+from tensorgrid.train.basic_session_run_hooks import (
+    CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
+    NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook,
+)
+from tensorgrid.train.coordinator import Coordinator
+from tensorgrid.train.device_setter import GreedyLoadBalancingStrategy, byte_size_load_fn, replica_device_setter
+from tensorgrid.train.monitored_session import (
+    ChiefSessionCreator, MonitoredSession, MonitoredTrainingSession, Scaffold, SessionCreator,
+    SingularMonitoredSession, WorkerSessionCreator,
+)
+from tensorgrid.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
+from tensorgrid.train.session_manager import SessionManager
+from tensorgrid.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from tensorgrid.train.sync_replicas_optimizer import SyncReplicasOptimizer

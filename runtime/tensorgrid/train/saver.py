@@ -1,0 +1,319 @@
+"""``tf.train.Saver``: save variables to checkpoints and restore them, from the client.
+
+Saving fetches the variables' values with ``sess.run`` and writes the files on the
+machine running the program; restoring reads the files there and feeds the values
+to assign ops built once, in the constructor, next to each variable. So the same
+code works in-process and against a remote cluster whose variables live on
+parameter servers (TF1 instead writes on the tasks holding the variables, which
+needs a file system shared by all of them). The format is in checkpoint_format.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.ops import array_ops
+from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import state_ops
+from tensorgrid.ops import variables
+from tensorgrid.train import checkpoint_format
+from tensorgrid.train import checkpoint_management
+from tensorgrid.train import training_util
+
+GraphKeys = graph_lib.GraphKeys
+
+_log = logging.getLogger(__name__)
+
+
+def _checkpoint_key(var: Any) -> str:
+    op = getattr(var, "op", None)
+    if not isinstance(op, graph_lib.Operation):
+        raise TypeError(f"Saver can only save Variables (or variable reference tensors), got {var!r}")
+    return op.name
+
+
+def _as_ref(var: Any) -> graph_lib.Tensor:
+    if isinstance(var, variables.Variable):
+        return var._ref()
+    if isinstance(var, graph_lib.Tensor) and var.dtype.is_ref_dtype:
+        return var
+    raise TypeError(f"Saver can only save Variables (or variable reference tensors), got {var!r}")
+
+
+def _names_to_variables(var_list: Any) -> dict[str, Any]:
+    """``{checkpoint key: variable}`` from a dict or a list of variables, checking for clashes."""
+    if isinstance(var_list, dict):
+        result = {}
+        for name, var in var_list.items():
+            if not isinstance(name, str):
+                raise TypeError(f"Saver var_list keys must be checkpoint names (strings), got {name!r}")
+            _as_ref(var)
+            result[name] = var
+        return result
+    if not isinstance(var_list, (list, tuple, set)):
+        raise TypeError(f"Saver var_list must be a list or dict of variables, got {type(var_list).__name__}")
+    result = {}
+    for var in var_list:
+        name = _checkpoint_key(var)
+        _as_ref(var)
+        if name in result:
+            if result[name] is var:
+                continue
+            raise ValueError(f"At least two variables have the same name: {name}")
+        result[name] = var
+    return result
+
+
+def _restore_error(kind: type[errors.OpError], likely_cause: str, detail: str) -> errors.OpError:
+    return kind(
+        None, None,
+        f"Restoring from checkpoint failed. This is most likely due to {likely_cause} from the checkpoint. "
+        f"Please ensure that you have not altered the graph expected based on the checkpoint. "
+        f"Original error:\n\n{detail}",
+    )
+
+
+class Saver:
+    """Saves and restores variables (by default all global variables)."""
+
+    def __init__(
+        self,
+        var_list: Any = None,
+        reshape: bool = False,
+        sharded: bool = False,
+        max_to_keep: Optional[int] = 5,
+        keep_checkpoint_every_n_hours: float = 10000.0,
+        name: Optional[str] = None,
+        restore_sequentially: bool = False,
+        saver_def: Any = None,
+        builder: Any = None,
+        defer_build: bool = False,
+        allow_empty: bool = False,
+        write_version: Any = None,
+        pad_step_number: bool = False,
+        save_relative_paths: bool = False,
+        filename: Optional[str] = None,
+    ) -> None:
+        if saver_def is not None or builder is not None:
+            raise ValueError("tensorgrid's Saver builds its own ops; saver_def and builder are not supported")
+        self._var_list = var_list
+        self._reshape = reshape
+        self._sharded = sharded
+        self._max_to_keep = max_to_keep
+        self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+        self._name = name
+        self._allow_empty = allow_empty
+        self._pad_step_number = pad_step_number
+        self._save_relative_paths = save_relative_paths
+        self._filename = filename
+        self._next_checkpoint_time = time.time() + keep_checkpoint_every_n_hours * 3600
+        self._last_checkpoints: list[tuple[str, float]] = []
+        self._checkpoints_to_be_deleted: list[tuple[str, float]] = []
+        self._last_preserved_timestamp = 0.0
+        self._built = False
+        self._is_empty = False
+        self._graph: Optional[graph_lib.Graph] = None
+        self._names: list[str] = []
+        self._save_tensors: list[graph_lib.Tensor] = []
+        self._restore_feeds: list[graph_lib.Tensor] = []
+        self._restore_shapes: list[Any] = []
+        self._restore_op: Optional[graph_lib.Operation] = None
+        if not defer_build:
+            self.build()
+
+    # ------------------------------------------------------------------ graph
+    def build(self) -> None:
+        """Adds the restore ops to the graph (done by the constructor unless ``defer_build``)."""
+        if self._built:
+            return
+        graph = graph_lib.get_default_graph()
+        var_list = self._var_list
+        if var_list is None:
+            var_list = graph.get_collection(GraphKeys.GLOBAL_VARIABLES)
+        names_to_vars = _names_to_variables(var_list)
+        self._built = True
+        if not names_to_vars:
+            if self._allow_empty:
+                self._is_empty = True
+                return
+            raise ValueError("No variables to save")
+        self._graph = graph
+        with graph.as_default(), graph.control_dependencies(None), graph.name_scope(self._name or "save"):
+            assigns = []
+            for name in sorted(names_to_vars):
+                var = names_to_vars[name]
+                ref = _as_ref(var)
+                with graph.colocate_with(ref.op):
+                    if isinstance(var, variables.Variable):
+                        self._save_tensors.append(var.value())
+                    else:
+                        self._save_tensors.append(array_ops.identity(ref))
+                    feed = array_ops.placeholder(ref.dtype.base_dtype, ref.shape, name="restore_value")
+                    assigns.append(state_ops.assign(ref, feed, validate_shape=ref.shape.is_fully_defined()))
+                self._names.append(name)
+                self._restore_feeds.append(feed)
+                self._restore_shapes.append(ref.shape)
+            self._restore_op = control_flow_ops.group(*assigns, name="restore_all")
+
+    @property
+    def last_checkpoints(self) -> list[str]:
+        """The kept checkpoints' prefixes, oldest first."""
+        return [path for path, _ in self._last_checkpoints]
+
+    def set_last_checkpoints(self, last_checkpoints: list[str]) -> None:
+        if not isinstance(last_checkpoints, list):
+            raise TypeError(f"last_checkpoints must be a list, got {last_checkpoints!r}")
+        self._last_checkpoints = [(path, time.time()) for path in last_checkpoints]
+
+    def set_last_checkpoints_with_time(self, last_checkpoints_with_time: list[tuple[str, float]]) -> None:
+        if not isinstance(last_checkpoints_with_time, list):
+            raise TypeError(f"last_checkpoints_with_time must be a list, got {last_checkpoints_with_time!r}")
+        self._last_checkpoints = list(last_checkpoints_with_time)
+
+    def recover_last_checkpoints(self, checkpoint_paths: list[str]) -> None:
+        """Adopts existing checkpoints (by their index mtimes) so ``max_to_keep`` applies to them."""
+        existing = [p for p in checkpoint_paths if checkpoint_management.checkpoint_exists(p)]
+        mtimes = checkpoint_management.get_checkpoint_mtimes(existing)
+        self.set_last_checkpoints_with_time(list(zip(existing, mtimes)))
+
+    # ------------------------------------------------------------------ save
+    def save(
+        self,
+        sess: Any,
+        save_path: Any,
+        global_step: Any = None,
+        latest_filename: Optional[str] = None,
+        meta_graph_suffix: str = "meta",
+        write_meta_graph: bool = True,
+        write_state: bool = True,
+        strip_default_attrs: bool = False,
+        save_debug_info: bool = False,
+    ) -> Optional[str]:
+        """Writes a checkpoint of the variables' current values; returns its path prefix.
+
+        With ``global_step`` the prefix is ``save_path-<step>``. The state file in the
+        same directory then names it, and checkpoints beyond ``max_to_keep`` are
+        deleted. No ``.meta`` file is written (there is no MetaGraphDef here).
+        """
+        if not self._built:
+            raise RuntimeError("`build()` should be called before save if defer_build==True")
+        latest_filename = latest_filename or checkpoint_management.DEFAULT_STATE_FILENAME
+        if os.path.split(latest_filename)[0]:
+            raise ValueError("'latest_filename' must not contain path components")
+        save_path = os.fspath(save_path)
+        if global_step is not None:
+            if not isinstance(global_step, numbers.Integral):
+                global_step = training_util.global_step(sess, global_step)
+            step = int(global_step)
+            checkpoint_file = f"{save_path}-{step:08d}" if self._pad_step_number else f"{save_path}-{step}"
+        else:
+            checkpoint_file = save_path
+        save_dir = os.path.dirname(save_path)
+        if self._is_empty:
+            return None
+        if save_dir and not os.path.isdir(save_dir):
+            raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+        values = sess.run(self._save_tensors)
+        checkpoint_format.write_checkpoint(checkpoint_file, dict(zip(self._names, values)))
+        if write_state:
+            self._record_last_checkpoint(checkpoint_file)
+            checkpoint_management.update_checkpoint_state_internal(
+                save_dir=save_dir,
+                model_checkpoint_path=checkpoint_file,
+                all_model_checkpoint_paths=self.last_checkpoints,
+                latest_filename=latest_filename,
+                save_relative_paths=self._save_relative_paths,
+                all_model_checkpoint_timestamps=(
+                    [t for _, t in self._last_checkpoints] if self._last_checkpoints else None),
+                last_preserved_timestamp=self._last_preserved_timestamp,
+            )
+            self._maybe_delete_old_checkpoints(meta_graph_suffix)
+        return checkpoint_file
+
+    def _record_last_checkpoint(self, latest_save_path: str) -> None:
+        if not self._max_to_keep:
+            return
+        self._last_checkpoints = [(p, t) for p, t in self._last_checkpoints if p != latest_save_path]
+        self._last_checkpoints.append((latest_save_path, time.time()))
+        if len(self._last_checkpoints) > self._max_to_keep:
+            self._checkpoints_to_be_deleted.append(self._last_checkpoints.pop(0))
+
+    def _maybe_delete_old_checkpoints(self, meta_graph_suffix: str) -> None:
+        # Called after the state file stops naming them: a crash never leaves it
+        # pointing at a deleted checkpoint.
+        while self._checkpoints_to_be_deleted:
+            path, timestamp = self._checkpoints_to_be_deleted.pop(0)
+            if timestamp > self._next_checkpoint_time:
+                # One checkpoint every keep_checkpoint_every_n_hours is kept for good.
+                self._next_checkpoint_time += self._keep_checkpoint_every_n_hours * 3600
+                self._last_preserved_timestamp = timestamp
+                continue
+            try:
+                checkpoint_management.remove_checkpoint(path, meta_graph_suffix=meta_graph_suffix)
+            except OSError as e:
+                _log.warning("Ignoring: could not delete old checkpoint %s: %s", path, e)
+
+    # ------------------------------------------------------------------ restore
+    def restore(self, sess: Any, save_path: Any) -> None:
+        """Loads the variables from checkpoint ``save_path`` (a prefix, as ``save`` returns).
+
+        Raises NotFoundError when a variable is not in the checkpoint,
+        InvalidArgumentError when a shape or dtype differs, and DataLossError naming
+        the file when the checkpoint is corrupted.
+        """
+        if self._is_empty:
+            return
+        if save_path is None:
+            raise ValueError("Can't load save_path when it is None.")
+        save_path = os.fspath(save_path)
+        if not checkpoint_management.checkpoint_exists(save_path):
+            raise ValueError("The passed save_path is not a valid checkpoint: " + save_path)
+        _log.info("Restoring parameters from %s", save_path)
+        index = checkpoint_format.read_index(save_path)
+        missing = [name for name in self._names if name not in index.tensors]
+        if missing:
+            raise _restore_error(
+                errors.NotFoundError, "a Variable name or other graph key that is missing",
+                f"Key{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in checkpoint {save_path}",
+            )
+        for name, feed, shape in zip(self._names, self._restore_feeds, self._restore_shapes):
+            entry = index.tensors[name]
+            wanted = feed.dtype.base_dtype.name
+            if entry.dtype != wanted:
+                raise _restore_error(
+                    errors.InvalidArgumentError, "a mismatch between the current graph and the graph",
+                    f"tensor_name = {name}; expected dtype {wanted} does not equal original dtype {entry.dtype} "
+                    f"in checkpoint {save_path}",
+                )
+            if not shape.is_compatible_with(entry.shape) and not self._reshape_allowed(shape, entry.shape):
+                raise _restore_error(
+                    errors.InvalidArgumentError, "a mismatch between the current graph and the graph",
+                    f"Assign requires shapes of both tensors to match. lhs shape= {shape.as_list()} "
+                    f"rhs shape= {list(entry.shape)} (variable {name} in checkpoint {save_path})",
+                )
+        values = checkpoint_format.read_tensors(index, self._names)
+        feed_dict = {}
+        for name, feed, shape in zip(self._names, self._restore_feeds, self._restore_shapes):
+            value = values[name]
+            if not shape.is_compatible_with(value.shape):
+                value = np.reshape(value, shape.as_list())
+            feed_dict[feed] = value
+        sess.run(self._restore_op, feed_dict)
+
+    def _reshape_allowed(self, shape: Any, stored: tuple[int, ...]) -> bool:
+        return bool(self._reshape) and shape.is_fully_defined() and shape.num_elements() == int(np.prod(stored))
+
+
+# TF1's saver module also exports the checkpoint-finding functions.
+latest_checkpoint = checkpoint_management.latest_checkpoint
+get_checkpoint_state = checkpoint_management.get_checkpoint_state
+checkpoint_exists = checkpoint_management.checkpoint_exists
+update_checkpoint_state = checkpoint_management.update_checkpoint_state

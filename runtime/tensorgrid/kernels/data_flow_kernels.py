@@ -17,46 +17,55 @@ from tensorgrid.framework import errors
 from tensorgrid.kernels.registry import register_kernel
 
 Done = Callable[..., None]
+Cancelled = Callable[[], bool]
+"""Tells whether the step that is waiting has failed: its place in line is then given up."""
+
+
+def _never() -> bool:
+    return False
 
 
 class FIFOQueue:
-    """Tuples of arrays in arrival order; ``capacity < 0`` means unbounded."""
+    """Tuples of arrays in arrival order; ``capacity < 0`` means unbounded.
+
+    As in TensorFlow, ``enqueue_many`` and ``dequeue_many`` move one element at a time
+    as room or data appears, so a batch larger than the capacity still goes through.
+    """
 
     def __init__(self, name: str, capacity: int, num_components: int) -> None:
         self.name = name
         self.capacity = capacity
         self.num_components = num_components
         self._items: collections.deque[tuple[Any, ...]] = collections.deque()
-        self._takers: collections.deque[tuple[Optional[int], Done]] = collections.deque()
-        self._putters: collections.deque[tuple[list[tuple[Any, ...]], Done]] = collections.deque()
+        self._takers: collections.deque[tuple[Optional[int], Done, list[tuple[Any, ...]], Cancelled]] = \
+            collections.deque()
+        self._putters: collections.deque[tuple[collections.deque[tuple[Any, ...]], Done, Cancelled]] = \
+            collections.deque()
         self._lock = threading.Lock()
         self._closed = False
-        self._cancelled = False
 
     def size(self) -> int:
         with self._lock:
             return len(self._items)
 
-    def enqueue_async(self, items: list[tuple[Any, ...]], done: Done) -> None:
+    def enqueue_async(self, items: list[tuple[Any, ...]], done: Done, cancelled: Cancelled = _never) -> None:
         with self._lock:
             if self._closed:
                 failure = errors.CancelledError(None, None, f"Queue '{self.name}' is closed.")
             else:
                 failure = None
-                self._putters.append((items, done))
+                self._putters.append((collections.deque(items), done, cancelled))
             ready = self._settle()
         if failure is not None:
             done(failure=failure)
-        for callback, value in ready:
-            callback(value)
+        _notify(ready)
 
-    def dequeue_async(self, count: Optional[int], done: Done) -> None:
+    def dequeue_async(self, count: Optional[int], done: Done, cancelled: Cancelled = _never) -> None:
         """``count=None`` takes one element; an int takes that many, stacked."""
         with self._lock:
-            self._takers.append((count, done))
+            self._takers.append((count, done, [], cancelled))
             ready = self._settle()
-        for callback, value in ready:
-            callback(value)
+        _notify(ready)
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         with self._lock:
@@ -65,48 +74,78 @@ class FIFOQueue:
             if cancel_pending_enqueues:
                 self._putters.clear()
             ready = self._settle()
-            failed_takers = []
-            if not self._putters:
-                failed_takers = list(self._takers)
-                self._takers.clear()
-            size = len(self._items)
-        for callback, value in ready:
-            callback(value)
-        for _, done in failed_putters:
+        _notify(ready)
+        for _, done, _ in failed_putters:
             done(failure=errors.CancelledError(None, None, f"Enqueue to queue '{self.name}' was cancelled."))
-        for count, done in failed_takers:
-            done(failure=errors.OutOfRangeError(
-                None, None,
-                f"FIFOQueue '{self.name}' is closed and has insufficient elements "
-                f"(requested {count or 1}, current size {size})",
-            ))
 
-    def _settle(self) -> list[tuple[Done, Any]]:
-        """Moves pending puts into the queue and serves waiting takers (lock held)."""
-        ready: list[tuple[Done, Any]] = []
-        while self._putters:
-            items, done = self._putters[0]
-            if self.capacity >= 0 and len(self._items) + len(items) > self.capacity and self._items:
+    def _settle(self) -> list[tuple[Done, Any, Optional[BaseException]]]:
+        """Moves elements from pending puts to waiting takers, one at a time (lock held)."""
+        ready: list[tuple[Done, Any, Optional[BaseException]]] = []
+        while True:
+            moved = False
+            # A waiter whose step failed gives up its place (and a partial batch it holds),
+            # so that no element is handed to a step that no longer listens.
+            while self._putters and self._putters[0][2]():
+                self._putters.popleft()
+            while self._takers and self._takers[0][3]():
+                self._items.extendleft(reversed(self._takers.popleft()[2]))
+            if self._putters and (self.capacity < 0 or len(self._items) < self.capacity):
+                items, done, _ = self._putters[0]
+                if items:
+                    self._items.append(items.popleft())
+                    moved = True
+                if not items:
+                    self._putters.popleft()
+                    ready.append((done, None, None))
+                    moved = True
+            if self._takers:
+                count, done, taken, _ = self._takers[0]
+                needed = 1 if count is None else count
+                if len(taken) < needed and self._items:
+                    taken.append(self._items.popleft())
+                    moved = True
+                if len(taken) == needed:
+                    self._takers.popleft()
+                    ready.append((done, self._value(count, taken), None))
+                    moved = True
+            if not moved:
                 break
-            self._putters.popleft()
-            self._items.extend(items)
-            ready.append((done, None))
-        while self._takers:
-            count, done = self._takers[0]
-            needed = count or 1
-            if len(self._items) < needed:
-                break
-            self._takers.popleft()
-            taken = [self._items.popleft() for _ in range(needed)]
-            if count is None:
-                ready.append((done, taken[0] if self.num_components > 1 else taken[0][0]))
-            else:
-                columns = tuple(_stack([item[i] for item in taken]) for i in range(self.num_components))
-                ready.append((done, columns if self.num_components > 1 else columns[0]))
+        if self._closed and not self._putters:
+            # Nothing more can arrive: a taker still waiting never gets enough. Its
+            # partial batch goes back to the front, as TensorFlow does.
+            for _, _, taken, _ in reversed(self._takers):
+                self._items.extendleft(reversed(taken))
+            size = len(self._items)
+            while self._takers:
+                count, done, _, _ = self._takers.popleft()
+                ready.append((done, None, errors.OutOfRangeError(
+                    None, None,
+                    f"FIFOQueue '{self.name}' is closed and has insufficient elements "
+                    f"(requested {1 if count is None else count}, current size {size})",
+                )))
         return ready
+
+    def _value(self, count: Optional[int], taken: list[tuple[Any, ...]]) -> Any:
+        if count is None:
+            return taken[0] if self.num_components > 1 else taken[0][0]
+        columns = tuple(_stack([item[i] for item in taken]) for i in range(self.num_components))
+        return columns if self.num_components > 1 else columns[0]
+
+
+def _notify(ready: list[tuple[Done, Any, Optional[BaseException]]]) -> None:
+    """Calls the waiters back, outside the queue's lock."""
+    for done, value, failure in ready:
+        if failure is not None:
+            done(failure=failure)
+        else:
+            done(value)
 
 
 def _stack(values: list[Any]) -> Any:
+    if not values:
+        import numpy
+
+        return numpy.zeros((0,))
     first = values[0]
     xp = _array_module(first)
     return xp.stack([xp.asarray(v) for v in values])
@@ -134,7 +173,7 @@ class ConditionalAccumulator:
         self.count = 0
         self.dropped = 0
         self._sum: Any = None
-        self._takers: collections.deque[tuple[int, Done]] = collections.deque()
+        self._takers: collections.deque[tuple[int, Done, Cancelled]] = collections.deque()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -159,7 +198,7 @@ class ConditionalAccumulator:
         for done, value in ready:
             done(value)
 
-    def take_grad_async(self, num_required: int, done: Done) -> None:
+    def take_grad_async(self, num_required: int, done: Done, cancelled: Cancelled = _never) -> None:
         if num_required < 1:
             done(failure=errors.InvalidArgumentError(
                 None, None, f"Argument num_required must be positive, but was {num_required}"))
@@ -169,7 +208,7 @@ class ConditionalAccumulator:
                 failure: Optional[BaseException] = errors.CancelledError(None, None, f"Accumulator {self.name} is closed")
             else:
                 failure = None
-                self._takers.append((num_required, done))
+                self._takers.append((num_required, done, cancelled))
             ready = self._serve()
         if failure is not None:
             done(failure=failure)
@@ -182,8 +221,10 @@ class ConditionalAccumulator:
 
     def _serve(self) -> list[tuple[Done, Any]]:
         ready = []
+        while self._takers and self._takers[0][2]():
+            self._takers.popleft()  # its step failed: the gradients wait for the next taker
         while self._takers and self.count >= self._takers[0][0]:
-            _, done = self._takers.popleft()
+            _, done, _ = self._takers.popleft()
             value = self._sum / self.count if self.reduction == "MEAN" else self._sum
             ready.append((done, value.astype(self._sum.dtype, copy=False)))
             self._sum = None
@@ -196,7 +237,7 @@ class ConditionalAccumulator:
             self._closed = True
             takers = list(self._takers)
             self._takers.clear()
-        for _, done in takers:
+        for _, done, _ in takers:
             done(failure=errors.CancelledError(None, None, f"Accumulator {self.name} was closed"))
 
 
@@ -223,7 +264,8 @@ def _check_components(queue: FIFOQueue, components: tuple[Any, ...]) -> None:
 @register_kernel("QueueEnqueueV2", is_async=True, host_only=True)
 def _enqueue(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: Any) -> None:
     _check_components(queue, components)
-    queue.enqueue_async([tuple(c.copy() for c in components)], lambda value=None, failure=None: done(None, failure))
+    queue.enqueue_async([tuple(c.copy() for c in components)], lambda value=None, failure=None: done(None, failure),
+                        step.cancelled.is_set)
 
 
 @register_kernel("QueueEnqueueManyV2", is_async=True, host_only=True)
@@ -234,14 +276,14 @@ def _enqueue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: 
         raise errors.InvalidArgumentError(
             None, None, f"enqueue_many needs components with the same first dimension, got shapes {[c.shape for c in components]}"
         )
-    count = sizes.pop()
+    count = int(components[0].shape[0])
     items = [tuple(c[i].copy() for c in components) for i in range(count)]
-    queue.enqueue_async(items, lambda value=None, failure=None: done(None, failure))
+    queue.enqueue_async(items, lambda value=None, failure=None: done(None, failure), step.cancelled.is_set)
 
 
 @register_kernel("QueueDequeueV2", is_async=True, host_only=True)
 def _dequeue(k: Any, step: Any, done: Done, queue: FIFOQueue) -> None:
-    queue.dequeue_async(None, done)
+    queue.dequeue_async(None, done, step.cancelled.is_set)
 
 
 @register_kernel("QueueDequeueManyV2", is_async=True, host_only=True)
@@ -249,7 +291,7 @@ def _dequeue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> No
     count = int(n)
     if count < 0:
         raise errors.InvalidArgumentError(None, None, f"dequeue_many: n must be >= 0, got {count}")
-    queue.dequeue_async(count, done)
+    queue.dequeue_async(count, done, step.cancelled.is_set)
 
 
 @register_kernel("QueueSizeV2", host_only=True)
@@ -278,7 +320,7 @@ def _apply_grad(k: Any, step: Any, accumulator: ConditionalAccumulator, local_st
 
 @register_kernel("AccumulatorTakeGradient", is_async=True)
 def _take_grad(k: Any, step: Any, done: Done, accumulator: ConditionalAccumulator, num_required: Any) -> None:
-    accumulator.take_grad_async(int(num_required), done)
+    accumulator.take_grad_async(int(num_required), done, step.cancelled.is_set)
 
 
 @register_kernel("AccumulatorSetGlobalStep")

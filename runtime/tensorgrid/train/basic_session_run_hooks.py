@@ -256,7 +256,7 @@ class LoggingTensorHook(session_run_hook.SessionRunHook):
 
     def begin(self) -> None:
         graph = graph_lib.get_default_graph()
-        self._current = {tag: graph.as_graph_element(t) for tag, t in self._tensors.items()}
+        self._current = {tag: _as_tensor(graph, t) for tag, t in self._tensors.items()}
         self._iter = 0
 
     def before_run(self, run_context: session_run_hook.SessionRunContext) -> Optional[session_run_hook.SessionRunArgs]:
@@ -279,6 +279,13 @@ class LoggingTensorHook(session_run_hook.SessionRunHook):
     def end(self, session: Any) -> None:
         if self._log_at_end:
             self._log(session.run(self._current))
+
+
+def _as_tensor(graph: graph_lib.Graph, value: Any) -> Any:
+    """A tensor, or a tensor's or an op's name (as TF, ``"loss"`` means ``"loss:0"``)."""
+    if isinstance(value, str) and ":" not in value:
+        value += ":0"
+    return graph.as_graph_element(value)
 
 
 class GlobalStepWaiterHook(session_run_hook.SessionRunHook):

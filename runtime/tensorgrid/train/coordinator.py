@@ -18,22 +18,29 @@ class Coordinator:
     """Threads check ``should_stop``; any of them (or the owner) can ``request_stop``."""
 
     def __init__(self, clean_stop_exception_types: Optional[Sequence[type]] = None) -> None:
-        self._clean_stop = tuple(clean_stop_exception_types or (errors.OutOfRangeError,))
+        # None means the default; an empty list means no exception stops cleanly (as in TF).
+        self._clean_stop: tuple[type, ...] = (
+            (errors.OutOfRangeError,) if clean_stop_exception_types is None else tuple(clean_stop_exception_types))
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._exc_info: Any = None
         self._registered: set[threading.Thread] = set()
         self._joined = False
 
-    def request_stop(self, ex: Optional[BaseException] = None) -> None:
-        """Asks every thread to stop; an exception (not a clean-stop one) is re-raised by ``join``."""
+    def request_stop(self, ex: Any = None) -> None:
+        """Asks every thread to stop; an exception (not a clean-stop one) is re-raised by ``join``.
+
+        ``ex`` is an exception or a ``sys.exc_info()`` tuple. As in TensorFlow, only the
+        exception that caused the stop is kept: errors raised by threads while they shut
+        down after a stop request are not.
+        """
+        exc_info = ex if isinstance(ex, tuple) else None if ex is None else (type(ex), ex, ex.__traceback__)
         with self._lock:
-            if ex is not None and not isinstance(ex, self._clean_stop) and self._exc_info is None:
-                if isinstance(ex, tuple):
-                    self._exc_info = ex
-                else:
-                    self._exc_info = (type(ex), ex, ex.__traceback__)
-                log.info("Coordinator stopping because of %s: %s", type(ex).__name__, ex)
+            if self._stop_event.is_set():
+                return
+            if exc_info is not None and not isinstance(exc_info[1], self._clean_stop):
+                self._exc_info = exc_info
+                log.info("Coordinator stopping because of %s: %s", exc_info[0].__name__, exc_info[1])
             self._stop_event.set()
 
     def clear_stop(self) -> None:
@@ -53,7 +60,7 @@ class Coordinator:
         try:
             yield
         except BaseException:  # noqa: BLE001 - reported through request_stop
-            self.request_stop(sys.exc_info()[1])
+            self.request_stop(sys.exc_info())
 
     def register_thread(self, thread: threading.Thread) -> None:
         with self._lock:

@@ -37,16 +37,18 @@ class Scaffold:
                  ready_for_local_init_op: Any = None, local_init_op: Any = None, summary_op: Any = None,
                  saver: Any = None, copy_from_scaffold: Optional["Scaffold"] = None) -> None:
         if copy_from_scaffold is not None:
-            init_op = init_op or copy_from_scaffold.init_op
-            init_feed_dict = init_feed_dict or copy_from_scaffold.init_feed_dict
-            init_fn = init_fn or copy_from_scaffold._user_init_fn
-            ready_op = ready_op or copy_from_scaffold.ready_op
-            ready_for_local_init_op = ready_for_local_init_op or copy_from_scaffold.ready_for_local_init_op
-            local_init_op = local_init_op or copy_from_scaffold.local_init_op
-            saver = saver or copy_from_scaffold.saver
+            # Ops and tensors have no truth value: test for None, never with ``or``.
+            init_op = _first_given(init_op, copy_from_scaffold.init_op)
+            init_feed_dict = _first_given(init_feed_dict, copy_from_scaffold.init_feed_dict)
+            init_fn = _first_given(init_fn, copy_from_scaffold._user_init_fn)
+            ready_op = _first_given(ready_op, copy_from_scaffold.ready_op)
+            ready_for_local_init_op = _first_given(ready_for_local_init_op,
+                                                   copy_from_scaffold.ready_for_local_init_op)
+            local_init_op = _first_given(local_init_op, copy_from_scaffold.local_init_op)
+            saver = _first_given(saver, copy_from_scaffold.saver)
         self._init_op = init_op
         self._init_feed_dict = init_feed_dict
-        self._user_init_fn = init_fn
+        self._user_init_fn: Any = init_fn
         self._ready_op = ready_op
         self._ready_for_local_init_op = ready_for_local_init_op
         self._local_init_op = local_init_op
@@ -60,15 +62,21 @@ class Scaffold:
             return self
         keys = graph_lib.GraphKeys
         if self._init_op is None:
-            self._init_op = _first_in_collection(keys.INIT_OP) or variables.global_variables_initializer()
+            self._init_op = _first_in_collection(keys.INIT_OP)
+            if self._init_op is None:
+                self._init_op = variables.global_variables_initializer()
         if self._ready_op is None:
-            self._ready_op = _first_in_collection(keys.READY_OP) or variables.report_uninitialized_variables()
+            self._ready_op = _first_in_collection(keys.READY_OP)
+            if self._ready_op is None:
+                self._ready_op = variables.report_uninitialized_variables()
         if self._ready_for_local_init_op is None:
-            self._ready_for_local_init_op = _first_in_collection(keys.READY_FOR_LOCAL_INIT_OP) or \
-                variables.report_uninitialized_variables(variables.global_variables())
+            self._ready_for_local_init_op = _first_in_collection(keys.READY_FOR_LOCAL_INIT_OP)
+            if self._ready_for_local_init_op is None:
+                self._ready_for_local_init_op = variables.report_uninitialized_variables(variables.global_variables())
         if self._local_init_op is None:
-            self._local_init_op = _first_in_collection(keys.LOCAL_INIT_OP) or control_flow_ops.group(
-                variables.local_variables_initializer(), name="local_init")
+            self._local_init_op = _first_in_collection(keys.LOCAL_INIT_OP)
+            if self._local_init_op is None:
+                self._local_init_op = control_flow_ops.group(variables.local_variables_initializer(), name="local_init")
         if self._saver is None:
             savers = graph.get_collection(keys.SAVERS)
             if savers:
@@ -114,6 +122,10 @@ class Scaffold:
     @property
     def saver(self) -> Any:
         return self._saver
+
+
+def _first_given(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
 
 
 def _first_in_collection(key: str) -> Any:
@@ -224,6 +236,8 @@ class MonitoredSession:
                 self._create()
 
     def _hooked_run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+        if self._closed:
+            raise RuntimeError("Session is already closed.")
         if self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
         context = session_run_hook.SessionRunContext(session_run_hook.SessionRunArgs(fetches, feed_dict, options),
@@ -249,27 +263,37 @@ class MonitoredSession:
         return outputs.get("caller")
 
     def should_stop(self) -> bool:
-        return self._stop_requested or (self._coord is not None and self._coord.should_stop())
+        return self._closed or self._stop_requested or (self._coord is not None and self._coord.should_stop())
 
     def close(self) -> None:
         self._close_internal(None)
 
-    def _close_session_only(self) -> None:
-        try:
-            if self._coord is not None:
-                self._coord.request_stop()
-                try:
-                    self._coord.join(stop_grace_period_secs=self._stop_grace_period_secs, ignore_live_threads=True)
-                except Exception as e:  # noqa: BLE001 - a failed thread of a dead session
-                    log.debug("queue runner stopped with %s", e)
-        finally:
-            if self._sess is not None:
-                try:
-                    self._sess.close()
-                except Exception as e:  # noqa: BLE001 - the cluster may be gone
-                    log.debug("closing the session failed: %s", e)
-            self._sess = None
-            self._coord = None
+    def _close_session_only(self, raise_thread_errors: bool = False) -> None:
+        """Stops the queue runners and closes the session.
+
+        The session is closed before the threads are joined: closing fails the steps
+        they are blocked in (a chief's SyncReplicas thread waits in take_grad for
+        gradients that will never come), so they end at once instead of holding the
+        close for ``stop_grace_period_secs`` as in TensorFlow (its issue #13779).
+        With ``raise_thread_errors`` the exception that stopped a thread is raised.
+        """
+        coord, sess = self._coord, self._sess
+        self._sess = None
+        self._coord = None
+        if coord is not None:
+            coord.request_stop()
+        if sess is not None:
+            try:
+                sess.close()
+            except Exception as e:  # noqa: BLE001 - the cluster may be gone
+                log.debug("closing the session failed: %s", e)
+        if coord is not None:
+            try:
+                coord.join(stop_grace_period_secs=self._stop_grace_period_secs, ignore_live_threads=True)
+            except Exception as e:  # noqa: BLE001 - a failed thread of a dead session
+                if raise_thread_errors:
+                    raise
+                log.debug("queue runner stopped with %s", e)
 
     def _close_internal(self, exception_type: Any) -> None:
         if self._closed:
@@ -280,7 +304,7 @@ class MonitoredSession:
                 for hook in self._hooks:
                     hook.end(self._sess)
         finally:
-            self._close_session_only()
+            self._close_session_only(raise_thread_errors=exception_type is None)
             if exception_type is None:
                 _report_training_finished(self)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import errors
@@ -27,9 +28,11 @@ class QueueRunner:
         self._enqueue_ops = list(enqueue_ops)
         self._close_op = close_op if close_op is not None or queue is None else queue.close()
         self._cancel_op = cancel_op if cancel_op is not None or queue is None else queue.close(cancel_pending_enqueues=True)
-        self._closed_types = tuple(queue_closed_exception_types or (errors.OutOfRangeError,))
+        self._closed_types: tuple[type[BaseException], ...] = tuple(
+            queue_closed_exception_types or (errors.OutOfRangeError,))
         self._exceptions: list[BaseException] = []
         self._lock = threading.Lock()
+        self._runs_per_session: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     @property
     def queue(self) -> Any:
@@ -49,7 +52,9 @@ class QueueRunner:
                 try:
                     sess.run(enqueue_op)
                 except self._closed_types:
-                    if self._close_op is not None:
+                    # The input ran out: close the queue once the last enqueue thread of
+                    # this session is done, so its consumers see the end.
+                    if self._finish_run(sess) and self._close_op is not None:
                         try:
                             sess.run(self._close_op)
                         except Exception as e:  # noqa: BLE001 - best effort
@@ -60,14 +65,21 @@ class QueueRunner:
                 self._record(e, coord)
         except BaseException as e:  # noqa: BLE001 - reported to the coordinator
             self._record(e, coord)
+        self._finish_run(sess)
+
+    def _finish_run(self, sess: Any) -> bool:
+        """Counts one enqueue thread of ``sess`` as finished; True for the last one."""
+        with self._lock:
+            self._runs_per_session[sess] -= 1
+            return self._runs_per_session[sess] == 0
 
     def _record(self, e: BaseException, coord: Any) -> None:
-        with self._lock:
-            self._exceptions.append(e)
         if coord is not None:
             coord.request_stop(e)
-        else:
-            log.error("QueueRunner thread failed: %s", e)
+            return
+        log.error("QueueRunner thread failed: %s", e)
+        with self._lock:
+            self._exceptions.append(e)
 
     def _cancel_on_stop(self, sess: Any, coord: Any) -> None:
         coord.wait_for_stop()
@@ -78,6 +90,14 @@ class QueueRunner:
                 log.debug("cancelling queue failed: %s", e)
 
     def create_threads(self, sess: Any, coord: Any = None, daemon: bool = False, start: bool = False) -> list[threading.Thread]:
+        """One thread per enqueue op (plus one that cancels the queue on a stop request).
+
+        Returns no threads if this runner's threads for ``sess`` are still running.
+        """
+        with self._lock:
+            if self._runs_per_session.get(sess, 0) > 0:
+                return []
+            self._runs_per_session[sess] = len(self._enqueue_ops)
         threads = [threading.Thread(target=self._run, args=(sess, op, coord), daemon=daemon,
                                     name=f"QueueRunner-{getattr(op, 'name', i)}")
                    for i, op in enumerate(self._enqueue_ops)]

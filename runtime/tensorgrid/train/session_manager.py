@@ -49,7 +49,8 @@ class SessionManager:
                         init_fn: Optional[Callable[[Any], None]] = None) -> session_lib.Session:
         """A session for the chief, with the model live, restored, or freshly initialized."""
         sess = self._new_session(master, config)
-        ready, _ = self._model_ready(sess, self._ready_for_local_init_op or self._ready_op)
+        global_ready_op = self._ready_for_local_init_op if self._ready_for_local_init_op is not None else self._ready_op
+        ready, _ = self._model_ready(sess, global_ready_op)
         if ready and self._ready_op is not None:
             self.last_preparation = "live"
             log.info("Model is already initialized on the parameter servers: using it without restoring")

@@ -68,16 +68,16 @@ class SyncReplicasOptimizer(optimizer_lib.Optimizer):
             raise ValueError("Global step is required to check staleness")
         self._global_step = global_step
         graph = graph_lib.get_default_graph()
-        train_ops = []
-        aggregated_grads = []
-        var_list = []
+        train_ops: list[Any] = []
+        aggregated_grads: list[Any] = []
+        var_list: list[Any] = []
         local_anchor = control_flow_ops.no_op()
         with graph.device(local_anchor.device):
             self._local_step = variables.Variable(
                 initial_value=0, trainable=False, collections=[graph_lib.GraphKeys.LOCAL_VARIABLES],
                 dtype=global_step.dtype.base_dtype, name="sync_rep_local_step")
         self.local_step_init_op = state_ops.assign(self._local_step, global_step)
-        chief_init_ops = [self.local_step_init_op]
+        chief_init_ops: list[Any] = [self.local_step_init_op]
         self.ready_for_local_init_op = variables.report_uninitialized_variables(variables.global_variables())
 
         with graph.name_scope(self._name):
@@ -104,7 +104,8 @@ class SyncReplicasOptimizer(optimizer_lib.Optimizer):
                     token = self._sync_token_queue.dequeue()
                 train_op = state_ops.assign(self._local_step, token)
                 with graph.control_dependencies([update_op]):
-                    tokens = array_ops.fill([self._tokens_per_step], _read(global_step))
+                    # A fresh read under the dependency: the tokens carry the incremented step.
+                    tokens = array_ops.fill([self._tokens_per_step], _read_after(global_step))
                     sync_op = self._sync_token_queue.enqueue_many((tokens,))
                 self._chief_queue_runner = queue_runner.QueueRunner(dummy_queue, [sync_op])
             for accumulator, device in self._accumulator_list:
@@ -154,6 +155,12 @@ def _read(variable: Any) -> Any:
     return value() if callable(value) else variable
 
 
+def _read_after(variable: Any) -> Any:
+    """A read of ``variable`` created now, so it obeys the enclosing control dependencies."""
+    read_value = getattr(variable, "read_value", None)
+    return read_value() if callable(read_value) else array_ops.identity(variable)
+
+
 class _SyncReplicasOptimizerHook(session_run_hook.SessionRunHook):
     """Runs the local init (and, on the chief, the init tokens and the queue runner)."""
 
@@ -168,7 +175,7 @@ class _SyncReplicasOptimizerHook(session_run_hook.SessionRunHook):
             raise ValueError("SyncReplicasOptimizer.apply_gradient should be called before using the hook.")
         self._ready_for_local_init_op = opt.ready_for_local_init_op
         if self._is_chief:
-            self._local_init_op = opt.chief_init_op
+            self._local_init_op: Any = opt.chief_init_op
             self._q_runner: Optional[queue_runner.QueueRunner] = opt.get_chief_queue_runner()
             self._init_tokens_op: Any = opt.get_init_tokens_op(self._num_tokens)
         else:

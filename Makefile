@@ -22,7 +22,7 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 venv: $(VENV)/.installed-$(EXTRAS)
 
 run: venv
-	$(PY) examples/digits_mlp.py
+	$(VENV)/bin/tensorgrid local --ps 1 --workers 2 -- $(PY) examples/distributed_digits.py
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)

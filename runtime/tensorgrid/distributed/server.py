@@ -96,9 +96,15 @@ class Server:
 
             metrics.serve(self._metrics_port if self._metrics_port is not None
                           else int(os.environ["TENSORGRID_METRICS_PORT"]), self)
-        if self.job_name not in ("ps", "evaluator"):
-            atexit.register(self.report_training_finished)
+        _at_exit(self._exit)
         log.info("Started server for %s at %s (incarnation %016x)", self.task, self.address, self.worker.incarnation)
+
+    def _exit(self) -> None:
+        """At interpreter exit: a training task reports it finished, then the server stops."""
+        try:
+            self.report_training_finished()
+        finally:
+            self.stop()
 
     def join(self) -> None:
         """Blocks until this task is told to stop (a PS: until training has finished)."""
@@ -118,6 +124,9 @@ class Server:
         self.master.close()
         if self._rpc_server is not None:
             self._rpc_server.stop(grace=1.0)
+        transport = getattr(self, "transport", None)
+        if transport is not None:
+            transport.close()
         log.info("Stopped server for %s%s", self.task, f": {self.stop_reason}" if self.stop_reason else "")
 
     def request_stop(self, reason: str) -> None:
@@ -198,4 +207,19 @@ class Server:
 
     def __repr__(self) -> str:
         return f"<tensorgrid Server {self.task} at {self.address}>"
+
+
+def _at_exit(callback: Any) -> None:
+    """Runs ``callback`` when the interpreter exits, before thread pools refuse new work.
+
+    ``concurrent.futures`` stops its executors (gRPC's among them) from a
+    ``threading`` exit hook, which runs before ``atexit`` handlers; a server must
+    still answer and send RPCs while it reports the end of training, so it hooks in
+    at the same stage when it can.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(callback)
+    else:
+        atexit.register(callback)
 

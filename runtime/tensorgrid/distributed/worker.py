@@ -120,6 +120,22 @@ class Worker:
             self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches))
         return handle
 
+    def signature(self, handle: str) -> tuple[list[str], list[str]]:
+        """The feed and fetch names a registered partition takes and returns, in order."""
+        registered = self._registered(handle)
+        return registered.feed_names, registered.fetch_names
+
+    def _registered(self, handle: str) -> _RegisteredGraph:
+        with self._lock:
+            registered = self._graphs.get(handle)
+        if registered is None:
+            raise errors.NotFoundError(
+                None, None,
+                f"Graph handle {handle!r} is not registered on {self.task} (incarnation "
+                f"{self.incarnation:016x}): the task may have restarted",
+            )
+        return registered
+
     def deregister_graph(self, handle: str) -> None:
         with self._lock:
             self._graphs.pop(handle, None)
@@ -131,14 +147,7 @@ class Worker:
 
     def run_graph(self, handle: str, step_id: int, feed_values: Sequence[Any]) -> list[Any]:
         """Runs a registered partition for one step; returns its fetches in registration order."""
-        with self._lock:
-            registered = self._graphs.get(handle)
-        if registered is None:
-            raise errors.NotFoundError(
-                None, None,
-                f"Graph handle {handle!r} is not registered on {self.task} (incarnation "
-                f"{self.incarnation:016x}): the task may have restarted",
-            )
+        registered = self._registered(handle)
         if len(feed_values) != len(registered.feed_names):
             raise errors.InvalidArgumentError(
                 None, None, f"RunGraph for {handle} expects {len(registered.feed_names)} feeds, got {len(feed_values)}"

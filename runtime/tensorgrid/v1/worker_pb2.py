@@ -27,7 +27,7 @@ from tensorgrid.v1 import graph_pb2 as tensorgrid_dot_v1_dot_graph__pb2
 from tensorgrid.v1 import tensor_pb2 as tensorgrid_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/worker.proto\x12\rtensorgrid.v1\x1a\x1atensorgrid/v1/config.proto\x1a\x19tensorgrid/v1/graph.proto\x1a\x1atensorgrid/v1/tensor.proto\"\x12\n\x10GetStatusRequest\"W\n\x11GetStatusResponse\x12/\n\x06\x64\x65vice\x18\x01 \x03(\x0b\x32\x1f.tensorgrid.v1.DeviceAttributes\x12\x11\n\tdata_port\x18\x02 \x01(\r\"\x88\x01\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12*\n\tgraph_def\x18\x02 \x01(\x0b\x32\x17.tensorgrid.v1.GraphDef\x12,\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1c.tensorgrid.v1.SessionConfig\"-\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\"F\n\x16\x44\x65registerGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\xbf\x01\n\rRunGraphFrame\x12-\n\x06header\x18\x01 \x01(\x0b\x32\x1b.tensorgrid.v1.TensorHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x12\x31\n\x07request\x18\x03 \x01(\x0b\x32\x1e.tensorgrid.v1.RunGraphRequestH\x00\x12\x33\n\x08response\x18\x04 \x01(\x0b\x32\x1f.tensorgrid.v1.RunGraphResponseH\x00\x42\x06\n\x04kind\"=\n\x0eRunGraphBundle\x12+\n\x05\x66rame\x18\x01 \x03(\x0b\x32\x1c.tensorgrid.v1.RunGraphFrame\"\x9c\x01\n\x0fRunGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x0c\n\x04send\x18\x04 \x03(\t\x12\x10\n\x08recv_key\x18\x05 \x03(\t\x12*\n\x07options\x18\x06 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"#\n\x10RunGraphResponse\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"h\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x02 \x03(\t\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"&\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x16\n\x14\x43leanupGraphResponse\"&\n\x11\x43leanupAllRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\"\x14\n\x12\x43leanupAllResponse\"4\n\x0fShutdownRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\"\x12\n\x10ShutdownResponse2\xcc\x06\n\x06Worker\x12N\n\tGetStatus\x12\x1f.tensorgrid.v1.GetStatusRequest\x1a .tensorgrid.v1.GetStatusResponse\x12Z\n\rRegisterGraph\x12#.tensorgrid.v1.RegisterGraphRequest\x1a$.tensorgrid.v1.RegisterGraphResponse\x12`\n\x0f\x44\x65registerGraph\x12%.tensorgrid.v1.DeregisterGraphRequest\x1a&.tensorgrid.v1.DeregisterGraphResponse\x12H\n\x08RunGraph\x12\x1d.tensorgrid.v1.RunGraphBundle\x1a\x1d.tensorgrid.v1.RunGraphBundle\x12P\n\x0eRunGraphStream\x12\x1c.tensorgrid.v1.RunGraphFrame\x1a\x1c.tensorgrid.v1.RunGraphFrame(\x01\x30\x01\x12K\n\nRecvTensor\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1b.tensorgrid.v1.TensorBundle\x12R\n\x10RecvTensorStream\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1a.tensorgrid.v1.TensorFrame0\x01\x12W\n\x0c\x43leanupGraph\x12\".tensorgrid.v1.CleanupGraphRequest\x1a#.tensorgrid.v1.CleanupGraphResponse\x12Q\n\nCleanupAll\x12 .tensorgrid.v1.CleanupAllRequest\x1a!.tensorgrid.v1.CleanupAllResponse\x12K\n\x08Shutdown\x12\x1e.tensorgrid.v1.ShutdownRequest\x1a\x1f.tensorgrid.v1.ShutdownResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/worker.proto\x12\rtensorgrid.v1\x1a\x1atensorgrid/v1/config.proto\x1a\x19tensorgrid/v1/graph.proto\x1a\x1atensorgrid/v1/tensor.proto\"\x12\n\x10GetStatusRequest\"W\n\x11GetStatusResponse\x12/\n\x06\x64\x65vice\x18\x01 \x03(\x0b\x32\x1f.tensorgrid.v1.DeviceAttributes\x12\x11\n\tdata_port\x18\x02 \x01(\r\"\xb5\x01\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12*\n\tgraph_def\x18\x02 \x01(\x0b\x32\x17.tensorgrid.v1.GraphDef\x12,\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1c.tensorgrid.v1.SessionConfig\x12\x0c\n\x04\x66\x65\x65\x64\x18\x04 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x05 \x03(\t\x12\x0e\n\x06target\x18\x06 \x03(\t\"-\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\"F\n\x16\x44\x65registerGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\xbf\x01\n\rRunGraphFrame\x12-\n\x06header\x18\x01 \x01(\x0b\x32\x1b.tensorgrid.v1.TensorHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x12\x31\n\x07request\x18\x03 \x01(\x0b\x32\x1e.tensorgrid.v1.RunGraphRequestH\x00\x12\x33\n\x08response\x18\x04 \x01(\x0b\x32\x1f.tensorgrid.v1.RunGraphResponseH\x00\x42\x06\n\x04kind\"=\n\x0eRunGraphBundle\x12+\n\x05\x66rame\x18\x01 \x03(\x0b\x32\x1c.tensorgrid.v1.RunGraphFrame\"\x9c\x01\n\x0fRunGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x0c\n\x04send\x18\x04 \x03(\t\x12\x10\n\x08recv_key\x18\x05 \x03(\t\x12*\n\x07options\x18\x06 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"#\n\x10RunGraphResponse\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"h\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x02 \x03(\t\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"<\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x61\x62ort_reason\x18\x02 \x01(\t\"\x16\n\x14\x43leanupGraphResponse\"&\n\x11\x43leanupAllRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\"\x14\n\x12\x43leanupAllResponse\"k\n\x0fShutdownRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x15\n\rfinished_task\x18\x03 \x01(\t\x12\x1e\n\x16\x66inished_task_is_chief\x18\x04 \x01(\x08\"\x12\n\x10ShutdownResponse2\xcc\x06\n\x06Worker\x12N\n\tGetStatus\x12\x1f.tensorgrid.v1.GetStatusRequest\x1a .tensorgrid.v1.GetStatusResponse\x12Z\n\rRegisterGraph\x12#.tensorgrid.v1.RegisterGraphRequest\x1a$.tensorgrid.v1.RegisterGraphResponse\x12`\n\x0f\x44\x65registerGraph\x12%.tensorgrid.v1.DeregisterGraphRequest\x1a&.tensorgrid.v1.DeregisterGraphResponse\x12H\n\x08RunGraph\x12\x1d.tensorgrid.v1.RunGraphBundle\x1a\x1d.tensorgrid.v1.RunGraphBundle\x12P\n\x0eRunGraphStream\x12\x1c.tensorgrid.v1.RunGraphFrame\x1a\x1c.tensorgrid.v1.RunGraphFrame(\x01\x30\x01\x12K\n\nRecvTensor\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1b.tensorgrid.v1.TensorBundle\x12R\n\x10RecvTensorStream\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1a.tensorgrid.v1.TensorFrame0\x01\x12W\n\x0c\x43leanupGraph\x12\".tensorgrid.v1.CleanupGraphRequest\x1a#.tensorgrid.v1.CleanupGraphResponse\x12Q\n\nCleanupAll\x12 .tensorgrid.v1.CleanupAllRequest\x1a!.tensorgrid.v1.CleanupAllResponse\x12K\n\x08Shutdown\x12\x1e.tensorgrid.v1.ShutdownRequest\x1a\x1f.tensorgrid.v1.ShutdownResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,35 +39,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSRESPONSE']._serialized_start=148
   _globals['_GETSTATUSRESPONSE']._serialized_end=235
   _globals['_REGISTERGRAPHREQUEST']._serialized_start=238
-  _globals['_REGISTERGRAPHREQUEST']._serialized_end=374
-  _globals['_REGISTERGRAPHRESPONSE']._serialized_start=376
-  _globals['_REGISTERGRAPHRESPONSE']._serialized_end=421
-  _globals['_DEREGISTERGRAPHREQUEST']._serialized_start=423
-  _globals['_DEREGISTERGRAPHREQUEST']._serialized_end=493
-  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_start=495
-  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_end=520
-  _globals['_RUNGRAPHFRAME']._serialized_start=523
-  _globals['_RUNGRAPHFRAME']._serialized_end=714
-  _globals['_RUNGRAPHBUNDLE']._serialized_start=716
-  _globals['_RUNGRAPHBUNDLE']._serialized_end=777
-  _globals['_RUNGRAPHREQUEST']._serialized_start=780
-  _globals['_RUNGRAPHREQUEST']._serialized_end=936
-  _globals['_RUNGRAPHRESPONSE']._serialized_start=938
-  _globals['_RUNGRAPHRESPONSE']._serialized_end=973
-  _globals['_RECVTENSORREQUEST']._serialized_start=975
-  _globals['_RECVTENSORREQUEST']._serialized_end=1079
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1081
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=1119
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=1121
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=1143
-  _globals['_CLEANUPALLREQUEST']._serialized_start=1145
-  _globals['_CLEANUPALLREQUEST']._serialized_end=1183
-  _globals['_CLEANUPALLRESPONSE']._serialized_start=1185
-  _globals['_CLEANUPALLRESPONSE']._serialized_end=1205
-  _globals['_SHUTDOWNREQUEST']._serialized_start=1207
-  _globals['_SHUTDOWNREQUEST']._serialized_end=1259
-  _globals['_SHUTDOWNRESPONSE']._serialized_start=1261
-  _globals['_SHUTDOWNRESPONSE']._serialized_end=1279
-  _globals['_WORKER']._serialized_start=1282
-  _globals['_WORKER']._serialized_end=2126
+  _globals['_REGISTERGRAPHREQUEST']._serialized_end=419
+  _globals['_REGISTERGRAPHRESPONSE']._serialized_start=421
+  _globals['_REGISTERGRAPHRESPONSE']._serialized_end=466
+  _globals['_DEREGISTERGRAPHREQUEST']._serialized_start=468
+  _globals['_DEREGISTERGRAPHREQUEST']._serialized_end=538
+  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_start=540
+  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_end=565
+  _globals['_RUNGRAPHFRAME']._serialized_start=568
+  _globals['_RUNGRAPHFRAME']._serialized_end=759
+  _globals['_RUNGRAPHBUNDLE']._serialized_start=761
+  _globals['_RUNGRAPHBUNDLE']._serialized_end=822
+  _globals['_RUNGRAPHREQUEST']._serialized_start=825
+  _globals['_RUNGRAPHREQUEST']._serialized_end=981
+  _globals['_RUNGRAPHRESPONSE']._serialized_start=983
+  _globals['_RUNGRAPHRESPONSE']._serialized_end=1018
+  _globals['_RECVTENSORREQUEST']._serialized_start=1020
+  _globals['_RECVTENSORREQUEST']._serialized_end=1124
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1126
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=1186
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=1188
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=1210
+  _globals['_CLEANUPALLREQUEST']._serialized_start=1212
+  _globals['_CLEANUPALLREQUEST']._serialized_end=1250
+  _globals['_CLEANUPALLRESPONSE']._serialized_start=1252
+  _globals['_CLEANUPALLRESPONSE']._serialized_end=1272
+  _globals['_SHUTDOWNREQUEST']._serialized_start=1274
+  _globals['_SHUTDOWNREQUEST']._serialized_end=1381
+  _globals['_SHUTDOWNRESPONSE']._serialized_start=1383
+  _globals['_SHUTDOWNRESPONSE']._serialized_end=1401
+  _globals['_WORKER']._serialized_start=1404
+  _globals['_WORKER']._serialized_end=2248
 # @@protoc_insertion_point(module_scope)

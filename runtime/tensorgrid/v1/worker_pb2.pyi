@@ -22,14 +22,20 @@ class GetStatusResponse(_message.Message):
     def __init__(self, device: _Optional[_Iterable[_Union[_config_pb2.DeviceAttributes, _Mapping]]] = ..., data_port: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
-    __slots__ = ("session_handle", "graph_def", "config")
+    __slots__ = ("session_handle", "graph_def", "config", "feed", "fetch", "target")
     SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    FEED_FIELD_NUMBER: _ClassVar[int]
+    FETCH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     graph_def: _graph_pb2.GraphDef
     config: _config_pb2.SessionConfig
-    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.SessionConfig, _Mapping]] = ...) -> None: ...
+    feed: _containers.RepeatedScalarFieldContainer[str]
+    fetch: _containers.RepeatedScalarFieldContainer[str]
+    target: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.SessionConfig, _Mapping]] = ..., feed: _Optional[_Iterable[str]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterGraphResponse(_message.Message):
     __slots__ = ("graph_handle",)
@@ -100,10 +106,12 @@ class RecvTensorRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[_config_pb2.RunOptions, _Mapping]] = ...) -> None: ...
 
 class CleanupGraphRequest(_message.Message):
-    __slots__ = ("step_id",)
+    __slots__ = ("step_id", "abort_reason")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
     step_id: int
-    def __init__(self, step_id: _Optional[int] = ...) -> None: ...
+    abort_reason: str
+    def __init__(self, step_id: _Optional[int] = ..., abort_reason: _Optional[str] = ...) -> None: ...
 
 class CleanupGraphResponse(_message.Message):
     __slots__ = ()
@@ -120,12 +128,16 @@ class CleanupAllResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ShutdownRequest(_message.Message):
-    __slots__ = ("reason", "exit_code")
+    __slots__ = ("reason", "exit_code", "finished_task", "finished_task_is_chief")
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_TASK_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_TASK_IS_CHIEF_FIELD_NUMBER: _ClassVar[int]
     reason: str
     exit_code: int
-    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    finished_task: str
+    finished_task_is_chief: bool
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., finished_task: _Optional[str] = ..., finished_task_is_chief: _Optional[bool] = ...) -> None: ...
 
 class ShutdownResponse(_message.Message):
     __slots__ = ()

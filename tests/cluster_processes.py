@@ -1,0 +1,93 @@
+"""Real clusters for tests: every task a separate ``python -m tensorgrid server`` process on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Optional
+
+from tensorgrid import launcher
+
+
+class TaskProcess:
+    def __init__(self, job: str, index: int, address: str, cluster: dict[str, list[str]], log_path: str,
+                 extra_env: Optional[dict[str, str]] = None) -> None:
+        self.job, self.index, self.address, self.cluster, self.log_path = job, index, address, cluster, log_path
+        self.extra_env = extra_env or {}
+        self.process: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def target(self) -> str:
+        return f"grpc://{self.address}"
+
+    def start(self, wait: bool = True) -> "TaskProcess":
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
+        env["TF_CONFIG"] = json.dumps({"cluster": self.cluster, "task": {"type": self.job, "index": self.index}})
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen([sys.executable, "-m", "tensorgrid", "server"], env=env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        if wait:
+            self.wait_listening()
+        return self
+
+    def wait_listening(self, timeout: float = 30.0) -> None:
+        host, port = self.address.rsplit(":", 1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"{self.job}:{self.index} exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection((host, int(port)), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"{self.job}:{self.index} did not listen on {self.address}:\n{self.log()}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+
+class LocalCluster:
+    """``{job: count}`` tasks as server processes; a context manager that always cleans up."""
+
+    def __init__(self, tmp_path: str, jobs: dict[str, int], start: bool = True,
+                 extra_env: Optional[dict[str, str]] = None) -> None:
+        ports = iter(launcher.free_ports(sum(jobs.values())))
+        self.cluster = {job: [f"localhost:{next(ports)}" for _ in range(n)] for job, n in jobs.items()}
+        self.tasks = {
+            (job, i): TaskProcess(job, i, address, self.cluster, os.path.join(str(tmp_path), f"{job}{i}.log"),
+                                  extra_env)
+            for job, addresses in self.cluster.items() for i, address in enumerate(addresses)
+        }
+        if start:
+            for task in self.tasks.values():
+                task.start(wait=False)
+            for task in self.tasks.values():
+                task.wait_listening()
+
+    def task(self, job: str, index: int = 0) -> TaskProcess:
+        return self.tasks[(job, index)]
+
+    def target(self, job: str, index: int = 0) -> str:
+        return self.task(job, index).target
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for task in self.tasks.values():
+            task.kill()

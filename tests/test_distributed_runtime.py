@@ -1,0 +1,154 @@
+"""The distributed runtime with real server processes on loopback: sharing, isolation, replication."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from cluster_processes import LocalCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 2}) as c:
+        yield c
+
+
+def _model(container=""):
+    graph = tf.Graph()
+    with graph.as_default(), tf.container(container):
+        with tf.device("/job:ps/task:0"):
+            w = tf.Variable(np.zeros((2, 2), np.float32), name="w")
+        with tf.device("/job:worker/task:0"):
+            bump = tf.assign_add(w, tf.ones([2, 2]))
+    return graph, w, bump
+
+
+def test_two_clients_share_ps_variables(cluster):
+    g1, w1, bump1 = _model()
+    g2, w2, bump2 = _model()
+    with tf.Session(cluster.target("worker", 0), graph=g1) as s1, \
+            tf.Session(cluster.target("worker", 1), graph=g2) as s2:
+        s1.run(w1.initializer)
+        s1.run(bump1)
+        s2.run(bump2)
+        s2.run(bump2)
+        np.testing.assert_array_equal(s1.run(w1), np.full((2, 2), 3.0))
+        np.testing.assert_array_equal(s2.run(w2), np.full((2, 2), 3.0))
+
+
+def test_containers_isolate_and_reset_clears(cluster):
+    ga, wa, bumpa = _model("experiment_a")
+    gb, wb, bumpb = _model("experiment_b")
+    target = cluster.target("worker", 0)
+    with tf.Session(target, graph=ga) as sa, tf.Session(target, graph=gb) as sb:
+        sa.run(wa.initializer)
+        sb.run(wb.initializer)
+        sa.run(bumpa)
+        np.testing.assert_array_equal(sa.run(wa), np.ones((2, 2)))
+        np.testing.assert_array_equal(sb.run(wb), np.zeros((2, 2)))
+        tf.Session.reset(target, ["experiment_a"])
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized value w"):
+            sa.run(wa)
+        np.testing.assert_array_equal(sb.run(wb), np.zeros((2, 2)))
+
+
+def test_in_graph_replication_matches_single_device_gradients(cluster):
+    rng = np.random.default_rng(0)
+    x_value = rng.standard_normal((8, 4)).astype(np.float32)
+    y_value = rng.standard_normal((8, 3)).astype(np.float32)
+    w_value = rng.standard_normal((4, 3)).astype(np.float32)
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            w = tf.Variable(w_value, name="w")
+        x = tf.placeholder(tf.float32, [8, 4])
+        y = tf.placeholder(tf.float32, [8, 3])
+        tower_grads = []
+        for i, (xs, ys) in enumerate(zip(tf.split(x, 2), tf.split(y, 2))):
+            with tf.device(f"/job:worker/task:{i}"):
+                loss = tf.reduce_mean(tf.square(tf.matmul(xs, w) - ys))
+                tower_grads.append(tf.gradients(loss, [w])[0])
+        with tf.device("/job:ps/task:0"):
+            averaged = tf.add_n(tower_grads) / 2.0
+        full_loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        full_grad = tf.gradients(full_loss, [w])[0]
+    with tf.Session(cluster.target("worker", 0), graph=g) as sess:
+        sess.run(w.initializer)
+        replicated, single = sess.run([averaged, full_grad], {x: x_value, y: y_value})
+    expected = 2 * x_value.T @ (x_value @ w_value - y_value) / y_value.size
+    np.testing.assert_allclose(replicated, expected, rtol=1e-5)
+    np.testing.assert_allclose(single, expected, rtol=1e-5)
+    assert [t.device for t in tower_grads] == ["/job:worker/task:0", "/job:worker/task:1"]
+
+
+def test_checkpoint_restored_into_a_fresh_cluster_gives_identical_variables(tmp_path):
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            with tf.device(tf.train.replica_device_setter(ps_tasks=2)):
+                w = tf.get_variable("w", [50, 20], initializer=tf.random_normal_initializer(seed=1))
+                b = tf.get_variable("b", [20], initializer=tf.random_uniform_initializer(seed=2))
+                step = tf.train.get_or_create_global_step()
+                loss = tf.reduce_sum(tf.square(w)) + tf.reduce_sum(b)
+                train = tf.train.AdamOptimizer(0.1).minimize(loss, global_step=step)
+            saver = tf.train.Saver()
+        return graph, train, saver
+
+    prefix = os.path.join(str(tmp_path), "model.ckpt")
+    graph, train, saver = build()
+    (tmp_path / "first").mkdir()
+    with LocalCluster(tmp_path / "first", {"ps": 2, "worker": 1}) as first:
+        with tf.Session(first.target("worker"), graph=graph) as sess:
+            sess.run(tf.variables_initializer(graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)))
+            for _ in range(3):
+                sess.run(train)
+            path = saver.save(sess, prefix, global_step=tf.train.get_global_step(graph))
+            before = {v.op.name: sess.run(v) for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)}
+    assert before["global_step"] == 3
+    graph2, _, saver2 = build()
+    (tmp_path / "second").mkdir()
+    with LocalCluster(tmp_path / "second", {"ps": 2, "worker": 1}) as second:
+        with tf.Session(second.target("worker"), graph=graph2) as sess:
+            saver2.restore(sess, path)
+            after = {v.op.name: sess.run(v) for v in graph2.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)}
+    assert sorted(before) == sorted(after)
+    for name in before:
+        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+
+
+def test_unknown_device_in_cluster_is_a_clear_error(cluster):
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:3"):
+            v = tf.Variable(1.0, name="v")
+    with tf.Session(cluster.target("worker", 0), graph=g) as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"placed on /job:ps/replica:0/task:3.*tasks are"):
+            sess.run(v.initializer)
+
+
+def test_runtime_error_on_ps_names_the_op_and_the_task(cluster):
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            v = tf.Variable(1.0, name="never_initialized")
+        with tf.device("/job:worker/task:0"):
+            y = v * 2.0
+    with tf.Session(cluster.target("worker", 0), graph=g) as sess:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized value never_initialized"):
+            sess.run(y)
+        # The session still works after a failed step.
+        sess.run(v.initializer)
+        assert sess.run(y) == 2.0
+
+
+def test_large_variable_round_trip(cluster):
+    value = np.arange(16 * 1024 * 1024, dtype=np.float32).reshape(4096, 4096)  # 64 MiB
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            big = tf.Variable(tf.zeros([4096, 4096]), name="big")
+            load = tf.assign(big, tf.placeholder(tf.float32, [4096, 4096], name="value"))
+    with tf.Session(cluster.target("worker", 0), graph=g) as sess:
+        sess.run(big.initializer)
+        sess.run(load, {"value:0": value})
+        np.testing.assert_array_equal(sess.run(big), value)

@@ -136,6 +136,17 @@ class WorkerServicer:
                                          use_data_channel=request.options.allow_data_channel)
         return _answer(context, "RecvTensor", body)
 
+    def PushTensors(self, frames: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            first, tensors = self._tx.read_message(frames, worker_pb2.PushTensorsFrame)
+            if first.WhichOneof("kind") != "request":
+                raise errors.InvalidArgumentError(None, None, "PushTensors must start with a request frame")
+            self._worker.push_tensors(first.request.step_id, first.request.from_task, list(tensors.items()))
+            metrics.TENSORS_RECEIVED.inc(len(tensors))
+            metrics.RPC_BYTES.labels("PushTensors", "received").inc(sum(int(v.nbytes) for v in tensors.values()))
+            return worker_pb2.PushTensorsResponse()
+        return _answer(context, "PushTensors", body)
+
     def CleanupGraph(self, request: worker_pb2.CleanupGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
             if request.abort_reason:
@@ -333,6 +344,12 @@ class WorkerClient(_Client):
             return received[0].array
 
         return _call(f"RecvTensor from {self.task}", run)
+
+    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
+        request = worker_pb2.PushTensorsRequest(step_id=step_id, from_task=from_task)
+        bundle = self._tx.write_frames(worker_pb2.PushTensorsFrame(request=request), items).bundle()
+        metrics.TENSORS_SENT.inc(len(items))
+        _call(f"PushTensors to {self.task}", lambda: self._stub.PushTensors(bundle))
 
     def abort_step(self, step_id: int, reason: str) -> None:
         _call(f"CleanupGraph on {self.task}", lambda: self._stub.CleanupGraph(

@@ -40,27 +40,53 @@ class _RegisteredGraph:
 
 
 class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
-    """Local table for tensors this task sends; Recv pulls from the sending task over RPC."""
+    """Tensors are pushed: a Send for another task goes into that task's outbox, and the
+    outboxes of a step are flushed (one PushTensors call per destination) whenever the
+    step's executor has nothing ready to run, and at its end. A Recv takes from the
+    local table, where peers' pushes land. Nothing is batched past a point where the
+    step waits, so batching cannot deadlock two tasks waiting on each other.
+    """
 
     def __init__(self, worker: "Worker") -> None:
         super().__init__()
         self._worker = worker
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="recv")
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="push")
+        self._outbox: dict[int, dict[str, list[tuple[str, Any]]]] = {}
+        self._in_flight: dict[int, list[tuple[str, concurrent.futures.Future[None]]]] = {}
+        self._outbox_lock = threading.Lock()
+
+    def send(self, step_id: int, key: str, value: Any, recv_task: Optional[str] = None) -> None:
+        if recv_task is None or recv_task == self._worker.task:
+            super().send(step_id, key, value)
+            return
+        with self._outbox_lock:
+            self._outbox.setdefault(step_id, {}).setdefault(recv_task, []).append((key, value))
 
     def recv_async(self, step_id: int, key: str, send_task: str, done: Callable[..., None]) -> None:
-        if send_task == self._worker.task:
-            self.take_async(step_id, key, done)
-            return
+        self.take_async(step_id, key, done)
 
-        def fetch() -> None:
-            try:
-                value = self._worker.peer(send_task).recv_tensor(step_id, key)
-            except BaseException as exc:  # noqa: BLE001 - handed to the executor
-                done(failure=exc)
+    def flush(self, step_id: int) -> None:
+        with self._outbox_lock:
+            batches = self._outbox.pop(step_id, {})
+            if not batches:
                 return
-            done(value)
+            in_flight = self._in_flight.setdefault(step_id, [])
+            for task, items in batches.items():
+                client = self._worker.peer(task)
+                in_flight.append((task, self._pool.submit(client.push_tensors, step_id, self._worker.task, items)))
 
-        self._pool.submit(fetch)
+    def wait_pushed(self, step_id: int) -> None:
+        """Flushes the step's outboxes and waits until every push was delivered (or raises)."""
+        self.flush(step_id)
+        with self._outbox_lock:
+            in_flight = self._in_flight.pop(step_id, [])
+        for _, future in in_flight:
+            future.result()
+
+    def forget(self, step_id: int) -> None:
+        with self._outbox_lock:
+            self._outbox.pop(step_id, None)
+            self._in_flight.pop(step_id, None)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -156,7 +182,9 @@ class Worker:
         started = time.perf_counter()
         try:
             result = registered.plan.run(step, feed_values)
+            self.rendezvous.wait_pushed(step_id)
         except BaseException as exc:
+            self.rendezvous.forget(step_id)
             self.rendezvous.abort(step_id, _as_abort(exc, self.task))
             raise
         self.steps_run += 1
@@ -181,6 +209,11 @@ class Worker:
                 f"the task now runs incarnation {self.incarnation:016x}",
             )
         return self.rendezvous.take(step_id, key, timeout or self._recv_timeout)
+
+    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
+        """Tensors a peer's Sends produced for this task (the receiving end of PushTensors)."""
+        for key, value in items:
+            self.rendezvous.send(step_id, key, value)
 
     def abort_step(self, step_id: int, reason: str) -> None:
         self.rendezvous.abort(step_id, errors.AbortedError(None, None, reason))

@@ -162,6 +162,8 @@ class Plan:
             if not ready:
                 if outstanding == 0:
                     raise errors.InternalError(None, None, "Executor stalled: a dependency cycle in the graph")
+                if step.rendezvous is not None:
+                    step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
                 index, result, failure = completions.get()
                 outstanding -= 1
                 if failure is not None:

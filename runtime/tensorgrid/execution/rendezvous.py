@@ -39,6 +39,9 @@ class LocalRendezvous:
                 return
         waiter(value)
 
+    def flush(self, step_id: int) -> None:
+        """Delivers what was sent so far in ``step_id`` (nothing to do for a local table)."""
+
     def take_async(self, step_id: int, key: str, done: Callback) -> None:
         """Calls ``done(value)`` now if it was sent, else when it is (or ``done(failure=...)``)."""
         entry = (step_id, key)

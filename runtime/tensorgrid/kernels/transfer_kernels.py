@@ -13,7 +13,7 @@ from tensorgrid.kernels.registry import register_kernel
 
 @register_kernel("_Send", host_only=True)
 def _send(k: Any, step: Any, value: Any) -> None:
-    step.rendezvous.send(step.step_id, k.attrs["key"], value)
+    step.rendezvous.send(step.step_id, k.attrs["key"], value, k.attrs["recv_task"])
 
 
 @register_kernel("_Recv", is_async=True, host_only=True)

@@ -95,6 +95,34 @@ class RunGraphResponse(_message.Message):
     step_id: int
     def __init__(self, step_id: _Optional[int] = ...) -> None: ...
 
+class PushTensorsFrame(_message.Message):
+    __slots__ = ("header", "chunk", "request")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    header: _tensor_pb2.TensorHeader
+    chunk: bytes
+    request: PushTensorsRequest
+    def __init__(self, header: _Optional[_Union[_tensor_pb2.TensorHeader, _Mapping]] = ..., chunk: _Optional[bytes] = ..., request: _Optional[_Union[PushTensorsRequest, _Mapping]] = ...) -> None: ...
+
+class PushTensorsBundle(_message.Message):
+    __slots__ = ("frame",)
+    FRAME_FIELD_NUMBER: _ClassVar[int]
+    frame: _containers.RepeatedCompositeFieldContainer[PushTensorsFrame]
+    def __init__(self, frame: _Optional[_Iterable[_Union[PushTensorsFrame, _Mapping]]] = ...) -> None: ...
+
+class PushTensorsRequest(_message.Message):
+    __slots__ = ("step_id", "from_task")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_TASK_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    from_task: str
+    def __init__(self, step_id: _Optional[int] = ..., from_task: _Optional[str] = ...) -> None: ...
+
+class PushTensorsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class RecvTensorRequest(_message.Message):
     __slots__ = ("step_id", "rendezvous_key", "options")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]

@@ -71,6 +71,11 @@ class WorkerStub:
                 request_serializer=tensorgrid_dot_v1_dot_worker__pb2.RecvTensorRequest.SerializeToString,
                 response_deserializer=tensorgrid_dot_v1_dot_tensor__pb2.TensorFrame.FromString,
                 _registered_method=True)
+        self.PushTensors = channel.unary_unary(
+                '/tensorgrid.v1.Worker/PushTensors',
+                request_serializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsBundle.SerializeToString,
+                response_deserializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.FromString,
+                _registered_method=True)
         self.CleanupGraph = channel.unary_unary(
                 '/tensorgrid.v1.Worker/CleanupGraph',
                 request_serializer=tensorgrid_dot_v1_dot_worker__pb2.CleanupGraphRequest.SerializeToString,
@@ -154,6 +159,17 @@ class WorkerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushTensors(self, request, context):
+        """Delivers tensors that Send ops of one step produced for the receiving task,
+        named by rendezvous key, before its Recv ops ask: one call per step and
+        destination for every Send that ran before the sender had to wait, instead of
+        one RecvTensor round trip per tensor. The receiver keeps them until its Recv
+        takes them or the step is cleaned up.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CleanupGraph(self, request, context):
         """Drops every per-step state of a step (its rendezvous, pending sends and
         receives) on this task; waiting RecvTensor calls end with ABORTED.
@@ -214,6 +230,11 @@ def add_WorkerServicer_to_server(servicer, server):
                     servicer.RecvTensorStream,
                     request_deserializer=tensorgrid_dot_v1_dot_worker__pb2.RecvTensorRequest.FromString,
                     response_serializer=tensorgrid_dot_v1_dot_tensor__pb2.TensorFrame.SerializeToString,
+            ),
+            'PushTensors': grpc.unary_unary_rpc_method_handler(
+                    servicer.PushTensors,
+                    request_deserializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsBundle.FromString,
+                    response_serializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.SerializeToString,
             ),
             'CleanupGraph': grpc.unary_unary_rpc_method_handler(
                     servicer.CleanupGraph,
@@ -421,6 +442,33 @@ class Worker:
             '/tensorgrid.v1.Worker/RecvTensorStream',
             tensorgrid_dot_v1_dot_worker__pb2.RecvTensorRequest.SerializeToString,
             tensorgrid_dot_v1_dot_tensor__pb2.TensorFrame.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushTensors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tensorgrid.v1.Worker/PushTensors',
+            tensorgrid_dot_v1_dot_worker__pb2.PushTensorsBundle.SerializeToString,
+            tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,17 @@
+"""tensorgrid-operator: runs TrainingJobs (tensorgrid.io/v1) as parameter-server training on Kubernetes.
+
+The public surface is the command (``tensorgrid-operator`` or ``python -m
+tensorgrid_operator``), the CRD in ``crds/``, and what is re-exported here. Inside:
+``spec`` (names, labels, the typed spec), ``manifests`` (pods, Services, TF_CONFIG),
+``exitcodes`` (the ExitCode policy table), ``reconcile`` (every decision, pure),
+``kube`` (API calls), ``metrics``, ``config``, and ``handlers`` (the only module that
+imports kopf). The operator never imports the runtime package ``tensorgrid``: the two
+share contracts (TF_CONFIG, ports, labels), not code.
+"""
+
+from tensorgrid_operator.cli import main
+from tensorgrid_operator.config import Settings
+from tensorgrid_operator.reconcile import Plan
+
+__all__ = ["Plan", "Settings", "main"]
+__version__ = "0.1.0"

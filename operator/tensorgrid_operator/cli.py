@@ -1,0 +1,58 @@
+"""``tensorgrid-operator`` / ``python -m tensorgrid_operator``: parse flags, then run the kopf operator."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional, Sequence
+
+from tensorgrid_operator import config
+
+
+def _port(text: str) -> Optional[int]:
+    return None if text.lower() in ("", "off", "none") else int(text)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
+    defaults = config.Settings()
+    parser = argparse.ArgumentParser(
+        prog="tensorgrid-operator",
+        description="Reconcile TrainingJobs (tensorgrid.io/v1) into parameter-server and worker pods.")
+    parser.add_argument("-n", "--namespace", action="append", default=[], dest="namespaces",
+                        help="watch this namespace (repeatable; default: all namespaces)")
+    parser.add_argument("--metrics-port", type=_port, default=defaults.metrics_port,
+                        help=f"Prometheus /metrics port, or 'off' (default {defaults.metrics_port})")
+    parser.add_argument("--liveness-port", type=_port, default=defaults.liveness_port,
+                        help=f"liveness probe port for /healthz, or 'off' (default {defaults.liveness_port})")
+    parser.add_argument("--peering", default=defaults.peering,
+                        help="kopf peering name: replicas sharing it keep one active (needs crds/kopf-peering.yaml; "
+                             f"default {defaults.peering})")
+    parser.add_argument("--standalone", action="store_true",
+                        help="no peering: for a single replica, or clusters without the peering CRDs")
+    parser.add_argument("--priority", type=int, default=None,
+                        help="peering priority, the highest one is active (default: random)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig path (default: $KUBECONFIG, ~/.kube/config, or in-cluster credentials)")
+    parser.add_argument("--resync-seconds", type=float, default=defaults.resync_seconds,
+                        help=f"reconcile each job at least this often (default {defaults.resync_seconds:g})")
+    parser.add_argument("--api-workers", type=int, default=defaults.api_workers,
+                        help=f"concurrent Kubernetes API calls (default {defaults.api_workers})")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+    return config.Settings(
+        namespaces=tuple(args.namespaces),
+        metrics_port=args.metrics_port,
+        liveness_port=args.liveness_port,
+        peering=None if args.standalone else args.peering,
+        priority=args.priority,
+        kubeconfig=args.kubeconfig,
+        resync_seconds=args.resync_seconds,
+        api_workers=args.api_workers,
+        verbose=args.verbose,
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    settings = parse_args(argv)
+    from tensorgrid_operator import handlers  # imports kopf: only when actually running
+
+    handlers.run(settings)

@@ -1,0 +1,28 @@
+"""The operator's settings: one dataclass filled from the command line (or by tests)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+
+@dataclasses.dataclass
+class Settings:
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; empty means every namespace."""
+    metrics_port: Optional[int] = 8080
+    """Port of the Prometheus endpoint (/metrics on all interfaces); ``None`` turns it off, 0 picks a free one."""
+    liveness_port: Optional[int] = 8081
+    """Port of kopf's liveness endpoint (/healthz); ``None`` turns it off."""
+    peering: Optional[str] = "tensorgrid-operator"
+    """kopf peering object name; replicas with the same name elect one active operator. ``None``: standalone."""
+    priority: Optional[int] = None
+    """Peering priority (higher wins); ``None`` draws a random one so two replicas never tie."""
+    kubeconfig: Optional[str] = None
+    """Path of a kubeconfig; ``None`` uses $KUBECONFIG, ~/.kube/config, or in-cluster credentials."""
+    resync_seconds: float = 60.0
+    """A job is reconciled at least this often even when no event arrives (a safety net, not the mechanism)."""
+    api_workers: int = 16
+    """Threads making Kubernetes API calls (the client library is synchronous)."""
+    verbose: bool = False
+    """Log every reconcile at debug level."""

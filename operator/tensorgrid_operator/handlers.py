@@ -1,0 +1,265 @@
+"""The kopf wiring: watch TrainingJobs, their pods and Services, and apply reconcile plans.
+
+The only module that imports kopf. Each TrainingJob gets one kopf daemon: a loop that
+reads the job, its pods and its Services, calls :func:`reconcile.reconcile`, applies
+the plan (status first, in one PATCH; then deletions; then creations), and sleeps
+until something about the job changes or its next deadline or TTL falls due. Watch
+events only wake that loop, so bursts of pod events coalesce into one reconcile and
+one job is never reconciled by two coroutines at once. Deadlines and TTLs fire on
+time because the loop sleeps exactly until them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import datetime
+import functools
+import logging
+import os
+import random
+import time
+from typing import Any, Callable, Optional, TypeVar, cast
+
+import kopf
+
+from tensorgrid_operator import config
+from tensorgrid_operator import kube
+from tensorgrid_operator import metrics
+from tensorgrid_operator import reconcile
+from tensorgrid_operator import spec as spec_lib
+
+T = TypeVar("T")
+JobKey = tuple[str, str]
+
+# After an unexpected API error, try again after this long (doubling, capped).
+ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+@dataclasses.dataclass
+class _Runtime:
+    """What the operator holds between its startup and cleanup."""
+
+    settings: config.Settings
+    kube: kube.Kube
+    executor: concurrent.futures.ThreadPoolExecutor
+    wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
+    written_versions: dict[JobKey, str] = dataclasses.field(default_factory=dict)
+    phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
+
+
+_settings = config.Settings()
+_runtime: Optional[_Runtime] = None
+_metrics_port: Optional[int] = None
+
+
+def configure(settings: config.Settings) -> None:
+    """Settings for the next operator run in this process (the CLI and tests call this)."""
+    global _settings
+    _settings = settings
+
+
+def metrics_port() -> Optional[int]:
+    """The port /metrics is served on, once the operator started."""
+    return _metrics_port
+
+
+def _rt() -> _Runtime:
+    if _runtime is None:
+        raise RuntimeError("the operator has not started")
+    return _runtime
+
+
+async def _call(fn: Callable[..., T], *args: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_rt().executor, functools.partial(fn, *args))
+
+
+def _body(job: dict[str, Any]) -> kopf.Body:
+    return kopf.Body(cast(kopf.RawBody, job))
+
+
+def _wake(key: JobKey) -> None:
+    if _runtime is not None and key in _runtime.wakers:
+        _runtime.wakers[key].set()
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> Optional[kopf.ConnectionInfo]:
+    """In-cluster credentials when running in a pod, else the kubeconfig of the settings or $KUBECONFIG."""
+    if _settings.kubeconfig:
+        os.environ["KUBECONFIG"] = _settings.kubeconfig
+    elif not os.environ.get("KUBECONFIG"):
+        in_cluster = kopf.login_with_service_account(**kwargs)
+        if in_cluster is not None:
+            return in_cluster
+    return kopf.login_with_kubeconfig(**kwargs)
+
+
+@kopf.on.startup()
+async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    global _runtime, _metrics_port
+    # Only the job's own objects are watched: server-side label selectors.
+    settings.watching.label_selectors["v1", "pods"] = spec_lib.LABEL_JOB_NAME
+    settings.watching.label_selectors["v1", "services"] = spec_lib.LABEL_JOB_NAME
+    settings.persistence.finalizer = "tensorgrid.io/operator"
+    # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
+    settings.posting.level = logging.WARNING
+    ours = _settings
+    configuration = kube.load_config(ours.kubeconfig)
+    _runtime = _Runtime(
+        settings=ours,
+        kube=kube.Kube(configuration, pool_size=ours.api_workers),
+        executor=concurrent.futures.ThreadPoolExecutor(ours.api_workers, thread_name_prefix="tensorgrid-api"),
+    )
+    if ours.metrics_port is not None and _metrics_port is None:
+        _metrics_port = metrics.serve(ours.metrics_port)
+        logger.info("metrics on :%d/metrics", _metrics_port)
+
+
+@kopf.on.cleanup()
+async def cleanup(**_: Any) -> None:
+    global _runtime
+    if _runtime is not None:
+        _runtime.executor.shutdown(wait=False, cancel_futures=True)
+        _runtime.kube.close()
+        _runtime = None
+
+
+@kopf.on.event(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL)
+async def job_event(*, body: kopf.Body, namespace: Optional[str], name: str, **_: Any) -> None:
+    key = (namespace or "", name)
+    if _runtime is not None and body.metadata.get("resourceVersion") == _runtime.written_versions.get(key):
+        return  # the echo of our own status patch: nothing new to see
+    _wake(key)
+
+
+@kopf.on.event("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+async def pod_event(*, namespace: Optional[str], labels: kopf.Labels, **_: Any) -> None:
+    _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
+
+
+@kopf.on.event("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+async def service_event(*, namespace: Optional[str], labels: kopf.Labels, **_: Any) -> None:
+    _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
+
+
+@kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0)
+async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], name: str, logger: kopf.Logger,
+                     **_: Any) -> None:
+    """One loop per job: reconcile, then sleep until woken, a deadline, or the resync period."""
+    runtime = _rt()
+    key = (namespace or "", name)
+    wake = asyncio.Event()
+    runtime.wakers[key] = wake
+
+    async def wake_on_stop() -> None:
+        await stopped.wait()
+        wake.set()
+
+    stop_watcher = asyncio.create_task(wake_on_stop())
+    errors = 0
+    try:
+        while not stopped:
+            wake.clear()
+            try:
+                delay = await _reconcile_once(runtime, key, logger)
+                errors = 0
+            except kube.Conflict:
+                delay = 0.0
+            except Exception as e:  # noqa: BLE001 - an API outage must not kill the job's loop
+                delay = ERROR_BACKOFF_SECONDS[min(errors, len(ERROR_BACKOFF_SECONDS) - 1)]
+                errors += 1
+                logger.warning("reconcile of %s/%s failed (%s: %s); retrying in %.1fs",
+                               namespace, name, type(e).__name__, e, delay)
+            if delay is None:
+                break
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=delay)
+                except asyncio.TimeoutError:
+                    pass
+    finally:
+        stop_watcher.cancel()
+        if runtime.wakers.get(key) is wake:
+            del runtime.wakers[key]
+        runtime.written_versions.pop(key, None)
+        runtime.phases.set(key, None)
+
+
+async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -> Optional[float]:
+    """Read, decide, apply. Returns seconds until the next reconcile is due; ``None`` once the job is gone."""
+    namespace, name = key
+    started = time.monotonic()
+    try:
+        k = runtime.kube
+        job = await _call(k.get_job, namespace, name)
+        if job is None or job["metadata"].get("deletionTimestamp"):
+            return None
+        pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
+                                              _call(k.list_services, namespace, name))
+        now = datetime.datetime.now(datetime.timezone.utc)
+        plan = reconcile.reconcile(job, pods, services, now)
+        if runtime.settings.verbose:
+            logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
+                         len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
+        await _apply(runtime, key, job, plan, logger)
+        resync = runtime.settings.resync_seconds
+        return resync if plan.requeue_after is None else min(max(plan.requeue_after, 0.0), resync)
+    finally:
+        metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+
+
+async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
+                 logger: kopf.Logger) -> None:
+    namespace, name = key
+    k = runtime.kube
+    if plan.status is not None:
+        # First, so a crash after it never loses a counted restart or a finished replica.
+        job = await _call(k.patch_status, job, plan.status)
+        runtime.written_versions[key] = job["metadata"]["resourceVersion"]
+    await asyncio.gather(
+        *(_call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
+        *(_call(k.delete_service, namespace, svc) for svc in plan.delete_services))
+    created = await asyncio.gather(
+        *(_call(k.create_service, svc) for svc in plan.create_services),
+        *(_call(k.create_pod, pod) for pod in plan.create_pods))
+    for event in plan.events:
+        kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
+    metrics.count_transitions(namespace, plan.transitions)
+    if plan.all_running_seconds is not None:
+        metrics.TIME_TO_ALL_PODS_RUNNING.observe(plan.all_running_seconds)
+    runtime.phases.set(key, (job.get("status") or {}).get("state"))
+
+    rejections = [r for r in created if r is not None]
+    if rejections:
+        status, event = reconcile.rejected_status(job, rejections[0].name, rejections[0].message,
+                                                  datetime.datetime.now(datetime.timezone.utc))
+        job = await _call(k.patch_status, job, status)
+        runtime.written_versions[key] = job["metadata"]["resourceVersion"]
+        kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
+        metrics.count_transitions(namespace, ["failed"])
+        logger.warning("%s", event.message)
+        _wake(key)  # clean up by the usual path
+    if plan.delete_job:
+        await _call(k.delete_job, job)
+
+
+def run(settings: config.Settings) -> None:
+    """Run the operator until it is stopped (SIGTERM/SIGINT)."""
+    configure(settings)
+    kopf.configure(verbose=settings.verbose)
+    if not settings.verbose:
+        # kopf logs every watch event it hands to a handler at INFO: one line per pod change.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    priority = settings.priority if settings.priority is not None else random.SystemRandom().randint(1, 2**31 - 1)
+    kopf.run(
+        standalone=settings.peering is None,
+        peering_name=settings.peering,
+        priority=priority,
+        liveness_endpoint=(f"http://0.0.0.0:{settings.liveness_port}/healthz"
+                           if settings.liveness_port is not None else None),
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+    )

@@ -1,0 +1,170 @@
+"""Kubernetes API calls the operator makes, with the outcomes that are not errors folded in.
+
+Synchronous (the ``kubernetes`` client library is); the handlers run these in a thread
+pool. Creating something that already exists and deleting something already gone
+are the normal results of a level-triggered reconciler racing with itself or a
+restart, so they return quietly; everything else unexpected is counted in
+``tensorgrid_operator_api_errors_total`` and raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping, Optional
+
+import kubernetes
+from kubernetes.client import exceptions as kube_exceptions
+
+from tensorgrid_operator import metrics
+from tensorgrid_operator import spec as spec_lib
+
+Obj = dict[str, Any]
+
+
+class Conflict(Exception):
+    """The job changed since it was read: reconcile again from a fresh read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """The API server refused to create an object (HTTP 422): retrying cannot help."""
+
+    name: str
+    message: str
+
+
+def load_config(kubeconfig: Optional[str]) -> kubernetes.client.Configuration:
+    """A client configuration from ``kubeconfig``, $KUBECONFIG/~/.kube/config, or the pod's service account."""
+    configuration = kubernetes.client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if not path:
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return configuration
+        except kubernetes.config.ConfigException:
+            path = os.path.expanduser("~/.kube/config")
+    # The client library reads $KUBECONFIG once, at import: pass the path explicitly.
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=path, client_configuration=configuration)
+    return configuration
+
+
+class Kube:
+    """The calls a reconcile needs, on one shared connection pool."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration, pool_size: int) -> None:
+        configuration.connection_pool_maxsize = pool_size
+        self._api = kubernetes.client.ApiClient(configuration)
+        self._core = kubernetes.client.CoreV1Api(self._api)
+        self._custom = kubernetes.client.CustomObjectsApi(self._api)
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def get_job(self, namespace: str, name: str) -> Optional[Obj]:
+        try:
+            response = self._custom.get_namespaced_custom_object(
+                spec_lib.GROUP, spec_lib.VERSION, namespace, spec_lib.PLURAL, name, _preload_content=False)
+            job: Obj = _json(response)
+            return job
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("get_job", e)
+
+    def list_pods(self, namespace: str, job_name: str) -> list[Obj]:
+        return self._list("list_pods", self._core.list_namespaced_pod, namespace, job_name)
+
+    def list_services(self, namespace: str, job_name: str) -> list[Obj]:
+        return self._list("list_services", self._core.list_namespaced_service, namespace, job_name)
+
+    def _list(self, operation: str, fn: Any, namespace: str, job_name: str) -> list[Obj]:
+        try:
+            # A list without resourceVersion is a consistent read: it sees every
+            # object this operator created before, so nothing is created twice.
+            result = fn(namespace, label_selector=f"{spec_lib.LABEL_JOB_NAME}={job_name}",
+                        _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            raise _counted(operation, e)
+        items: list[Obj] = _json(result)["items"]
+        return items
+
+    def create_pod(self, pod: Mapping[str, Any]) -> Optional[Rejection]:
+        return self._create("create_pod", self._core.create_namespaced_pod, pod)
+
+    def create_service(self, service: Mapping[str, Any]) -> Optional[Rejection]:
+        return self._create("create_service", self._core.create_namespaced_service, service)
+
+    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> Optional[Rejection]:
+        meta = obj["metadata"]
+        try:
+            fn(meta["namespace"], obj, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status == 409:
+                return None  # AlreadyExists: an earlier reconcile (or another replica) made it
+            if e.status == 422:
+                return Rejection(meta["name"], _message(e))
+            raise _counted(operation, e)
+        return None
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid))
+        try:
+            self._core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status in (404, 409):
+                return  # gone already, or a newer pod of that name (uid precondition)
+            raise _counted("delete_pod", e)
+
+    def delete_service(self, namespace: str, name: str) -> None:
+        try:
+            self._core.delete_namespaced_service(name, namespace, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return
+            raise _counted("delete_service", e)
+
+    def patch_status(self, job: Mapping[str, Any], status: Mapping[str, Any]) -> Obj:
+        """One merge PATCH of the status subresource, guarded by the resourceVersion that was read."""
+        meta = job["metadata"]
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": dict(status)}
+        try:
+            result = self._custom.patch_namespaced_custom_object_status(
+                spec_lib.GROUP, spec_lib.VERSION, meta["namespace"], spec_lib.PLURAL, meta["name"], body,
+                _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status in (404, 409):
+                raise Conflict(f"{meta['namespace']}/{meta['name']} changed: {e.reason}") from None
+            raise _counted("patch_status", e)
+        patched: Obj = _json(result)
+        return patched
+
+    def delete_job(self, job: Mapping[str, Any]) -> None:
+        meta = job["metadata"]
+        body = kubernetes.client.V1DeleteOptions(
+            propagation_policy="Background", preconditions=kubernetes.client.V1Preconditions(uid=meta["uid"]))
+        try:
+            self._custom.delete_namespaced_custom_object(
+                spec_lib.GROUP, spec_lib.VERSION, meta["namespace"], spec_lib.PLURAL, meta["name"], body=body)
+        except kube_exceptions.ApiException as e:
+            if e.status in (404, 409):
+                return
+            raise _counted("delete_job", e)
+
+
+def _json(response: Any) -> Any:
+    return json.loads(response.data)
+
+
+def _message(e: kube_exceptions.ApiException) -> str:
+    try:
+        return str(json.loads(e.body or "").get("message") or e.reason)
+    except (TypeError, ValueError):
+        return str(e.reason)
+
+
+def _counted(operation: str, e: kube_exceptions.ApiException) -> kube_exceptions.ApiException:
+    metrics.API_ERRORS.labels(operation=operation).inc()
+    return e

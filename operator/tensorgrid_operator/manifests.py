@@ -1,0 +1,162 @@
+"""The pods and headless Services a TrainingJob owns, and the TF_CONFIG they carry.
+
+This is the operator side of the "TF_CONFIG and pod contract" in ARCHITECTURE.md:
+Kubeflow-compatible TF_CONFIG, ``<job>-<type>-<index>`` names, one headless Service
+per pod, the tensorgrid.io labels, owner references, declared ports. Pure functions
+of the job object; nothing here talks to the API server.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Mapping, Optional
+
+from tensorgrid_operator import spec as spec_lib
+
+Obj = dict[str, Any]
+
+
+def owner_reference(job: Mapping[str, Any]) -> Obj:
+    """Makes the job the controller of an object, so garbage collection follows the job."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": spec_lib.API_VERSION,
+        "kind": spec_lib.KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def replica_labels(job_name: str, key: spec_lib.ReplicaKey, chief: Optional[spec_lib.ReplicaKey]) -> dict[str, str]:
+    labels = {
+        spec_lib.LABEL_JOB_NAME: job_name,
+        spec_lib.LABEL_REPLICA_TYPE: key.rtype.task_type,
+        spec_lib.LABEL_REPLICA_INDEX: str(key.index),
+    }
+    if key == chief:
+        labels[spec_lib.LABEL_JOB_ROLE] = "chief"
+    return labels
+
+
+def main_container(pod_spec: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    """The container named ``tensorgrid``, else the first one."""
+    containers: list[Mapping[str, Any]] = pod_spec.get("containers") or []
+    for container in containers:
+        if container.get("name") == spec_lib.MAIN_CONTAINER:
+            return container
+    return containers[0] if containers else None
+
+
+def replica_port(job_spec: spec_lib.JobSpec, rtype: spec_lib.ReplicaType) -> int:
+    """The gRPC port of a replica type: the main container's port named ``tensorgrid``, else 2222."""
+    replica = job_spec.replica_specs.get(rtype)
+    container = main_container((replica.template.get("spec") or {}) if replica else {})
+    for port in (container or {}).get("ports") or []:
+        if port.get("name") == spec_lib.PORT_NAME and port.get("containerPort"):
+            return int(port["containerPort"])
+    return spec_lib.DEFAULT_PORT
+
+
+def cluster_spec(job_name: str, namespace: str, job_spec: spec_lib.JobSpec) -> dict[str, list[str]]:
+    """TF_CONFIG's ``cluster``: every role but Evaluator (TensorFlow rejects an evaluator in it)."""
+    cluster: dict[str, list[str]] = {}
+    for rtype in spec_lib.REPLICA_TYPES:
+        count = job_spec.replicas(rtype)
+        if rtype is spec_lib.ReplicaType.EVALUATOR or count == 0:
+            continue
+        port = replica_port(job_spec, rtype)
+        cluster[rtype.task_type] = [
+            f"{spec_lib.pod_name(job_name, spec_lib.ReplicaKey(rtype, i))}.{namespace}.svc:{port}" for i in range(count)
+        ]
+    return cluster
+
+
+def tf_config(job_name: str, namespace: str, job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> str:
+    return json.dumps({
+        "cluster": cluster_spec(job_name, namespace, job_spec),
+        "task": {"type": key.rtype.task_type, "index": key.index},
+        "environment": "cloud",
+    }, sort_keys=True)
+
+
+def _set_env(container: Obj, name: str, value: str) -> None:
+    env = [e for e in container.get("env") or [] if e.get("name") != name]
+    env.append({"name": name, "value": value})
+    container["env"] = env
+
+
+def _declare_port(container: Obj, name: str, number: int) -> None:
+    ports = container.setdefault("ports", [])
+    if any(p.get("name") == name or p.get("containerPort") == number for p in ports):
+        return
+    ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
+
+
+def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> Obj:
+    """The pod for one replica: the user's template plus names, labels, TF_CONFIG and ports.
+
+    ``restartPolicy`` is always ``Never``: the operator, not the kubelet, decides about
+    restarts, so it sees every exit code and ``backoffLimit`` bounds every retry.
+    """
+    meta = job["metadata"]
+    job_name, namespace = meta["name"], meta["namespace"]
+    template = copy.deepcopy(dict(job_spec.replica_specs[key.rtype].template))
+    tmeta = template.get("metadata") or {}
+    pod_spec: Obj = template.get("spec") or {}
+    labels = dict(tmeta.get("labels") or {})
+    labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
+    annotations = dict(tmeta.get("annotations") or {})
+    pod_spec["restartPolicy"] = "Never"
+    container = main_container(pod_spec)
+    if container is not None:
+        main: Obj = dict(container)
+        _set_env(main, "TF_CONFIG", tf_config(job_name, namespace, job_spec, key))
+        _set_env(main, "TENSORGRID_METRICS_PORT", str(spec_lib.METRICS_PORT))
+        main["ports"] = [dict(p) for p in main.get("ports") or []]
+        _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))
+        _declare_port(main, spec_lib.METRICS_PORT_NAME, spec_lib.METRICS_PORT)
+        pod_spec["containers"] = [main if c is container else c for c in pod_spec["containers"]]
+    metadata: Obj = {
+        "name": spec_lib.pod_name(job_name, key),
+        "namespace": namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(job)],
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def build_service(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> Obj:
+    """The headless Service giving the pod its stable DNS name ``<pod>.<ns>.svc``.
+
+    ``publishNotReadyAddresses``: peers must resolve each other while they start up,
+    before any readiness probe passes (TF servers dial their peers at start).
+    """
+    meta = job["metadata"]
+    job_name = meta["name"]
+    selector = replica_labels(job_name, key, None)
+    port = replica_port(job_spec, key.rtype)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": spec_lib.pod_name(job_name, key),
+            "namespace": meta["namespace"],
+            "labels": replica_labels(job_name, key, spec_lib.chief_key(job_spec)),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [
+                {"name": spec_lib.PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"},
+                {"name": spec_lib.METRICS_PORT_NAME, "port": spec_lib.METRICS_PORT,
+                 "targetPort": spec_lib.METRICS_PORT, "protocol": "TCP"},
+            ],
+        },
+    }

@@ -1,0 +1,6 @@
+"""Operator test fixtures: the real control plane, the operator under KopfRunner, a namespace per test.
+
+They live in operator_cluster.py (importable by the tests, which a conftest is not).
+"""
+
+from operator_cluster import controlplane, namespace, operator  # noqa: F401

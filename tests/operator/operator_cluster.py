@@ -1,0 +1,292 @@
+"""Fixtures for the operator tests that need a real control plane.
+
+``controlplane`` starts etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler (hack/controlplane.sh, binaries from hack/build-kubernetes.sh) in a
+temporary directory for the session, installs the CRD, and stops everything at the
+end. Set ``TENSORGRID_KUBECONFIG`` to reuse one already running (``make
+controlplane`` writes .cache/controlplane/kubeconfig). Without binaries the tests
+skip, except under ``CI=true``, where they fail: CI must run them.
+
+``operator`` runs the operator in this process under ``kopf.testing.KopfRunner``,
+watching the namespaces ``tg-*``; every test gets a fresh namespace of its own. The
+tests play the kubelet: there are no nodes, so they move pods through their phases
+by patching pod status, exactly as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+from typing import Any, Callable, Iterator, Optional, TypeVar
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"
+HACK = ROOT / "hack"
+T = TypeVar("T")
+
+
+def binaries_dir() -> pathlib.Path:
+    out = subprocess.run([str(HACK / "build-kubernetes.sh"), "--print-bin-dir"], capture_output=True, text=True,
+                         check=True)
+    return pathlib.Path(out.stdout.strip())
+
+
+def _unavailable(why: str) -> None:
+    message = (f"{why}: the operator's control-plane tests need Kubernetes binaries; build them with "
+               f"`make kubernetes-binaries` (hack/build-kubernetes.sh) or start one with `make controlplane` "
+               f"and set TENSORGRID_KUBECONFIG=.cache/controlplane/kubeconfig")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+class ControlPlane:
+    """A running control plane: its kubeconfig, kubectl, and an API client."""
+
+    def __init__(self, kubeconfig: str, bin_dir: pathlib.Path) -> None:
+        import kubernetes
+
+        self.kubeconfig = kubeconfig
+        self.kubectl_path = bin_dir / "kubectl"
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        configuration.connection_pool_maxsize = 16
+        self.api = kubernetes.client.ApiClient(configuration)
+        self.core = kubernetes.client.CoreV1Api(self.api)
+        self.custom = kubernetes.client.CustomObjectsApi(self.api)
+
+    def kubectl(self, *args: str, stdin: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([str(self.kubectl_path), "--kubeconfig", self.kubeconfig, *args], input=stdin,
+                                capture_output=True, text=True, timeout=60)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+
+@pytest.fixture(scope="session")
+def controlplane() -> Iterator[ControlPlane]:
+    reuse = os.environ.get("TENSORGRID_KUBECONFIG")
+    try:
+        bin_dir = binaries_dir()
+    except (OSError, subprocess.CalledProcessError) as e:
+        _unavailable(f"hack/build-kubernetes.sh --print-bin-dir failed ({e})")
+    state_dir: Optional[str] = None
+    if reuse:
+        if not (bin_dir / "kubectl").exists():
+            _unavailable(f"no kubectl in {bin_dir}")
+        kubeconfig = reuse
+    else:
+        missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+                   if not (bin_dir / b).exists()]
+        if missing:
+            _unavailable(f"missing {', '.join(missing)} in {bin_dir}")
+        state_dir = tempfile.mkdtemp(prefix="tensorgrid-controlplane-")
+        started = time.monotonic()
+        up = subprocess.run([str(HACK / "controlplane.sh"), "up", state_dir], capture_output=True, text=True,
+                            timeout=400)
+        if up.returncode != 0:
+            subprocess.run([str(HACK / "controlplane.sh"), "down", state_dir], capture_output=True, timeout=120)
+            pytest.fail(f"hack/controlplane.sh up failed:\n{up.stderr[-4000:]}", pytrace=False)
+        kubeconfig = up.stdout.strip().splitlines()[-1]
+        print(f"\ncontrol plane started in {time.monotonic() - started:.1f}s ({state_dir})")
+    cp = ControlPlane(kubeconfig, bin_dir)
+    try:
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+        cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.tensorgrid.io")
+        wait_for(lambda: cp.kubectl("get", "tj", "-A", check=False).returncode == 0, 30, "the tj resource to serve")
+        yield cp
+    finally:
+        cp.api.close()
+        if state_dir is not None:
+            subprocess.run([str(HACK / "controlplane.sh"), "down", state_dir], capture_output=True, timeout=120)
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+class Operator:
+    """The operator running in this process, and where its endpoints are."""
+
+    def __init__(self, metrics_port: int, liveness_port: int) -> None:
+        self.metrics_port = metrics_port
+        self.liveness_port = liveness_port
+
+    def metric(self, name: str, **labels: str) -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
+        want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+        for line in text.splitlines():
+            if line.startswith(want + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def operator(controlplane: ControlPlane) -> Iterator[Operator]:
+    from kopf.testing import KopfRunner
+
+    from tensorgrid_operator import config
+    from tensorgrid_operator import handlers
+
+    previous = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = controlplane.kubeconfig  # kopf's own login reads it
+    liveness = free_port()
+    handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
+                                       peering=None, resync_seconds=30.0))
+    args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
+            f"--liveness=http://127.0.0.1:{liveness}/healthz"]
+    try:
+        with KopfRunner(args, timeout=60) as runner:
+            wait_for(lambda: handlers.metrics_port() is not None, 30, "the operator to start")
+            port = handlers.metrics_port()
+            assert port is not None
+            yield Operator(port, liveness)
+        assert runner.exit_code == 0, runner.output[-4000:]
+    finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+
+
+class Namespace:
+    """A namespace of one test, with the kubelet's moves and the reads the tests need."""
+
+    def __init__(self, cp: ControlPlane, name: str) -> None:
+        self.cp = cp
+        self.name = name
+
+    def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        manifest = json.loads(json.dumps(manifest))
+        manifest["metadata"]["namespace"] = self.name
+        created: dict[str, Any] = self.cp.custom.create_namespaced_custom_object(
+            "tensorgrid.io", "v1", self.name, "trainingjobs", manifest)
+        return created
+
+    def job(self, name: str) -> Optional[dict[str, Any]]:
+        from kubernetes.client import exceptions
+
+        try:
+            job: dict[str, Any] = self.cp.custom.get_namespaced_custom_object(
+                "tensorgrid.io", "v1", self.name, "trainingjobs", name)
+            return job
+        except exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def status(self, name: str) -> dict[str, Any]:
+        job = self.job(name)
+        return (job or {}).get("status") or {}
+
+    def condition(self, name: str, ctype: str) -> dict[str, Any]:
+        for cond in self.status(name).get("conditions") or []:
+            if cond["type"] == ctype:
+                return dict(cond)
+        return {}
+
+    def pods(self, job: Optional[str] = None) -> dict[str, dict[str, Any]]:
+        selector = f"tensorgrid.io/job-name={job}" if job else "tensorgrid.io/job-name"
+        items = self.cp.api.sanitize_for_serialization(
+            self.cp.core.list_namespaced_pod(self.name, label_selector=selector).items)
+        return {p["metadata"]["name"]: p for p in items}
+
+    def services(self, job: Optional[str] = None) -> dict[str, dict[str, Any]]:
+        selector = f"tensorgrid.io/job-name={job}" if job else "tensorgrid.io/job-name"
+        items = self.cp.api.sanitize_for_serialization(
+            self.cp.core.list_namespaced_service(self.name, label_selector=selector).items)
+        return {s["metadata"]["name"]: s for s in items}
+
+    def events(self, job: str) -> list[dict[str, Any]]:
+        items = self.cp.api.sanitize_for_serialization(self.cp.core.list_namespaced_event(
+            self.name, field_selector=f"involvedObject.name={job},involvedObject.kind=TrainingJob").items)
+        return list(items)
+
+    def set_phase(self, pod: str, phase: str, exit_code: Optional[int] = None, reason: str = "") -> None:
+        """What a kubelet reports: the phase and the main container's state."""
+        if exit_code is None:
+            state: dict[str, Any] = {"running": {"startedAt": "2030-01-01T00:00:00Z"}}
+        else:
+            reason = reason or ("Completed" if exit_code == 0 else "Error")
+            state = {"terminated": {"exitCode": exit_code, "reason": reason,
+                                    "startedAt": "2030-01-01T00:00:00Z", "finishedAt": "2030-01-01T00:00:01Z"}}
+        body = {"status": {"phase": phase, "containerStatuses": [{
+            "name": "tensorgrid", "image": "tensorgrid:test", "imageID": "", "ready": exit_code is None,
+            "restartCount": 0, "started": exit_code is None, "state": state}]}}
+        self.cp.core.patch_namespaced_pod_status(pod, self.name, body)
+
+    def run_all(self, job: str) -> None:
+        for name, pod in self.pods(job).items():
+            if pod["status"].get("phase") == "Pending":
+                self.set_phase(name, "Running")
+
+    def wait_pods(self, job: str, names: set[str], timeout: float = 30) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+
+        def ready() -> bool:
+            nonlocal found
+            found = self.pods(job)
+            return set(found) == names and not any(p["metadata"].get("deletionTimestamp") for p in found.values())
+
+        wait_for(ready, timeout, f"pods {sorted(names)} of {self.name}/{job}", lambda: sorted(found))
+        return found
+
+    def wait_state(self, job: str, state: str, timeout: float = 30) -> dict[str, Any]:
+        wait_for(lambda: self.status(job).get("state") == state, timeout, f"{self.name}/{job} to be {state}",
+                 lambda: self.status(job))
+        return self.status(job)
+
+
+def job_manifest(name: str, ps: int = 1, workers: int = 2, chief: int = 0, policy: Optional[str] = None,
+                 run_policy: Optional[dict[str, Any]] = None, success_policy: Optional[str] = None) -> dict[str, Any]:
+    specs: dict[str, Any] = {}
+    for rtype, count in (("PS", ps), ("Worker", workers), ("Chief", chief)):
+        if count:
+            entry: dict[str, Any] = {"replicas": count, "template": {"spec": {"containers": [
+                {"name": "tensorgrid", "image": "tensorgrid:test", "command": ["tensorgrid", "server"]}]}}}
+            if policy:
+                entry["restartPolicy"] = policy
+            specs[rtype] = entry
+    spec: dict[str, Any] = {"replicaSpecs": specs}
+    if run_policy:
+        spec["runPolicy"] = run_policy
+    if success_policy:
+        spec["successPolicy"] = success_policy
+    return {"apiVersion": "tensorgrid.io/v1", "kind": "TrainingJob", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture
+def namespace(controlplane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Namespace]:
+    name = f"tg-{request.node.name.lower().replace('_', '-')[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
+    name = "".join(c if c.isalnum() or c == "-" else "-" for c in name)
+    controlplane.core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield Namespace(controlplane, name)
+    finally:
+        controlplane.core.delete_namespace(name)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
+             detail: Optional[Callable[[], Any]] = None) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                                 + (f"; last seen: {detail()}" if detail else ""))
+        time.sleep(0.1)

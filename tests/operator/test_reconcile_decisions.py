@@ -1,0 +1,425 @@
+"""The reconciler's decisions, table by table, without a cluster (see operator_sim.Sim)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Optional
+
+import pytest
+
+from operator_sim import Sim, make_job
+from tensorgrid_operator import exitcodes
+from tensorgrid_operator import reconcile
+from tensorgrid_operator import spec as spec_lib
+
+
+def started(job: dict[str, Any]) -> Sim:
+    """A job whose pods were created and all run."""
+    sim = Sim(job)
+    sim.step()
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running", sim.status
+    return sim
+
+
+# --- ExitCode table ------------------------------------------------------------------
+
+@pytest.mark.parametrize("code, verdict", [
+    (0, "Succeeded"),
+    (1, "Permanent"), (2, "Permanent"), (126, "Permanent"), (127, "Permanent"), (128, "Permanent"),
+    (129, "Retryable"), (130, "Retryable"), (137, "Retryable"), (143, "Retryable"), (255, "Retryable"),
+    (132, "Permanent"), (134, "Permanent"), (135, "Permanent"), (136, "Permanent"), (139, "Permanent"),
+    (159, "Permanent"), (-1, "Permanent"), (256, "Permanent"),
+    (None, "Retryable"),
+])
+def test_exit_code_table(code: Optional[int], verdict: str) -> None:
+    assert exitcodes.classify(code).value == verdict
+
+
+# --- one failure under each restart policy ----------------------------------------------
+
+@pytest.mark.parametrize("policy, code, restarted, state", [
+    ("Never", 137, False, "Failed"),
+    ("Never", 1, False, "Failed"),
+    ("OnFailure", 1, True, "Restarting"),
+    ("OnFailure", 137, True, "Restarting"),
+    ("Always", 1, True, "Restarting"),
+    ("Always", 143, True, "Restarting"),
+    ("ExitCode", 137, True, "Restarting"),
+    ("ExitCode", 143, True, "Restarting"),
+    ("ExitCode", 130, True, "Restarting"),
+    ("ExitCode", 1, False, "Failed"),
+    ("ExitCode", 127, False, "Failed"),
+    ("ExitCode", 139, False, "Failed"),
+])
+def test_worker_failure_under_each_policy(policy: str, code: int, restarted: bool, state: str) -> None:
+    sim = started(make_job(ps=1, workers=2, policy=policy))
+    old_uid = sim.pods["mnist-worker-1"]["metadata"]["uid"]
+    sim.set_phase("mnist-worker-1", "Failed", code)
+    plan = sim.step()
+    assert sim.status["state"] == state
+    assert sim.status["replicaStatuses"]["Worker"]["restarts"] == (1 if restarted else 0)
+    assert sim.status["restarts"] == (1 if restarted else 0)
+    assert (("mnist-worker-1", old_uid) in plan.delete_pods) is restarted
+    if restarted:
+        assert "restarted" in plan.transitions
+        sim.step()  # the replacement
+        assert sim.pods["mnist-worker-1"]["metadata"]["uid"] != old_uid
+        sim.run_all()
+        sim.step()
+        assert sim.status["state"] == "Running"
+        assert not reconcile.is_true(sim.status["conditions"], "Restarting")
+    else:
+        assert sim.condition("Failed")["reason"] == "ReplicaFailed"
+        assert f"exit code {code}" in sim.condition("Failed")["message"]
+        assert "failed" in plan.transitions
+        # cleanPodPolicy Running (default): the PS and the other worker stop.
+        assert set(sim.pods) == {"mnist-worker-1"}
+
+
+@pytest.mark.parametrize("policy, restarted", [("Always", True), ("OnFailure", False), ("Never", False),
+                                               ("ExitCode", False)])
+def test_exit_zero_of_a_non_deciding_replica(policy: str, restarted: bool) -> None:
+    sim = started(make_job(ps=1, workers=2, policy=policy))
+    sim.set_phase("mnist-worker-1", "Succeeded", 0)
+    sim.step()
+    finished = {r["replica"] for r in sim.status["finishedReplicas"]}
+    assert ("worker-1" in finished) is (not restarted)
+    assert sim.status["restarts"] == (1 if restarted else 0)
+    assert sim.status["state"] in ("Restarting", "Running")
+
+
+def test_always_does_not_rerun_the_chief_that_ends_the_job() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="Always"))
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)
+    sim.step()
+    assert sim.status["state"] == "Succeeded"
+    assert sim.status["restarts"] == 0
+
+
+# --- backoffLimit bounds every retry -------------------------------------------------------
+
+def test_backoff_limit_exhausted() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure", run_policy={"backoffLimit": 2}))
+    for attempt in range(3):
+        sim.set_phase("mnist-worker-1", "Failed", 137)
+        sim.step()
+        if attempt < 2:
+            sim.step()
+            sim.run_all()
+            sim.step()
+    assert sim.status["state"] == "Failed"
+    assert sim.condition("Failed")["reason"] == "BackoffLimitExceeded"
+    assert sim.status["restarts"] == 2
+    assert "backoffLimit" in sim.condition("Failed")["message"]
+
+
+def test_whole_job_restarts_count_against_the_same_budget() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure", run_policy={"backoffLimit": 1}))
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    sim.step()
+    sim.step()
+    sim.run_all()
+    sim.step()
+    sim.set_phase("mnist-worker-1", "Failed", 1)
+    sim.step()
+    assert sim.condition("Failed")["reason"] == "BackoffLimitExceeded"
+
+
+def test_backoff_limit_zero_means_no_retry() -> None:
+    sim = started(make_job(ps=1, workers=1, policy="OnFailure", run_policy={"backoffLimit": 0}))
+    sim.set_phase("mnist-worker-0", "Failed", 137)
+    sim.step()
+    assert sim.condition("Failed")["reason"] == "BackoffLimitExceeded"
+
+
+def test_a_repeated_reconcile_does_not_count_a_failure_twice() -> None:
+    """Crash after the status PATCH, before the pod DELETE: the next reconcile only deletes."""
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure"))
+    sim.set_phase("mnist-worker-1", "Failed", 137)
+    first = sim.plan()
+    sim.apply(first, deletes=False, creates=False)
+    second = sim.step()
+    assert sim.status["restarts"] == 1
+    assert second.delete_pods == first.delete_pods
+    assert "restarted" not in second.transitions
+    sim.step()
+    assert sim.status["restartedPods"] == []
+
+
+# --- PS failure: the whole job restarts -------------------------------------------------------
+
+def test_ps_failure_restarts_the_whole_job() -> None:
+    sim = started(make_job(ps=2, workers=3, policy="ExitCode"))
+    sim.set_phase("mnist-worker-2", "Succeeded", 0)
+    sim.step()
+    sim.set_phase("mnist-ps-1", "Failed", 137)
+    sim.set_phase("mnist-worker-1", "Failed", 143)  # dies with its PS: not a separate retry
+    plan = sim.step()
+    assert {n for n, _ in plan.delete_pods} == {"mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"}
+    assert sim.condition("Restarting")["reason"] == "JobRestarting"
+    assert "latest checkpoint" in sim.condition("Restarting")["message"]
+    assert sim.status["replicaStatuses"]["PS"]["restarts"] == 1
+    assert sim.status["restarts"] == 1
+    plan = sim.step()
+    assert {p["metadata"]["name"] for p in plan.create_pods} == {
+        "mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"}  # worker-2 finished: never re-run
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
+
+
+def test_ps_failure_under_never_fails_the_job() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="Never"))
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    sim.step()
+    assert sim.status["state"] == "Failed"
+
+
+# --- success policies and cleanup ------------------------------------------------------------
+
+@pytest.mark.parametrize("clean, left", [
+    ("Running", {"mnist-worker-0", "mnist-worker-2"}),
+    ("All", set()),
+    ("None", {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"}),
+])
+def test_chief_success_and_clean_pod_policy(clean: str, left: set[str]) -> None:
+    sim = started(make_job(ps=1, workers=3, run_policy={"cleanPodPolicy": clean}))
+    sim.set_phase("mnist-worker-2", "Succeeded", 0)
+    sim.step()
+    assert sim.status["state"] == "Running"
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)
+    plan = sim.step()
+    assert sim.status["state"] == "Succeeded"
+    assert sim.condition("Succeeded")["message"] == "worker-0 succeeded"
+    assert sim.status["completionTime"] == reconcile.format_time(sim.now)
+    assert plan.transitions == ["succeeded"]
+    assert set(sim.pods) == left
+    assert set(sim.services) == (left if clean != "None" else {
+        "mnist-ps-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"})
+    sim.settle()
+
+
+def test_the_chief_decides_when_there_is_one() -> None:
+    sim = started(make_job(ps=1, workers=2, chief=1))
+    assert sim.pods["mnist-chief-0"]["metadata"]["labels"][spec_lib.LABEL_JOB_ROLE] == "chief"
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)
+    sim.step()
+    assert sim.status["state"] == "Running"
+    sim.set_phase("mnist-chief-0", "Succeeded", 0)
+    sim.step()
+    assert sim.condition("Succeeded")["message"] == "chief-0 succeeded"
+
+
+def test_all_workers_policy() -> None:
+    sim = started(make_job(ps=1, workers=2, evaluators=1, success_policy="AllWorkers"))
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)
+    sim.step()
+    assert sim.status["state"] == "Running"
+    sim.set_phase("mnist-worker-1", "Succeeded", 0)
+    sim.step()
+    assert sim.status["state"] == "Succeeded"
+    assert "all 2 chief and worker replicas" in sim.condition("Succeeded")["message"]
+
+
+def test_ps_and_evaluator_never_decide_success() -> None:
+    sim = started(make_job(ps=1, workers=1, evaluators=1))
+    sim.set_phase("mnist-ps-0", "Succeeded", 0)
+    sim.set_phase("mnist-evaluator-0", "Succeeded", 0)
+    sim.step()
+    assert sim.status["state"] == "Running"
+
+
+def test_evaluator_failure_does_not_fail_the_job() -> None:
+    sim = started(make_job(ps=1, workers=1, evaluators=1, policy="Never"))
+    sim.set_phase("mnist-evaluator-0", "Failed", 1)
+    sim.step()
+    assert sim.status["state"] == "Running"
+    assert sim.status["replicaStatuses"]["Evaluator"]["failed"] == 1
+    assert "ReplicaFailed" in sim.event_reasons()
+
+
+# --- durable record of finished replicas ----------------------------------------------------
+
+def test_a_deleted_completed_pod_is_not_recreated() -> None:
+    sim = started(make_job(ps=1, workers=3))
+    sim.set_phase("mnist-worker-2", "Succeeded", 0)
+    sim.step()
+    del sim.pods["mnist-worker-2"]  # garbage-collected, or deleted by hand
+    plan = sim.step()
+    assert plan.create_pods == []
+    assert sim.status["replicaStatuses"]["Worker"]["succeeded"] == 1
+    record = sim.status["finishedReplicas"][0]
+    assert (record["replica"], record["outcome"], record["exitCode"]) == ("worker-2", "Succeeded", 0)
+
+
+def test_a_vanished_running_pod_is_recreated_without_a_retry() -> None:
+    sim = started(make_job(ps=1, workers=2))
+    del sim.pods["mnist-worker-1"]
+    plan = sim.step()
+    assert [p["metadata"]["name"] for p in plan.create_pods] == ["mnist-worker-1"]
+    assert sim.status["restarts"] == 0
+
+
+def test_terminating_pods_are_neither_failures_nor_replaced_yet() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="Never"))
+    pod = sim.pods["mnist-worker-1"]
+    pod["metadata"]["deletionTimestamp"] = reconcile.format_time(sim.now)
+    sim.set_phase("mnist-worker-1", "Failed", 143)
+    plan = sim.step()
+    assert sim.status["state"] != "Failed"
+    assert plan.create_pods == [] and plan.delete_pods == []
+
+
+# --- idempotence ----------------------------------------------------------------------------
+
+def test_reconcile_reaches_a_fixed_point() -> None:
+    sim = Sim(make_job(ps=2, workers=3))
+    first = sim.step()
+    assert len(first.create_pods) == 5 and len(first.create_services) == 5
+    assert first.transitions == ["created"]
+    again = sim.step()
+    assert not again.has_actions and again.status is None and again.events == []
+
+
+def test_objects_of_an_earlier_job_with_the_same_name_block_creation() -> None:
+    sim = Sim(make_job(ps=1, workers=1))
+    old = Sim(make_job(ps=1, workers=1))
+    old.step()
+    sim.pods["mnist-ps-0"] = old.pods["mnist-ps-0"]
+    plan = sim.step()
+    assert [p["metadata"]["name"] for p in plan.create_pods] == ["mnist-worker-0"]
+    assert plan.delete_pods == []
+
+
+def test_missing_services_are_recreated() -> None:
+    sim = started(make_job(ps=1, workers=1))
+    del sim.services["mnist-ps-0"]
+    plan = sim.step()
+    assert [s["metadata"]["name"] for s in plan.create_services] == ["mnist-ps-0"]
+    assert plan.create_pods == []
+
+
+# --- time: deadline and TTL ---------------------------------------------------------------------
+
+def test_active_deadline() -> None:
+    sim = Sim(make_job(ps=1, workers=2, run_policy={"activeDeadlineSeconds": 30, "cleanPodPolicy": "None"}))
+    plan = sim.step()
+    assert plan.requeue_after == pytest.approx(30)
+    sim.run_all()
+    plan = sim.step(10)
+    assert plan.requeue_after == pytest.approx(20)
+    plan = sim.step(20)
+    assert sim.condition("Failed")["reason"] == "DeadlineExceeded"
+    assert sim.pods == {}  # running pods stop whatever cleanPodPolicy says
+    assert "failed" in plan.transitions
+
+
+def test_ttl_after_finished() -> None:
+    sim = started(make_job(ps=1, workers=1, run_policy={"ttlSecondsAfterFinished": 60}))
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)
+    plan = sim.step()
+    assert plan.requeue_after == pytest.approx(60) and not plan.delete_job
+    plan = sim.step(59)
+    assert plan.requeue_after == pytest.approx(1) and not plan.delete_job
+    plan = sim.step(1)
+    assert plan.delete_job
+    assert "TTLExpired" in [e.reason for e in plan.events]
+
+
+# --- suspend and resume ---------------------------------------------------------------------------
+
+def test_suspend_and_resume() -> None:
+    sim = started(make_job(ps=1, workers=2, run_policy={"activeDeadlineSeconds": 100}))
+    sim.set_phase("mnist-worker-1", "Succeeded", 0)
+    sim.step(50)
+    sim.job["spec"]["runPolicy"]["suspend"] = True
+    plan = sim.step()
+    assert sim.status["state"] == "Suspended"
+    assert set(sim.pods) == {"mnist-worker-1"}  # the finished one stays
+    assert set(sim.services) == {"mnist-worker-1"}
+    assert plan.requeue_after is None
+    sim.step(500)  # no deadline while suspended
+    assert sim.status["state"] == "Suspended"
+    sim.job["spec"]["runPolicy"]["suspend"] = False
+    plan = sim.step()
+    assert {p["metadata"]["name"] for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
+    assert sim.condition("Suspended")["status"] == "False"
+    assert sim.status["startTime"] == reconcile.format_time(sim.now)
+    assert sim.status["restarts"] == 0
+    assert plan.requeue_after == pytest.approx(100)
+
+
+# --- stuck pods ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pod_status, reason", [
+    ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]},
+     "Unschedulable"),
+    ({"phase": "Pending", "containerStatuses": [{"name": "tensorgrid", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"tensorgrid:typo\""}}}]},
+     "ImagePullBackOff"),
+    ({"phase": "Pending", "containerStatuses": [{"name": "tensorgrid", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "not found"}}}]},
+     "ErrImagePull"),
+])
+def test_stuck_pods_are_surfaced(pod_status: dict[str, Any], reason: str) -> None:
+    sim = Sim(make_job(ps=1, workers=2))
+    sim.step()
+    sim.run_all()
+    sim.pods["mnist-worker-1"]["status"] = pod_status
+    plan = sim.step()
+    assert sim.status["state"] == reason
+    running = sim.condition("Running")
+    assert running["status"] == "False" and running["reason"] == reason
+    assert "mnist-worker-1" in running["message"]
+    assert [e.type for e in plan.events if e.reason == reason] == ["Warning"]
+    assert sim.step().events == []  # said once, not on every reconcile
+    sim.set_phase("mnist-worker-1", "Running")
+    sim.step()
+    assert sim.status["state"] == "Running"
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+def test_invalid_spec_fails_the_job_with_the_field_named() -> None:
+    job = make_job(ps=1, workers=1)
+    job["spec"]["replicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
+    sim = Sim(job)
+    sim.step()
+    assert sim.condition("Failed")["reason"] == "InvalidSpec"
+    assert "spec.replicaSpecs.Worker.restartPolicy" in sim.condition("Failed")["message"]
+
+
+def test_a_rejected_pod_fails_the_job() -> None:
+    job = make_job(ps=1, workers=1)
+    status, event = reconcile.rejected_status(job, "mnist-ps-0", "spec.containers[0].image: Required value",
+                                              datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc))
+    assert status["state"] == "Failed"
+    assert reconcile.get_condition(status["conditions"], "Failed")["reason"] == "PodTemplateRejected"
+    assert "image" in event.message and event.type == "Warning"
+
+
+def test_a_job_being_deleted_is_left_to_garbage_collection() -> None:
+    job = make_job(ps=1, workers=1)
+    job["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    plan = Sim(job).step()
+    assert not plan.has_actions and plan.status is None
+
+
+def test_status_counts_and_printer_fields() -> None:
+    sim = Sim(make_job(ps=2, workers=3))
+    sim.step()
+    assert (sim.status["state"], sim.status["workers"], sim.status["ps"]) == ("Created", "0/3", "0/2")
+    sim.set_phase("mnist-ps-0", "Running")
+    sim.set_phase("mnist-worker-0", "Running")
+    sim.step()
+    assert (sim.status["workers"], sim.status["ps"]) == ("1/3", "1/2")
+    assert sim.status["replicaStatuses"]["Worker"] == {"active": 3, "running": 1, "succeeded": 0, "failed": 0,
+                                                       "restarts": 0}
+    assert sim.status["observedGeneration"] == 1
+    sim.run_all()
+    plan = sim.step(12)
+    assert plan.all_running_seconds == pytest.approx(12)
+    assert sim.status["allPodsRunningTime"] == reconcile.format_time(sim.now)

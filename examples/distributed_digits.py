@@ -59,6 +59,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="synchronous training with SyncReplicasOptimizer (default: $TENSORGRID_SYNC)")
     parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_DIR"),
                         help="where the chief saves checkpoints (default: $CHECKPOINT_DIR or a temp dir)")
+    parser.add_argument("--checkpoint-every", type=int, default=500, help="global steps between checkpoints")
     parser.add_argument("--log-every", type=int, default=250)
     parser.add_argument("--min-accuracy", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=0)
@@ -115,7 +116,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
                                            checkpoint_dir=checkpoint_dir if is_chief else None,
                                            hooks=hooks, chief_only_hooks=[final], config=config,
-                                           save_checkpoint_steps=500, log_step_count_steps=0) as sess:
+                                           save_checkpoint_steps=args.checkpoint_every, log_step_count_steps=0) as sess:
         while not sess.should_stop():
             batch_images, batch_labels = batches.next_batch()
             _, step, batch_loss = sess.run([train_op, global_step, loss],

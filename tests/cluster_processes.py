@@ -25,15 +25,33 @@ class TaskProcess:
     def target(self) -> str:
         return f"grpc://{self.address}"
 
-    def start(self, wait: bool = True) -> "TaskProcess":
+    def start(self, wait: bool = True, command: Optional[list[str]] = None) -> "TaskProcess":
+        """Runs ``command`` (default: ``tensorgrid server``) as this task, output to its log file."""
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
         env["TF_CONFIG"] = json.dumps({"cluster": self.cluster, "task": {"type": self.job, "index": self.index}})
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "tensorgrid", "server"], env=env, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        argv = command or [sys.executable, "-m", "tensorgrid", "server"]
+        self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
         if wait:
             self.wait_listening()
         return self
+
+    def wait(self, timeout: float) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{self.job}:{self.index} still running after {timeout} s:\n{self.log()}") from None
+
+    def wait_for_output(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"{self.job}:{self.index} exited before printing {text!r}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.job}:{self.index} did not print {text!r} in {timeout} s:\n{self.log()}")
+            time.sleep(0.1)
 
     def wait_listening(self, timeout: float = 30.0) -> None:
         host, port = self.address.rsplit(":", 1)
@@ -56,7 +74,7 @@ class TaskProcess:
     def log(self) -> str:
         try:
             with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")[-5000:]
+                return f.read().decode(errors="replace")[-20000:]
         except OSError:
             return ""
 

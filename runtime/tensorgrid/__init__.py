@@ -8,6 +8,10 @@ This module is the public API; everything else is internal.
 
 from __future__ import annotations
 
+from tensorgrid import log_setup as _log_setup
+
+_log_setup.configure_default()
+
 from tensorgrid import data, distribute, initializers, nn, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session

@@ -81,7 +81,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     local.add_argument("--stop-timeout", type=float, default=30.0,
                        help="seconds other tasks get to finish after the chief exits (default 30)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("tensorgrid").setLevel(args.log_level.upper())
     if args.command == "server":
         return _server(args)
     return _local(args, command)

@@ -62,6 +62,7 @@ class _MasterSession:
         self.plans: dict[Any, _StepPlan] = {}
         self.lock = threading.Lock()
         self.registered: list[tuple[str, str]] = []
+        self.running: dict[int, _StepPlan] = {}
 
 
 class Master:
@@ -100,6 +101,10 @@ class Master:
             session = self._sessions.pop(handle, None)
         if session is None:
             return
+        with session.lock:
+            running = list(session.running.items())
+        for step_id, plan in running:
+            self._abort(plan, step_id, errors.CancelledError(None, None, f"session {handle} was closed"))
         for task, graph_handle in session.registered:
             try:
                 self._worker_for(task).deregister_graph(graph_handle)
@@ -128,6 +133,16 @@ class Master:
                 plan = session.plans.get(key) or self._plan(session, feed_names, list(fetches), list(targets))
                 session.plans[key] = plan
         step_id = random.getrandbits(62) | 1
+        with session.lock:
+            session.running[step_id] = plan
+        try:
+            return self._run_planned(session, plan, step_id, feeds, fetches, timeout)
+        finally:
+            with session.lock:
+                session.running.pop(step_id, None)
+
+    def _run_planned(self, session: _MasterSession, plan: _StepPlan, step_id: int, feeds: dict[str, Any],
+                     fetches: Sequence[str], timeout: Optional[float]) -> list[Any]:
         deadline = timeout or (session.options.operation_timeout_in_ms / 1000.0) or None
         futures = {
             self._pool.submit(self._run_partition, run, step_id, [feeds[n] for n in run.feed_names]): run

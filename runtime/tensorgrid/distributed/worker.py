@@ -107,6 +107,7 @@ class Worker:
         self._lock = threading.Lock()
         self._handles = itertools.count(1)
         self._recv_timeout = recv_timeout
+        self._running: dict[int, list[executor.StepContext]] = {}
         self.steps_run = 0
 
     def peer(self, task: str) -> Any:
@@ -180,6 +181,8 @@ class Worker:
             )
         step = executor.StepContext(step_id=step_id, resources=self.resources, rendezvous=self.rendezvous)
         started = time.perf_counter()
+        with self._lock:
+            self._running.setdefault(step_id, []).append(step)
         try:
             result = registered.plan.run(step, feed_values)
             self.rendezvous.wait_pushed(step_id)
@@ -187,6 +190,13 @@ class Worker:
             self.rendezvous.forget(step_id)
             self.rendezvous.abort(step_id, _as_abort(exc, self.task))
             raise
+        finally:
+            with self._lock:
+                steps = self._running.get(step_id, [])
+                if step in steps:
+                    steps.remove(step)
+                if not steps:
+                    self._running.pop(step_id, None)
         self.steps_run += 1
         metrics.STEPS.labels(self.task).inc()
         metrics.STEP_DURATION.labels(self.task).observe(time.perf_counter() - started)
@@ -216,7 +226,13 @@ class Worker:
             self.rendezvous.send(step_id, key, value)
 
     def abort_step(self, step_id: int, reason: str) -> None:
-        self.rendezvous.abort(step_id, errors.AbortedError(None, None, reason))
+        """Fails the step here: its waiters, and its partitions still running (e.g. in a queue)."""
+        failure = errors.AbortedError(None, None, reason)
+        self.rendezvous.abort(step_id, failure)
+        with self._lock:
+            running = list(self._running.get(step_id, []))
+        for step in running:
+            step.cancel(failure)
 
     def cleanup_step(self, step_id: int) -> None:
         self.rendezvous.cleanup_step(step_id)
@@ -226,7 +242,14 @@ class Worker:
         self.resources.cleanup(containers)
 
     def close(self) -> None:
-        self.rendezvous.abort_all(errors.CancelledError(None, None, f"{self.task} is shutting down"))
+        """Fails every running step and closes queues and accumulators, so no thread stays blocked."""
+        failure = errors.CancelledError(None, None, f"{self.task} is shutting down")
+        with self._lock:
+            running = [step for steps in self._running.values() for step in steps]
+        for step in running:
+            step.cancel(failure)
+        self.rendezvous.abort_all(failure)
+        self.resources.cleanup()
         self.rendezvous.close()
 
 

@@ -25,6 +25,9 @@ from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import registry as kernel_registry
 
 
+_CANCELLED = -1
+
+
 class KernelContext:
     """Per-node facts a kernel needs: attributes, backend, and persistent state."""
 
@@ -50,6 +53,13 @@ class StepContext:
     resources: Any
     rendezvous: Any = None
     cancelled: threading.Event = dataclasses.field(default_factory=threading.Event)
+    _wake: Optional[Callable[[BaseException], None]] = None
+
+    def cancel(self, failure: BaseException) -> None:
+        """Fails the step from another thread, even while it waits for a tensor or a queue."""
+        self.cancelled.set()
+        if self._wake is not None:
+            self._wake(failure)
 
 
 @dataclasses.dataclass
@@ -155,6 +165,9 @@ class Plan:
         pending = [n.pending for n in self.nodes]
         ready = collections.deque(self.roots)
         completions: "queue.Queue[tuple[int, Any, Optional[BaseException]]]" = queue.Queue()
+        step._wake = lambda failure: completions.put((_CANCELLED, None, failure))
+        if step.cancelled.is_set():
+            raise errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
         outstanding = 0
         remaining = len(self.nodes)
         nodes = self.nodes
@@ -165,6 +178,8 @@ class Plan:
                 if step.rendezvous is not None:
                     step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
                 index, result, failure = completions.get()
+                if index == _CANCELLED:
+                    raise failure  # type: ignore[misc]
                 outstanding -= 1
                 if failure is not None:
                     step.cancelled.set()

@@ -11,6 +11,7 @@ and later calls ``done(result)`` or ``done(failure=exc)`` from any thread.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 KernelFn = Callable[..., Any]
@@ -60,14 +61,19 @@ def has_kernel(op_type: str) -> bool:
 
 
 _loaded = False
+_load_lock = threading.Lock()
 
 
 def _load_all() -> None:
+    """Imports every kernel module once; thread-safe (RPC threads may race to the first use)."""
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    from tensorgrid.kernels import (  # noqa: F401
-        array_kernels, data_flow_kernels, math_kernels, nn_kernels, random_kernels, state_kernels, training_kernels,
-        transfer_kernels,
-    )
+    with _load_lock:
+        if _loaded:
+            return
+        from tensorgrid.kernels import (  # noqa: F401
+            array_kernels, data_flow_kernels, math_kernels, nn_kernels, random_kernels, state_kernels,
+            training_kernels, transfer_kernels,
+        )
+        _loaded = True

@@ -152,6 +152,7 @@ class CheckpointSaverHook(session_run_hook.SessionRunHook):
 
     def begin(self) -> None:
         self._global_step_tensor = _global_step_or_fail("CheckpointSaverHook")
+        os.makedirs(self._checkpoint_dir, exist_ok=True)  # as TF's summary writer does for it
         for listener in self._listeners:
             listener.begin()
 

@@ -12,6 +12,10 @@ PYTEST_ARGS ?=
 
 .PHONY: run test venv lint clean
 
+# Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
+# `make controlplane` / `make controlplane-down` for a local control plane.
+include Makefile.controlplane.mk
+
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -24,7 +28,8 @@ venv: $(VENV)/.installed-$(EXTRAS)
 run: venv
 	$(VENV)/bin/tensorgrid local --ps 1 --workers 2 -- $(PY) examples/distributed_digits.py
 
-test: venv
+# The operator's tests start a real etcd + kube-apiserver + controller-manager + scheduler.
+test: venv kubernetes-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv

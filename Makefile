@@ -6,8 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # TensorFlow is the oracle of the model tests; set ORACLE=0 to skip installing it (outside CI).
 ORACLE ?= 1
-EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 comma := ,
+EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
 .PHONY: run test venv lint clean

@@ -112,3 +112,15 @@ def _checkpoint_steps(directory):
         return []
     return [int(m.group(1)) for name in os.listdir(directory) for m in [re.match(r"model\.ckpt-(\d+)\.index$", name)]
             if m]
+
+
+def test_in_graph_replication_example_trains_and_every_task_exits(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--workers", "2", "--",
+         sys.executable, os.path.join(ROOT, "examples", "in_graph_digits.py"), "--steps", "300",
+         "--min-accuracy", "0.85"],
+        capture_output=True, text=True, timeout=280)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 towers" in result.stdout
+    assert "tasks: ps:0=0, worker:0=0, worker:1=0" in result.stdout
+    assert "stopped:" not in result.stdout

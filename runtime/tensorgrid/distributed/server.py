@@ -68,6 +68,7 @@ class Server:
         self._started = False
         self._rpc_server: Any = None
         self._reported_finished = False
+        self._joined = False
         self.port = 0
         self.stop_reason = ""
         if start:
@@ -108,6 +109,7 @@ class Server:
 
     def join(self) -> None:
         """Blocks until this task is told to stop (a PS: until training has finished)."""
+        self._joined = True
         while not self._stop_event.wait(1.0):
             pass
         self.stop()
@@ -172,23 +174,33 @@ class Server:
 
     # ------------------------------------------------------------------ end of training
     def report_training_finished(self) -> None:
-        """Tells every PS task that this task's training is over (once)."""
+        """Tells every other task that this task's training is over (once).
+
+        Parameter servers count these reports; workers that only serve (in-graph
+        replication, blocked in ``join()``) stop when the chief's report arrives.
+        """
         if self._reported_finished or self.job_name in ("ps", "evaluator"):
             return
         self._reported_finished = True
         is_chief = cluster_lib.chief_task(self.cluster) == (self.job_name, self.task_index)
-        if "ps" not in self.cluster.jobs:
-            return
-        for index in self.cluster.task_indices("ps"):
-            task = cluster_lib.task_name("ps", index)
+        others = [cluster_lib.task_name(j, i) for j, i, _ in self.cluster.all_tasks()
+                  if (j, i) != (self.job_name, self.task_index) and j != "evaluator"]
+        # Serving workers first, so that they report to the PS before it counts.
+        for task in sorted(others, key=lambda t: t.startswith("/job:ps")):
             try:
                 self._peer(task).task_finished(self.task, is_chief, timeout=5.0)
-            except Exception as e:  # noqa: BLE001 - the PS may already be gone
+            except Exception as e:  # noqa: BLE001 - the task may already be gone
                 log.debug("could not tell %s that %s finished: %s", task, self.task, e)
 
     def on_task_finished(self, task: str, is_chief: bool) -> None:
-        """A training task finished; a PS stops when all have, or a grace period after the chief."""
+        """A training task finished; a PS stops when all have, or a grace period after the chief.
+
+        A worker blocked in ``join()`` (it only serves, as in in-graph replication)
+        stops when the chief finishes.
+        """
         if self.job_name != "ps":
+            if self._joined and is_chief:
+                self.request_stop(f"the chief ({task}) finished")
             return
         self._finished_tasks.add(task)
         expected = {cluster_lib.task_name(j, i) for j, i in cluster_lib.training_tasks(self.cluster)}

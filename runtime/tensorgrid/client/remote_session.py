@@ -48,13 +48,13 @@ class RemoteEngine:
         with self._lock:
             handle = self._sync_graph()
         timeout_ms = getattr(options, "timeout_in_ms", 0) if options is not None else 0
-        return self._master.run_step(
+        return list(self._master.run_step(
             handle,
             {t.name: v for t, v in zip(feeds, feed_values)},
             [t.name for t in fetches],
             [op.name for op in targets],
             timeout=timeout_ms / 1000.0 if timeout_ms else None,
-        )
+        ))
 
     def list_devices(self) -> list[Any]:
         return [session_lib._LocalDevice(name, kind, 0, incarnation)

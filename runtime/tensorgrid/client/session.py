@@ -274,10 +274,11 @@ class Session(BaseSession):
 
     def _run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
              targets: list[graph_lib.Operation], options: Any) -> list[Any]:
-        return self._engine.run(feeds, feed_values, fetches, targets, options)
+        values: list[Any] = self._engine.run(feeds, feed_values, fetches, targets, options)
+        return values
 
     def list_devices(self) -> list[Any]:
-        return self._engine.list_devices()
+        return list(self._engine.list_devices())
 
     def close(self) -> None:
         if not getattr(self, "_closed", True):

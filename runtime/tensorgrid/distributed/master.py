@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import partition as partition_lib
@@ -28,6 +28,8 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
 
 log = logging.getLogger("tensorgrid.master")
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -168,7 +170,7 @@ class Master:
         return [values[name] for name in fetches]
 
     def _run_partition(self, run: _PartitionRun, step_id: int, feed_values: list[Any]) -> list[Any]:
-        return self._worker_for(run.task).run_graph(run.handle, step_id, feed_values)
+        return list(self._worker_for(run.task).run_graph(run.handle, step_id, feed_values))
 
     def _abort(self, plan: _StepPlan, step_id: int, failure: BaseException) -> None:
         reason = f"Step {step_id} failed: {getattr(failure, 'message', failure)}"
@@ -233,7 +235,7 @@ class Master:
             known = self._incarnations.get(task)
         if known is not None:
             return known
-        value = wait_for_task(task, lambda: self._worker_for(task).incarnation_quick(), self._connect_timeout)
+        value = int(wait_for_task(task, lambda: self._worker_for(task).incarnation_quick(), self._connect_timeout))
         with self._lock:
             self._incarnations[task] = value
         return value
@@ -259,7 +261,7 @@ class Master:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def wait_for_task(task: str, probe: Callable[[], int], timeout: float) -> int:
+def wait_for_task(task: str, probe: Callable[[], T], timeout: float) -> T:
     """Calls ``probe`` until it answers, backing off from 0.1 s to 5 s; logs while waiting."""
     start = time.monotonic()
     delay = 0.1

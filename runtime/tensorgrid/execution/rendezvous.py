@@ -56,7 +56,7 @@ class LocalRendezvous:
                     return
         if failure is not None:
             done(failure=failure[0])
-        else:
+        elif found is not None:
             done(found[0])
 
     def take(self, step_id: int, key: str, timeout: Optional[float] = None) -> Any:

@@ -88,7 +88,7 @@ class ResourceManager:
                     None, None,
                     f"Resource {container}/{name} is a {type(existing).__name__}, not a {kind.__name__}",
                 )
-            return existing  # type: ignore[no-any-return]
+            return existing  # type: ignore[return-value]
 
     def lookup(self, container: str, name: str) -> Any:
         container = container or DEFAULT_CONTAINER

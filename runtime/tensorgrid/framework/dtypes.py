@@ -76,7 +76,7 @@ class DType:
         if isinstance(other, DType):
             return self is other
         try:
-            return as_dtype(other) is self  # type: ignore[arg-type]
+            return as_dtype(other) is self
         except TypeError:
             return False
 

@@ -163,7 +163,7 @@ class TensorShape:
     def merge_with(self, other: Any) -> "TensorShape":
         other = as_shape(other)
         if self._dims is None:
-            return other
+            return as_shape(other)
         if other._dims is None:
             return self
         if not self.is_compatible_with(other):
@@ -224,8 +224,9 @@ def broadcast_shapes(a: TensorShape, b: TensorShape, context: str) -> TensorShap
         return TensorShape(None)
     da, db = a.as_list(), b.as_list()
     rank = max(len(da), len(db))
-    da = [1] * (rank - len(da)) + da
-    db = [1] * (rank - len(db)) + db
+    ones: list[Optional[int]] = [1] * rank
+    da = ones[: rank - len(da)] + da
+    db = ones[: rank - len(db)] + db
     out: list[Optional[int]] = []
     for x, y in zip(da, db):
         if x == 1:

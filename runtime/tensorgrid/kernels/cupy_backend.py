@@ -67,7 +67,7 @@ class CupyBackend(backend.Backend):
 
     def to_numpy(self, array: Any) -> np.ndarray:
         if self._is_real_cupy and isinstance(array, self.xp.ndarray):
-            return self.xp.asnumpy(array)
+            return np.asarray(self.xp.asnumpy(array))
         return np.asarray(array)
 
     def is_native(self, value: Any) -> bool:

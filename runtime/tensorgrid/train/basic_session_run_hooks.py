@@ -61,7 +61,8 @@ def _global_step_or_fail(hook: str) -> graph_lib.Tensor:
     step = training_util.get_global_step()
     if step is None:
         raise RuntimeError(f"Global step should be created to use {hook} (tf.train.get_or_create_global_step()).")
-    return step
+    tensor: graph_lib.Tensor = step
+    return tensor
 
 
 class StopAtStepHook(session_run_hook.SessionRunHook):

@@ -64,7 +64,7 @@ def byte_size_load_fn(op: Any) -> int:
         shape = tensor_shape.TensorShape(op.get_attr("shape"))
     if not shape.is_fully_defined():
         raise ValueError(f"Op {op.name} has a shape {shape} that is not fully defined; cannot measure its size")
-    return int(shape.num_elements() or 0) * output.dtype.size
+    return int(shape.num_elements() or 0) * int(output.dtype.size)
 
 
 class _ReplicaDeviceChooser:

@@ -214,18 +214,27 @@ def _fill_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     return [None, math_ops.reduce_sum(grad)]
 
 
-def zeros(shape: Any, dtype: Any = dtypes.float32, name: Optional[str] = None) -> graph_lib.Tensor:
+_SMALL_CONSTANT_ELEMENTS = 1000
+"""Above this many elements, zeros/ones become a Fill op instead of a constant in the graph
+(as in TensorFlow), so a graph holding a 1 GiB variable's initializer stays small."""
+
+
+def _filled(value: int, shape: Any, dtype: Any, name: str) -> graph_lib.Tensor:
     dt = dtypes.as_dtype(dtype)
-    if isinstance(shape, graph_lib.Tensor):
-        return fill(shape, constant(0, dtype=dt), name=name or "zeros")
-    return constant(0, dtype=dt, shape=shape, name=name or "zeros")
+    if not isinstance(shape, graph_lib.Tensor):
+        static = tensor_shape.as_shape(shape)
+        if static.is_fully_defined() and (static.num_elements() or 0) <= _SMALL_CONSTANT_ELEMENTS:
+            return constant(value, dtype=dt, shape=shape, name=name)
+        shape = constant(static.as_list(), dtype=dtypes.int32)
+    return fill(shape, constant(value, dtype=dt), name=name)
+
+
+def zeros(shape: Any, dtype: Any = dtypes.float32, name: Optional[str] = None) -> graph_lib.Tensor:
+    return _filled(0, shape, dtype, name or "zeros")
 
 
 def ones(shape: Any, dtype: Any = dtypes.float32, name: Optional[str] = None) -> graph_lib.Tensor:
-    dt = dtypes.as_dtype(dtype)
-    if isinstance(shape, graph_lib.Tensor):
-        return fill(shape, constant(1, dtype=dt), name=name or "ones")
-    return constant(1, dtype=dt, shape=shape, name=name or "ones")
+    return _filled(1, shape, dtype, name or "ones")
 
 
 def zeros_like(tensor: Any, dtype: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:

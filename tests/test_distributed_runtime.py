@@ -152,3 +152,21 @@ def test_large_variable_round_trip(cluster):
         sess.run(big.initializer)
         sess.run(load, {"value:0": value})
         np.testing.assert_array_equal(sess.run(big), value)
+
+
+def test_a_1_gib_variable_on_the_ps_works(cluster):
+    elements = 256 * 1024 * 1024  # float32: 1 GiB
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            big = tf.Variable(tf.zeros([elements]), name="big")
+            bump = tf.assign_add(big, tf.ones([elements]))
+        with tf.device("/job:worker/task:0"):
+            total = tf.reduce_sum(big.value())
+    with tf.Session(cluster.target("worker", 0), graph=g) as sess:
+        sess.run(big.initializer)
+        sess.run(bump)
+        assert sess.run(total) == float(elements)
+        fetched = sess.run(big)
+        assert fetched.nbytes == 1 << 30
+        assert fetched[0] == 1.0 and fetched[-1] == 1.0
+        del fetched

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterator
 
 import numpy as np
@@ -40,3 +41,19 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[cupy_backend.CupyBacke
         yield gpu
     finally:
         backend_lib.unregister_backend("GPU:0")
+
+
+@pytest.fixture(scope="session")
+def tf1() -> Any:
+    """TensorFlow 2.21's ``tf.compat.v1`` with TF1 behaviour (graph mode, reference variables),
+    the oracle of several tests. Imported once (it takes seconds); skipped without TensorFlow,
+    except in CI (``CI=true``), where a missing oracle fails the test."""
+    try:
+        import tensorflow.compat.v1 as tf1
+    except ImportError as exc:
+        message = f"TensorFlow is the oracle of this test: pip install 'tensorgrid[oracle]' ({exc})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the oracle tests. {message}")
+        pytest.skip(message)
+    tf1.disable_v2_behavior()
+    return tf1

@@ -8,7 +8,6 @@ cupy backend's interface, and (when TensorFlow is installed) TF1 itself as oracl
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Callable
 
@@ -316,19 +315,6 @@ def test_update_of_an_uninitialized_variable_names_it(session: tf.Session) -> No
 
 
 # ---------------------------------------------------------------- TensorFlow as oracle
-
-@pytest.fixture(scope="module")
-def tf1() -> Any:
-    """``tensorflow.compat.v1`` in graph mode; skipped without TensorFlow, except in CI where it fails."""
-    try:
-        import tensorflow.compat.v1 as tf1
-    except ImportError as exc:
-        message = f"TensorFlow is the oracle of this test: pip install 'tensorgrid[oracle]' ({exc})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the oracle tests. {message}")
-        pytest.skip(message)
-    tf1.disable_eager_execution()
-    return tf1
 
 
 ORACLE_OPTIMIZERS = {

@@ -13,7 +13,6 @@ tests skip, except in CI (``CI=true``) where they fail.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import numpy as np
@@ -28,19 +27,6 @@ TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 BATCH_SIZE = 16
 OPTIMIZER_STEPS = 3
 
-
-@pytest.fixture(scope="module")
-def tf1() -> Any:
-    """``tensorflow.compat.v1`` in graph mode, imported once (it takes seconds)."""
-    try:
-        import tensorflow.compat.v1 as tf1
-    except ImportError as exc:
-        message = f"TensorFlow is the oracle of these tests: pip install 'tensorgrid[oracle]' ({exc})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the oracle tests. {message}")
-        pytest.skip(message)
-    tf1.disable_eager_execution()
-    return tf1
 
 
 @pytest.fixture(scope="module")

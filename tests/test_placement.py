@@ -1,23 +1,10 @@
 """replica_device_setter places ops exactly as TensorFlow does (round-robin, greedy, explicit devices)."""
 
-import os
-
 import numpy as np
 import pytest
 
 import tensorgrid as tf
 
-
-@pytest.fixture(scope="module")
-def real_tf():
-    try:
-        import tensorflow
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("TensorFlow (the [oracle] extra) must be installed in CI")
-        pytest.skip("TensorFlow is not installed (pip install 'tensorgrid[oracle]')")
-    tensorflow.compat.v1.disable_v2_behavior()
-    return tensorflow.compat.v1
 
 
 def build_model(lib, setter_kwargs):
@@ -49,9 +36,9 @@ def build_model(lib, setter_kwargs):
     {"ps_tasks": 2, "ps_ops": ["VariableV2", "Identity"]},
     {"ps_tasks": 2, "merge_devices": False},
 ])
-def test_same_assignment_as_tensorflow(real_tf, setter_kwargs):
+def test_same_assignment_as_tensorflow(tf1, setter_kwargs):
     ours = build_model(tf, setter_kwargs)
-    theirs = build_model(real_tf, setter_kwargs)
+    theirs = build_model(tf1, setter_kwargs)
     # TensorFlow names the add of a `+` 'add', tensorgrid too; compare every op both graphs have.
     common = sorted(set(ours) & set(theirs))
     assert len(common) >= 20

@@ -28,7 +28,6 @@ BATCH_SIZE = 16
 OPTIMIZER_STEPS = 3
 
 
-
 @pytest.fixture(scope="module")
 def digits() -> data.TrainTestSplit:
     return data.load_digits(seed=0)

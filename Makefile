@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test venv lint clean
+.PHONY: run test venv lint clean bench bench-operator tools images images-smoke
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -29,8 +29,34 @@ run: venv
 	$(VENV)/bin/tensorgrid local --ps 1 --workers 2 -- $(PY) examples/distributed_digits.py
 
 # The operator's tests start a real etcd + kube-apiserver + controller-manager + scheduler.
-test: venv kubernetes-binaries
+test: venv kubernetes-binaries tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# helm for the chart tests (go install, cached in ~/.cache/tensorgrid/bin).
+tools:
+	hack/tools.sh
+
+# Container images of docker/: installs and starts Docker's engine and makes the local
+# base images when needed (hack/docker-engine.sh, hack/base-images.sh).
+images:
+	hack/build-images.sh
+
+# Runs the images: a 1 PS + 1 worker training over a Docker network, the operator
+# image against a local control plane.
+images-smoke: images kubernetes-binaries
+	hack/smoke-images.sh
+
+# Benchmarks of the runtime against TensorFlow 2.21 (the oracle extra, installed here only
+# for them and the tests): a table each, JSON in bench/results/. About 25 minutes on 2 cores.
+bench:
+	$(MAKE) venv ORACLE=1
+	$(PY) bench/transport.py
+	$(PY) bench/latency.py
+	$(PY) bench/training.py
+
+# The operator's scale benchmark (100 TrainingJobs on a real control plane).
+bench-operator: venv kubernetes-binaries
+	$(PY) bench/operator_scale.py
 
 lint: venv
 	$(PY) -m mypy

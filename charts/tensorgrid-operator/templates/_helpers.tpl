@@ -1,0 +1,86 @@
+{{/* Name of the chart, overridable. */}}
+{{- define "tensorgrid-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects: the release name, with the chart name unless it contains it. */}}
+{{- define "tensorgrid-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "tensorgrid-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "tensorgrid-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the operator's pods. */}}
+{{- define "tensorgrid-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tensorgrid-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "tensorgrid-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tensorgrid-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "tensorgrid-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+RBAC rules, exactly the API calls the operator makes (tests/charts/test_rbac.py
+derives the same set from the code and compares both ways):
+- operator/tensorgrid_operator/kube.py: read a TrainingJob, patch its status, delete
+  it (ttlSecondsAfterFinished); list, create and delete its pods and Services;
+- kopf (handlers.py): list and watch TrainingJobs, pods and Services; patch
+  TrainingJobs (its finalizer); create Events (kopf.event); list, watch and patch
+  the peering object; list and watch CRDs and, when given namespaces, namespaces.
+*/}}
+{{- define "tensorgrid-operator.namespacedRules" -}}
+- apiGroups: ["tensorgrid.io"]
+  resources: ["trainingjobs"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
+- apiGroups: ["tensorgrid.io"]
+  resources: ["trainingjobs/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["pods", "services"]
+  verbs: ["list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
+
+{{- define "tensorgrid-operator.discoveryRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- end }}
+
+{{/* Validation of value combinations that cannot work. */}}
+{{- define "tensorgrid-operator.validate" -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) }}
+{{- fail "replicas > 1 needs peering.enabled: true (otherwise every replica would act on every job)" }}
+{{- end }}
+{{- range .Values.watchNamespaces }}
+{{- if or (contains "*" .) (contains "?" .) (contains "!" .) (contains "," .) }}
+{{- fail (printf "watchNamespaces takes exact namespace names (a Role is created in each), not the pattern %q; leave it empty to watch all namespaces" .) }}
+{{- end }}
+{{- end }}
+{{- end }}

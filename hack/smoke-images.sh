@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# smoke-images.sh: run the images of `make images` for real (`make images-smoke`).
+#
+#   runtime          1 PS + 1 worker on a user-defined Docker network, containers
+#                    tg-ps-0 (`tensorgrid server`, the image's entrypoint) and
+#                    tg-worker-0 (examples/distributed_digits.py) finding each other
+#                    by DNS through TF_CONFIG: the worker must exit 0 with a test
+#                    accuracy line, the PS must become healthy (the image's
+#                    HEALTHCHECK) and then exit 0 by itself when training ends
+#   runtime-sync     the same program synchronous (SyncReplicasOptimizer) with a
+#                    chief, a worker and a PS, as examples/trainingjob-chief.yaml runs it
+#   cuda-path-check  the CUDA variant (built on a stand-in base) has cupy, finds no
+#                    GPU here and trains on numpy
+#   operator         the operator image against a real control plane
+#                    (hack/controlplane.sh, --network host, the kubeconfig mounted):
+#                    /healthz and /metrics answer, the image's HEALTHCHECK turns
+#                    healthy, and a TrainingJob gets its pods and Services
+# Containers run as the chart runs the operator: read-only root file system, a
+# tmpfs on /tmp, no capabilities, no privilege escalation.
+#
+# Usage: hack/smoke-images.sh [runtime|runtime-sync|cuda-path-check|operator ...]   (default: all)
+# Environment: names as in hack/images.env; SMOKE_TIMEOUT (seconds per wait, default 180).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$HERE/.." && pwd)"
+# shellcheck source=hack/images.env
+source "$HERE/images.env"
+CUDA_PATH_CHECK_IMAGE="${CUDA_PATH_CHECK_IMAGE:-tensorgrid:cuda-path-check}"
+TIMEOUT="${SMOKE_TIMEOUT:-180}"
+NETWORK=tg-smoke
+WORK="$REPO_ROOT/.cache/images-smoke"
+HARDENED=(--read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges)
+
+log() { printf '[smoke-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(runtime runtime-sync cuda-path-check operator)
+
+DOCKER="$("$HERE/docker-engine.sh" --print-docker)"
+for image in "$RUNTIME_IMAGE" "$OPERATOR_IMAGE"; do
+  "$DOCKER" image inspect "$image" > /dev/null 2>&1 || die "no image $image: run make images first"
+done
+mkdir -p "$WORK"
+
+# Containers and networks this script creates; removed on exit, whatever happens.
+CONTAINERS=()
+CONTROLPLANE_STARTED=0
+cleanup() {
+  local c
+  for c in "${CONTAINERS[@]}"; do "$DOCKER" rm -f "$c" > /dev/null 2>&1 || true; done
+  "$DOCKER" network rm "$NETWORK" > /dev/null 2>&1 || true
+  if [[ $CONTROLPLANE_STARTED == 1 ]]; then "$HERE/controlplane.sh" down "$WORK/controlplane" > /dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
+# run_container NAME ARGS...: docker run -d, remembering NAME for the cleanup.
+run_container() {
+  local name="$1"
+  shift
+  "$DOCKER" rm -f "$name" > /dev/null 2>&1 || true
+  CONTAINERS+=("$name")
+  "$DOCKER" run -d --name "$name" "$@" > /dev/null
+}
+
+# wait_exit NAME: the container's exit code, once it exited (fails after TIMEOUT).
+wait_exit() {
+  local deadline=$(( SECONDS + TIMEOUT ))
+  while [[ "$("$DOCKER" inspect -f '{{.State.Status}}' "$1")" != exited ]]; do
+    if (( SECONDS >= deadline )); then
+      "$DOCKER" logs --tail 30 "$1" >&2 || true
+      die "$1 still running after ${TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+  "$DOCKER" inspect -f '{{.State.ExitCode}}' "$1"
+}
+
+# wait_healthy NAME: until Docker reports the image's HEALTHCHECK healthy.
+wait_healthy() {
+  local deadline=$(( SECONDS + TIMEOUT )) status
+  while :; do
+    status="$("$DOCKER" inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' "$1")"
+    [[ "$status" == healthy ]] && return 0
+    [[ "$status" == none ]] && die "$1 has no HEALTHCHECK"
+    if [[ "$("$DOCKER" inspect -f '{{.State.Running}}' "$1")" != true ]] || (( SECONDS >= deadline )); then
+      "$DOCKER" logs --tail 30 "$1" >&2 || true
+      "$DOCKER" inspect -f '{{json .State.Health}}' "$1" >&2 || true
+      die "$1 did not become healthy (status $status)"
+    fi
+    sleep 0.5
+  done
+}
+
+# expect_exit NAME CODE: NAME exits with CODE, else its log is shown.
+expect_exit() {
+  local code
+  code="$(wait_exit "$1")"
+  if [[ "$code" != "$2" ]]; then
+    "$DOCKER" logs --tail 40 "$1" >&2 || true
+    die "$1 exited with $code, expected $2"
+  fi
+}
+
+check_image_metadata() {
+  local image="$1" user title
+  user="$("$DOCKER" image inspect -f '{{.Config.User}}' "$image")"
+  [[ "$user" == 10001:10001 ]] || die "$image runs as '$user', expected the non-root 10001:10001"
+  title="$("$DOCKER" image inspect -f '{{index .Config.Labels "org.opencontainers.image.title"}}' "$image")"
+  [[ -n "$title" ]] || die "$image has no org.opencontainers.image.title label"
+}
+
+# cluster_training SCENARIO STEPS SYNC JOBS...: one container per task of JOBS
+# (ps, chief, worker), the PS first and healthy, then the training tasks.
+cluster_training() {
+  local scenario="$1" steps="$2" sync="$3"
+  shift 3
+  local jobs=("$@") cluster="" job t0=$SECONDS
+  "$DOCKER" network rm "$NETWORK" > /dev/null 2>&1 || true
+  "$DOCKER" network create "$NETWORK" > /dev/null
+  for job in "${jobs[@]}"; do cluster+="${cluster:+, }\"$job\": [\"tg-$job-0:2222\"]"; done
+  tf_config() { printf '{"cluster": {%s}, "task": {"type": "%s", "index": 0}}' "$cluster" "$1"; }
+
+  run_container tg-ps-0 --network "$NETWORK" --hostname tg-ps-0 "${HARDENED[@]}" \
+    --health-interval 1s --health-start-period 60s -e TF_CONFIG="$(tf_config ps)" "$RUNTIME_IMAGE"
+  wait_healthy tg-ps-0
+  local trainers=()
+  for job in "${jobs[@]}"; do
+    [[ $job == ps ]] && continue
+    trainers+=("tg-$job-0")
+    run_container "tg-$job-0" --network "$NETWORK" --hostname "tg-$job-0" "${HARDENED[@]}" \
+      -e TF_CONFIG="$(tf_config "$job")" -e TENSORGRID_SYNC="$sync" \
+      --entrypoint python "$RUNTIME_IMAGE" /app/examples/distributed_digits.py --steps "$steps"
+  done
+  local trainer
+  for trainer in "${trainers[@]}"; do expect_exit "$trainer" 0; done
+  local chief="${trainers[0]}" line
+  line="$("$DOCKER" logs "$chief" 2>&1 | grep -E '^test accuracy [0-9.]+' || true)"
+  [[ -n "$line" ]] || { "$DOCKER" logs --tail 30 "$chief" >&2; die "$chief printed no test accuracy"; }
+  expect_exit tg-ps-0 0
+  log "$scenario: ok in $((SECONDS - t0))s ($chief: $line)"
+  for trainer in tg-ps-0 "${trainers[@]}"; do "$DOCKER" rm -f "$trainer" > /dev/null; done
+  "$DOCKER" network rm "$NETWORK" > /dev/null
+}
+
+smoke_runtime() {
+  check_image_metadata "$RUNTIME_IMAGE"
+  cluster_training "runtime (async, 1 ps + 1 worker)" 1500 0 ps worker
+}
+
+smoke_runtime_sync() {
+  cluster_training "runtime-sync (sync, 1 ps + chief + 1 worker)" 1000 1 ps chief worker
+}
+
+smoke_cuda_path_check() {
+  local t0=$SECONDS out
+  "$DOCKER" image inspect "$CUDA_PATH_CHECK_IMAGE" > /dev/null 2>&1 \
+    || die "no image $CUDA_PATH_CHECK_IMAGE: run make images first (or CUDA_PATH_CHECK=0)"
+  check_image_metadata "$CUDA_PATH_CHECK_IMAGE"
+  out="$("$DOCKER" run --rm "${HARDENED[@]}" --entrypoint python "$CUDA_PATH_CHECK_IMAGE" -c '
+import importlib.metadata, sys
+from tensorgrid.kernels import backend
+print("cupy-cuda12x", importlib.metadata.version("cupy-cuda12x"), "gpu_available", backend.gpu_available())
+sys.exit(1 if backend.gpu_available() else 0)
+' 2>&1)" || die "CUDA variant: $out"
+  "$DOCKER" run --rm "${HARDENED[@]}" --entrypoint python "$CUDA_PATH_CHECK_IMAGE" \
+    /app/examples/digits_mlp.py --steps 300 --min-accuracy 0.85 > "$WORK/cuda-path-check.log" 2>&1 \
+    || { tail -n 20 "$WORK/cuda-path-check.log" >&2; die "CUDA variant did not train on the CPU"; }
+  log "cuda-path-check: ok in $((SECONDS - t0))s ($out; $(grep -E '^test accuracy' "$WORK/cuda-path-check.log"))"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+port_free() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("0.0.0.0", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+EOF
+}
+
+smoke_operator() {
+  local t0=$SECONDS kubectl kubeconfig metrics_port liveness_port
+  check_image_metadata "$OPERATOR_IMAGE"
+  kubectl="$("$HERE/build-kubernetes.sh" --print-bin-dir)/kubectl"
+  CONTROLPLANE_STARTED=1
+  kubeconfig="$("$HERE/controlplane.sh" up "$WORK/controlplane")"
+  kube() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
+  kube apply -f "$REPO_ROOT/crds/" > /dev/null
+  kube wait --for condition=Established --timeout 60s crd/trainingjobs.tensorgrid.io > /dev/null
+  # The container's user must read the kubeconfig (the control plane's is root's, mode 600).
+  install -m 0644 "$kubeconfig" "$WORK/kubeconfig"
+  # The image's HEALTHCHECK asks port 8081: use the default ports when they are free.
+  if port_free 8081 && port_free 8080; then
+    liveness_port=8081 metrics_port=8080
+  else
+    liveness_port="$(free_port)" metrics_port="$(free_port)"
+    log "ports 8080/8081 are busy here: using $metrics_port/$liveness_port, without the image's HEALTHCHECK"
+  fi
+  run_container tg-operator --network host "${HARDENED[@]}" --health-interval 1s \
+    -v "$WORK/kubeconfig:/etc/tensorgrid/kubeconfig:ro" "$OPERATOR_IMAGE" \
+    --kubeconfig /etc/tensorgrid/kubeconfig --standalone \
+    --metrics-port "$metrics_port" --liveness-port "$liveness_port"
+
+  local deadline=$(( SECONDS + TIMEOUT ))
+  until curl -fsS --max-time 3 "http://127.0.0.1:$liveness_port/healthz" > /dev/null 2>&1; do
+    if [[ "$("$DOCKER" inspect -f '{{.State.Running}}' tg-operator)" != true ]] || (( SECONDS >= deadline )); then
+      "$DOCKER" logs --tail 40 tg-operator >&2
+      die "the operator did not answer /healthz on port $liveness_port"
+    fi
+    sleep 0.5
+  done
+  [[ $liveness_port != 8081 ]] || wait_healthy tg-operator
+  curl -fsS --max-time 3 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^tensorgrid_operator_' \
+    || die "no tensorgrid_operator_ metrics on port $metrics_port"
+
+  kube create namespace tg-smoke > /dev/null
+  kube -n tg-smoke apply -f "$REPO_ROOT/examples/trainingjob-async.yaml" > /dev/null
+  deadline=$(( SECONDS + TIMEOUT ))
+  until [[ "$(kube -n tg-smoke get pods,services -l tensorgrid.io/job-name=digits-async -o name | wc -l)" == 6 ]]; do
+    if (( SECONDS >= deadline )); then
+      kube -n tg-smoke get tj,pods,services >&2 || true
+      "$DOCKER" logs --tail 40 tg-operator >&2
+      die "the operator did not create the 3 pods and 3 Services of digits-async"
+    fi
+    sleep 0.5
+  done
+  "$DOCKER" stop -t 30 tg-operator > /dev/null
+  expect_exit tg-operator 0
+  "$HERE/controlplane.sh" down "$WORK/controlplane" > /dev/null 2>&1
+  CONTROLPLANE_STARTED=0
+  log "operator: ok in $((SECONDS - t0))s (/healthz, /metrics, HEALTHCHECK, TrainingJob -> 3 pods + 3 Services, clean stop)"
+}
+
+passed=0
+for target in "${targets[@]}"; do
+  case "$target" in
+    runtime) smoke_runtime ;;
+    runtime-sync) smoke_runtime_sync ;;
+    cuda-path-check) smoke_cuda_path_check ;;
+    operator) smoke_operator ;;
+    *) die "unknown smoke test: $target (runtime, runtime-sync, cuda-path-check, operator)" ;;
+  esac
+  passed=$((passed + 1))
+done
+echo "images: $passed passed, 0 failed"

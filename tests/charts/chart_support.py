@@ -1,0 +1,168 @@
+"""What the chart tests share: the tools (helm, kubectl), rendering with value sets, a control plane.
+
+helm comes from hack/tools.sh and kubectl from hack/build-kubernetes.sh (both cached
+outside the repository, installed by `make test`). Without them the tests skip,
+except under ``CI=true``, where they fail: CI must run them.
+
+``controlplane`` is a fresh, real Kubernetes 1.34 control plane of this directory's
+tests (hack/controlplane.sh): its API server is the schema the rendered manifests
+are validated against (``kubectl apply --dry-run=server --validate=strict``), and
+the operator runs against it under exactly the chart's RBAC.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "tensorgrid-operator"
+HACK = ROOT / "hack"
+RELEASE = "tg"
+RELEASE_NAMESPACE = "tensorgrid-system"
+FULLNAME = "tg-tensorgrid-operator"
+# The API server the chart is validated against (hack/build-kubernetes.sh's release).
+KUBE_VERSION = "1.34.10"
+
+# The value sets every rendering test runs with.
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "watch-namespaces": {"watchNamespaces": ["tg-team-a", "tg-team-b"]},
+    "monitoring": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+                               "podMonitor": {"enabled": True},
+                               "dashboard": {"enabled": True}}},
+    "monitoring-watch-namespaces": {"watchNamespaces": ["tg-team-a"],
+                                    "metrics": {"serviceMonitor": {"enabled": True, "scrapeTimeout": "10s"},
+                                                "podMonitor": {"enabled": True},
+                                                "dashboard": {"enabled": True, "namespace": "tg-grafana"}}},
+    "replicas-2": {"replicas": 2},
+    "standalone-no-metrics": {"peering": {"enabled": False}, "metrics": {"enabled": False}},
+    "scheduling": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                   "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "control",
+                                    "effect": "NoSchedule"}],
+                   "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                       {"weight": 1, "preference": {"matchExpressions": [
+                           {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}}]}},
+                   "imagePullSecrets": [{"name": "regcred"}],
+                   "image": {"repository": "registry.example.com/tensorgrid-operator", "tag": "0.1.0",
+                             "pullPolicy": "Always"},
+                   "podAnnotations": {"example.com/team": "ml"}, "podLabels": {"team": "ml"},
+                   "priorityClassName": "system-cluster-critical",
+                   "serviceAccount": {"name": "custom-sa", "annotations": {"example.com/role": "operator"}},
+                   "operator": {"verbose": True, "extraArgs": ["--resync-seconds=30"]}},
+}
+
+
+def unavailable(why: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{why} (CI must run the chart tests: `make tools` installs what they need)", pytrace=False)
+    pytest.skip(f"{why}: run `make tools` (helm) and `make kubernetes-binaries` (kubectl, control plane)")
+
+
+def helm_path() -> pathlib.Path:
+    bin_dir = subprocess.run([str(HACK / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    helm = pathlib.Path(bin_dir) / "helm"
+    if not helm.exists():
+        unavailable(f"no helm in {bin_dir}")
+    return helm
+
+
+def kube_bin_dir() -> pathlib.Path:
+    return pathlib.Path(subprocess.run([str(HACK / "build-kubernetes.sh"), "--print-bin-dir"], capture_output=True,
+                                       text=True, check=True).stdout.strip())
+
+
+def run_helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(helm_path()), *args], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def values_file(values: dict[str, Any], directory: pathlib.Path) -> pathlib.Path:
+    path = directory / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def template(values: dict[str, Any], *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_helm("template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
+                        "--kube-version", KUBE_VERSION, "-f", str(values_file(values, pathlib.Path(tmp))), *extra,
+                        check=check)
+
+
+def render(values: dict[str, Any], *extra: str) -> list[dict[str, Any]]:
+    """The manifests the chart renders with these values, parsed."""
+    return [doc for doc in yaml.safe_load_all(template(values, *extra).stdout) if doc]
+
+
+def by_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def one(manifests: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = by_kind(manifests, kind)
+    assert len(found) == 1, f"expected one {kind}, got {[m['metadata']['name'] for m in found]}"
+    return found[0]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
+             detail: Optional[Callable[[], Any]] = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                                 + (f"; last seen: {detail()}" if detail else ""))
+        time.sleep(0.2)
+
+
+class ControlPlane:
+    """A running control plane: kubectl with its admin kubeconfig."""
+
+    def __init__(self, kubeconfig: str, bin_dir: pathlib.Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.bin_dir = bin_dir
+
+    def kubectl(self, *args: str, stdin: Optional[str] = None, check: bool = True,
+                kubeconfig: Optional[str] = None) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([str(self.bin_dir / "kubectl"), "--kubeconfig", kubeconfig or self.kubeconfig, *args],
+                                input=stdin, capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+
+@pytest.fixture(scope="session")
+def controlplane() -> Iterator[ControlPlane]:
+    try:
+        bin_dir = kube_bin_dir()
+    except (OSError, subprocess.CalledProcessError) as e:
+        unavailable(f"hack/build-kubernetes.sh --print-bin-dir failed ({e})")
+    missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+               if not (bin_dir / b).exists()]
+    if missing:
+        unavailable(f"missing {', '.join(missing)} in {bin_dir}")
+    state_dir = tempfile.mkdtemp(prefix="tensorgrid-chart-controlplane-")
+    try:
+        up = subprocess.run([str(HACK / "controlplane.sh"), "up", state_dir], capture_output=True, text=True,
+                            timeout=400)
+        if up.returncode != 0:
+            pytest.fail(f"hack/controlplane.sh up failed:\n{up.stderr[-4000:]}", pytrace=False)
+        cp = ControlPlane(up.stdout.strip().splitlines()[-1], bin_dir)
+        # The chart's CRDs, for real: the custom resources it renders validate against them.
+        cp.kubectl("apply", "--server-side", "-f", str(CHART / "crds"))
+        cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield cp
+    finally:
+        subprocess.run([str(HACK / "controlplane.sh"), "down", state_dir], capture_output=True, timeout=120)
+        shutil.rmtree(state_dir, ignore_errors=True)

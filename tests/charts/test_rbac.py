@@ -1,0 +1,310 @@
+"""The chart's RBAC grants exactly what the operator uses: read from the code, compared both ways.
+
+The operator's own API calls are read from operator/tensorgrid_operator/kube.py (every
+method of the kubernetes client it uses, mapped to a request through the client's
+own request path and HTTP method); kopf's come from what handlers.py asks of kopf
+(watched resources, daemons and their finalizer, events, peering) and from what kopf
+does for every operator (discovery of CRDs, and of namespaces when given some).
+Then the operator runs against a real API server under exactly the chart's RBAC and
+must work without a single permission error.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from typing import Any, Iterable
+
+import pytest
+import yaml
+
+from chart_support import FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, ControlPlane, by_kind, render, wait_for
+
+OPERATOR = ROOT / "operator" / "tensorgrid_operator"
+Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
+# Resources that are not namespaced: granted by a ClusterRole even when the operator watches given namespaces.
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
+
+
+def _request_of(api_class: type, method: str) -> tuple[str, str]:
+    """(HTTP method, path template) of one kubernetes client method, from the client's own source."""
+    for name in (f"_{method}_serialize", f"{method}_with_http_info"):
+        fn = getattr(api_class, name, None)
+        if fn is None:
+            continue
+        source = inspect.getsource(fn)
+        match = re.search(r"method='(\w+)',\s*resource_path='([^']+)'", source)
+        if match:
+            return match.group(1), match.group(2)
+        match = re.search(r"call_api\(\s*'([^']+)',\s*'(\w+)'", source)  # older generated clients
+        if match:
+            return match.group(2), match.group(1)
+    raise AssertionError(f"cannot find the request of {api_class.__name__}.{method}")
+
+
+def _triple(http_method: str, path: str) -> Triple:
+    from tensorgrid_operator import spec as spec_lib
+
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    group = spec_lib.GROUP if group == "{group}" else group
+    resource = spec_lib.PLURAL if rest[0] == "{plural}" else rest[0]
+    named = len(rest) >= 2
+    if len(rest) >= 3:
+        resource += "/" + rest[2]
+    verb = {"GET": "get" if named else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection"}[http_method]
+    return group, resource, verb
+
+
+def _api_attributes(tree: ast.Module) -> dict[str, str]:
+    """self.<attribute> -> kubernetes.client API class name, from the assignments in kube.py."""
+    found = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr.endswith("Api")):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    found[target.attr] = node.value.func.attr
+    return found
+
+
+def operator_api_calls() -> set[Triple]:
+    """What kube.py asks of the API server: every method of the client's API objects it names."""
+    import kubernetes
+
+    tree = ast.parse((OPERATOR / "kube.py").read_text())
+    apis = _api_attributes(tree)
+    assert set(apis.values()) >= {"CoreV1Api", "CustomObjectsApi"}, apis
+    calls = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"
+                and node.value.attr in apis):
+            api_class = getattr(kubernetes.client, apis[node.value.attr])
+            calls.add(_triple(*_request_of(api_class, node.attr)))
+    return calls
+
+
+def _constant(node: ast.expr) -> str:
+    from tensorgrid_operator import spec as spec_lib
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "spec_lib":
+        value = getattr(spec_lib, node.attr)
+        assert isinstance(value, str)
+        return value
+    raise AssertionError(f"cannot evaluate {ast.dump(node)} in handlers.py")
+
+
+def _kopf_call(node: ast.AST, *path: str) -> bool:
+    """Whether node is a call of kopf.<path...>."""
+    if not isinstance(node, ast.Call):
+        return False
+    func: ast.expr = node.func
+    for name in reversed(path):
+        if not (isinstance(func, ast.Attribute) and func.attr == name):
+            return False
+        func = func.value
+    return isinstance(func, ast.Name) and func.id == "kopf"
+
+
+def _resource(call: ast.Call) -> tuple[str, str]:
+    """(apiGroup, plural) of a kopf resource decorator: (group, version, plural) or ("v1", plural)."""
+    args = [_constant(a) for a in call.args]
+    if len(args) == 3:
+        return args[0], args[2]
+    assert len(args) == 2 and args[0] == "v1", f"unexpected kopf resource arguments {args}"
+    return "", args[1]
+
+
+def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
+    """What kopf does on the operator's behalf, for what handlers.py asks of it."""
+    tree = ast.parse((OPERATOR / "handlers.py").read_text())
+    needs: set[Triple] = set()
+    finalizer = any(isinstance(n, ast.Attribute) and n.attr == "finalizer" for n in ast.walk(tree))
+    for node in ast.walk(tree):
+        if _kopf_call(node, "on", "event") or _kopf_call(node, "daemon"):
+            assert isinstance(node, ast.Call)
+            group, plural = _resource(node)
+            needs |= {(group, plural, "list"), (group, plural, "watch")}  # kopf's watch: a list, then a watch
+            if _kopf_call(node, "daemon"):
+                # Daemons need a finalizer, which kopf adds and removes with patches.
+                assert finalizer, "handlers.py has a daemon but sets no finalizer"
+                needs.add((group, plural, "patch"))
+        if _kopf_call(node, "event"):
+            needs.add(("", "events", "create"))
+        if _kopf_call(node, "run"):
+            assert isinstance(node, ast.Call)
+            assert "peering_name" in {k.arg for k in node.keywords}, "kopf.run without peering_name"
+    if peering:
+        plural = "kopfpeerings" if namespaced else "clusterkopfpeerings"
+        needs |= {("kopf.dev", plural, verb) for verb in ("list", "watch", "patch")}  # keep-alives are patches
+    # kopf discovers resources: it watches CRDs always, namespaces when given namespaces.
+    needs |= {("apiextensions.k8s.io", "customresourcedefinitions", verb) for verb in ("list", "watch")}
+    if namespaced:
+        needs |= {("", "namespaces", verb) for verb in ("list", "watch")}
+    return needs
+
+
+def granted(roles: Iterable[dict[str, Any]]) -> set[Triple]:
+    return {(group, resource, verb)
+            for role in roles for rule in role["rules"]
+            for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_the_code_scan_sees_the_calls() -> None:
+    calls = operator_api_calls()
+    assert {("", "pods", "create"), ("", "services", "delete"), ("tensorgrid.io", "trainingjobs", "get"),
+            ("tensorgrid.io", "trainingjobs/status", "patch")} <= calls, calls
+    assert ("", "events", "create") in kopf_needs(namespaced=False, peering=True)
+
+
+def _compare(granted_set: set[Triple], needed: set[Triple], what: str) -> None:
+    extra, missing = granted_set - needed, needed - granted_set
+    assert not extra and not missing, (f"{what}: granted but never used: {sorted(extra)}; "
+                                       f"used but not granted: {sorted(missing)}")
+
+
+@pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2"])
+def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
+    values = VALUE_SETS[name]
+    manifests = render(values)
+    peering = values.get("peering", {}).get("enabled", True)
+    assert not by_kind(manifests, "Role")
+    _compare(granted(by_kind(manifests, "ClusterRole")), operator_api_calls() | kopf_needs(False, peering),
+             "ClusterRole")
+
+
+@pytest.mark.parametrize("peering", [True, False])
+def test_roles_per_namespace_are_exactly_what_the_operator_uses(peering: bool) -> None:
+    manifests = render({"watchNamespaces": ["tg-team-a", "tg-team-b"], "peering": {"enabled": peering}})
+    needed = operator_api_calls() | kopf_needs(True, peering)
+    cluster_needed = {t for t in needed if t[1] in CLUSTER_SCOPED}
+    _compare(granted(by_kind(manifests, "ClusterRole")), cluster_needed, "ClusterRole")
+    roles = by_kind(manifests, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["tg-team-a", "tg-team-b"]
+    for role in roles:
+        _compare(granted([role]), needed - cluster_needed, f"Role in {role['metadata']['namespace']}")
+
+
+# --- the operator under exactly the chart's RBAC, on a real API server -----------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _service_account_kubeconfig(cp: ControlPlane, path: pathlib.Path) -> None:
+    """A kubeconfig with a token of the chart's ServiceAccount: the operator is that account, nothing more."""
+    token = cp.kubectl("-n", RELEASE_NAMESPACE, "create", "token", FULLNAME, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(pathlib.Path(cp.kubeconfig).read_text())
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": admin["clusters"][0]["name"], "user": "operator"}}],
+        "current-context": "operator",
+    }))
+
+
+def _finish_as_kubelet(cp: ControlPlane, namespace: str, pod: str) -> None:
+    status = {"status": {"phase": "Succeeded", "containerStatuses": [{
+        "name": "tensorgrid", "image": "tensorgrid:test", "imageID": "", "ready": False, "restartCount": 0,
+        "started": False, "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                                   "startedAt": "2030-01-01T00:00:00Z",
+                                                   "finishedAt": "2030-01-01T00:00:01Z"}}}]}}
+    cp.kubectl("-n", namespace, "patch", "pod", pod, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+
+
+def _job(name: str) -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "tensorgrid", "image": "tensorgrid:test",
+                                          "command": ["tensorgrid", "server"]}]}}
+    return {"apiVersion": "tensorgrid.io/v1", "kind": "TrainingJob", "metadata": {"name": name},
+            "spec": {"replicaSpecs": {"PS": {"replicas": 1, "template": template},
+                                      "Worker": {"replicas": 1, "template": template}},
+                     "runPolicy": {"ttlSecondsAfterFinished": 0}}}
+
+
+def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
+    out = cp.kubectl("-n", namespace, "get", kinds, "-l", "tensorgrid.io/job-name=rbac", "-o", "name").stdout
+    return set(out.split())
+
+
+@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces"])
+def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
+    """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error."""
+    cp = controlplane
+    job_namespace = f"tg-rbac-{watch}"
+    values = {"watchNamespaces": [job_namespace]} if watch == "given-namespaces" else {}
+    for namespace in (RELEASE_NAMESPACE, job_namespace):
+        if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
+            cp.kubectl("create", "namespace", namespace)
+    manifests = render(values)
+    # Everything but the Deployment and its Service: there are no nodes, the operator runs here.
+    installed = [m for m in manifests if m["kind"] not in ("Deployment", "Service")]
+    cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(installed))
+    kubeconfig = tmp_path / "operator.kubeconfig"
+    _service_account_kubeconfig(cp, kubeconfig)
+
+    (deployment,) = by_kind(manifests, "Deployment")
+    chart_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    metrics_port, liveness_port = _free_port(), _free_port()
+    args = [a for a in chart_args if not a.startswith(("--metrics-port=", "--liveness-port="))]
+    args += [f"--metrics-port={metrics_port}", f"--liveness-port={liveness_port}", f"--kubeconfig={kubeconfig}"]
+    log_path = tmp_path / "operator.log"
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    with open(log_path, "w") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "tensorgrid_operator", *args], stdout=log_file,
+                                   stderr=subprocess.STDOUT, env=env)
+    try:
+        def healthy() -> bool:
+            assert process.poll() is None, log_path.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=2) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+
+        wait_for(healthy, 60, "the operator's /healthz")
+        cp.kubectl("-n", job_namespace, "apply", "-f", "-", stdin=json.dumps(_job("rbac")))
+        wait_for(lambda: _names(cp, job_namespace, "pods,services") == {
+            "pod/rbac-ps-0", "pod/rbac-worker-0", "service/rbac-ps-0", "service/rbac-worker-0"}, 60,
+            "the job's pods and Services", lambda: _names(cp, job_namespace, "pods,services"))
+        _finish_as_kubelet(cp, job_namespace, "rbac-worker-0")
+        # Succeeded (status patch, events), PS pod deleted, then deleted by its TTL of 0 (finalizer removed).
+        wait_for(lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", check=False).returncode != 0, 60,
+                 "the job to succeed and be deleted by its TTL",
+                 lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", "-o", "yaml", check=False).stdout)
+        reasons = set(cp.kubectl("-n", job_namespace, "get", "events", "-o",
+                                 "jsonpath={.items[*].reason}").stdout.split())
+        assert {"CreatedPods", "JobSucceeded"} <= reasons, reasons
+        where = ["clusterkopfpeering"] if watch == "all-namespaces" else ["-n", job_namespace, "kopfpeering"]
+        peering = cp.kubectl("get", *where, "tensorgrid-operator", "-o", "json").stdout
+        assert json.loads(peering).get("status"), f"no keep-alive in the peering object: {peering}"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        cp.kubectl("delete", "namespace", job_namespace, "--wait=false", check=False)
+    output = log_path.read_text()
+    denied = [line for line in output.splitlines() if re.search(r"forbidden|Forbidden|403|permission", line)]
+    assert not denied, "permission errors under the chart's RBAC:\n" + "\n".join(denied[:20])
+    assert process.returncode == 0, output[-3000:]

@@ -9,6 +9,8 @@ tensors, a receiver timing them), for 1 MiB, 64 MiB and 1 GiB:
   runtime uses it between tasks (a unary call whose bundle holds the header, the
   payload on the data channel for tensors >= 256 KiB), decoded into a usable
   numpy array;
+- tensorgrid call: a call on the sender's data channel whose reply carries the
+  tensor, the path a training step's tensors take (RunGraph's fetches, pushes);
 - the other designs tried on the way: the same over the streaming method; the
   payload inline in the unary bundle; chunk frames on a gRPC stream with 1, 4 and
   16 MiB chunks, with grpc's TCP read chunk enlarged, and split over two
@@ -20,7 +22,8 @@ ratio to the socket. The whole set runs twice: with glibc's default malloc, and
 with MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ raised in both processes. Also
 reported: round-trip latency (p50/p99) of a tiny socket exchange, a unary gRPC
 call, a RecvTensor of a one-element tensor and a RunGraph-shaped call with one
-small feed and fetch (the wire cost of an empty step's hop), unary and streaming.
+small feed and fetch (the wire cost of an empty step's hop), unary and streaming,
+and a data channel call with one float32 each way.
 
     .venv/bin/python bench/transport.py            # tables (JSON also saved to bench/results/transport.json)
     .venv/bin/python bench/transport.py --json     # JSON on stdout
@@ -54,6 +57,8 @@ from tensorgrid.v1 import worker_pb2
 MiB = 1 << 20
 SOCKET = "socket (sendall / recv_into)"
 TENSORGRID = "tensorgrid: unary + data channel"
+CALL = "tensorgrid: call on the data channel (RunGraph, push)"
+CALL_FETCH = 1
 SIZES = {"1 MiB": MiB, "64 MiB": 64 * MiB, "1 GiB": 1024 * MiB}
 
 
@@ -92,6 +97,14 @@ class _Sender:
         self.transports = {chunk: transport.Transport(transport.TransportConfig(
             chunk_bytes=chunk, data_channel=chunk == transport.CHUNK_BYTES, data_host="127.0.0.1"))
             for chunk in CHUNK_SIZES}
+        main = self.transports[transport.CHUNK_BYTES]
+        assert main.data_server is not None
+        main.data_server.serve_calls({CALL_FETCH: self.fetch_call}, main.pool, 1 << 31)
+
+    def fetch_call(self, control: bytes, tensors: list[transport.ReceivedTensor]) -> tuple[int, bytes, list[Any]]:
+        """A data channel call whose reply is the tensor of ``control`` bytes (as RunGraph's
+        fetches and a push's tensors travel), echoing what it was sent."""
+        return 0, b"", [("t", self.tensors[int(control)])] + [(t.name, t.array) for t in tensors]
 
     def GetStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         return worker_pb2.GetStatusResponse(data_port=self.transports[transport.CHUNK_BYTES].data_port)
@@ -141,6 +154,7 @@ def run_sender(sizes: list[int]) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     ports["socket"] = listener.getsockname()[1]
     threading.Thread(target=sender.serve_socket, args=(listener,), daemon=True).start()
+    ports["data"] = sender.transports[transport.CHUNK_BYTES].data_port
     print(json.dumps(ports), flush=True)
     sys.stdin.read()  # until the parent closes our stdin
 
@@ -168,6 +182,7 @@ class _Receiver:
         self.tuned_stub = transport.Stub(self.tuned_channel, WORKER)
         self.transport = transport.Transport(transport.TransportConfig(data_channel=False))
         self.no_pool = transport.Transport(transport.TransportConfig(data_channel=False, pool_bytes=0))
+        self.data_port = ports["data"]
         self.sock = socket.create_connection(("127.0.0.1", ports["socket"]))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.socket_buffers = {size: np.ones(size // 4, np.float32) for size in sizes + [4]}
@@ -177,6 +192,7 @@ class _Receiver:
         designs: dict[str, Callable[[int], np.ndarray]] = {
             SOCKET: self.socket,
             TENSORGRID: lambda size: self.recv(size, data_channel=True),
+            CALL: self.call,
             "stream + data channel": lambda size: self.recv(size, data_channel=True, stream=True),
             "unary, payload inline in the bundle": lambda size: self.recv(size),
         }
@@ -197,6 +213,11 @@ class _Receiver:
         while len(view):
             view = view[self.sock.recv_into(view):]
         return buffer
+
+    def call(self, size: int, tensors: tuple[tuple[str, Any], ...] = ()) -> np.ndarray:
+        code, _, received = self.transport.call("127.0.0.1", self.data_port, CALL_FETCH, str(size).encode(), tensors)
+        assert code == 0
+        return received[0].array
 
     def recv(self, size: int, data_channel: bool = False, stream: bool = False, chunk: int = transport.CHUNK_BYTES,
              tuned: bool = False, tx: Optional[transport.Transport] = None, part: str = "0/1") -> np.ndarray:
@@ -261,6 +282,7 @@ class _Receiver:
             "RecvTensorStream of one float32": lambda: self.recv(4, data_channel=True, stream=True),
             "RunGraph, one float32 each way (unary)": lambda: self.run_graph(stream=False),
             "RunGraphStream, one float32 each way": lambda: self.run_graph(stream=True),
+            "data channel call, one float32 each way": lambda: self.call(4, (("x", self.socket_buffers[4]),)),
         }
         result = {}
         for name, call in calls.items():
@@ -333,6 +355,8 @@ def main() -> None:
                     "numpy": np.__version__, "platform": platform.platform()},
         "target": {"size_bytes": 64 * MiB, "min_ratio_vs_socket": 0.7},
         "tensorgrid_ratio_vs_socket": {str(k): v for k, v in headline.items()},
+        "data_channel_call_ratio_vs_socket": {
+            str(row["size_bytes"]): row["ratio_vs_socket"] for row in default_rows if row["design"] == CALL},
         "runs": runs,
     }
     if args.json:
@@ -344,10 +368,10 @@ def main() -> None:
     names = {v: k for k, v in SIZES.items()}
     for run in runs:
         print(f"\n== {run['environment']}: float32 tensor, sender process -> receiver process on 127.0.0.1")
-        print(f"{'size':>8}  {'design':<46} {'median GB/s':>11} {'best GB/s':>10} {'vs socket':>9}")
+        print(f"{'size':>8}  {'design':<54} {'median GB/s':>11} {'best GB/s':>10} {'vs socket':>9}")
         for row in run["throughput"]:
             size = names.get(row["size_bytes"], f"{row['size_bytes']} B")
-            print(f"{size:>8}  {row['design']:<46} {row['median_gbps']:>11.2f} {row['best_gbps']:>10.2f} "
+            print(f"{size:>8}  {row['design']:<54} {row['median_gbps']:>11.2f} {row['best_gbps']:>10.2f} "
                   f"{row['ratio_vs_socket']:>9.2f}")
         print(f"\n{'round trip':<56} {'p50 ms':>8} {'p99 ms':>8}")
         for name, figures in run["latency"].items():

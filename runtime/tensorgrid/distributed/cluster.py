@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 from typing import Any, Mapping, Optional
 
 _JOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
@@ -173,3 +174,33 @@ def chief_task(cluster: ClusterSpec) -> Optional[tuple[str, int]]:
 def training_tasks(cluster: ClusterSpec) -> list[tuple[str, int]]:
     """Tasks that run the training program (everything but ps and evaluator)."""
     return [(job, i) for job, i, _ in cluster.all_tasks() if job not in ("ps", "evaluator")]
+
+
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "ip6-localhost"}
+
+
+def tasks_on_this_host(cluster: ClusterSpec, own_address: str) -> int:
+    """How many tasks of ``cluster`` listen on this machine (at least 1: this task).
+
+    A task is local when its host is a loopback name or this machine's hostname, as
+    in ``tensorgrid local`` and tests; in a Kubernetes pod every other task has its
+    own address, so the answer is 1.
+    """
+    local_hosts = _LOOPBACK_HOSTS | {socket.gethostname(), socket.getfqdn()}
+    local = {address for _, _, address in cluster.all_tasks()
+             if address.rpartition(":")[0].lower() in local_hosts or address.rpartition(":")[0].startswith("127.")}
+    local.add(own_address)
+    return len(local)
+
+
+def default_intra_op_threads(cluster: ClusterSpec, own_address: str) -> int:
+    """Threads for one op (BLAS) when the config leaves it to the system: the cores
+    this process may use, shared out among the tasks of the cluster on this machine.
+
+    numpy's OpenBLAS keeps its idle threads spinning for a while after each call;
+    several tasks on one machine, each with a thread per core, then take the cores
+    from each other (on 2 cores, 1 PS and 2 workers trained 3 times slower with 2
+    BLAS threads per task than with 1).
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // tasks_on_this_host(cluster, own_address))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import logging
 import random
@@ -48,6 +49,24 @@ class _StepPlan:
     fed_fetches: list[str]
 
 
+class _StepFailure:
+    """The first failure of a step's partitions (later ones are its consequences)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failure: Optional[BaseException] = None
+        self.run: Optional[_PartitionRun] = None
+        self.aborted = False
+
+    def record(self, failure: BaseException, run: Optional[_PartitionRun]) -> bool:
+        """Keeps ``failure`` if it is the first; returns whether it was."""
+        with self._lock:
+            if self.failure is not None:
+                return False
+            self.failure, self.run = failure, run
+            return True
+
+
 @dataclasses.dataclass
 class SessionOptions:
     device_filters: list[str] = dataclasses.field(default_factory=list)
@@ -81,6 +100,7 @@ class Master:
         self._incarnations: dict[str, int] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="master")
         self._connect_timeout = connect_timeout
+        self._own_task = cluster_lib.task_name(task.job or "", task.task or 0)
         self._prefix = f"{random.SystemRandom().getrandbits(32):08x}"
 
     # ------------------------------------------------------------------ sessions
@@ -146,28 +166,56 @@ class Master:
     def _run_planned(self, session: _MasterSession, plan: _StepPlan, step_id: int, feeds: dict[str, Any],
                      fetches: Sequence[str], timeout: Optional[float]) -> list[Any]:
         deadline = timeout or (session.options.operation_timeout_in_ms / 1000.0) or None
-        futures = {
-            self._pool.submit(self._run_partition, run, step_id, [feeds[n] for n in run.feed_names]): run
-            for run in plan.runs
-        }
+        # One partition runs in the calling thread (one thread hand-off less per step):
+        # this task's own if it has one, else the first; unless a deadline must bound the
+        # step, then every partition runs in the pool.
+        inline = None
+        if not deadline and plan.runs:
+            inline = next((run for run in plan.runs if run.task == self._own_task), plan.runs[0])
+        step = _StepFailure()
         values: dict[str, Any] = {name: feeds[name] for name in plan.fed_fetches}
-        failure: Optional[BaseException] = None
-        failed_run: Optional[_PartitionRun] = None
-        try:
-            for future in concurrent.futures.as_completed(futures, timeout=deadline):
-                run = futures[future]
-                try:
-                    for name, value in zip(run.fetch_names, future.result()):
-                        values[name] = value
-                except BaseException as exc:  # noqa: BLE001 - the first failure aborts the step
-                    failure, failed_run = exc, run
-                    break
-        except concurrent.futures.TimeoutError:
-            failure = errors.DeadlineExceededError(None, None, f"Step timed out after {deadline} s")
-        if failure is not None:
-            self._abort(plan, step_id, failure)
-            raise self._classify(session, plan, failed_run, failure)
+        futures = {}
+        for run in plan.runs:
+            if run is inline:
+                continue
+            future = self._pool.submit(self._run_partition, run, step_id, [feeds[n] for n in run.feed_names])
+            futures[future] = run
+            if inline is not None:
+                # Nobody waits on the pool while the inline partition runs: the first
+                # failure aborts the step at once, so that partition cannot wait forever.
+                future.add_done_callback(functools.partial(self._on_done, run=run, plan=plan, step_id=step_id,
+                                                           step=step))
+        if inline is not None:
+            try:
+                for name, value in zip(inline.fetch_names,
+                                       self._run_partition(inline, step_id, [feeds[n] for n in inline.feed_names])):
+                    values[name] = value
+            except BaseException as exc:  # noqa: BLE001 - the first failure aborts the step
+                step.record(exc, inline)
+        if step.failure is None:
+            try:
+                for future in concurrent.futures.as_completed(futures, timeout=deadline):
+                    run = futures[future]
+                    try:
+                        for name, value in zip(run.fetch_names, future.result()):
+                            values[name] = value
+                    except BaseException as exc:  # noqa: BLE001 - the first failure aborts the step
+                        step.record(exc, run)
+                        break
+            except concurrent.futures.TimeoutError:
+                step.record(errors.DeadlineExceededError(None, None, f"Step timed out after {deadline} s"), None)
+        if step.failure is not None:
+            if not step.aborted:
+                self._abort(plan, step_id, step.failure)
+            raise self._classify(session, plan, step.run, step.failure)
         return [values[name] for name in fetches]
+
+    def _on_done(self, future: "concurrent.futures.Future[list[Any]]", run: _PartitionRun, plan: _StepPlan,
+                 step_id: int, step: "_StepFailure") -> None:
+        failure = future.exception()
+        if failure is not None and step.record(failure, run):
+            self._abort(plan, step_id, failure)
+            step.aborted = True
 
     def _run_partition(self, run: _PartitionRun, step_id: int, feed_values: list[Any]) -> list[Any]:
         return list(self._worker_for(run.task).run_graph(run.handle, step_id, feed_values))

@@ -21,6 +21,7 @@ from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.framework import device as device_lib
+from tensorgrid.kernels import numpy_backend
 
 log = logging.getLogger("tensorgrid.server")
 
@@ -80,6 +81,13 @@ class Server:
         return f"grpc://localhost:{self.port}"
 
     @property
+    def intra_op_threads(self) -> int:
+        """BLAS threads of this task: the config's ``intra_op_parallelism_threads``, else
+        this machine's cores shared among the cluster's tasks on it."""
+        configured = int(getattr(self._config, "intra_op_parallelism_threads", 0) or 0)
+        return configured or cluster_lib.default_intra_op_threads(self.cluster, self.address)
+
+    @property
     def server_def(self) -> dict[str, Any]:
         return {"cluster": self.cluster.as_dict(), "job_name": self.job_name, "task_index": self.task_index}
 
@@ -89,6 +97,7 @@ class Server:
         from tensorgrid.distributed import rpc
 
         port = int(self.address.rsplit(":", 1)[1])
+        numpy_backend.limit_threads(self.intra_op_threads)
         self._rpc_server, self.port = rpc.serve(self, port)
         self._started = True
         channels.register_server(self)

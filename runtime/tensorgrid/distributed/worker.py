@@ -41,10 +41,11 @@ class _RegisteredGraph:
 
 class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
     """Tensors are pushed: a Send for another task goes into that task's outbox, and the
-    outboxes of a step are flushed (one PushTensors call per destination) whenever the
-    step's executor has nothing ready to run, and at its end. A Recv takes from the
-    local table, where peers' pushes land. Nothing is batched past a point where the
-    step waits, so batching cannot deadlock two tasks waiting on each other.
+    outboxes of a step are flushed (one push per destination, over the peer's data
+    channel or as a PushTensors call) whenever the step's executor has nothing ready
+    to run, and at its end. A Recv takes from the local table, where peers' pushes
+    land. Nothing is batched past a point where the step waits, so batching cannot
+    deadlock two tasks waiting on each other.
     """
 
     def __init__(self, worker: "Worker") -> None:
@@ -66,14 +67,18 @@ class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
         self.take_async(step_id, key, done)
 
     def flush(self, step_id: int) -> None:
+        """Pushes the step's outboxes: the first destination's from this thread (the step
+        has nothing else to do until a tensor arrives), the others' in parallel."""
         with self._outbox_lock:
-            batches = self._outbox.pop(step_id, {})
+            batches = list(self._outbox.pop(step_id, {}).items())
             if not batches:
                 return
             in_flight = self._in_flight.setdefault(step_id, [])
-            for task, items in batches.items():
+            for task, items in batches[1:]:
                 client = self._worker.peer(task)
                 in_flight.append((task, self._pool.submit(client.push_tensors, step_id, self._worker.task, items)))
+        task, items = batches[0]
+        self._worker.peer(task).push_tensors(step_id, self._worker.task, items)
 
     def wait_pushed(self, step_id: int) -> None:
         """Flushes the step's outboxes and waits until every push was delivered (or raises)."""
@@ -109,6 +114,8 @@ class Worker:
         self._recv_timeout = recv_timeout
         self._running: dict[int, list[executor.StepContext]] = {}
         self.steps_run = 0
+        self._steps_metric = metrics.STEPS.labels(task)
+        self._step_duration_metric = metrics.STEP_DURATION.labels(task)
 
     def peer(self, task: str) -> Any:
         return self._peer(task)
@@ -198,8 +205,8 @@ class Worker:
                 if not steps:
                     self._running.pop(step_id, None)
         self.steps_run += 1
-        metrics.STEPS.labels(self.task).inc()
-        metrics.STEP_DURATION.labels(self.task).observe(time.perf_counter() - started)
+        self._steps_metric.inc()
+        self._step_duration_metric.observe(time.perf_counter() - started)
         return result
 
     # ------------------------------------------------------------------ tensors for peers

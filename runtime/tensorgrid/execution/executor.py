@@ -75,6 +75,8 @@ class _Node:
     num_outputs: int
     consumers: list[int]
     pending: int
+    plain_inputs: bool = False
+    """No input needs a dereference or a device conversion: inputs are the slots' values."""
 
 
 class Plan:
@@ -149,6 +151,8 @@ class Plan:
                     pending=len(producers),
                 )
             )
+        for node in self.nodes:
+            node.plain_inputs = not any(node.deref) and all(c is None for c in node.convert)
         for i, producers in enumerate(producers_of):
             for p in producers:
                 self.nodes[p].consumers.append(i)
@@ -164,13 +168,14 @@ class Plan:
             values[slot] = value
         pending = [n.pending for n in self.nodes]
         ready = collections.deque(self.roots)
-        completions: "queue.Queue[tuple[int, Any, Optional[BaseException]]]" = queue.Queue()
+        completions: "queue.SimpleQueue[tuple[int, Any, Optional[BaseException]]]" = queue.SimpleQueue()
         step._wake = lambda failure: completions.put((_CANCELLED, None, failure))
         if step.cancelled.is_set():
             raise errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
         outstanding = 0
         remaining = len(self.nodes)
         nodes = self.nodes
+        store = self._store
         while remaining:
             if not ready:
                 if outstanding == 0:
@@ -184,7 +189,7 @@ class Plan:
                 if failure is not None:
                     step.cancelled.set()
                     raise _annotate(failure, nodes[index].ctx.op)
-                self._store(nodes[index], result, values)
+                store(nodes[index], result, values)
                 remaining -= 1
                 for c in nodes[index].consumers:
                     pending[c] -= 1
@@ -193,7 +198,10 @@ class Plan:
                 continue
             node = nodes[ready.popleft()]
             try:
-                inputs = self._gather_inputs(node, values)
+                if node.plain_inputs:
+                    inputs = [values[s] for s in node.input_slots]
+                else:
+                    inputs = self._gather_inputs(node, values)
                 if node.is_async:
                     outstanding += 1
                     node.kernel(node.ctx, step, _completion(completions, node.index), *inputs)
@@ -202,7 +210,10 @@ class Plan:
             except BaseException as exc:  # noqa: BLE001 - annotated and re-raised
                 step.cancelled.set()
                 raise _annotate(exc, node.ctx.op) from exc
-            self._store(node, result, values)
+            if node.num_outputs == 1:
+                values[node.output_slot] = result
+            else:
+                store(node, result, values)
             remaining -= 1
             for c in node.consumers:
                 pending[c] -= 1
@@ -235,7 +246,7 @@ class Plan:
                 values[node.output_slot + i] = value
 
 
-def _completion(completions: "queue.Queue[Any]", index: int) -> Callable[..., None]:
+def _completion(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[..., None]:
     def done(result: Any = None, failure: Optional[BaseException] = None) -> None:
         completions.put((index, result, failure))
 

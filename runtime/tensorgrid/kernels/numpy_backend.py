@@ -1,4 +1,4 @@
-"""The CPU backend: numpy arrays in host memory."""
+"""The CPU backend: numpy arrays in host memory, and the size of its BLAS thread pool."""
 
 from __future__ import annotations
 
@@ -28,3 +28,15 @@ class NumpyBackend(backend.Backend):
 
     def random_generator(self, seed: Optional[int]) -> Any:
         return np.random.default_rng(seed)
+
+
+def limit_threads(count: int) -> None:
+    """Runs numpy's BLAS (matmul) on at most ``count`` threads in this process.
+
+    TF's ``intra_op_parallelism_threads``: a ``tf.train.Server`` sets it for its task.
+    """
+    if count < 1:
+        raise ValueError(f"the thread count must be >= 1, got {count}")
+    import threadpoolctl
+
+    threadpoolctl.threadpool_limits(limits=count, user_api="blas")

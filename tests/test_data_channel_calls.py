@@ -1,0 +1,162 @@
+"""Calls over the data channel (the per-step hot path: RunStep, RunGraph, PushTensors):
+tensors arrive intact, errors come back as statuses, bad input is answered and the
+server keeps serving, and a task without a data channel is reached over gRPC."""
+
+import socket
+import struct
+
+import grpc
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from cluster_processes import LocalCluster
+from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import rpc
+from tensorgrid.distributed import transport
+
+pytestmark = pytest.mark.timeout(120)
+
+ECHO, FAIL, BROKEN = 1, 2, 3
+
+
+def _echo(control, tensors):
+    return 0, b"echo:" + control, [(t.name, t.array) for t in tensors]
+
+
+def _fail(control, tensors):
+    return grpc.StatusCode.FAILED_PRECONDITION.value[0], b"not now", []
+
+
+def _broken(control, tensors):
+    raise RuntimeError("handler bug")
+
+
+@pytest.fixture
+def server():
+    tx = transport.Transport(transport.TransportConfig(data_host="127.0.0.1"))
+    tx.data_server.serve_calls({ECHO: _echo, FAIL: _fail, BROKEN: _broken}, tx.pool, 1 << 30)
+    client = transport.Transport(transport.TransportConfig(data_channel=False))
+    yield tx, client
+    client.close()
+    tx.close()
+
+
+def _call(server, method, control=b"", tensors=()):
+    tx, client = server
+    return client.call("127.0.0.1", tx.data_port, method, control, tensors)
+
+
+def test_tensors_of_every_kind_go_and_come_back(server):
+    sent = {
+        "f32": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "big": np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32),
+        "i64": np.array([-1, 2**40], np.int64),
+        "scalar": np.float64(2.5),
+        "empty": np.zeros((0, 3), np.float32),
+        "flags": np.array([True, False]),
+        "text": np.array(["a", b"\x00b", "ü"], dtype=object),
+        "strided": np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2],
+    }
+    code, reply, received = _call(server, ECHO, b"hello", list(sent.items()))
+    assert (code, reply) == (0, b"echo:hello")
+    assert [t.name for t in received] == list(sent)
+    for item in received:
+        expected = np.asarray(sent[item.name])
+        assert item.array.dtype == expected.dtype and item.array.shape == expected.shape
+        assert item.array.tolist() == expected.tolist()
+
+
+def test_an_error_status_comes_back_and_the_connection_stays_usable(server):
+    assert _call(server, FAIL)[:2] == (grpc.StatusCode.FAILED_PRECONDITION.value[0], b"not now")
+    code, reply, _ = _call(server, BROKEN)
+    assert code == grpc.StatusCode.INTERNAL.value[0] and b"handler bug" in reply
+    assert _call(server, ECHO, b"x")[:2] == (0, b"echo:x")
+
+
+def _raw_call(port, payload):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"TGC1" + payload)
+        code, size, _ = struct.unpack("<III", sock.recv(12, socket.MSG_WAITALL))
+        return code, sock.recv(size, socket.MSG_WAITALL).decode()
+
+
+@pytest.mark.parametrize("payload, status, message", [
+    (struct.pack("<BII", 99, 0, 0), grpc.StatusCode.UNIMPLEMENTED, "method 99 is not served"),
+    (struct.pack("<BII", ECHO, 1 << 31, 0), grpc.StatusCode.INVALID_ARGUMENT, "above the limits"),
+    (struct.pack("<BII", ECHO, 0, 5) + b"\x0a\x03abc", grpc.StatusCode.INVALID_ARGUMENT, "malformed header frame"),
+])
+def test_bad_calls_are_answered_and_the_server_keeps_serving(server, payload, status, message):
+    code, text = _raw_call(server[0].data_port, payload)
+    assert code == status.value[0] and message in text
+    assert _call(server, ECHO, b"y")[:2] == (0, b"echo:y")
+
+
+def test_a_declared_tensor_above_the_limit_is_refused_before_allocating(server):
+    header = transport.header_frame(transport.tensor_pb2.TensorHeader(
+        dtype=transport.tensor_pb2.DT_FLOAT, shape=transport.tensor_pb2.TensorShapeProto(dim=[1 << 40]),
+        byte_size=4 << 40, name="huge"))
+    headers = transport.bundle_frames([header])
+    code, text = _raw_call(server[0].data_port, struct.pack("<BII", ECHO, 0, len(headers)) + headers)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0] and "huge" in text
+    assert _call(server, ECHO)[0] == 0
+
+
+def _train_three_steps(target):
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            w = tf.Variable(np.ones((3, 2), np.float32), name="w")
+        with tf.device("/job:worker/task:0"):
+            x = tf.placeholder(tf.float32, [None, 3])
+            loss = tf.reduce_sum(tf.matmul(x, w))
+            train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    with tf.Session(target, graph=g) as sess:
+        sess.run(w.initializer)
+        for _ in range(3):
+            sess.run(train, {x: np.ones((2, 3), np.float32)})
+        return sess.run(w)
+
+
+@pytest.mark.parametrize("data_channel", ["1", "0"])
+def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, data_channel):
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env={"TENSORGRID_DATA_CHANNEL": data_channel}) as c:
+        client = rpc.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
+        client.incarnation_quick()
+        assert bool(client._data_port) == (data_channel == "1")
+        client.close()
+        # d(sum(x @ w))/dw = 2 for every element; three steps of 0.5 each.
+        np.testing.assert_allclose(_train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
+
+
+def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tmp_path):
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}) as c:
+        client = rpc.WorkerClient(c.task("ps").address, "/job:ps/replica:0/task:0")
+        client.incarnation_quick()
+        control = b"\xff\xff not a RunGraphRequest"
+        code, text = _raw_call(client._data_port, struct.pack("<BII", rpc.CALL_RUN_GRAPH, len(control), 0) + control)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "RunGraph" in text
+        request = rpc.worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1).SerializeToString()
+        code, text = _raw_call(client._data_port, struct.pack("<BII", rpc.CALL_RUN_GRAPH, len(request), 0) + request)
+        assert code == grpc.StatusCode.NOT_FOUND.value[0] and "nope" in text
+        client.close()
+        np.testing.assert_allclose(_train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
+
+
+def test_blas_threads_are_shared_among_the_tasks_of_one_machine():
+    local = cluster_lib.ClusterSpec({"ps": ["localhost:1"], "worker": ["127.0.0.1:2", "localhost:3"]})
+    remote = cluster_lib.ClusterSpec({"ps": ["ps-0.svc:2222"], "worker": ["worker-0.svc:2222"]})
+    assert cluster_lib.tasks_on_this_host(local, "localhost:1") == 3
+    assert cluster_lib.tasks_on_this_host(remote, "worker-0.svc:2222") == 1
+    cores = cluster_lib.default_intra_op_threads(remote, "worker-0.svc:2222")
+    assert cores >= 1 and cluster_lib.default_intra_op_threads(local, "localhost:1") == max(1, cores // 3)
+
+
+def test_intra_op_parallelism_threads_sizes_the_blas_pool():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    server = tf.train.Server({"local": [f"localhost:{rpc.free_port()}"]},
+                             config=tf.ConfigProto(intra_op_parallelism_threads=1))
+    try:
+        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(p["num_threads"] == 1 for p in blas)
+    finally:
+        server.stop()

@@ -3,6 +3,7 @@
 #
 #   helm     built with `go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION` (no
 #            other download is possible here), cached by version
+#   the script linter (Debian's shellcheck package), for tests/images
 #   kubectl  the Kubernetes 1.34 kubectl of hack/build-kubernetes.sh (validation
 #            uses that release's real API server: `kubectl apply --dry-run=server`)
 # Idempotent: a cached binary of the right version is reused at once.
@@ -26,6 +27,12 @@ for arg in "$@"; do
     *) echo "tools: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
+
+# The script linter (Debian's shellcheck) for tests/images.
+if ! command -v shellcheck > /dev/null; then
+  log "installing shellcheck (apt-get)"
+  apt-get install -y -q shellcheck > /dev/null 2>&1 || { apt-get update -q > /dev/null && apt-get install -y -q shellcheck > /dev/null; }
+fi
 
 # helm prints e.g. v3.21.4+g1234abc: a stamp records the version we built instead.
 if [[ -x "$BIN/helm" && "$(cat "$BIN/.helm.stamp" 2>/dev/null)" == "$HELM_VERSION" ]]; then

@@ -152,7 +152,7 @@ def test_blas_threads_are_shared_among_the_tasks_of_one_machine():
 
 
 def test_intra_op_parallelism_threads_sizes_the_blas_pool():
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl  # a runtime dependency
     server = tf.train.Server({"local": [f"localhost:{rpc.free_port()}"]},
                              config=tf.ConfigProto(intra_op_parallelism_threads=1))
     try:

@@ -29,7 +29,7 @@ def test_digits_are_split_1437_360_with_images_in_unit_range(digits: data.TrainT
 
 
 def test_digits_match_scikit_learns_own_loader() -> None:
-    sklearn_datasets = pytest.importorskip("sklearn.datasets")
+    import sklearn.datasets as sklearn_datasets  # the [dev] extra
     reference = sklearn_datasets.load_digits()
     images, labels = data.read_digits_csv()
     np.testing.assert_array_equal(images * 16, reference.data)

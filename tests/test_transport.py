@@ -5,6 +5,7 @@ server keeps serving."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent import futures
@@ -184,7 +185,8 @@ def _available_memory() -> int:
     return int(fields["MemAvailable"].split()[0]) * 1024
 
 
-@pytest.mark.skipif(_available_memory() < 6 << 30, reason="needs ~3 GiB free for a 1 GiB tensor on each side")
+@pytest.mark.skipif(os.environ.get("CI") != "true" and _available_memory() < 6 << 30,
+                    reason="needs ~3 GiB free for a 1 GiB tensor on each side (always runs in CI)")
 def test_a_1_gib_tensor_arrives_intact_over_both_paths(peer: Peer) -> None:
     # Memory stays at the sender's GiB plus one received GiB at a time: each result is
     # checked and dropped before the next transfer.

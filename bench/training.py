@@ -42,7 +42,6 @@ import pathlib
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,8 @@ import time
 from typing import Any, Optional
 
 import numpy as np
+
+from tensorgrid.distributed import rpc
 
 BATCH = 64
 INPUT = 784
@@ -210,15 +211,8 @@ def _blas_kernel() -> str:
 
 # ----------------------------------------------------------------------------- one run of a case (the parent)
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+free_ports = rpc.free_ports
+"""Distinct free loopback ports for a case's tasks (the runtime's own helper)."""
 
 
 def child_env(keep_openblas_env: bool) -> dict[str, str]:

@@ -153,7 +153,7 @@ def test_blas_threads_are_shared_among_the_tasks_of_one_machine():
 
 def test_intra_op_parallelism_threads_sizes_the_blas_pool():
     import threadpoolctl  # a runtime dependency
-    server = tf.train.Server({"local": [f"localhost:{rpc.free_port()}"]},
+    server = tf.train.Server({"local": [f"localhost:{rpc.free_ports(1)[0]}"]},
                              config=tf.ConfigProto(intra_op_parallelism_threads=1))
     try:
         blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]

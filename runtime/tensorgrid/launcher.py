@@ -12,12 +12,13 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from typing import IO, Optional, Sequence
+
+from tensorgrid.distributed import rpc
 
 _COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33"}
 
@@ -34,24 +35,11 @@ class LocalClusterSpec:
     """Seconds the other tasks get to finish after the chief exits, before they are terminated."""
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def cluster_for(spec: LocalClusterSpec) -> dict[str, list[str]]:
     jobs = {"ps": spec.ps, "worker": spec.workers}
     if spec.chief:
         jobs = {"chief": 1, **jobs}
-    ports = iter(free_ports(sum(jobs.values())))
+    ports = iter(rpc.free_ports(sum(jobs.values())))
     return {job: [f"localhost:{next(ports)}" for _ in range(n)] for job, n in jobs.items() if n > 0}
 
 

@@ -153,7 +153,7 @@ class Server:
         """A single-task server on a free loopback port."""
         from tensorgrid.distributed import rpc
 
-        return Server({"localhost": [f"localhost:{rpc.free_port()}"]}, protocol="grpc", config=config, start=start)
+        return Server({"localhost": [f"localhost:{rpc.free_ports(1)[0]}"]}, protocol="grpc", config=config, start=start)
 
     @classmethod
     def from_env(cls, config: Any = None, start: bool = True) -> "Server":

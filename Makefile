@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test venv lint clean bench bench-operator tools images images-smoke
+.PHONY: run test venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -45,6 +45,22 @@ images:
 # image against a local control plane.
 images-smoke: images kubernetes-binaries
 	hack/smoke-images.sh
+
+# The end-to-end suite (e2e/) on a kind cluster: `make e2e` creates the cluster (kind v0.30,
+# Kubernetes 1.34 on a node image assembled here, e2e/node-image/), builds and loads the images,
+# `helm install`s the chart, runs the suite and deletes the cluster. `make e2e-up` leaves the
+# cluster running (kubeconfig: .cache/e2e/kubeconfig); `make e2e-down` deletes it.
+E2E_ARGS ?=
+e2e: venv
+	@e2e/cluster.sh up || { e2e/cluster.sh down; exit 1; }
+	@status=0; $(PY) -m pytest e2e -p no:cacheprovider --timeout=1800 $(E2E_ARGS) || status=$$?; \
+	  e2e/cluster.sh down; exit $$status
+
+e2e-up: venv
+	e2e/cluster.sh up
+
+e2e-down:
+	e2e/cluster.sh down
 
 # Benchmarks of the runtime against TensorFlow 2.21 (the oracle extra, installed here only
 # for them and the tests): a table each, JSON in bench/results/. About 25 minutes on 2 cores.

@@ -10,7 +10,7 @@
 # machine skips the build and CI can still build from cold.
 #
 # Usage: hack/build-kubernetes.sh [--with-node] [--print-bin-dir]
-#   --with-node      also build kubelet and kubeadm (for kind node images)
+#   --with-node      also build kubelet, kubeadm and kube-proxy (for kind node images)
 #   --print-bin-dir  print the bin directory and exit (builds nothing)
 #
 # Environment:
@@ -60,7 +60,7 @@ log() { printf '[build-kubernetes %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # Binaries from k8s.io/kubernetes/cmd/<name>; etcd is built separately.
 kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 if [[ $with_node == 1 ]]; then
-  kube_bins+=(kubelet kubeadm)
+  kube_bins+=(kubelet kubeadm kube-proxy)
 fi
 
 # A stamp file per binary is written only after that binary was built and its

@@ -17,11 +17,15 @@
 #   DOCKER_ENGINE_TIMEOUT  seconds to wait for dockerd to answer (default 90)
 #   DOCKERD_LOG            dockerd's log file (default /var/log/tensorgrid-dockerd.log)
 # Needs root to install and start the engine (CI runs as root).
+# Where this machine's capability bounding set is incomplete (these VMs lack
+# CAP_SYS_RESOURCE), hack/runc-capfilter becomes Docker's default runtime, so that
+# privileged containers (kind's nodes) start.
 set -euo pipefail
 
 TIMEOUT="${DOCKER_ENGINE_TIMEOUT:-90}"
 LOG="${DOCKERD_LOG:-/var/log/tensorgrid-dockerd.log}"
 DAEMON_JSON=/etc/docker/daemon.json
+CAPFILTER=/usr/local/sbin/runc-capfilter
 # The PID of the dockerd this script started.
 STARTED=/run/tensorgrid-dockerd.pid
 
@@ -70,13 +74,29 @@ install_engine() {
   fi
 }
 
-# Merge our settings into daemon.json without dropping keys another tool wrote
-# (for instance a runtime wrapper for privileged containers): only missing keys are set.
+# True when this machine's capability bounding set lacks one of capabilities 0..40, so
+# that privileged containers (kind's nodes) need hack/runc-capfilter.
+caps_missing() {
+  local bounding
+  bounding="$(awk '/^CapBnd:/ {print $2}' /proc/self/status)"
+  (( (0x$bounding & 0x1ffffffffff) != 0x1ffffffffff ))
+}
+
+# hack/runc-capfilter as Docker's default runtime, where capabilities are missing.
+install_capfilter() {
+  command -v jq > /dev/null || apt-get install -y -q jq > /tmp/tensorgrid-apt.log 2>&1 \
+    || { apt-get update -q > /tmp/tensorgrid-apt.log 2>&1 && apt-get install -y -q jq > /tmp/tensorgrid-apt.log 2>&1; } \
+    || die "apt-get install jq failed (hack/runc-capfilter needs it)"
+  install -m 0755 "$(dirname "$0")/runc-capfilter" "$CAPFILTER"
+}
+
+# Merge our settings into daemon.json without dropping keys another tool wrote:
+# only missing keys are set, except the capability filter runtime, which must be the default.
 write_daemon_config() {
   mkdir -p "$(dirname "$DAEMON_JSON")"
-  python3 - "$DAEMON_JSON" <<'EOF'
+  python3 - "$DAEMON_JSON" "$1" <<'EOF'
 import json, os, sys
-path = sys.argv[1]
+path, capfilter = sys.argv[1], sys.argv[2]
 config = {}
 if os.path.exists(path) and os.path.getsize(path) > 0:
     with open(path) as f:
@@ -92,6 +112,13 @@ for key, value in wanted.items():
     if key not in config:
         config[key] = value
         changed = True
+if capfilter:
+    runtimes = config.setdefault("runtimes", {})
+    if runtimes.get("tensorgrid-runc") != {"path": capfilter} or config.get("default-runtime") != "tensorgrid-runc":
+        runtimes["tensorgrid-runc"] = {"path": capfilter}
+        config["default-runtime"] = "tensorgrid-runc"
+        changed = True
+print("changed" if changed else "same")
 if changed or not os.path.exists(path):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -146,10 +173,22 @@ if [[ $stop == 1 ]]; then
 fi
 
 t0=$SECONDS
+capfilter=""
+if caps_missing && [[ $EUID == 0 ]]; then
+  install_capfilter
+  capfilter="$CAPFILTER"
+fi
 if ! engine_answers; then
   command -v dockerd > /dev/null || install_engine
-  write_daemon_config
+  write_daemon_config "$capfilter" > /dev/null
   start_engine
   log "Docker engine $("$(docker_client)" version --format '{{.Server.Version}}') ready in $((SECONDS - t0))s"
+elif [[ -n "$capfilter" && "$(write_daemon_config "$capfilter")" == changed ]]; then
+  # dockerd reloads runtimes and default-runtime on SIGHUP.
+  pid="$(pgrep -xo dockerd || true)"
+  [[ -n "$pid" ]] || die "a Docker engine answers but no dockerd process was found to reload $DAEMON_JSON"
+  log "reloading dockerd (pid $pid): runc-capfilter as default runtime (capabilities missing here)"
+  kill -HUP "$pid"
+  sleep 1
 fi
 if [[ $print_docker == 1 ]]; then docker_client; fi

@@ -6,22 +6,29 @@
 #   the script linter (Debian's shellcheck package), for tests/images
 #   kubectl  the Kubernetes 1.34 kubectl of hack/build-kubernetes.sh (validation
 #            uses that release's real API server: `kubectl apply --dry-run=server`)
+#   kind     with --with-kind, for the end-to-end suite (`go install
+#            sigs.k8s.io/kind@$KIND_VERSION`): v0.30 is the last release tested on
+#            cgroup v1, which these machines have
 # Idempotent: a cached binary of the right version is reused at once.
 #
-# Usage: hack/tools.sh [--print-bin-dir]
-#   --print-bin-dir  print the directory holding helm (builds nothing)
+# Usage: hack/tools.sh [--with-kind] [--print-bin-dir]
+#   --with-kind      also build kind
+#   --print-bin-dir  print the directory holding helm and kind (builds nothing)
 # Environment: TENSORGRID_CACHE (default ~/.cache/tensorgrid), HELM_VERSION,
 # GO (default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
+KIND_VERSION="${KIND_VERSION:-v0.30.0}"
 CACHE="${TENSORGRID_CACHE:-$HOME/.cache/tensorgrid}"
 BIN="$CACHE/bin"
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+with_kind=0
 for arg in "$@"; do
   case "$arg" in
+    --with-kind) with_kind=1 ;;
     --print-bin-dir) echo "$BIN"; exit 0 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "tools: unknown argument: $arg" >&2; exit 2 ;;
@@ -34,20 +41,28 @@ if ! command -v shellcheck > /dev/null; then
   apt-get install -y -q shellcheck > /dev/null 2>&1 || { apt-get update -q > /dev/null && apt-get install -y -q shellcheck > /dev/null; }
 fi
 
-# helm prints e.g. v3.21.4+g1234abc: a stamp records the version we built instead.
-if [[ -x "$BIN/helm" && "$(cat "$BIN/.helm.stamp" 2>/dev/null)" == "$HELM_VERSION" ]]; then
-  exit 0
-fi
-
-GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
-[[ -x "$GO" ]] || { echo "tools: no Go toolchain found (set GO=...)" >&2; exit 1; }
 # The same module and build caches as hack/build-kubernetes.sh.
 export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off GOFLAGS=
-mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE"
-t0=$SECONDS
-log "building helm $HELM_VERSION with $("$GO" version | awk '{print $3}') (go install)"
-GOBIN="$BIN" "$GO" install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-  "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-"$BIN/helm" version --short > /dev/null
-echo "$HELM_VERSION" > "$BIN/.helm.stamp"
-log "helm $("$BIN/helm" version --short) in $BIN, built in $((SECONDS - t0))s"
+
+# go_build NAME VERSION MODULE LDFLAGS: go install MODULE@VERSION into $BIN unless its
+# stamp says that version is there (helm prints e.g. v3.21.4+g1234abc, so a stamp
+# records the version we built instead).
+go_build() {
+  local name="$1" version="$2" module="$3" ldflags="$4" go t0=$SECONDS
+  if [[ -x "$BIN/$name" && "$(cat "$BIN/.$name.stamp" 2>/dev/null)" == "$version" ]]; then
+    return 0
+  fi
+  go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+  [[ -x "$go" ]] || { echo "tools: no Go toolchain found (set GO=...)" >&2; exit 1; }
+  mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE"
+  log "building $name $version with $("$go" version | awk '{print $3}') (go install)"
+  GOBIN="$BIN" "$go" install -trimpath -ldflags "$ldflags" "$module@$version"
+  "$BIN/$name" version > /dev/null
+  echo "$version" > "$BIN/.$name.stamp"
+  log "$name $version in $BIN, built in $((SECONDS - t0))s"
+}
+
+go_build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+if [[ $with_kind == 1 ]]; then
+  go_build kind "$KIND_VERSION" sigs.k8s.io/kind "-s -w"
+fi

@@ -1,12 +1,17 @@
 """The distributed runtime with real server processes on loopback: sharing, isolation, replication."""
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
+from tensorgrid.distributed import rpc
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -170,3 +175,41 @@ def test_a_1_gib_variable_on_the_ps_works(cluster):
         assert fetched.nbytes == 1 << 30
         assert fetched[0] == 1.0 and fetched[-1] == 1.0
         del fetched
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_server_stopped_by_a_signal_exits_128_plus_its_number(tmp_path, sig):
+    # A drained or evicted PS must not look like a finished one to the operator (exit 0).
+    with LocalCluster(str(tmp_path), {"ps": 1}) as c:
+        ps = c.task("ps")
+        ps.kill(sig)
+        assert ps.process is not None and ps.process.returncode == 128 + sig, ps.log()
+
+
+def test_a_program_that_is_pid_1_exits_on_sigterm_without_ending_training(tmp_path):
+    # A pod's command is the first process of its PID namespace, for which the kernel ignores
+    # SIGTERM's default action: without the server's handler, `kubectl delete` waits 30 s.
+    # Stopped so, a worker has not finished training: the PS must not be told it has.
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs unshare(1) and root for a PID namespace")
+    with LocalCluster(str(tmp_path), {"ps": 1, "worker": 1}, start=False) as c:
+        ps = c.task("ps").start()
+        program = ("import tensorgrid as tf; "
+                   f"s = tf.train.Server({c.cluster!r}, job_name='worker', task_index=0); "
+                   "print('pid', __import__('os').getpid(), flush=True); s.join()")
+        process = subprocess.Popen([unshare, "--pid", "--fork", "--kill-child", sys.executable, "-c", program],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline() for _ in range(2)]
+            assert "pid 1\n" in lines, lines
+            child = int(subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True,
+                                       check=True).stdout.split()[0])
+            os.kill(child, signal.SIGTERM)
+            assert process.wait(timeout=20) == 128 + signal.SIGTERM, process.stdout.read()
+        finally:
+            process.kill()
+        with pytest.raises(subprocess.TimeoutExpired):
+            ps.process.wait(timeout=3)  # still serving: no "training finished" report arrived
+        assert "finished" not in ps.log(), ps.log()

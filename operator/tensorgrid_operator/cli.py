@@ -23,9 +23,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                         help=f"Prometheus /metrics port, or 'off' (default {defaults.metrics_port})")
     parser.add_argument("--liveness-port", type=_port, default=defaults.liveness_port,
                         help=f"liveness probe port for /healthz, or 'off' (default {defaults.liveness_port})")
-    parser.add_argument("--peering", default=defaults.peering,
-                        help="kopf peering name: replicas sharing it keep one active (needs crds/kopf-peering.yaml; "
-                             f"default {defaults.peering})")
+    parser.add_argument("--peering", default=None,
+                        help="kopf peering name: replicas sharing it keep one active (needs crds/kopf-peering.yaml "
+                             "and the peering object). Default: peering on the object "
+                             f"'{defaults.peering}' if it exists, else standalone")
     parser.add_argument("--standalone", action="store_true",
                         help="no peering: for a single replica, or clusters without the peering CRDs")
     parser.add_argument("--priority", type=int, default=None,
@@ -42,7 +43,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
         liveness_port=args.liveness_port,
-        peering=None if args.standalone else args.peering,
+        peering=None if args.standalone else (args.peering or defaults.peering),
+        peering_required=args.peering is not None and not args.standalone,
         priority=args.priority,
         kubeconfig=args.kubeconfig,
         resync_seconds=args.resync_seconds,

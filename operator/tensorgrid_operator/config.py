@@ -16,6 +16,10 @@ class Settings:
     """Port of kopf's liveness endpoint (/healthz); ``None`` turns it off."""
     peering: Optional[str] = "tensorgrid-operator"
     """kopf peering object name; replicas with the same name elect one active operator. ``None``: standalone."""
+    peering_required: bool = False
+    """Whether peering was asked for explicitly (``--peering``): then a missing peering object is an
+    error. Otherwise the operator runs with peering only when the object exists (the chart creates it)
+    and standalone when it does not, so one operator started by hand works with no flags."""
     priority: Optional[int] = None
     """Peering priority (higher wins); ``None`` draws a random one so two replicas never tie."""
     kubeconfig: Optional[str] = None

@@ -246,10 +246,37 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
         await _call(k.delete_job, job)
 
 
+def resolve_peering(settings: config.Settings) -> config.Settings:
+    """Settings with the peering mode decided, logged with the reason (peering objects are looked up).
+
+    kopf with a peering name but no peering object waits for it forever, doing nothing: so
+    without an explicit ``--peering`` the operator runs standalone unless the object exists.
+    """
+    log = logging.getLogger("tensorgrid_operator")
+    if settings.peering is None:
+        log.info("running standalone (--standalone): this replica acts on every TrainingJob")
+        return settings
+    missing = kube.missing_peering_objects(kube.load_config(settings.kubeconfig), settings.peering,
+                                           settings.namespaces)
+    if not missing:
+        log.info("running with kopf peering %r: of the replicas sharing it, the one with the highest priority acts "
+                 "and the others stand by (kopf logs 'Pausing operations in favour of ...' while one does)",
+                 settings.peering)
+        return settings
+    if settings.peering_required:
+        raise SystemExit(f"tensorgrid-operator: --peering {settings.peering} given, but {', '.join(missing)} does "
+                         f"not exist: apply crds/kopf-peering.yaml and create it (the Helm chart does both), "
+                         f"or run one replica with --standalone")
+    log.info("running standalone: %s does not exist, so this replica acts on every TrainingJob; to run several "
+             "replicas, create it (the Helm chart does) or pass --peering", ", ".join(missing))
+    return dataclasses.replace(settings, peering=None)
+
+
 def run(settings: config.Settings) -> None:
     """Run the operator until it is stopped (SIGTERM/SIGINT)."""
-    configure(settings)
     kopf.configure(verbose=settings.verbose)
+    settings = resolve_peering(settings)
+    configure(settings)
     if not settings.verbose:
         # kopf logs every watch event it hands to a handler at INFO: one line per pod change.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)

@@ -154,6 +154,43 @@ class Kube:
             raise _counted("delete_job", e)
 
 
+PEERING_GROUP, PEERING_VERSION = "kopf.dev", "v1"
+
+
+def missing_peering_objects(configuration: kubernetes.client.Configuration, name: str,
+                            namespaces: tuple[str, ...]) -> list[str]:
+    """Which of the kopf peering objects named ``name`` do not exist (an absent CRD: all of them).
+
+    One ClusterKopfPeering when the operator watches every namespace, else one KopfPeering
+    in each watched namespace; the result names them as ``kubectl get`` would. A LIST by
+    name, not a GET: kopf's peering already needs ``list`` on them, so no extra RBAC.
+    """
+    api = kubernetes.client.ApiClient(configuration)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    by_name = f"metadata.name={name}"
+    missing = []
+    try:
+        for namespace in namespaces or ("",):
+            try:
+                if namespace:
+                    found = custom.list_namespaced_custom_object(PEERING_GROUP, PEERING_VERSION, namespace,
+                                                                 "kopfpeerings", field_selector=by_name,
+                                                                 _preload_content=False)
+                else:
+                    found = custom.list_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, "clusterkopfpeerings",
+                                                              field_selector=by_name, _preload_content=False)
+                exists = bool(_json(found)["items"])
+            except kube_exceptions.ApiException as e:
+                if e.status != 404:
+                    raise _counted("list_peerings", e)
+                exists = False  # no such CRD
+            if not exists:
+                missing.append(f"kopfpeering/{name} -n {namespace}" if namespace else f"clusterkopfpeering/{name}")
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    return missing
+
+
 def _json(response: Any) -> Any:
     return json.loads(response.data)
 

@@ -50,14 +50,25 @@ def main_container(pod_spec: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     return containers[0] if containers else None
 
 
-def replica_port(job_spec: spec_lib.JobSpec, rtype: spec_lib.ReplicaType) -> int:
-    """The gRPC port of a replica type: the main container's port named ``tensorgrid``, else 2222."""
+def replica_port(job_spec: spec_lib.JobSpec, rtype: spec_lib.ReplicaType, name: str = spec_lib.PORT_NAME) -> int:
+    """A port of a replica type: the main container's port of that name, else the default.
+
+    The defaults: 2222 for gRPC (``tensorgrid``), the gRPC port + 1 for the data channel
+    (``tensorgrid-data``).
+    """
+    declared = _declared_port(job_spec, rtype, name)
+    if declared is not None:
+        return declared
+    return replica_port(job_spec, rtype) + 1 if name == spec_lib.DATA_PORT_NAME else spec_lib.DEFAULT_PORT
+
+
+def _declared_port(job_spec: spec_lib.JobSpec, rtype: spec_lib.ReplicaType, name: str) -> Optional[int]:
     replica = job_spec.replica_specs.get(rtype)
     container = main_container((replica.template.get("spec") or {}) if replica else {})
     for port in (container or {}).get("ports") or []:
-        if port.get("name") == spec_lib.PORT_NAME and port.get("containerPort"):
+        if port.get("name") == name and port.get("containerPort"):
             return int(port["containerPort"])
-    return spec_lib.DEFAULT_PORT
+    return None
 
 
 def cluster_spec(job_name: str, namespace: str, job_spec: spec_lib.JobSpec) -> dict[str, list[str]]:
@@ -115,8 +126,11 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         main: Obj = dict(container)
         _set_env(main, "TF_CONFIG", tf_config(job_name, namespace, job_spec, key))
         _set_env(main, "TENSORGRID_METRICS_PORT", str(spec_lib.METRICS_PORT))
+        data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
+        _set_env(main, "TENSORGRID_DATA_PORT", str(data_port))
         main["ports"] = [dict(p) for p in main.get("ports") or []]
         _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))
+        _declare_port(main, spec_lib.DATA_PORT_NAME, data_port)
         _declare_port(main, spec_lib.METRICS_PORT_NAME, spec_lib.METRICS_PORT)
         pod_spec["containers"] = [main if c is container else c for c in pod_spec["containers"]]
     metadata: Obj = {
@@ -140,6 +154,7 @@ def build_service(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_
     job_name = meta["name"]
     selector = replica_labels(job_name, key, None)
     port = replica_port(job_spec, key.rtype)
+    data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -155,6 +170,7 @@ def build_service(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_
             "selector": selector,
             "ports": [
                 {"name": spec_lib.PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"},
+                {"name": spec_lib.DATA_PORT_NAME, "port": data_port, "targetPort": data_port, "protocol": "TCP"},
                 {"name": spec_lib.METRICS_PORT_NAME, "port": spec_lib.METRICS_PORT,
                  "targetPort": spec_lib.METRICS_PORT, "protocol": "TCP"},
             ],

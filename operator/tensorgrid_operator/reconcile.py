@@ -42,6 +42,13 @@ STUCK_WAITING_REASONS = frozenset({
     "CreateContainerConfigError", "CreateContainerError",
 })
 UNSCHEDULABLE = "Unschedulable"
+# Pods the cluster stopped, not the program: the kubelet's node-pressure evictions and
+# graceful node shutdowns (phase Failed, reason below, often exit code 0 or 143), and
+# any pod with the DisruptionTarget condition (preemption, eviction, taint manager).
+# Like a Job's podFailurePolicy for DisruptionTarget, they are recreated without
+# counting against backoffLimit.
+DISRUPTION_REASONS = frozenset({"Evicted", "Terminated", "Shutdown", "NodeShutdown", "Preempted"})
+DISRUPTION_TARGET = "DisruptionTarget"
 
 # Replica types whose permanent failure fails the job (an evaluator's does not).
 FATAL_TYPES = frozenset({RT.CHIEF, RT.WORKER, RT.PS})
@@ -140,6 +147,8 @@ class PodView:
     reason: str
     stuck_reason: str = ""
     stuck_message: str = ""
+    disrupted: str = ""
+    """Why the cluster stopped this pod (eviction, node shutdown, preemption); empty if it did not."""
 
     @property
     def active(self) -> bool:
@@ -191,6 +200,16 @@ def _stuck(pod: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
+def _disruption(pod: Mapping[str, Any]) -> str:
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == DISRUPTION_TARGET and cond.get("status") == "True":
+            return f"{cond.get('reason') or DISRUPTION_TARGET}: {cond.get('message') or 'disrupted'}"
+    if status.get("phase") == "Failed" and status.get("reason") in DISRUPTION_REASONS:
+        return f"{status['reason']}: {status.get('message') or 'stopped by the node'}"
+    return ""
+
+
 def view_pod(pod: Mapping[str, Any]) -> PodView:
     meta = pod.get("metadata") or {}
     exit_code, reason = _exit(pod)
@@ -205,6 +224,7 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         reason=reason,
         stuck_reason=stuck_reason,
         stuck_message=stuck_message,
+        disrupted=_disruption(pod),
     )
 
 
@@ -383,6 +403,13 @@ def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[
             continue
         succeeded = view.phase == "Succeeded"
         policy = job_spec.replica_specs[key.rtype].restart_policy
+        if not succeeded and view.disrupted and policy is not spec_lib.RestartPolicy.NEVER:
+            # Recreated alone, as a deleted pod is; the runtime reconnects to a new PS.
+            work.delete_pod(view)
+            work.event("Normal", "ReplicaDisrupted",
+                       f"recreating {view.name}, stopped by the cluster ({view.disrupted}); "
+                       f"not counted against backoffLimit")
+            continue
         retry, why = retry_verdict(policy, succeeded, view.exit_code, decides_success(job_spec, key))
         if retry and restart_job_reason:
             work.restarted_uids[view.uid] = view.name  # goes down with the whole-job restart, uncounted

@@ -26,6 +26,9 @@ LABEL_JOB_ROLE = "tensorgrid.io/job-role"
 MAIN_CONTAINER = "tensorgrid"
 PORT_NAME = "tensorgrid"
 DEFAULT_PORT = 2222
+# The runtime's raw TCP data channel (tensors and step calls between tasks), beside gRPC:
+# the port the main container declares under this name, else the gRPC port + 1 (2223).
+DATA_PORT_NAME = "tensorgrid-data"
 METRICS_PORT_NAME = "metrics"
 METRICS_PORT = 9090
 

@@ -15,6 +15,20 @@ def _server(args: argparse.Namespace) -> int:
     from tensorgrid.distributed import cluster as cluster_lib
     from tensorgrid.distributed import server as server_lib
 
+    # Stopped from outside (a drain, an eviction, a node shutdown) is not the end of
+    # training: exit as a process killed by that signal would, 128 + its number, so the
+    # operator retries it instead of recording a success. Handlers go in first: the
+    # server listens (and can be signalled) before its constructor returns.
+    stopped_by: list[int] = []
+    running: list[server_lib.Server] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopped_by.append(signum)
+        for task in running:
+            task.request_stop(f"received signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     if args.cluster:
         try:
             cluster = cluster_lib.ClusterSpec(json.loads(args.cluster))
@@ -34,13 +48,11 @@ def _server(args: argparse.Namespace) -> int:
                                    args.task if args.task is not None else tf_config.task_index,
                                    metrics_port=args.metrics_port)
 
-    def on_signal(signum: int, frame: object) -> None:
-        server.request_stop(f"received signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    running.append(server)
+    if stopped_by:
+        server.request_stop(f"received signal {stopped_by[0]}")
     server.join()
-    return 0
+    return 128 + stopped_by[0] if stopped_by else 0
 
 
 def _local(args: argparse.Namespace, command: Sequence[str]) -> int:

@@ -22,12 +22,18 @@ from chart_support import ROOT, ControlPlane
 EXAMPLES = ROOT / "examples"
 MANIFESTS = sorted(EXAMPLES.glob("trainingjob-*.yaml"))
 # The runtime images `make images` builds, and the CUDA tag the examples document.
-IMAGES = {"tensorgrid:latest", "tensorgrid:latest-cuda"}
+IMAGES = {"tensorgrid:0.1.0", "tensorgrid:0.1.0-cuda"}
+
+
+def _documents(path: pathlib.Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 def _load(path: pathlib.Path) -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load(path.read_text())
-    return job
+    """The TrainingJob of an example (a file may also hold the PVC its checkpoints live on)."""
+    jobs = [doc for doc in _documents(path) if doc["kind"] == "TrainingJob"]
+    assert len(jobs) == 1, f"{path.name}: {len(jobs)} TrainingJobs"
+    return jobs[0]
 
 
 def _containers(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -81,6 +87,24 @@ def test_example_runs_existing_programs_with_accepted_flags(path: pathlib.Path) 
         module.parse_args(command[2:])  # argparse exits on a flag the program does not know
 
 
+@pytest.mark.parametrize("name", ["async", "sync", "chief"])
+def test_checkpoints_live_on_a_persistent_volume_claim_of_the_same_file(name: str) -> None:
+    # A restarted chief resumes from its checkpoint only if the checkpoint outlives the pod.
+    path = EXAMPLES / f"trainingjob-{name}.yaml"
+    claims = {doc["metadata"]["name"] for doc in _documents(path) if doc["kind"] == "PersistentVolumeClaim"}
+    job = _load(path)
+    mounted = {}
+    for rtype, spec in job["spec"]["replicaSpecs"].items():
+        volumes = {v["name"]: v for v in spec["template"]["spec"].get("volumes", [])}
+        for container in spec["template"]["spec"]["containers"]:
+            command = container.get("command") or []
+            if "--checkpoint-dir" in command:
+                directory = command[command.index("--checkpoint-dir") + 1]
+                mount = next(m for m in container["volumeMounts"] if m["mountPath"] == directory)
+                mounted[rtype] = volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]
+    assert mounted and set(mounted.values()) <= claims, (mounted, claims)
+
+
 def test_sync_example_trains_synchronously() -> None:
     pods = _pods(_load(EXAMPLES / "trainingjob-sync.yaml"))
     assert set(pods) == {"digits-sync-ps-0", "digits-sync-worker-0", "digits-sync-worker-1"}
@@ -101,7 +125,7 @@ def test_gpu_example_asks_for_gpus_and_tolerates_gpu_nodes() -> None:
     pods = _pods(_load(EXAMPLES / "trainingjob-gpu.yaml"))
     worker = pods["digits-gpu-worker-0"]["spec"]
     assert worker["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
-    assert worker["containers"][0]["image"] == "tensorgrid:latest-cuda"
+    assert worker["containers"][0]["image"] == "tensorgrid:0.1.0-cuda"
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in worker["tolerations"]
     ps = pods["digits-gpu-ps-0"]["spec"]
     assert "limits" not in ps["containers"][0].get("resources", {}) and "tolerations" not in ps

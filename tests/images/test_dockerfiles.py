@@ -231,6 +231,10 @@ def test_shell_scripts_pass_shellcheck() -> None:
             pytest.fail(message)
         pytest.skip(message)
     scripts = [f"hack/{name}" for name in ("docker-engine.sh", "base-images.sh", "build-images.sh",
-                                           "smoke-images.sh", "tools.sh")]
+                                           "smoke-images.sh", "tools.sh", "runc-capfilter")]
+    # The kind cluster of the end-to-end suite and its node image.
+    scripts += ["e2e/cluster.sh", "e2e/node-image/build.sh", "e2e/node-image/images/kube-proxy-wrapper",
+                "e2e/node-image/rootfs/usr/local/bin/entrypoint",
+                "e2e/node-image/rootfs/usr/local/bin/tensorgrid-local-volumes"]
     result = subprocess.run([shellcheck, "-x", *scripts], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout

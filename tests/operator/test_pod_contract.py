@@ -39,6 +39,7 @@ def test_tf_config_is_kubeflow_compatible() -> None:
         "environment": "cloud",
     }
     assert env(pod)["TENSORGRID_METRICS_PORT"] == "9090"
+    assert env(pod)["TENSORGRID_DATA_PORT"] == "2223"
 
 
 def test_evaluator_is_outside_the_cluster_but_knows_it() -> None:
@@ -78,7 +79,7 @@ def test_pod_shape() -> None:
     assert env(pod, 0) == {}  # only the main container gets TF_CONFIG
     assert env(pod, 1)["X"] == "1" and env(pod, 1)["TF_CONFIG"] != "stale"
     assert [(p["name"], p["containerPort"]) for p in pod["spec"]["containers"][1]["ports"]] == [
-        ("metrics", 9090), ("tensorgrid", 2222)]
+        ("metrics", 9090), ("tensorgrid", 2222), ("tensorgrid-data", 2223)]
     owner = pod["metadata"]["ownerReferences"][0]
     assert owner["controller"] is True and owner["kind"] == "TrainingJob" and owner["uid"] == job["metadata"]["uid"]
     # the template in the job is untouched
@@ -93,6 +94,19 @@ def test_a_port_named_tensorgrid_overrides_2222() -> None:
     assert config["cluster"]["ps"] == ["mnist-ps-0.team.svc:5000"]
     service = manifests.build_service(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.PS, 0))
     assert service["spec"]["ports"][0]["port"] == 5000
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["tensorgrid-data"] == 5001
+
+
+def test_a_port_named_tensorgrid_data_sets_the_data_channel_port() -> None:
+    job = make_job(ps=1, workers=1)
+    job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"name": "tensorgrid-data", "containerPort": 7000}]
+    pod = build(job, RT.PS, 0)
+    assert env(pod)["TENSORGRID_DATA_PORT"] == "7000"
+    assert ("tensorgrid-data", 7000) in [(p["name"], p["containerPort"]) for p in pod["spec"]["containers"][0]["ports"]]
+    service = manifests.build_service(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.PS, 0))
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
+        "tensorgrid": 2222, "tensorgrid-data": 7000, "metrics": 9090}
 
 
 def test_headless_service() -> None:
@@ -103,7 +117,8 @@ def test_headless_service() -> None:
     assert service["spec"]["publishNotReadyAddresses"] is True
     assert service["spec"]["selector"] == {spec_lib.LABEL_JOB_NAME: "mnist", spec_lib.LABEL_REPLICA_TYPE: "worker",
                                            spec_lib.LABEL_REPLICA_INDEX: "0"}
-    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"tensorgrid": 2222, "metrics": 9090}
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
+        "tensorgrid": 2222, "tensorgrid-data": 2223, "metrics": 9090}
     assert service["metadata"]["ownerReferences"][0]["controller"] is True
 
 

@@ -37,6 +37,45 @@ def test_exit_code_table(code: Optional[int], verdict: str) -> None:
     assert exitcodes.classify(code).value == verdict
 
 
+# --- disruptions: pods the cluster stopped ----------------------------------------------
+
+@pytest.mark.parametrize("replica, code, pod_reason, condition", [
+    ("mnist-ps-0", 0, "Evicted", None),              # node-pressure eviction, the PS exited 0 on SIGTERM
+    ("mnist-ps-0", 143, "Terminated", None),         # graceful node shutdown
+    ("mnist-worker-1", 0, "", "TerminationByKubelet"),  # any pod marked DisruptionTarget
+    ("mnist-ps-0", None, "Evicted", None),           # evicted before its container ran
+])
+def test_disrupted_replica_is_recreated_without_counting(replica: str, code: Optional[int], pod_reason: str,
+                                                        condition: Optional[str]) -> None:
+    sim = started(make_job(ps=1, workers=2, policy="ExitCode", run_policy={"backoffLimit": 0}))
+    old_uid = sim.pods[replica]["metadata"]["uid"]
+    sim.set_phase(replica, "Failed", code)
+    status = sim.pods[replica]["status"]
+    if pod_reason:
+        status.update(reason=pod_reason, message="The node was low on resource: memory.")
+    if condition:
+        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": condition,
+                                 "message": "the node is shutting down"}]
+    plan = sim.step()
+    assert (replica, old_uid) in plan.delete_pods
+    assert "ReplicaDisrupted" in sim.event_reasons()
+    assert sim.status["restarts"] == 0, "a disruption is not counted against backoffLimit"
+    assert sim.status["state"] not in ("Failed", "Succeeded")
+    sim.step()
+    assert sim.pods[replica]["metadata"]["uid"] != old_uid, "recreated"
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
+
+
+def test_disrupted_replica_under_never_is_not_recreated() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="Never"))
+    sim.set_phase("mnist-worker-1", "Failed", 143)
+    sim.pods["mnist-worker-1"]["status"].update(reason="Evicted", message="low on memory")
+    sim.step()
+    assert sim.status["state"] == "Failed"
+
+
 # --- one failure under each restart policy ----------------------------------------------
 
 @pytest.mark.parametrize("policy, code, restarted, state", [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import threading
 from typing import Any, Optional
 
@@ -107,12 +108,20 @@ class Server:
             metrics.serve(self._metrics_port if self._metrics_port is not None
                           else int(os.environ["TENSORGRID_METRICS_PORT"]), self)
         _at_exit(self._exit)
+        _stop_on_sigterm_as_pid_1()
         log.info("Started server for %s at %s (incarnation %016x)", self.task, self.address, self.worker.incarnation)
 
     def _exit(self) -> None:
-        """At interpreter exit: a training task reports it finished, then the server stops."""
+        """At interpreter exit: a training task reports it finished, then the server stops.
+
+        Not when a signal ends the process (a deleted or evicted pod): its training did not
+        finish, and a PS told so would stop before the task's replacement arrives.
+        """
         try:
-            self.report_training_finished()
+            if _stopping_signal:
+                self.stop_reason = f"received signal {_stopping_signal[0]}"
+            else:
+                self.report_training_finished()
         finally:
             self.stop()
 
@@ -244,3 +253,29 @@ def _at_exit(callback: Any) -> None:
     else:
         atexit.register(callback)
 
+
+# The signal that is ending this process, once the handler below received one.
+_stopping_signal: list[int] = []
+
+
+def _stop_on_sigterm_as_pid_1() -> None:
+    """Make SIGTERM end this process when it is a container's first process.
+
+    The kernel ignores a signal whose action is the default for the first process of a PID
+    namespace. A training program started as a pod's command is that process, so without
+    a handler `kubectl delete`, a drain or an eviction waits the whole grace period and then
+    SIGKILLs it. The handler raises SystemExit(128 + SIGTERM) in the main thread, so
+    ``finally`` blocks and the at-exit report run and the exit code says "stopped by a
+    signal" (143), as for any other process. A program with its own handler keeps it.
+    """
+    if os.getpid() != 1 or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def exit_on_sigterm(signum: int, frame: object) -> None:
+        log.info("received signal %d: exiting", signum)
+        _stopping_signal.append(signum)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_on_sigterm)

@@ -11,6 +11,7 @@ checkpoint, while a model that survived is used as it is.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import errors
@@ -27,6 +28,9 @@ from tensorgrid.train import training_util
 log = logging.getLogger("tensorgrid.train")
 
 _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
+# Waits between attempts to create a session while a peer is unavailable: doubling, capped.
+CREATE_RETRY_FIRST_SECONDS = 0.1
+CREATE_RETRY_MAX_SECONDS = 5.0
 _USE_DEFAULT = object()
 
 
@@ -205,6 +209,7 @@ class MonitoredSession:
         return self._graph
 
     def _create(self) -> None:
+        delay = 0.0
         while True:
             try:
                 self._sess = self._creator.create_session()
@@ -216,8 +221,11 @@ class MonitoredSession:
             except _PREEMPTION_ERRORS as e:
                 if not self._should_recover:
                     raise
-                log.info("Creating the session failed (%s: %s); retrying", type(e).__name__, e)
+                # Backoff: a peer whose DNS name or pod is not there yet takes seconds to appear.
+                delay = min(max(2 * delay, CREATE_RETRY_FIRST_SECONDS), CREATE_RETRY_MAX_SECONDS)
+                log.info("Creating the session failed (%s: %s); retrying in %.1f s", type(e).__name__, e, delay)
                 self._close_session_only()
+                time.sleep(delay)
 
     def run(self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
         while True:

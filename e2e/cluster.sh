@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# cluster.sh: the kind cluster of the end-to-end suite, with tensorgrid installed as a
+# user installs it (`helm install` of charts/tensorgrid-operator).
+#
+#   e2e/cluster.sh up      build what is missing (kind, helm, node image, images), create
+#                          the cluster, load the images, install the chart; idempotent
+#   e2e/cluster.sh down    delete the cluster (safe to repeat)
+#   e2e/cluster.sh images  rebuild the runtime and operator images and load them again
+#
+# The kubeconfig is written to $E2E_DIR/kubeconfig (default .cache/e2e/kubeconfig).
+# Environment: E2E_CLUSTER (cluster name, default tensorgrid-e2e), E2E_DIR,
+# KIND_NODE_IMAGE (a published kindest/node image on a machine with a registry; the
+# default is the node image assembled by e2e/node-image/build.sh), TENSORGRID_CACHE.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+# shellcheck source=hack/images.env
+source "$REPO/hack/images.env"
+CLUSTER="${E2E_CLUSTER:-tensorgrid-e2e}"
+E2E_DIR="${E2E_DIR:-$REPO/.cache/e2e}"
+KUBECONFIG_PATH="$E2E_DIR/kubeconfig"
+RELEASE=tensorgrid
+OPERATOR_NAMESPACE=tensorgrid-system
+VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -n1)"
+
+log() { printf '[e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+TOOLS_BIN="$("$REPO/hack/tools.sh" --print-bin-dir)"
+K8S_BIN="$("$REPO/hack/build-kubernetes.sh" --print-bin-dir)"
+export PATH="$TOOLS_BIN:$K8S_BIN:$PATH"
+
+cluster_exists() { kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
+
+load_images() {
+  "$REPO/hack/build-images.sh" runtime operator
+  log "loading tensorgrid:$VERSION and tensorgrid-operator:$VERSION into the node"
+  # image-archive, not docker-image: the latter needs crictl in the node, which the
+  # locally assembled node image does not have (e2e/node-image/build.sh).
+  local archive="$E2E_DIR/images.tar"
+  docker save -o "$archive" "${RUNTIME_IMAGE%:*}:$VERSION" "${OPERATOR_IMAGE%:*}:$VERSION"
+  kind load image-archive --name "$CLUSTER" "$archive"
+  rm -f "$archive"
+}
+
+up() {
+  local t0=$SECONDS node_image
+  "$REPO/hack/tools.sh" --with-kind
+  "$REPO/hack/docker-engine.sh"
+  # The metrics tests start a real Prometheus (Debian's package) against the cluster.
+  if ! command -v prometheus > /dev/null; then
+    log "installing prometheus (Debian's package) for the suite's metrics tests"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus > /dev/null 2>&1 \
+      || { apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+           --no-install-recommends prometheus > /dev/null; } || die "apt-get install prometheus failed"
+  fi
+  mkdir -p "$E2E_DIR"
+  if [[ -n "${KIND_NODE_IMAGE:-}" ]]; then
+    node_image="$KIND_NODE_IMAGE"
+  else
+    "$HERE/node-image/build.sh"
+    node_image="$("$HERE/node-image/build.sh" --print-image)"
+  fi
+  if cluster_exists; then
+    log "cluster $CLUSTER exists; reusing it"
+    kind export kubeconfig --name "$CLUSTER" --kubeconfig "$KUBECONFIG_PATH" > /dev/null
+  else
+    log "creating kind cluster $CLUSTER from $node_image"
+    kind create cluster --name "$CLUSTER" --image "$node_image" --config "$HERE/kind-config.yaml" \
+      --kubeconfig "$KUBECONFIG_PATH" --wait 5m
+  fi
+  export KUBECONFIG="$KUBECONFIG_PATH"
+  kubectl wait --for=condition=Ready nodes --all --timeout=180s > /dev/null
+  kubectl -n kube-system rollout status deployment/coredns --timeout=180s > /dev/null
+  load_images
+  log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE)"
+  helm upgrade --install "$RELEASE" "$REPO/charts/tensorgrid-operator" --namespace "$OPERATOR_NAMESPACE" \
+    --create-namespace --wait --timeout 5m "${E2E_HELM_ARGS[@]}"
+  log "cluster $CLUSTER ready in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+down() {
+  if command -v kind > /dev/null && cluster_exists; then
+    log "deleting kind cluster $CLUSTER"
+    kind delete cluster --name "$CLUSTER"
+  fi
+  rm -f "$KUBECONFIG_PATH"
+}
+
+# Extra `helm install` arguments, e.g. E2E_HELM_ARGS="--set replicas=2".
+read -r -a E2E_HELM_ARGS <<< "${E2E_HELM_ARGS:-}"
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  images) cluster_exists || die "no cluster $CLUSTER (make e2e-up)"; load_images ;;
+  *) echo "usage: e2e/cluster.sh up|down|images" >&2; exit 2 ;;
+esac

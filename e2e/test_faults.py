@@ -1,0 +1,80 @@
+"""Disruptions a training job meets on a real cluster: a worker pod deleted, the PS deleted
+(resumes from the checkpoint on its PersistentVolumeClaim), the PS evicted through the
+Eviction API (what `kubectl drain` does); and the ways a user learns what is wrong: a
+manifest the API server rejects, an image that does not exist."""
+
+from __future__ import annotations
+
+import re
+
+import kubernetes
+
+from cluster_support import PROGRESS, Namespace, example, global_steps, wait_for
+
+JOB_TIMEOUT = 900
+
+
+def _train_long(ns: Namespace) -> None:
+    """The async example, long enough to be disrupted mid-way, checkpointing often."""
+    ns.apply(example("async", steps=30000, checkpoint_every=1000, log_every=1000))
+    ns.wait_log("digits-async-worker-0", PROGRESS, timeout=300)
+
+
+def test_a_deleted_worker_does_not_stop_the_job(ns: Namespace) -> None:
+    _train_long(ns)
+    old_uid = ns.pod("digits-async-worker-1").metadata.uid
+    ns.kubectl("delete", "pod", "digits-async-worker-1", "--wait=false")
+    wait_for("a new digits-async-worker-1", lambda: any(
+        p.metadata.name == "digits-async-worker-1" and p.metadata.uid != old_uid for p in ns.pods()), 120)
+    job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)
+    assert job["status"]["state"] == "Succeeded", job["status"]
+
+
+def test_a_deleted_ps_resumes_from_the_checkpoint(ns: Namespace) -> None:
+    _train_long(ns)
+    wait_for("a checkpoint and more steps", lambda: max(global_steps(ns.logs("digits-async-worker-0")) or [0]) >= 2000, 300)
+    ns.kubectl("delete", "pod", "digits-async-ps-0", "--wait=false")
+    job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)
+    assert job["status"]["state"] == "Succeeded", job["status"]
+
+    log = ns.logs("digits-async-worker-0")
+    restored = re.search(r"Restoring the model from checkpoint \S*?-(\d+)\b", log)
+    assert restored, f"the chief did not restore a checkpoint after the PS was lost:\n{log}"
+    checkpoint_step = int(restored.group(1))
+    assert checkpoint_step >= 1000
+    after = global_steps(log[restored.end():])
+    assert after and min(after) >= checkpoint_step, \
+        f"global step went back below the checkpoint's {checkpoint_step} after restoring: {after[:5]}"
+
+
+def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
+    _train_long(ns)
+    old_uid = ns.pod("digits-async-ps-0").metadata.uid
+    eviction = kubernetes.client.V1Eviction(
+        metadata=kubernetes.client.V1ObjectMeta(name="digits-async-ps-0", namespace=ns.name))
+    ns.core.create_namespaced_pod_eviction("digits-async-ps-0", ns.name, eviction)
+    wait_for("a new digits-async-ps-0", lambda: any(
+        p.metadata.name == "digits-async-ps-0" and p.metadata.uid != old_uid for p in ns.pods()), 120)
+    job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)
+    assert job["status"]["state"] == "Succeeded", job["status"]
+    assert job["status"].get("restarts", 0) == 0, "an eviction is not a failure of the program"
+
+
+def test_an_invalid_manifest_is_rejected_naming_the_field(ns: Namespace) -> None:
+    manifest = example("async").replace("restartPolicy: ExitCode", "restartPolicy: Sometimes", 1)
+    result = ns.kubectl("apply", "-f", "-", stdin=manifest, check=False)
+    assert result.returncode != 0
+    assert "spec.replicaSpecs.PS.restartPolicy" in result.stderr, result.stderr
+    assert "Sometimes" in result.stderr and "ExitCode" in result.stderr, result.stderr
+
+
+def test_a_missing_image_says_why_in_describe_and_status(ns: Namespace) -> None:
+    ns.apply(example("async").replace("image: tensorgrid:0.1.0", "image: tensorgrid:no-such-tag"))
+
+    def stuck() -> str:
+        state = ns.state("digits-async")
+        return state if state in ("ErrImagePull", "ImagePullBackOff") else ""
+
+    state = wait_for("the job to report the image pull failure", stuck, 240)
+    described = ns.kubectl("describe", "tj", "digits-async").stdout
+    assert state in described and "tensorgrid:no-such-tag" in described, described

@@ -6,17 +6,20 @@ channel's declared port, not on the gRPC fallback."""
 from __future__ import annotations
 
 import json
+import pathlib
 import shutil
 import socket
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from typing import Any, Iterator
 
+import kubernetes
 import pytest
 import yaml
 
-from cluster_support import PROGRESS, KUBECONFIG, Namespace, example, kubectl, wait_for
+from cluster_support import PROGRESS, Namespace, example, kubectl, wait_for
 
 JOB_TIMEOUT = 900
 # The pod network of e2e/kind-config.yaml, reached from this machine through the node.
@@ -29,20 +32,58 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _scrape_config(name: str, keep: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pods on the container port named "metrics", selected like the chart's PodMonitor / ServiceMonitor."""
-    return {
-        "job_name": name,
-        "scrape_interval": "2s",
-        "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": KUBECONFIG}],
-        "relabel_configs": keep + [
-            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},
-            {"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "Running", "action": "keep"},
-            {"regex": "__meta_kubernetes_pod_label_(tensorgrid_io_.+)", "action": "labelmap"},
-            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-        ],
-    }
+# What the chart's PodMonitor (training pods) and ServiceMonitor (the operator) select: pods by
+# label, scraped on their container port named "metrics".
+SCRAPED = {
+    "tensorgrid-training": "tensorgrid.io/job-name",
+    "tensorgrid-operator": "app.kubernetes.io/name=tensorgrid-operator",
+}
+POD_LABELS = ("tensorgrid.io/job-name", "tensorgrid.io/replica-type", "tensorgrid.io/replica-index")
+
+
+def _targets(core: kubernetes.client.CoreV1Api, selector: str) -> list[dict[str, Any]]:
+    """Prometheus file_sd target groups: running pods of ``selector``, their "metrics" port."""
+    groups = []
+    for pod in core.list_pod_for_all_namespaces(label_selector=selector).items:
+        if pod.status.phase != "Running" or not pod.status.pod_ip or pod.metadata.deletion_timestamp:
+            continue
+        for container in pod.spec.containers:
+            for port in container.ports or []:
+                if port.name == "metrics":
+                    labels = {"namespace": pod.metadata.namespace, "pod": pod.metadata.name}
+                    labels.update({k.replace(".", "_").replace("/", "_").replace("-", "_"): v
+                                   for k, v in (pod.metadata.labels or {}).items() if k in POD_LABELS})
+                    groups.append({"targets": [f"{pod.status.pod_ip}:{port.container_port}"], "labels": labels})
+    return groups
+
+
+class _TargetWriter(threading.Thread):
+    """Keeps Prometheus's file_sd files in step with the cluster's pods, every second.
+
+    Debian's Prometheus is built without kubernetes_sd_configs, so this stands in for the
+    Prometheus Operator's translation of the chart's PodMonitor: the same selection, written
+    as file_sd target groups that Prometheus watches.
+    """
+
+    def __init__(self, api: kubernetes.client.ApiClient, directory: pathlib.Path) -> None:
+        super().__init__(daemon=True)
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.directory = directory
+        self.stopped = threading.Event()
+        self.write()
+
+    def write(self) -> None:
+        for job, selector in SCRAPED.items():
+            path = self.directory / f"{job}.json"
+            path.with_suffix(".tmp").write_text(json.dumps(_targets(self.core, selector)))
+            path.with_suffix(".tmp").replace(path)
+
+    def run(self) -> None:
+        while not self.stopped.wait(1.0):
+            try:
+                self.write()
+            except (kubernetes.client.ApiException, OSError) as e:
+                print(f"refreshing Prometheus targets failed: {e}")
 
 
 class Prometheus:
@@ -58,7 +99,7 @@ class Prometheus:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus(tmp_path_factory: pytest.TempPathFactory, api: kubernetes.client.ApiClient) -> Iterator[Prometheus]:
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus is not installed (e2e/cluster.sh up installs Debian's package)")
@@ -67,14 +108,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     # This machine reaches pod IPs through the kind node (a container on Docker's network).
     subprocess.run(["ip", "route", "replace", POD_SUBNET, "via", node_ip], check=True)
     directory = tmp_path_factory.mktemp("prometheus")
+    writer = _TargetWriter(api, directory)
+    writer.start()
     config = {"global": {"scrape_interval": "2s"}, "scrape_configs": [
-        _scrape_config("tensorgrid-training", [
-            {"source_labels": ["__meta_kubernetes_pod_labelpresent_tensorgrid_io_job_name"], "regex": "true",
-             "action": "keep"}]),
-        _scrape_config("tensorgrid-operator", [
-            {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"], "regex": "tensorgrid-operator",
-             "action": "keep"}]),
-    ]}
+        {"job_name": job, "scrape_interval": "2s",
+         "file_sd_configs": [{"files": [str(directory / f"{job}.json")], "refresh_interval": "2s"}]}
+        for job in SCRAPED]}
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = _free_port()
     log = open(directory / "prometheus.log", "wb")
@@ -94,6 +133,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
         wait_for("Prometheus to be ready", ready, 60, interval=0.5)
         yield prom
     finally:
+        writer.stopped.set()
         process.terminate()
         process.wait(timeout=30)
         log.close()

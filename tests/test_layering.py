@@ -1,4 +1,4 @@
-"""The layering of ARCHITECTURE.md holds: lint-imports checks the contracts in .importlinter."""
+"""The layering of docs/architecture.md holds: lint-imports checks the contracts in .importlinter."""
 
 import os
 import subprocess

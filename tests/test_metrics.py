@@ -1,4 +1,4 @@
-"""Every task exports Prometheus metrics (names from ARCHITECTURE.md) on its metrics port."""
+"""Every task exports Prometheus metrics (names in docs/architecture.md) on its metrics port."""
 
 import urllib.request
 

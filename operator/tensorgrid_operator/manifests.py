@@ -1,6 +1,6 @@
 """The pods and headless Services a TrainingJob owns, and the TF_CONFIG they carry.
 
-This is the operator side of the "TF_CONFIG and pod contract" in ARCHITECTURE.md:
+This is the operator side of the "Contracts between the halves" in docs/architecture.md:
 Kubeflow-compatible TF_CONFIG, ``<job>-<type>-<index>`` names, one headless Service
 per pod, the tensorgrid.io labels, owner references, declared ports. Pure functions
 of the job object; nothing here talks to the API server.

@@ -1,6 +1,6 @@
 """Prometheus metrics of a task (``tensorgrid_*``), served on its metrics port.
 
-The names are a contract with the Helm chart's dashboards (see ARCHITECTURE.md).
+The names are a contract with the Helm chart's dashboards (docs/architecture.md).
 Counters are updated where the work happens (executor steps, RPCs, variable
 updates); gauges that are cheap to read (global step, device memory) are collected
 when Prometheus scrapes.

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Optional
 
-from tensorgrid.distributed import rpc
+from tensorgrid.distributed import ports
 
 
 class TaskProcess:
@@ -84,8 +84,8 @@ class LocalCluster:
 
     def __init__(self, tmp_path: str, jobs: dict[str, int], start: bool = True,
                  extra_env: Optional[dict[str, str]] = None) -> None:
-        ports = iter(rpc.free_ports(sum(jobs.values())))
-        self.cluster = {job: [f"localhost:{next(ports)}" for _ in range(n)] for job, n in jobs.items()}
+        free = iter(ports.free_ports(sum(jobs.values())))
+        self.cluster = {job: [f"localhost:{next(free)}" for _ in range(n)] for job, n in jobs.items()}
         self.tasks = {
             (job, i): TaskProcess(job, i, address, self.cluster, os.path.join(str(tmp_path), f"{job}{i}.log"),
                                   extra_env)

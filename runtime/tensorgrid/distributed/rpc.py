@@ -16,7 +16,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
-import socket
 import threading
 import time
 from typing import Any, Callable, Optional, Sequence, TypeVar
@@ -28,6 +27,9 @@ from tensorgrid import metrics
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.v1 import config_pb2
@@ -39,23 +41,7 @@ log = logging.getLogger("tensorgrid.rpc")
 MASTER_SERVICE = master_pb2.DESCRIPTOR.services_by_name["Master"]
 WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
 
-_STATUS_BY_CODE = {status.value[0]: status for status in grpc.StatusCode}
-
 T = TypeVar("T")
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (held open together while chosen)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 # ---------------------------------------------------------------------- errors across the wire
@@ -66,8 +52,8 @@ def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -
     try:
         return call()
     except errors.OpError as e:
-        context.abort(_STATUS_BY_CODE.get(e.code, grpc.StatusCode.UNKNOWN), e.message)
-    except transport.TransportError:
+        context.abort(grpc_frames.status_code(e.code), e.message)
+    except wire.TransportError:
         raise
     except (ValueError, TypeError, KeyError) as e:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: {e}")
@@ -89,7 +75,7 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         return fn()
     except grpc.RpcError as e:
         raise _as_op_error(e, what) from None
-    except transport.TransportError as e:
+    except wire.TransportError as e:
         raise errors.DataLossError(None, None, f"{what}: {e}") from None
 
 
@@ -237,36 +223,26 @@ class MasterServicer:
 
 # ---------------------------------------------------------------------- calls over the data channel
 
-# The methods a task answers on its data channel (``transport.DataChannelClient.call``):
-# the hot path of every step, with the same requests, replies and errors as their gRPC
-# twins but one raw TCP round trip on a pooled connection each, no gRPC thread
-# hand-offs and no copies of payloads. Clients use them when they reach the peer's data
-# channel and the call has no deadline; else they call gRPC.
-CALL_PUSH_TENSORS = 1
-CALL_RUN_GRAPH = 2
-CALL_RUN_STEP = 3
-
-
 def _data_channel_handler(method: str, body: Callable[[bytes, dict[str, Any]], tuple[bytes, list[tuple[str, Any]]]],
-                          ) -> transport.CallHandler:
+                          ) -> data_channel.CallHandler:
     """A data channel handler running ``body(control, tensors by name)``; errors are
     answered as ``_answer`` answers them on gRPC."""
     duration = metrics.RPC_DURATION.labels(method)
 
-    def handle(control: bytes, received: list[transport.ReceivedTensor]) -> tuple[int, bytes, list[tuple[str, Any]]]:
+    def handle(control: bytes, received: list[wire.ReceivedTensor]) -> tuple[int, bytes, list[tuple[str, Any]]]:
         started = time.perf_counter()
         try:
             tensors: dict[str, Any] = {}
             for item in received:
                 if item.name in tensors:
-                    raise transport.TransportError(f"tensor {item.name!r} arrived twice")
+                    raise wire.TransportError(f"tensor {item.name!r} arrived twice")
                 tensors[item.name] = item.array
             reply, reply_tensors = body(control, tensors)
             return 0, reply, reply_tensors
         except errors.OpError as e:
             return e.code, e.message.encode(), []
-        except transport.TransportError as e:
-            return e.status_code.value[0], str(e).encode(), []
+        except wire.TransportError as e:
+            return e.code, str(e).encode(), []
         except (ValueError, TypeError, KeyError, message_lib.DecodeError) as e:
             return grpc.StatusCode.INVALID_ARGUMENT.value[0], f"{method}: {e}".encode(), []
         finally:
@@ -274,7 +250,7 @@ def _data_channel_handler(method: str, body: Callable[[bytes, dict[str, Any]], t
     return handle
 
 
-def _data_channel_handlers(server: Any) -> dict[int, transport.CallHandler]:
+def _data_channel_handlers(server: Any) -> dict[int, data_channel.CallHandler]:
     worker, master = server.worker, server.master
     pushed_bytes = metrics.RPC_BYTES.labels("PushTensors", "received")
 
@@ -302,9 +278,9 @@ def _data_channel_handlers(server: Any) -> dict[int, transport.CallHandler]:
         return b"", list(zip(request.fetch, values))
 
     return {
-        CALL_PUSH_TENSORS: _data_channel_handler("PushTensors", push_tensors),
-        CALL_RUN_GRAPH: _data_channel_handler("RunGraph", run_graph),
-        CALL_RUN_STEP: _data_channel_handler("RunStep", run_step),
+        data_channel.Method.PUSH_TENSORS: _data_channel_handler("PushTensors", push_tensors),
+        data_channel.Method.RUN_GRAPH: _data_channel_handler("RunGraph", run_graph),
+        data_channel.Method.RUN_STEP: _data_channel_handler("RunStep", run_step),
     }
 
 
@@ -316,14 +292,13 @@ def serve(server: Any, port: int) -> tuple[grpc.Server, int]:
     """
     tx = transport.Transport(transport.TransportConfig(
         data_channel=os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"))
-    if tx.data_server is not None:
-        tx.data_server.serve_calls(_data_channel_handlers(server), tx.pool, tx.config.max_tensor_bytes)
+    tx.serve_calls(_data_channel_handlers(server))
     server.transport = tx
     rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=128, thread_name_prefix="rpc"),
-                             options=transport.GRPC_OPTIONS)
+                             options=grpc_frames.GRPC_OPTIONS)
     rpc_server.add_generic_rpc_handlers((
-        transport.generic_handler(MASTER_SERVICE, MasterServicer(server, tx)),
-        transport.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx)),
+        grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx)),
+        grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx)),
     ))
     bound = 0
     for address in (f"[::]:{port}", f"0.0.0.0:{port}"):
@@ -357,9 +332,9 @@ def _shared_transport() -> transport.Transport:
 class _Client:
     def __init__(self, address: str, service: Any) -> None:
         self.address = address
-        self.host = transport.host_of(address)
-        self._channel = grpc.insecure_channel(address, options=transport.GRPC_OPTIONS)
-        self._stub = transport.Stub(self._channel, service)
+        self.host = grpc_frames.host_of(address)
+        self._channel = grpc.insecure_channel(address, options=grpc_frames.GRPC_OPTIONS)
+        self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport()
         self._data_channel: Optional[bool] = None
         self._data_port = 0
@@ -368,7 +343,7 @@ class _Client:
         if self._data_channel is None:
             if not self._data_port:
                 self._learn_data_port()
-            self._data_channel = bool(self._data_port) and self._tx.data_client.probe(self.host, self._data_port)
+            self._data_channel = not self._tx.data_client.why_unreachable(self.host, self._data_port)
         return self._data_channel
 
     def _learn_data_port(self) -> None:
@@ -380,14 +355,14 @@ class _Client:
         OpError as from gRPC. Returns the reply's control bytes and tensors by name."""
         try:
             code, reply, received = self._tx.call(self.host, self._data_port, method, control, tensors)
-        except transport.TransportError as e:
-            if e.status_code == grpc.StatusCode.UNAVAILABLE:
+        except wire.TransportError as e:
+            if e.code == errors.UnavailableError.code:
                 self._data_channel, self._data_port = None, 0  # the peer may have restarted on another port
                 raise errors.UnavailableError(None, None, f"{what}: {e}") from None
             raise errors.DataLossError(None, None, f"{what}: {e}") from None
         if code:
             message = reply.decode(errors="replace")
-            if code == grpc.StatusCode.UNAVAILABLE.value[0]:
+            if code == errors.UnavailableError.code:
                 raise errors.UnavailableError(None, None, f"{what}: {message}")
             raise errors.error_for_code(code, message or f"{what} failed with status {code}")
         return reply, {item.name: item.array for item in received}
@@ -440,7 +415,7 @@ class WorkerClient(_Client):
         request = worker_pb2.RunGraphRequest(graph_handle=handle, step_id=step_id, send=feed_names,
                                              recv_key=fetch_names)
         if self._allow_data_channel():
-            _, fetched = self._call_data_channel(f"RunGraph on {self.task}", CALL_RUN_GRAPH,
+            _, fetched = self._call_data_channel(f"RunGraph on {self.task}", data_channel.Method.RUN_GRAPH,
                                                  request.SerializeToString(), list(zip(feed_names, feed_values)))
             return [fetched[name] for name in fetch_names]
         request.options.allow_data_channel = False
@@ -460,7 +435,7 @@ class WorkerClient(_Client):
         def run() -> Any:
             reply = self._stub.RecvTensor(request)
             received = [item for item in self._tx.read_frames(reply, peer_host=self.host)
-                        if isinstance(item, transport.ReceivedTensor)]
+                        if isinstance(item, wire.ReceivedTensor)]
             if len(received) != 1:
                 raise errors.InternalError(None, None, f"RecvTensor of {key} returned {len(received)} tensors")
             metrics.TENSORS_RECEIVED.inc()
@@ -476,7 +451,7 @@ class WorkerClient(_Client):
         metrics.TENSORS_SENT.inc(len(items))
         what = f"PushTensors to {self.task}"
         if self._allow_data_channel():
-            self._call_data_channel(what, CALL_PUSH_TENSORS, request.SerializeToString(), items)
+            self._call_data_channel(what, data_channel.Method.PUSH_TENSORS, request.SerializeToString(), items)
             return
         bundle = self._tx.write_frames(worker_pb2.PushTensorsFrame(request=request), items).bundle()
         _call(what, lambda: self._stub.PushTensors(bundle))
@@ -527,7 +502,7 @@ class MasterClient(_Client):
                                             target=list(targets))
         if not timeout and self._allow_data_channel():
             # A step with a deadline stays on gRPC, which enforces it on both sides.
-            _, fetched = self._call_data_channel(f"RunStep at {self.address}", CALL_RUN_STEP,
+            _, fetched = self._call_data_channel(f"RunStep at {self.address}", data_channel.Method.RUN_STEP,
                                                  request.SerializeToString(), list(feeds.items()))
             return [fetched[name] for name in fetches]
         request.options.allow_data_channel = self._allow_data_channel()

@@ -151,9 +151,10 @@ class Server:
     @staticmethod
     def create_local_server(config: Any = None, start: bool = True) -> "Server":
         """A single-task server on a free loopback port."""
-        from tensorgrid.distributed import rpc
+        from tensorgrid.distributed import ports
 
-        return Server({"localhost": [f"localhost:{rpc.free_ports(1)[0]}"]}, protocol="grpc", config=config, start=start)
+        return Server({"localhost": [f"localhost:{ports.free_ports(1)[0]}"]}, protocol="grpc", config=config,
+                      start=start)
 
     @classmethod
     def from_env(cls, config: Any = None, start: bool = True) -> "Server":

@@ -11,9 +11,9 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
+from tensorgrid.distributed import clients
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import ports
-from tensorgrid.distributed import rpc
 from tensorgrid.distributed import transport
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import wire
@@ -125,7 +125,7 @@ def _train_three_steps(target):
 @pytest.mark.parametrize("data_channel", ["1", "0"])
 def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, data_channel):
     with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env={"TENSORGRID_DATA_CHANNEL": data_channel}) as c:
-        client = rpc.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
+        client = clients.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
         client.incarnation_quick()
         assert bool(client._data_port) == (data_channel == "1")
         client.close()
@@ -135,7 +135,7 @@ def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, dat
 
 def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tmp_path):
     with LocalCluster(tmp_path, {"ps": 1, "worker": 1}) as c:
-        client = rpc.WorkerClient(c.task("ps").address, "/job:ps/replica:0/task:0")
+        client = clients.WorkerClient(c.task("ps").address, "/job:ps/replica:0/task:0")
         client.incarnation_quick()
         control = b"\xff\xff not a RunGraphRequest"
         run_graph = data_channel.Method.RUN_GRAPH

@@ -6,7 +6,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import rpc
+from tensorgrid.distributed import clients
 from tensorgrid.distributed.transport import grpc_frames
 from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
@@ -128,7 +128,7 @@ def test_malformed_rendezvous_key(cluster, raw):
 def test_invalid_graph_is_rejected_with_the_bad_node(cluster):
     from tensorgrid.framework import graph_def as graph_def_lib
 
-    client = rpc.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
+    client = clients.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
     bad = graph_def_lib.GraphDef(nodes=[graph_def_lib.NodeDef("y", "Identity", ["x:0"], "", {}, ["float32"], [()])])
     with pytest.raises(tf.errors.InvalidArgumentError, match="'y' has input 'x'"):
         client.register_graph("s", bad, [], ["y:0"], [])
@@ -140,7 +140,7 @@ def test_invalid_graph_is_rejected_with_the_bad_node(cluster):
 
 
 def test_stale_incarnation_is_aborted(cluster):
-    client = rpc.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
+    client = clients.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
     incarnation = client.incarnation_quick()
     key = f"/job:worker/replica:0/task:0/device:CPU:0;{incarnation ^ 1:016x};/job:ps/replica:0/task:0;x:0;0:0"
     with pytest.raises(tf.errors.AbortedError, match="restarted"):

@@ -5,16 +5,19 @@ A failed call becomes the ``OpError`` class the server raised (UNAVAILABLE becom
 ``DataLossError``). The calls of every step (``step_calls``: RunStep, RunGraph,
 PushTensors) go through one helper, ``_Client._exchange``: on the peer's data channel
 when it is reachable (probed once per port the peer advertises) and the call has no
-deadline, else on gRPC.
+deadline, else on gRPC; there, a direction carrying at least
+``TransportConfig.stream_min_bytes`` inline goes on the method's streaming twin, in
+chunks (docs/data-channel.md says which path is used when).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Hashable, Optional, Sequence, TypeVar
 
 import grpc
+import numpy as np
 from google.protobuf import message as message_lib
 
 from tensorgrid import metrics
@@ -72,6 +75,10 @@ def _shared_transport() -> transport.Transport:
         return _client_transport
 
 
+def _inline_bytes(tensors: Sequence[tuple[str, Any]]) -> int:
+    return sum(int(np.asarray(value).nbytes) for _, value in tensors)
+
+
 # ---------------------------------------------------------------------- clients
 
 class _Client:
@@ -85,6 +92,8 @@ class _Client:
         self._reachable: Optional[bool] = None
         """Whether the peer's data channel answers; None: not probed since its port was learned."""
         self._unreachable_reason = ""
+        self._large_replies: set[Hashable] = set()
+        """Calls whose last reply on gRPC carried at least ``stream_min_bytes`` inline."""
 
     def _learn_data_port(self) -> None:
         """Asks the peer for its data channel port, when no earlier answer told it."""
@@ -99,9 +108,11 @@ class _Client:
         return self._reachable
 
     def _exchange(self, call: step_calls.StepCall, what: str, request: message_lib.Message,
-                  tensors: Sequence[tuple[str, Any]], timeout: Optional[float] = None) -> dict[str, Any]:
+                  tensors: Sequence[tuple[str, Any]], reply_key: Hashable = None,
+                  timeout: Optional[float] = None) -> dict[str, Any]:
         """One call of a step, on the data channel or gRPC (module docstring); returns
-        the reply's tensors by name."""
+        the reply's tensors by name. ``reply_key`` names the reply's signature (a reply
+        of the same key had the same sizes before), for choosing the streaming twin."""
         reachable = self._reaches_data_channel()
         if reachable and not timeout:  # a deadline stays on gRPC, which enforces it on both sides
             return self._call_data_channel(what, call, request, tensors)
@@ -110,7 +121,8 @@ class _Client:
             options.allow_data_channel = reachable
             if timeout:
                 options.timeout_in_ms = int(timeout * 1000)
-        return _call(what, lambda: self._call_grpc(call, request, tensors, timeout))
+        inline_reply_key = None if reachable else reply_key
+        return _call(what, lambda: self._call_grpc(call, request, tensors, inline_reply_key, timeout))
 
     def _call_data_channel(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                            tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -134,14 +146,27 @@ class _Client:
         return {item.name: item.array for item in received}
 
     def _call_grpc(self, call: step_calls.StepCall, request: message_lib.Message, tensors: Sequence[tuple[str, Any]],
-                   timeout: Optional[float]) -> dict[str, Any]:
-        """Calls ``call`` on gRPC, one bundle each way."""
+                   inline_reply_key: Hashable, timeout: Optional[float]) -> dict[str, Any]:
+        """Calls ``call`` on gRPC: its streaming twin when the request, or the last reply
+        of ``inline_reply_key`` (None: replies are not inline), is large."""
         writer = self._tx.write_frames(call.frame_type(request=request), tensors)
-        reply = getattr(self._stub, call.name)(writer.bundle(), timeout=timeout)
+        threshold = self._tx.config.stream_min_bytes
+        if inline_reply_key in self._large_replies or _inline_bytes(tensors) >= threshold:
+            reply = getattr(self._stub, call.stream_name)(iter(writer), timeout=timeout)
+        else:
+            reply = getattr(self._stub, call.name)(writer.bundle(), timeout=timeout)
         if not call.replies_with_frames:
             return {}
         _, fetched = self._tx.read_message(reply, call.frame_type, peer_host=self.host)
+        if inline_reply_key is not None:
+            self._note_reply_size(inline_reply_key, _inline_bytes(list(fetched.items())))
         return fetched
+
+    def _note_reply_size(self, key: Hashable, inline_bytes: int) -> None:
+        if inline_bytes < self._tx.config.stream_min_bytes:
+            self._large_replies.discard(key)
+        elif len(self._large_replies) < 4096:  # bounded: a key per step signature
+            self._large_replies.add(key)
 
     def close(self) -> None:
         self._channel.close()
@@ -192,21 +217,26 @@ class WorkerClient(_Client):
         request = worker_pb2.RunGraphRequest(graph_handle=handle, step_id=step_id, send=feed_names,
                                              recv_key=fetch_names)
         fetched = self._exchange(step_calls.RUN_GRAPH, f"RunGraph on {self.task}", request,
-                                 list(zip(feed_names, feed_values)))
+                                 list(zip(feed_names, feed_values)), reply_key=handle)
         return [fetched[name] for name in fetch_names]
 
     def recv_tensor(self, step_id: int, key: str) -> Any:
         """Pulls one tensor (off the step's hot path, which pushes): its payload comes
-        over the data channel when it is reachable, else inline."""
+        over the data channel when it is reachable, else inline, streamed when the last
+        pull of ``key`` was large."""
         request = worker_pb2.RecvTensorRequest(step_id=step_id, rendezvous_key=[key])
-        request.options.allow_data_channel = self._reaches_data_channel()
+        reachable = self._reaches_data_channel()
+        request.options.allow_data_channel = reachable
+        stream = not reachable and key in self._large_replies
 
         def run() -> Any:
-            reply = self._stub.RecvTensor(request)
+            reply = (self._stub.RecvTensorStream if stream else self._stub.RecvTensor)(request)
             received = [item for item in self._tx.read_frames(reply, peer_host=self.host)
                         if isinstance(item, wire.ReceivedTensor)]
             if len(received) != 1:
                 raise errors.InternalError(None, None, f"RecvTensor of {key} returned {len(received)} tensors")
+            if not reachable:
+                self._note_reply_size(key, received[0].array.nbytes)
             metrics.TENSORS_RECEIVED.inc()
             return received[0].array
 
@@ -263,7 +293,7 @@ class MasterClient(_Client):
         request = master_pb2.RunStepRequest(session_handle=handle, feed=list(feeds), fetch=list(fetches),
                                             target=list(targets))
         fetched = self._exchange(step_calls.RUN_STEP, f"RunStep at {self.address}", request, list(feeds.items()),
-                                 timeout=timeout)
+                                 reply_key=(handle, tuple(fetches)), timeout=timeout)
         return [fetched[name] for name in fetches]
 
     def close_session(self, handle: str) -> None:

@@ -33,6 +33,10 @@ class StepCall:
     replies_with_frames: bool
     """Whether the gRPC reply is frames, else the plain ``response_type`` message."""
 
+    @property
+    def stream_name(self) -> str:
+        return self.name + "Stream"
+
 
 RUN_STEP = StepCall("RunStep", data_channel.Method.RUN_STEP, master_pb2.RunStepFrame, master_pb2.RunStepRequest,
                     master_pb2.RunStepResponse, replies_with_frames=True)

@@ -19,7 +19,7 @@ module imports only the ones listed before it; ``.importlinter`` checks it):
 - this module: ``Transport``, the facade a task holds (one receive pool, its data
   channel server and client, its settings), and ``TransportConfig``.
 
-The data channel's protocol and message table: docs/data-channel.md.
+Which path a tensor takes, and when, is in docs/data-channel.md.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ class TransportConfig:
 
     chunk_bytes: int = CHUNK_BYTES
     """Payload bytes per chunk frame on gRPC streams."""
+    stream_min_bytes: int = CHUNK_BYTES
+    """Where the data channel cannot be used, a call whose tensors of one direction
+    total at least this many bytes goes on the method's streaming twin, in chunk
+    frames: one large bundle is gRPC's slowest path (0.07 of a socket at 1 GiB)."""
     max_tensor_bytes: int = 4 << 30
     """Largest tensor this task accepts; a header declaring more is refused with
     RESOURCE_EXHAUSTED before any memory is allocated."""
@@ -72,7 +76,7 @@ class TransportConfig:
     def __post_init__(self) -> None:
         if self.chunk_bytes <= 0:
             raise ValueError(f"chunk_bytes must be > 0, got {self.chunk_bytes}")
-        if min(self.max_tensor_bytes, self.pool_bytes, self.data_channel_min_bytes) < 0:
+        if min(self.max_tensor_bytes, self.pool_bytes, self.data_channel_min_bytes, self.stream_min_bytes) < 0:
             raise ValueError(f"byte limits must be >= 0, got {self}")
 
 

@@ -6,7 +6,8 @@ identity (de)serializers where frames travel, and protobuf parses only the small
 control frames and headers. The frames of one direction of a call travel either as
 a stream (a streaming method, chunks of at most ``chunk_bytes``) or as one bundle
 message (a unary method: about 0.13 ms per round trip against 0.5 ms for a stream,
-so small steps are unary).
+so small steps are unary; a large payload inline in one bundle is gRPC's slowest
+path, so large ones stream: docs/data-channel.md says which path is used when).
 
 Costs (bench/README.md): grpcio's Python API accepts only ``bytes`` messages, so the
 sending side copies once (``b"".join`` of tags, lengths and slices of the array's

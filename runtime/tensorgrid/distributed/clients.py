@@ -7,7 +7,9 @@ PushTensors) go through one helper, ``_Client._exchange``: on the peer's data ch
 when it is reachable (probed once per port the peer advertises) and the call has no
 deadline, else on gRPC; there, a direction carrying at least
 ``TransportConfig.stream_min_bytes`` inline goes on the method's streaming twin, in
-chunks (docs/data-channel.md says which path is used when).
+chunks (docs/data-channel.md says which path is used when). A peer whose data
+channel cannot be reached is logged once, with the reason, and each call that falls
+back to gRPC for it is counted in ``tensorgrid_data_channel_fallbacks_total{peer}``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def _call(what: str, fn: Callable[[], T]) -> T:
 
 _client_transport: Optional[transport.Transport] = None
 _shared_lock = threading.Lock()
+_warned_peers: set[str] = set()
 
 
 def _shared_transport() -> transport.Transport:
@@ -75,6 +78,14 @@ def _shared_transport() -> transport.Transport:
         return _client_transport
 
 
+def _warn_once(peer: str, message: str) -> None:
+    with _shared_lock:
+        if peer in _warned_peers:
+            return
+        _warned_peers.add(peer)
+    log.warning("%s", message)
+
+
 def _inline_bytes(tensors: Sequence[tuple[str, Any]]) -> int:
     return sum(int(np.asarray(value).nbytes) for _, value in tensors)
 
@@ -82,9 +93,10 @@ def _inline_bytes(tensors: Sequence[tuple[str, Any]]) -> int:
 # ---------------------------------------------------------------------- clients
 
 class _Client:
-    def __init__(self, address: str, service: Any) -> None:
+    def __init__(self, address: str, service: Any, peer: str) -> None:
         self.address = address
         self.host = grpc_frames.host_of(address)
+        self._peer = peer
         self._channel = grpc.insecure_channel(address, options=grpc_frames.GRPC_OPTIONS)
         self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport()
@@ -94,6 +106,7 @@ class _Client:
         self._unreachable_reason = ""
         self._large_replies: set[Hashable] = set()
         """Calls whose last reply on gRPC carried at least ``stream_min_bytes`` inline."""
+        self._fallbacks = metrics.DATA_CHANNEL_FALLBACKS.labels(address)
 
     def _learn_data_port(self) -> None:
         """Asks the peer for its data channel port, when no earlier answer told it."""
@@ -107,6 +120,14 @@ class _Client:
             self._reachable = not self._unreachable_reason
         return self._reachable
 
+    def _fall_back(self) -> None:
+        """Counts a call sent over gRPC because the peer's data channel is unreachable;
+        the first one for a peer is logged."""
+        self._fallbacks.inc()
+        _warn_once(self.address, f"the data channel of {self._peer} cannot be reached "
+                                 f"({self._unreachable_reason}): its calls go over gRPC instead, several times "
+                                 f"slower for large tensors (docs/data-channel.md)")
+
     def _exchange(self, call: step_calls.StepCall, what: str, request: message_lib.Message,
                   tensors: Sequence[tuple[str, Any]], reply_key: Hashable = None,
                   timeout: Optional[float] = None) -> dict[str, Any]:
@@ -116,6 +137,8 @@ class _Client:
         reachable = self._reaches_data_channel()
         if reachable and not timeout:  # a deadline stays on gRPC, which enforces it on both sides
             return self._call_data_channel(what, call, request, tensors)
+        if not reachable:
+            self._fall_back()
         options: Any = getattr(request, "options", None)  # RunOptions of RunStep and RunGraph
         if options is not None:
             options.allow_data_channel = reachable
@@ -177,7 +200,7 @@ class WorkerClient(_Client):
     alike. It implements ``worker_interface.WorkerInterface``."""
 
     def __init__(self, address: str, task: str) -> None:
-        super().__init__(address, WORKER_SERVICE)
+        super().__init__(address, WORKER_SERVICE, f"{task} at {address}")
         self.task = task
         self._signatures: dict[str, tuple[list[str], list[str]]] = {}
 
@@ -227,6 +250,8 @@ class WorkerClient(_Client):
         request = worker_pb2.RecvTensorRequest(step_id=step_id, rendezvous_key=[key])
         reachable = self._reaches_data_channel()
         request.options.allow_data_channel = reachable
+        if not reachable:
+            self._fall_back()
         stream = not reachable and key in self._large_replies
 
         def run() -> Any:
@@ -270,7 +295,7 @@ class MasterClient(_Client):
     """Calls the Master service at ``address`` for a client session."""
 
     def __init__(self, address: str) -> None:
-        super().__init__(address, MASTER_SERVICE)
+        super().__init__(address, MASTER_SERVICE, f"the master at {address}")
 
     def create_session(self, graph_def: graph_def_lib.GraphDef, options: master_lib.SessionOptions) -> str:
         config = config_pb2.SessionConfig(device_filters=options.device_filters,

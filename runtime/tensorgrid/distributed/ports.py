@@ -2,16 +2,23 @@
 channel listens.
 
 A task listens on two ports: its gRPC port (from the cluster spec) and its data
-channel (``transport/data_channel.py``), on a free port of ``DATA_PORT_RANGE``, so
-that many tasks of a loopback cluster never collide. The bound port is what the task
+channel (``transport/data_channel.py``). The data channel's port is
+``TENSORGRID_DATA_PORT`` when set (Kubernetes declares it, conventionally 2223 beside
+the gRPC port 2222); otherwise a free port of ``DATA_PORT_RANGE``, so that many tasks
+of a loopback cluster never collide. Either way the bound port is what the task
 advertises to peers (``GetStatusResponse.data_port``, ``CreateSessionResponse.data_port``)
 and what they dial.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
+from typing import Mapping, Optional
+
+DATA_PORT_ENV = "TENSORGRID_DATA_PORT"
+"""The environment variable fixing the data channel's listening port (1-65535)."""
 
 DATA_PORT_RANGE = (20000, 32000)
 """Where a data channel without a fixed port listens: below the kernel's ephemeral range
@@ -31,6 +38,19 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def data_port_from_env(environ: Optional[Mapping[str, str]] = None) -> int:
+    """The data channel port that ``TENSORGRID_DATA_PORT`` sets, or 0 (pick one) when it
+    is unset or empty. ValueError naming the value if it is not an integer 1-65535."""
+    value = (os.environ if environ is None else environ).get(DATA_PORT_ENV, "").strip()
+    if not value:
+        return 0
+    port = int(value) if value.isascii() and value.isdigit() else -1
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{DATA_PORT_ENV}={value!r} is not a TCP port: set it to an integer from 1 to 65535, "
+                         f"or leave it unset to pick a free port")
+    return port
 
 
 def listen_for_data(host: str, port: int) -> socket.socket:

@@ -28,6 +28,7 @@ from google.protobuf import message as message_lib
 from tensorgrid import metrics
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
+from tensorgrid.distributed import ports
 from tensorgrid.distributed import step_calls
 from tensorgrid.distributed import transport
 from tensorgrid.distributed import worker as worker_lib
@@ -304,12 +305,21 @@ class Serving:
 def serve(server: server_lib.Server, port: int) -> Serving:
     """Starts the task's gRPC server on all interfaces at ``port``, and its data channel.
 
-    The data channel listens on a free port (``ports``); ``TENSORGRID_DATA_CHANNEL=0``
-    turns it off (when its port cannot be reached), and peers then send the task
-    everything over gRPC. RuntimeError when the gRPC port cannot be bound.
+    The data channel listens on ``TENSORGRID_DATA_PORT`` when set, else on a free port
+    (``ports``); ``TENSORGRID_DATA_CHANNEL=0`` turns it off, and peers then send the
+    task everything over gRPC. ValueError for a bad ``TENSORGRID_DATA_PORT``,
+    RuntimeError when a port cannot be bound.
     """
-    tx = transport.Transport(transport.TransportConfig(
-        data_channel=os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"))
+    data_port = ports.data_port_from_env()
+    if data_port and data_port == port:
+        raise ValueError(f"{ports.DATA_PORT_ENV}={data_port} is the gRPC port of {server.task}; the data channel "
+                         f"needs a port of its own (conventionally the gRPC port + 1)")
+    enabled = os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"
+    try:
+        tx = transport.Transport(transport.TransportConfig(data_channel=enabled, data_port=data_port))
+    except OSError as e:
+        where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
+        raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
     steps = StepHandlers(server.worker, server.master)
     tx.serve_calls(steps.data_channel_handlers())
     rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=128, thread_name_prefix="rpc"),

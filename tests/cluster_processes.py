@@ -9,8 +9,11 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Any, Optional
 
+import numpy as np
+
+import tensorgrid as tf
 from tensorgrid.distributed import ports
 
 
@@ -109,3 +112,20 @@ class LocalCluster:
     def __exit__(self, *exc: object) -> None:
         for task in self.tasks.values():
             task.kill()
+
+
+def train_three_steps(target: str) -> Any:
+    """Three SGD steps of ``sum(x @ w)`` with ``w`` (3x2, ones) on the PS and the step on
+    worker 0; returns ``w``, which is then -2 everywhere (gradient 2, rate 0.5, 3 steps)."""
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            w = tf.Variable(np.ones((3, 2), np.float32), name="w")
+        with tf.device("/job:worker/task:0"):
+            x = tf.placeholder(tf.float32, [None, 3])
+            loss = tf.reduce_sum(tf.matmul(x, w))
+            train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    with tf.Session(target, graph=g) as sess:
+        sess.run(w.initializer)
+        for _ in range(3):
+            sess.run(train, {x: np.ones((2, 3), np.float32)})
+        return sess.run(w)

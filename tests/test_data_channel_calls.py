@@ -11,6 +11,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
+from cluster_processes import train_three_steps
 from tensorgrid.distributed import clients
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import ports
@@ -107,21 +108,6 @@ def test_a_declared_tensor_above_the_limit_is_refused_before_allocating(server):
     assert _call(server, ECHO)[0] == 0
 
 
-def _train_three_steps(target):
-    with tf.Graph().as_default() as g:
-        with tf.device("/job:ps/task:0"):
-            w = tf.Variable(np.ones((3, 2), np.float32), name="w")
-        with tf.device("/job:worker/task:0"):
-            x = tf.placeholder(tf.float32, [None, 3])
-            loss = tf.reduce_sum(tf.matmul(x, w))
-            train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
-    with tf.Session(target, graph=g) as sess:
-        sess.run(w.initializer)
-        for _ in range(3):
-            sess.run(train, {x: np.ones((2, 3), np.float32)})
-        return sess.run(w)
-
-
 @pytest.mark.parametrize("data_channel", ["1", "0"])
 def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, data_channel):
     with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env={"TENSORGRID_DATA_CHANNEL": data_channel}) as c:
@@ -130,7 +116,7 @@ def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, dat
         assert bool(client._data_port) == (data_channel == "1")
         client.close()
         # d(sum(x @ w))/dw = 2 for every element; three steps of 0.5 each.
-        np.testing.assert_allclose(_train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
+        np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
 
 
 def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tmp_path):
@@ -145,7 +131,7 @@ def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tm
         code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(request), 0) + request)
         assert code == grpc.StatusCode.NOT_FOUND.value[0] and "nope" in text
         client.close()
-        np.testing.assert_allclose(_train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
+        np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
 
 
 def test_blas_threads_are_shared_among_the_tasks_of_one_machine():

@@ -11,6 +11,7 @@ import pytest
 import tensorgrid as tf
 from cluster_processes import LocalCluster
 from cluster_processes import TaskProcess
+from cluster_processes import train_three_steps
 from tensorgrid import metrics
 from tensorgrid.distributed import clients
 from tensorgrid.distributed import ports
@@ -89,21 +90,6 @@ class _InProcessCluster:
         self.ps.stop()
 
 
-def _train_three_steps(target):
-    with tf.Graph().as_default() as g:
-        with tf.device("/job:ps/task:0"):
-            w = tf.Variable(np.ones((3, 2), np.float32), name="w")
-        with tf.device("/job:worker/task:0"):
-            x = tf.placeholder(tf.float32, [None, 3])
-            loss = tf.reduce_sum(tf.matmul(x, w))
-            train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
-    with tf.Session(target, graph=g) as sess:
-        sess.run(w.initializer)
-        for _ in range(3):
-            sess.run(train, {x: np.ones((2, 3), np.float32)})
-        return sess.run(w)
-
-
 class _Records(logging.Handler):
     def __init__(self):
         super().__init__(logging.WARNING)
@@ -121,7 +107,7 @@ def test_a_peer_whose_data_port_is_blocked_trains_over_grpc_logged_once_and_coun
         cluster.ps._serving.transport.data_server.close()  # the port is advertised but refuses connections
         before = _fallbacks(cluster.ps_address)
         # d(sum(x @ w))/dw = 2 for every element; three steps of 0.5 each.
-        np.testing.assert_allclose(_train_three_steps(cluster.worker.target), np.full((3, 2), -2.0))
+        np.testing.assert_allclose(train_three_steps(cluster.worker.target), np.full((3, 2), -2.0))
         assert _fallbacks(cluster.ps_address) - before >= 4  # RunGraph and a push to the PS per step at least
         warnings = [m for m in records.messages if "data channel" in m]
         assert len(warnings) == 1

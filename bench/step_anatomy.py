@@ -67,7 +67,7 @@ def main() -> None:
 
 def report(hidden: int, steps: int, cluster: dict[str, list[str]]) -> None:
     import tensorgrid as tf
-    from tensorgrid.distributed import rpc
+    from tensorgrid.distributed import clients
 
     spec = tf.train.ClusterSpec(cluster)
     server = tf.train.Server(spec, job_name="worker", task_index=0)
@@ -122,7 +122,7 @@ def report(hidden: int, steps: int, cluster: dict[str, list[str]]) -> None:
             finally:
                 now["end"] = time.perf_counter()
         server.worker.run_graph = partition  # type: ignore[method-assign]
-        rpc.WorkerClient.push_tensors = timed(rpc.WorkerClient.push_tensors, "push")  # type: ignore[method-assign]
+        clients.WorkerClient.push_tensors = timed(clients.WorkerClient.push_tensors, "push")  # type: ignore[method-assign]
         phases: dict[str, list[float]] = collections.defaultdict(list)
         cpu_started = time.process_time()
         for _ in range(steps):

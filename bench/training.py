@@ -51,7 +51,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tensorgrid.distributed import rpc
+from tensorgrid.distributed import ports
 
 BATCH = 64
 INPUT = 784
@@ -211,7 +211,7 @@ def _blas_kernel() -> str:
 
 # ----------------------------------------------------------------------------- one run of a case (the parent)
 
-free_ports = rpc.free_ports
+free_ports = ports.free_ports
 """Distinct free loopback ports for a case's tasks (the runtime's own helper)."""
 
 

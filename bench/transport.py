@@ -52,6 +52,9 @@ import grpc
 import numpy as np
 
 from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import buffers
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import worker_pb2
 
 MiB = 1 << 20
@@ -69,7 +72,7 @@ def rounds(size: int) -> int:
 WARMUP_ROUNDS = 2
 WORKER = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
 REQUEST = struct.Struct("<QQ")  # socket baseline: offset, length
-TUNED_GRPC_OPTIONS = transport.GRPC_OPTIONS + [
+TUNED_GRPC_OPTIONS = grpc_frames.GRPC_OPTIONS + [
     ("grpc.experimental.tcp_read_chunk_size", 4 * MiB),
     ("grpc.experimental.tcp_min_read_chunk_size", MiB),
     ("grpc.experimental.tcp_max_read_chunk_size", 8 * MiB),
@@ -101,7 +104,7 @@ class _Sender:
         assert main.data_server is not None
         main.data_server.serve_calls({CALL_FETCH: self.fetch_call}, main.pool, 1 << 31)
 
-    def fetch_call(self, control: bytes, tensors: list[transport.ReceivedTensor]) -> tuple[int, bytes, list[Any]]:
+    def fetch_call(self, control: bytes, tensors: list[wire.ReceivedTensor]) -> tuple[int, bytes, list[Any]]:
         """A data channel call whose reply is the tensor of ``control`` bytes (as RunGraph's
         fetches and a push's tensors travel), echoing what it was sent."""
         return 0, b"", [("t", self.tensors[int(control)])] + [(t.name, t.array) for t in tensors]
@@ -145,9 +148,9 @@ def run_sender(sizes: list[int]) -> None:
     sender = _Sender(sizes)
     ports = {}
     servers = []  # a grpc.Server stops when garbage-collected
-    for name, options in (("grpc", transport.GRPC_OPTIONS), ("grpc_tuned", TUNED_GRPC_OPTIONS)):
+    for name, options in (("grpc", grpc_frames.GRPC_OPTIONS), ("grpc_tuned", TUNED_GRPC_OPTIONS)):
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
-        server.add_generic_rpc_handlers((transport.generic_handler(WORKER, sender),))
+        server.add_generic_rpc_handlers((grpc_frames.generic_handler(WORKER, sender),))
         ports[name] = server.add_insecure_port("127.0.0.1:0")
         server.start()
         servers.append(server)
@@ -161,7 +164,7 @@ def run_sender(sizes: list[int]) -> None:
 
 # ----------------------------------------------------------------------------- receiver process
 
-class _IntoPool(transport.BufferPool):
+class _IntoPool(buffers.BufferPool):
     """A pool whose next allocation is a given slice of a destination array (two
     streams filling the halves of one array)."""
 
@@ -176,10 +179,10 @@ class _IntoPool(transport.BufferPool):
 
 class _Receiver:
     def __init__(self, ports: dict[str, int], sizes: list[int]) -> None:
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}", options=transport.GRPC_OPTIONS)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}", options=grpc_frames.GRPC_OPTIONS)
         self.tuned_channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc_tuned']}", options=TUNED_GRPC_OPTIONS)
-        self.stub = transport.Stub(self.channel, WORKER)
-        self.tuned_stub = transport.Stub(self.tuned_channel, WORKER)
+        self.stub = grpc_frames.Stub(self.channel, WORKER)
+        self.tuned_stub = grpc_frames.Stub(self.tuned_channel, WORKER)
         self.transport = transport.Transport(transport.TransportConfig(data_channel=False))
         self.no_pool = transport.Transport(transport.TransportConfig(data_channel=False, pool_bytes=0))
         self.data_port = ports["data"]

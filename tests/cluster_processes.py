@@ -9,9 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Any, Optional
 
-from tensorgrid.distributed import rpc
+import numpy as np
+
+import tensorgrid as tf
+from tensorgrid.distributed import ports
 
 
 class TaskProcess:
@@ -84,8 +87,8 @@ class LocalCluster:
 
     def __init__(self, tmp_path: str, jobs: dict[str, int], start: bool = True,
                  extra_env: Optional[dict[str, str]] = None) -> None:
-        ports = iter(rpc.free_ports(sum(jobs.values())))
-        self.cluster = {job: [f"localhost:{next(ports)}" for _ in range(n)] for job, n in jobs.items()}
+        free = iter(ports.free_ports(sum(jobs.values())))
+        self.cluster = {job: [f"localhost:{next(free)}" for _ in range(n)] for job, n in jobs.items()}
         self.tasks = {
             (job, i): TaskProcess(job, i, address, self.cluster, os.path.join(str(tmp_path), f"{job}{i}.log"),
                                   extra_env)
@@ -109,3 +112,20 @@ class LocalCluster:
     def __exit__(self, *exc: object) -> None:
         for task in self.tasks.values():
             task.kill()
+
+
+def train_three_steps(target: str) -> Any:
+    """Three SGD steps of ``sum(x @ w)`` with ``w`` (3x2, ones) on the PS and the step on
+    worker 0; returns ``w``, which is then -2 everywhere (gradient 2, rate 0.5, 3 steps)."""
+    with tf.Graph().as_default() as g:
+        with tf.device("/job:ps/task:0"):
+            w = tf.Variable(np.ones((3, 2), np.float32), name="w")
+        with tf.device("/job:worker/task:0"):
+            x = tf.placeholder(tf.float32, [None, 3])
+            loss = tf.reduce_sum(tf.matmul(x, w))
+            train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    with tf.Session(target, graph=g) as sess:
+        sess.run(w.initializer)
+        for _ in range(3):
+            sess.run(train, {x: np.ones((2, 3), np.float32)})
+        return sess.run(w)

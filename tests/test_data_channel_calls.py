@@ -11,9 +11,15 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
+from cluster_processes import train_three_steps
+from tensorgrid.distributed import clients
 from tensorgrid.distributed import cluster as cluster_lib
-from tensorgrid.distributed import rpc
+from tensorgrid.distributed import ports
 from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import wire
+from tensorgrid.v1 import tensor_pb2
+from tensorgrid.v1 import worker_pb2
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -93,53 +99,39 @@ def test_bad_calls_are_answered_and_the_server_keeps_serving(server, payload, st
 
 
 def test_a_declared_tensor_above_the_limit_is_refused_before_allocating(server):
-    header = transport.header_frame(transport.tensor_pb2.TensorHeader(
-        dtype=transport.tensor_pb2.DT_FLOAT, shape=transport.tensor_pb2.TensorShapeProto(dim=[1 << 40]),
+    header = wire.header_frame(tensor_pb2.TensorHeader(
+        dtype=tensor_pb2.DT_FLOAT, shape=tensor_pb2.TensorShapeProto(dim=[1 << 40]),
         byte_size=4 << 40, name="huge"))
-    headers = transport.bundle_frames([header])
+    headers = wire.bundle_frames([header])
     code, text = _raw_call(server[0].data_port, struct.pack("<BII", ECHO, 0, len(headers)) + headers)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0] and "huge" in text
     assert _call(server, ECHO)[0] == 0
 
 
-def _train_three_steps(target):
-    with tf.Graph().as_default() as g:
-        with tf.device("/job:ps/task:0"):
-            w = tf.Variable(np.ones((3, 2), np.float32), name="w")
-        with tf.device("/job:worker/task:0"):
-            x = tf.placeholder(tf.float32, [None, 3])
-            loss = tf.reduce_sum(tf.matmul(x, w))
-            train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
-    with tf.Session(target, graph=g) as sess:
-        sess.run(w.initializer)
-        for _ in range(3):
-            sess.run(train, {x: np.ones((2, 3), np.float32)})
-        return sess.run(w)
-
-
 @pytest.mark.parametrize("data_channel", ["1", "0"])
 def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, data_channel):
     with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env={"TENSORGRID_DATA_CHANNEL": data_channel}) as c:
-        client = rpc.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
+        client = clients.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
         client.incarnation_quick()
         assert bool(client._data_port) == (data_channel == "1")
         client.close()
         # d(sum(x @ w))/dw = 2 for every element; three steps of 0.5 each.
-        np.testing.assert_allclose(_train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
+        np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
 
 
 def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tmp_path):
     with LocalCluster(tmp_path, {"ps": 1, "worker": 1}) as c:
-        client = rpc.WorkerClient(c.task("ps").address, "/job:ps/replica:0/task:0")
+        client = clients.WorkerClient(c.task("ps").address, "/job:ps/replica:0/task:0")
         client.incarnation_quick()
         control = b"\xff\xff not a RunGraphRequest"
-        code, text = _raw_call(client._data_port, struct.pack("<BII", rpc.CALL_RUN_GRAPH, len(control), 0) + control)
+        run_graph = data_channel.Method.RUN_GRAPH
+        code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(control), 0) + control)
         assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "RunGraph" in text
-        request = rpc.worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1).SerializeToString()
-        code, text = _raw_call(client._data_port, struct.pack("<BII", rpc.CALL_RUN_GRAPH, len(request), 0) + request)
+        request = worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1).SerializeToString()
+        code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(request), 0) + request)
         assert code == grpc.StatusCode.NOT_FOUND.value[0] and "nope" in text
         client.close()
-        np.testing.assert_allclose(_train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
+        np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
 
 
 def test_blas_threads_are_shared_among_the_tasks_of_one_machine():
@@ -153,7 +145,7 @@ def test_blas_threads_are_shared_among_the_tasks_of_one_machine():
 
 def test_intra_op_parallelism_threads_sizes_the_blas_pool():
     import threadpoolctl  # a runtime dependency
-    server = tf.train.Server({"local": [f"localhost:{rpc.free_ports(1)[0]}"]},
+    server = tf.train.Server({"local": [f"localhost:{ports.free_ports(1)[0]}"]},
                              config=tf.ConfigProto(intra_op_parallelism_threads=1))
     try:
         blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]

@@ -11,7 +11,6 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import rpc
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import rpc
+from tensorgrid.distributed import ports
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,7 +28,7 @@ def _value(text, name, **labels):
 def test_worker_metrics_count_steps_rpcs_and_the_global_step(tmp_path):
     with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, start=False) as cluster:
         cluster.task("ps").start()
-        metrics_port = rpc.free_ports(1)[0]
+        metrics_port = ports.free_ports(1)[0]
         server = tf.train.Server(cluster.cluster, "worker", 0, metrics_port=metrics_port)
         try:
             with tf.Graph().as_default() as g:

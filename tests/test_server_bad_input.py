@@ -6,8 +6,9 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import rpc
-from tensorgrid.distributed import transport
+from tensorgrid.distributed import clients
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
 pytestmark = pytest.mark.timeout(120)
@@ -22,7 +23,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture
 def raw(cluster):
     """Raw-bytes callables on the worker task, bypassing every client-side check."""
-    channel = grpc.insecure_channel(cluster.task("worker").address, options=transport.GRPC_OPTIONS)
+    channel = grpc.insecure_channel(cluster.task("worker").address, options=grpc_frames.GRPC_OPTIONS)
 
     def call(service, method, payload, timeout=10):
         return channel.unary_unary(f"/tensorgrid.v1.{service}/{method}")(payload, timeout=timeout)
@@ -57,7 +58,7 @@ def test_garbage_request_bytes(cluster, raw):
 
 def test_truncated_bundle(cluster, raw):
     request = worker_pb2.RunGraphFrame(request=worker_pb2.RunGraphRequest(graph_handle="x", step_id=1))
-    bundle = transport.bundle_frames([request.SerializeToString()])
+    bundle = wire.bundle_frames([request.SerializeToString()])
     with pytest.raises(grpc.RpcError) as e:
         raw("Worker", "RunGraph", bundle[:-3])
     assert _status(e)[0] == grpc.StatusCode.INVALID_ARGUMENT
@@ -67,14 +68,14 @@ def test_truncated_bundle(cluster, raw):
 def test_unknown_graph_and_session_handles(cluster, raw):
     request = worker_pb2.RunGraphFrame(request=worker_pb2.RunGraphRequest(graph_handle="no-such-graph", step_id=7))
     with pytest.raises(grpc.RpcError) as e:
-        raw("Worker", "RunGraph", transport.bundle_frames([request.SerializeToString()]))
+        raw("Worker", "RunGraph", wire.bundle_frames([request.SerializeToString()]))
     code, details = _status(e)
     assert code == grpc.StatusCode.NOT_FOUND
     assert "no-such-graph" in details and "not registered" in details
 
     step = master_pb2.RunStepFrame(request=master_pb2.RunStepRequest(session_handle="no-such-session"))
     with pytest.raises(grpc.RpcError) as e:
-        raw("Master", "RunStep", transport.bundle_frames([step.SerializeToString()]))
+        raw("Master", "RunStep", wire.bundle_frames([step.SerializeToString()]))
     code, details = _status(e)
     assert code == grpc.StatusCode.NOT_FOUND
     assert "no-such-session" in details
@@ -83,8 +84,8 @@ def test_unknown_graph_and_session_handles(cluster, raw):
 
 def _push(step_id, header, payload):
     first = worker_pb2.PushTensorsFrame(request=worker_pb2.PushTensorsRequest(step_id=step_id, from_task="test"))
-    return transport.bundle_frames([first.SerializeToString(), transport.header_frame(header),
-                                    transport.chunk_frame(payload)])
+    return wire.bundle_frames([first.SerializeToString(), wire.header_frame(header),
+                                    wire.chunk_frame(payload)])
 
 
 def test_tensor_bytes_that_do_not_match_the_header(cluster, raw):
@@ -127,7 +128,7 @@ def test_malformed_rendezvous_key(cluster, raw):
 def test_invalid_graph_is_rejected_with_the_bad_node(cluster):
     from tensorgrid.framework import graph_def as graph_def_lib
 
-    client = rpc.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
+    client = clients.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
     bad = graph_def_lib.GraphDef(nodes=[graph_def_lib.NodeDef("y", "Identity", ["x:0"], "", {}, ["float32"], [()])])
     with pytest.raises(tf.errors.InvalidArgumentError, match="'y' has input 'x'"):
         client.register_graph("s", bad, [], ["y:0"], [])
@@ -139,7 +140,7 @@ def test_invalid_graph_is_rejected_with_the_bad_node(cluster):
 
 
 def test_stale_incarnation_is_aborted(cluster):
-    client = rpc.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
+    client = clients.WorkerClient(cluster.task("worker").address, "/job:worker/replica:0/task:0")
     incarnation = client.incarnation_quick()
     key = f"/job:worker/replica:0/task:0/device:CPU:0;{incarnation ^ 1:016x};/job:ps/replica:0/task:0;x:0;0:0"
     with pytest.raises(tf.errors.AbortedError, match="restarted"):

@@ -16,6 +16,10 @@ import numpy as np
 import pytest
 
 from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import buffers
+from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import tensor_pb2
 from tensorgrid.v1 import worker_pb2
 from tensorgrid.v1 import worker_pb2_grpc
@@ -58,12 +62,12 @@ class Peer:
     def __init__(self, config: transport.TransportConfig) -> None:
         self.server_transport = transport.Transport(config)
         self.store = TensorStore(self.server_transport)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=transport.GRPC_OPTIONS)
-        self.server.add_generic_rpc_handlers((transport.generic_handler(WORKER, self.store),))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=grpc_frames.GRPC_OPTIONS)
+        self.server.add_generic_rpc_handlers((grpc_frames.generic_handler(WORKER, self.store),))
         port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=transport.GRPC_OPTIONS)
-        self.stub = transport.Stub(self.channel, WORKER)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=grpc_frames.GRPC_OPTIONS)
+        self.stub = grpc_frames.Stub(self.channel, WORKER)
         self.client = transport.Transport(transport.TransportConfig(data_channel=False))
 
     def recv(self, keys: list[str], allow_data_channel: bool, stream: bool = False) -> dict[str, np.ndarray]:
@@ -91,7 +95,7 @@ class Peer:
             if stream:
                 list(self.stub.RunGraphStream(iter(frames), timeout=30))
             else:
-                self.stub.RunGraph(transport.bundle_frames(frames), timeout=30)
+                self.stub.RunGraph(wire.bundle_frames(frames), timeout=30)
         return failure.value
 
     def close(self) -> None:
@@ -222,9 +226,9 @@ def test_the_data_channel_moves_the_payload_and_reuses_receive_buffers(peer: Pee
 
 def tensor_frames(header: dict[str, Any], payload: bytes = b"") -> list[bytes]:
     first = worker_pb2.RunGraphFrame(request=worker_pb2.RunGraphRequest(step_id=1)).SerializeToString()
-    frames = [first, transport.header_frame(tensor_pb2.TensorHeader(**header))]
+    frames = [first, wire.header_frame(tensor_pb2.TensorHeader(**header))]
     if payload:
-        frames.append(transport.chunk_frame(payload))
+        frames.append(wire.chunk_frame(payload))
     return frames
 
 
@@ -256,7 +260,7 @@ def test_a_truncated_stream_is_refused(peer: Peer, stream: bool) -> None:
 
 def test_more_bytes_than_declared_are_refused(peer: Peer) -> None:
     frames = tensor_frames({"name": "x:0", "dtype": tensor_pb2.DT_UINT8, "shape": {"dim": [4]},
-                            "byte_size": 4}, b"\x01" * 4) + [transport.chunk_frame(b"\x02")]
+                            "byte_size": 4}, b"\x01" * 4) + [wire.chunk_frame(b"\x02")]
     error = peer.raw_run_graph(frames)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "arrived without a tensor header" in (error.details() or "")
@@ -302,8 +306,8 @@ def test_invalid_headers_are_refused(peer: Peer, header: dict[str, Any], message
     ([b"\x12\x05abc"], "malformed chunk frame: declares 5 payload bytes but holds 3"),
     ([b"\x12\xff"], "chunk frame of 2 bytes: truncated or overlong length prefix"),
     ([], "stream ended without a RunGraphFrame control frame"),
-    ([transport.header_frame(tensor_pb2.TensorHeader(name="t", dtype=1, shape={"dim": [1]}, byte_size=4)),
-      transport.chunk_frame(b"1234")], "tensor 't' arrived before the RunGraphFrame control frame"),
+    ([wire.header_frame(tensor_pb2.TensorHeader(name="t", dtype=1, shape={"dim": [1]}, byte_size=4)),
+      wire.chunk_frame(b"1234")], "tensor 't' arrived before the RunGraphFrame control frame"),
 ])
 @FORMS
 def test_malformed_frames_are_refused(peer: Peer, frames: list[bytes], message: str, stream: bool) -> None:
@@ -383,9 +387,9 @@ def test_an_offer_on_a_stream_dies_with_its_call(peer: Peer) -> None:
     while data_server.pending:
         assert time.monotonic() < deadline, "the offer outlived its cancelled call"
         time.sleep(0.01)
-    with pytest.raises(transport.TransportError, match="does not know the ticket") as failure:
+    with pytest.raises(wire.TransportError, match="does not know the ticket") as failure:
         peer.client.data_client.fetch("127.0.0.1", header.data_channel, memoryview(bytearray(4 * MiB)), "v")
-    assert failure.value.status_code == grpc.StatusCode.ABORTED
+    assert failure.value.code == grpc.StatusCode.ABORTED.value[0]
 
 
 def test_a_sender_stops_waiting_for_a_peer_that_never_fetches() -> None:
@@ -406,11 +410,11 @@ def test_an_offer_in_a_bundle_expires_if_never_fetched() -> None:
     try:
         p.store.tensors["v"] = np.ones(MiB, np.float32)
         request = worker_pb2.RecvTensorRequest(rendezvous_key=["v"], options={"allow_data_channel": True})
-        (frame,) = transport.split_bundle(p.stub.RecvTensor(request, timeout=30))
+        (frame,) = wire.split_bundle(p.stub.RecvTensor(request, timeout=30))
         header = tensor_pb2.TensorFrame.FromString(frame).header
         time.sleep(0.3)
         p.recv(["v"], allow_data_channel=True)  # a later offer sweeps expired ones
-        with pytest.raises(transport.TransportError, match="does not know the ticket"):
+        with pytest.raises(wire.TransportError, match="does not know the ticket"):
             p.client.data_client.fetch("127.0.0.1", header.data_channel, memoryview(bytearray(4 * MiB)), "v")
     finally:
         p.close()
@@ -420,19 +424,19 @@ def test_a_client_that_did_not_allow_the_data_channel_refuses_a_ticket() -> None
     tx = transport.Transport(transport.TransportConfig(data_channel=False))
     header = tensor_pb2.TensorHeader(name="v", dtype=tensor_pb2.DT_FLOAT, shape={"dim": [1]}, byte_size=4,
                                      data_channel={"port": 1, "ticket": bytes(16)})
-    with pytest.raises(transport.TransportError, match="sent over the data channel, which this side did not allow"):
-        list(tx.read_frames([transport.header_frame(header)]))
+    with pytest.raises(wire.TransportError, match="sent over the data channel, which this side did not allow"):
+        list(tx.read_frames([wire.header_frame(header)]))
 
 
-def test_probe_tells_a_data_channel_from_a_closed_port(peer: Peer) -> None:
-    client = transport.DataChannelClient()
+def test_a_probe_tells_a_data_channel_from_a_closed_port_and_says_why(peer: Peer) -> None:
+    client = data_channel.DataChannelClient()
     try:
-        assert client.probe("127.0.0.1", peer.server_transport.data_port)
-        closed = transport.DataServer("127.0.0.1")
+        assert client.why_unreachable("127.0.0.1", peer.server_transport.data_port) == ""
+        closed = data_channel.DataServer("127.0.0.1")
         port = closed.port
         closed.close()
-        assert not client.probe("127.0.0.1", port)
-        assert not client.probe("127.0.0.1", 0)
+        assert "refused" in client.why_unreachable("127.0.0.1", port)
+        assert client.why_unreachable("127.0.0.1", 0) == "it advertises no data channel port"
     finally:
         client.close()
 
@@ -468,7 +472,7 @@ def test_frames_are_valid_protobuf_for_the_generated_stub_too(peer: Peer) -> Non
 
 
 def test_the_pool_reuses_a_buffer_only_when_nothing_references_it() -> None:
-    pool = transport.BufferPool(capacity_bytes=64 * MiB, min_bytes=0)
+    pool = buffers.BufferPool(capacity_bytes=64 * MiB, min_bytes=0)
     dtype = np.dtype(np.float32)
     a = pool.empty(dtype, (MiB,))
     derived = a.reshape(1024, 1024)[::2]  # a view of a view keeps the buffer busy too
@@ -483,7 +487,7 @@ def test_the_pool_reuses_a_buffer_only_when_nothing_references_it() -> None:
 
 
 def test_the_pool_stays_within_its_capacity() -> None:
-    pool = transport.BufferPool(capacity_bytes=3 * MiB, min_bytes=0)
+    pool = buffers.BufferPool(capacity_bytes=3 * MiB, min_bytes=0)
     held = [pool.empty(np.dtype(np.uint8), (MiB,)) for _ in range(4)]
     assert pool.pooled_bytes == 3 * MiB  # the fourth is not pooled: everything is in use
     del held
@@ -497,6 +501,6 @@ def test_transport_config_rejects_nonsense() -> None:
 
 
 def test_host_of_targets() -> None:
-    assert transport.host_of("grpc://ps-0.ns.svc:2222") == "ps-0.ns.svc"
-    assert transport.host_of("localhost:2222") == "localhost"
-    assert transport.host_of("[::1]:2222") == "::1"
+    assert grpc_frames.host_of("grpc://ps-0.ns.svc:2222") == "ps-0.ns.svc"
+    assert grpc_frames.host_of("localhost:2222") == "localhost"
+    assert grpc_frames.host_of("[::1]:2222") == "::1"

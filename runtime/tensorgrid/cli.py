@@ -38,15 +38,20 @@ def _server(args: argparse.Namespace) -> int:
         if args.job is None or args.task is None:
             print("tensorgrid server: --cluster needs --job and --task", file=sys.stderr)
             return 2
-        server = server_lib.Server(cluster, args.job, args.task, metrics_port=args.metrics_port)
+        job, task = args.job, args.task
     else:
         if not os.environ.get("TF_CONFIG"):
             print("tensorgrid server: set TF_CONFIG or pass --cluster, --job and --task", file=sys.stderr)
             return 2
         tf_config = cluster_lib.TFConfig.from_env()
-        server = server_lib.Server(tf_config.cluster, args.job or tf_config.task_type,
-                                   args.task if args.task is not None else tf_config.task_index,
-                                   metrics_port=args.metrics_port)
+        cluster = tf_config.cluster
+        job = args.job or tf_config.task_type
+        task = args.task if args.task is not None else tf_config.task_index
+    try:
+        server = server_lib.Server(cluster, job, task, metrics_port=args.metrics_port)
+    except ValueError as e:  # a configuration error (cluster, job, task, TENSORGRID_DATA_PORT): no traceback
+        print(f"tensorgrid server: {e}", file=sys.stderr)
+        return 2
 
     running.append(server)
     if stopped_by:

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import IO, Optional, Sequence
 
-from tensorgrid.distributed import rpc
+from tensorgrid.distributed import ports
 
 _COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33"}
 
@@ -39,8 +39,8 @@ def cluster_for(spec: LocalClusterSpec) -> dict[str, list[str]]:
     jobs = {"ps": spec.ps, "worker": spec.workers}
     if spec.chief:
         jobs = {"chief": 1, **jobs}
-    ports = iter(rpc.free_ports(sum(jobs.values())))
-    return {job: [f"localhost:{next(ports)}" for _ in range(n)] for job, n in jobs.items() if n > 0}
+    free = iter(ports.free_ports(sum(jobs.values())))
+    return {job: [f"localhost:{next(free)}" for _ in range(n)] for job, n in jobs.items() if n > 0}
 
 
 class _Task:

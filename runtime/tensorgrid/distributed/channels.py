@@ -52,6 +52,6 @@ def master_for_target(target: str) -> Any:
     server = local_server_for_target(target)
     if server is not None:
         return server.master
-    from tensorgrid.distributed import rpc
+    from tensorgrid.distributed import clients
 
-    return rpc.MasterClient(address)
+    return clients.MasterClient(address)

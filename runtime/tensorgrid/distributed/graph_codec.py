@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.v1 import graph_pb2
@@ -69,9 +69,9 @@ def node_to_proto(node: graph_def_lib.NodeDef, out: Optional[graph_pb2.NodeDef] 
     proto.device = node.device
     for key, value in node.attrs.items():
         attr_to_proto(value, proto.attr[key], f"attr {key!r} of node {node.name!r}")
-    proto.output_dtypes.extend(transport.dtype_to_proto(dt) for dt in node.output_dtypes)
+    proto.output_dtypes.extend(wire.dtype_to_proto(dt) for dt in node.output_dtypes)
     for shape in node.output_shapes:
-        proto.output_shapes.append(transport.shape_to_proto(shape))
+        proto.output_shapes.append(wire.shape_to_proto(shape))
     return proto
 
 
@@ -88,9 +88,9 @@ def node_from_proto(proto: graph_pb2.NodeDef) -> graph_def_lib.NodeDef:
     if len(proto.output_dtypes) != len(proto.output_shapes):
         raise ValueError(f"{where} has {len(proto.output_dtypes)} output dtypes but "
                          f"{len(proto.output_shapes)} output shapes")
-    output_dtypes = [transport.dtype_from_proto(dt, f"output {i} of {where}").name
+    output_dtypes = [wire.dtype_from_proto(dt, f"output {i} of {where}").name
                      for i, dt in enumerate(proto.output_dtypes)]
-    output_shapes = [transport.shape_from_proto(shape, f"output shape {i} of {where}")
+    output_shapes = [wire.shape_from_proto(shape, f"output shape {i} of {where}")
                      for i, shape in enumerate(proto.output_shapes)]
     attrs = {key: attr_from_proto(proto.attr[key], f"attr {key!r} of {where}") for key in sorted(proto.attr)}
     return graph_def_lib.NodeDef(name=proto.name, op=proto.op, inputs=list(proto.input), device=proto.device,
@@ -123,7 +123,7 @@ def attr_to_proto(value: Any, out: Optional[graph_pb2.AttrValue] = None, where: 
     elif isinstance(value, dtypes.DType):
         proto.type = value.enum  # type: ignore[assignment]
     elif isinstance(value, tuple) and _is_shape(value):
-        proto.shape.CopyFrom(transport.shape_to_proto(value))
+        proto.shape.CopyFrom(wire.shape_to_proto(value))
     elif isinstance(value, (list, tuple)):
         proto.list.is_tuple = isinstance(value, tuple)
         proto.list.SetInParent()
@@ -143,9 +143,9 @@ def attr_from_proto(proto: graph_pb2.AttrValue, where: str = "attr") -> Any:
     if kind == "none":
         return None
     if kind == "type":
-        return transport.dtype_from_proto(proto.type, where)
+        return wire.dtype_from_proto(proto.type, where)
     if kind == "shape":
-        return transport.shape_from_proto(proto.shape, where)
+        return wire.shape_from_proto(proto.shape, where)
     if kind == "tensor":
         return _tensor_from_proto(proto.tensor, where)
     if kind == "list":
@@ -161,15 +161,15 @@ def _is_shape(value: tuple[Any, ...]) -> bool:
 
 def _tensor_to_proto(value: Any, out: graph_pb2.TensorValue, where: str) -> None:
     try:
-        array = transport.as_wire_array(value)
+        array = wire.as_wire_array(value)
     except TypeError:
         raise TypeError(f"{where} is a numpy value of dtype {np.asarray(value).dtype}, which has no wire form; "
                         f"valid dtypes are {dtypes.SUPPORTED}") from None
     try:
-        payload = transport.wire_payload(array)
+        payload = wire.wire_payload(array)
     except TypeError as e:
         raise TypeError(f"{where}: {e}") from None
-    out.header.CopyFrom(transport.header_for(array, len(payload)))
+    out.header.CopyFrom(wire.header_for(array, len(payload)))
     out.content = payload.tobytes()
     out.is_scalar = isinstance(value, np.generic)
 
@@ -179,8 +179,8 @@ def _tensor_from_proto(proto: graph_pb2.TensorValue, where: str) -> Any:
     if header.HasField("data_channel"):
         raise ValueError(f"tensor of {where} refers to a data channel; a constant carries its content inline")
     try:
-        dtype, shape = transport.check_header(header, max_bytes=1 << 62)  # the message size bounds it
-    except transport.TransportError as e:
+        dtype, shape = wire.check_header(header, max_bytes=1 << 62)  # the message size bounds it
+    except wire.TransportError as e:
         raise ValueError(f"tensor of {where}: {e}") from None
     if header.byte_size != len(proto.content):
         raise ValueError(f"tensor of {where} declares byte_size {header.byte_size} but has "
@@ -189,8 +189,8 @@ def _tensor_from_proto(proto: graph_pb2.TensorValue, where: str) -> Any:
         raise ValueError(f"tensor of {where} is marked scalar but has shape {list(shape)}")
     if dtype == np.object_:
         try:
-            array = transport.decode_strings(proto.content, shape)
-        except transport.TransportError as e:
+            array = wire.decode_strings(proto.content, shape)
+        except wire.TransportError as e:
             raise ValueError(f"tensor of {where}: {e}") from None
     else:
         array = np.frombuffer(proto.content, dtype).reshape(shape).copy()

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import partition as partition_lib
+from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
@@ -90,7 +91,7 @@ class Master:
     """Sessions of the clients that target this task."""
 
     def __init__(self, task: device_lib.DeviceSpec, cluster: cluster_lib.ClusterSpec,
-                 worker_for: Callable[[str], Any], connect_timeout: float = 600.0) -> None:
+                 worker_for: Callable[[str], worker_interface.WorkerInterface], connect_timeout: float = 600.0) -> None:
         self.task = task
         self.cluster = cluster
         self._worker_for = worker_for

@@ -15,14 +15,19 @@ import logging
 import os
 import signal
 import threading
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tensorgrid.distributed import channels
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import worker as worker_lib
+from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
 from tensorgrid.kernels import numpy_backend
+
+if TYPE_CHECKING:
+    from tensorgrid.distributed import clients
+    from tensorgrid.distributed import services
 
 log = logging.getLogger("tensorgrid.server")
 
@@ -62,13 +67,13 @@ class Server:
         self.worker = worker_lib.Worker(self.task, peer=self._peer)
         self.master = master_lib.Master(device_lib.DeviceSpec(job_name, 0, self.task_index), cluster,
                                         worker_for=self._peer)
-        self._peers: dict[str, Any] = {}
+        self._peers: dict[str, clients.WorkerClient] = {}
         self._peers_lock = threading.Lock()
         self._finished_tasks: set[str] = set()
         self._stop_event = threading.Event()
         self._grace_timer: Optional[threading.Timer] = None
         self._started = False
-        self._rpc_server: Any = None
+        self._serving: Optional[services.Serving] = None
         self._reported_finished = False
         self._joined = False
         self.port = 0
@@ -95,11 +100,12 @@ class Server:
     def start(self) -> None:
         if self._started:
             return
-        from tensorgrid.distributed import rpc
+        from tensorgrid.distributed import services
 
         port = int(self.address.rsplit(":", 1)[1])
         numpy_backend.limit_threads(self.intra_op_threads)
-        self._rpc_server, self.port = rpc.serve(self, port)
+        self._serving = services.serve(self, port)
+        self.port = self._serving.port
         self._started = True
         channels.register_server(self)
         if self._metrics_port is not None or os.environ.get("TENSORGRID_METRICS_PORT"):
@@ -142,11 +148,8 @@ class Server:
         channels.unregister_server(self)
         self.worker.close()
         self.master.close()
-        if self._rpc_server is not None:
-            self._rpc_server.stop(grace=1.0)
-        transport = getattr(self, "transport", None)
-        if transport is not None:
-            transport.close()
+        if self._serving is not None:
+            self._serving.stop(grace=1.0)
         log.info("Stopped server for %s%s", self.task, f": {self.stop_reason}" if self.stop_reason else "")
 
     def request_stop(self, reason: str) -> None:
@@ -160,9 +163,10 @@ class Server:
     @staticmethod
     def create_local_server(config: Any = None, start: bool = True) -> "Server":
         """A single-task server on a free loopback port."""
-        from tensorgrid.distributed import rpc
+        from tensorgrid.distributed import ports
 
-        return Server({"localhost": [f"localhost:{rpc.free_ports(1)[0]}"]}, protocol="grpc", config=config, start=start)
+        return Server({"localhost": [f"localhost:{ports.free_ports(1)[0]}"]}, protocol="grpc", config=config,
+                      start=start)
 
     @classmethod
     def from_env(cls, config: Any = None, start: bool = True) -> "Server":
@@ -176,17 +180,21 @@ class Server:
         return cls(tf_config.cluster, tf_config.task_type, tf_config.task_index, config=config, start=start)
 
     # ------------------------------------------------------------------ peers
-    def _peer(self, task: str) -> Any:
+    def _peer(self, task: str) -> worker_interface.WorkerInterface:
+        """The worker of ``task``: this task's own, or a client of a remote one."""
         if task == self.task:
             return self.worker
+        return self._client(task)
+
+    def _client(self, task: str) -> clients.WorkerClient:
         with self._peers_lock:
             client = self._peers.get(task)
             if client is None:
                 spec = device_lib.DeviceSpec.from_string(task)
                 address = self.cluster.task_address(spec.job or "", spec.task or 0)
-                from tensorgrid.distributed import rpc
+                from tensorgrid.distributed import clients
 
-                client = rpc.WorkerClient(address, task)
+                client = clients.WorkerClient(address, task)
                 self._peers[task] = client
             return client
 
@@ -206,7 +214,7 @@ class Server:
         # Serving workers first, so that they report to the PS before it counts.
         for task in sorted(others, key=lambda t: t.startswith("/job:ps")):
             try:
-                self._peer(task).task_finished(self.task, is_chief, timeout=5.0)
+                self._client(task).task_finished(self.task, is_chief, timeout=5.0)
             except Exception as e:  # noqa: BLE001 - the task may already be gone
                 log.debug("could not tell %s that %s finished: %s", task, self.task, e)
 

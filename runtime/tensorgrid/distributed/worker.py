@@ -3,8 +3,12 @@
 One Worker per task. It owns the task's resource manager (so every session on the
 task shares variables by name), an incarnation id that changes on restart, the
 partitions masters registered (each prepared once into an executor Plan), and the
-rendezvous from which peers pull tensors with RecvTensor. The gRPC layer
-(``server.py``) and in-process callers both call these methods.
+step's rendezvous: a Send for another task is pushed to that task (``PushTensors``,
+batched per step and peer, see ``_PeerRendezvous``) and lands in its rendezvous,
+where its Recv takes it; ``RecvTensor`` remains for pulls. The services
+(``services.py``, over gRPC and the data channel) and in-process callers both call
+these methods; ``Worker`` implements ``worker_interface.WorkerInterface``, as does
+the remote ``clients.WorkerClient``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid import metrics
+from tensorgrid.distributed import worker_interface
 from tensorgrid.execution import executor
 from tensorgrid.execution import rendezvous as rendezvous_lib
 from tensorgrid.execution import resources as resources_lib
@@ -100,7 +105,7 @@ class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
 class Worker:
     """Runs graph partitions on this task's devices."""
 
-    def __init__(self, task: str, peer: Callable[[str], Any], placement: Any = None,
+    def __init__(self, task: str, peer: Callable[[str], worker_interface.WorkerInterface], placement: Any = None,
                  recv_timeout: float = 3600.0) -> None:
         self.task = task
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
@@ -117,7 +122,7 @@ class Worker:
         self._steps_metric = metrics.STEPS.labels(task)
         self._step_duration_metric = metrics.STEP_DURATION.labels(task)
 
-    def peer(self, task: str) -> Any:
+    def peer(self, task: str) -> worker_interface.WorkerInterface:
         return self._peer(task)
 
     def incarnation_quick(self) -> int:

@@ -76,6 +76,11 @@ class WorkerStub:
                 request_serializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsBundle.SerializeToString,
                 response_deserializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.FromString,
                 _registered_method=True)
+        self.PushTensorsStream = channel.stream_unary(
+                '/tensorgrid.v1.Worker/PushTensorsStream',
+                request_serializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsFrame.SerializeToString,
+                response_deserializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.FromString,
+                _registered_method=True)
         self.CleanupGraph = channel.unary_unary(
                 '/tensorgrid.v1.Worker/CleanupGraph',
                 request_serializer=tensorgrid_dot_v1_dot_worker__pb2.CleanupGraphRequest.SerializeToString,
@@ -170,6 +175,14 @@ class WorkerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushTensorsStream(self, request_iterator, context):
+        """The same with the tensors as a stream of frames, for large tensors inline
+        (a peer whose data channel cannot be reached).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CleanupGraph(self, request, context):
         """Drops every per-step state of a step (its rendezvous, pending sends and
         receives) on this task; waiting RecvTensor calls end with ABORTED.
@@ -234,6 +247,11 @@ def add_WorkerServicer_to_server(servicer, server):
             'PushTensors': grpc.unary_unary_rpc_method_handler(
                     servicer.PushTensors,
                     request_deserializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsBundle.FromString,
+                    response_serializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.SerializeToString,
+            ),
+            'PushTensorsStream': grpc.stream_unary_rpc_method_handler(
+                    servicer.PushTensorsStream,
+                    request_deserializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsFrame.FromString,
                     response_serializer=tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.SerializeToString,
             ),
             'CleanupGraph': grpc.unary_unary_rpc_method_handler(
@@ -468,6 +486,33 @@ class Worker:
             target,
             '/tensorgrid.v1.Worker/PushTensors',
             tensorgrid_dot_v1_dot_worker__pb2.PushTensorsBundle.SerializeToString,
+            tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushTensorsStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/tensorgrid.v1.Worker/PushTensorsStream',
+            tensorgrid_dot_v1_dot_worker__pb2.PushTensorsFrame.SerializeToString,
             tensorgrid_dot_v1_dot_worker__pb2.PushTensorsResponse.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,335 @@
+"""Clients of a task's Master and Worker services, over gRPC and the data channel.
+
+A failed call becomes the ``OpError`` class the server raised (UNAVAILABLE becomes
+``UnavailableError``, which callers retry with backoff; a malformed transfer
+``DataLossError``). The calls of every step (``step_calls``: RunStep, RunGraph,
+PushTensors) go through one helper, ``_Client._exchange``: on the peer's data channel
+when it is reachable (probed once per port the peer advertises) and the call has no
+deadline, else on gRPC; there, a direction carrying at least
+``TransportConfig.stream_min_bytes`` inline goes on the method's streaming twin, in
+chunks (docs/data-channel.md says which path is used when). A peer whose data
+channel cannot be reached is logged once, with the reason, and each call that falls
+back to gRPC for it is counted in ``tensorgrid_data_channel_fallbacks_total{peer}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Hashable, Optional, Sequence, TypeVar
+
+import grpc
+import numpy as np
+from google.protobuf import message as message_lib
+
+from tensorgrid import metrics
+from tensorgrid.distributed import graph_codec
+from tensorgrid.distributed import master as master_lib
+from tensorgrid.distributed import step_calls
+from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph_def as graph_def_lib
+from tensorgrid.v1 import config_pb2
+from tensorgrid.v1 import master_pb2
+from tensorgrid.v1 import worker_pb2
+
+log = logging.getLogger("tensorgrid.rpc")
+
+MASTER_SERVICE = master_pb2.DESCRIPTOR.services_by_name["Master"]
+WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------- errors across the wire
+
+def _as_op_error(e: grpc.RpcError, what: str) -> errors.OpError:
+    code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+    details = e.details() if hasattr(e, "details") else str(e)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return errors.UnavailableError(None, None, f"{what}: {details}")
+    return errors.error_for_code(code.value[0], details or f"{what} failed with {code.name}")
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except grpc.RpcError as e:
+        raise _as_op_error(e, what) from None
+    except wire.TransportError as e:
+        raise errors.DataLossError(None, None, f"{what}: {e}") from None
+
+
+# ---------------------------------------------------------------------- state shared by a process's clients
+
+_client_transport: Optional[transport.Transport] = None
+_shared_lock = threading.Lock()
+_warned_peers: set[str] = set()
+
+
+def _shared_transport() -> transport.Transport:
+    """Receiving side only (buffer pool and data-channel client); no data server needed."""
+    global _client_transport
+    with _shared_lock:
+        if _client_transport is None:
+            _client_transport = transport.Transport(transport.TransportConfig(data_channel=False))
+        return _client_transport
+
+
+def _warn_once(peer: str, message: str) -> None:
+    with _shared_lock:
+        if peer in _warned_peers:
+            return
+        _warned_peers.add(peer)
+    log.warning("%s", message)
+
+
+def _inline_bytes(tensors: Sequence[tuple[str, Any]]) -> int:
+    return sum(int(np.asarray(value).nbytes) for _, value in tensors)
+
+
+# ---------------------------------------------------------------------- clients
+
+class _Client:
+    def __init__(self, address: str, service: Any, peer: str) -> None:
+        self.address = address
+        self.host = grpc_frames.host_of(address)
+        self._peer = peer
+        self._channel = grpc.insecure_channel(address, options=grpc_frames.GRPC_OPTIONS)
+        self._stub = grpc_frames.Stub(self._channel, service)
+        self._tx = _shared_transport()
+        self._data_port = 0
+        self._reachable: Optional[bool] = None
+        """Whether the peer's data channel answers; None: not probed since its port was learned."""
+        self._unreachable_reason = ""
+        self._large_replies: set[Hashable] = set()
+        """Calls whose last reply on gRPC carried at least ``stream_min_bytes`` inline."""
+        self._fallbacks = metrics.DATA_CHANNEL_FALLBACKS.labels(address)
+
+    def _learn_data_port(self) -> None:
+        """Asks the peer for its data channel port, when no earlier answer told it."""
+
+    def _reaches_data_channel(self) -> bool:
+        if self._reachable is None:
+            if not self._data_port:
+                self._learn_data_port()
+            if self._data_port or not self._unreachable_reason:
+                self._unreachable_reason = self._tx.data_client.why_unreachable(self.host, self._data_port)
+            self._reachable = not self._unreachable_reason
+        return self._reachable
+
+    def _fall_back(self) -> None:
+        """Counts a call sent over gRPC because the peer's data channel is unreachable;
+        the first one for a peer is logged."""
+        self._fallbacks.inc()
+        _warn_once(self.address, f"the data channel of {self._peer} cannot be reached "
+                                 f"({self._unreachable_reason}): its calls go over gRPC instead, several times "
+                                 f"slower for large tensors (docs/data-channel.md)")
+
+    def _exchange(self, call: step_calls.StepCall, what: str, request: message_lib.Message,
+                  tensors: Sequence[tuple[str, Any]], reply_key: Hashable = None,
+                  timeout: Optional[float] = None) -> dict[str, Any]:
+        """One call of a step, on the data channel or gRPC (module docstring); returns
+        the reply's tensors by name. ``reply_key`` names the reply's signature (a reply
+        of the same key had the same sizes before), for choosing the streaming twin."""
+        reachable = self._reaches_data_channel()
+        if reachable and not timeout:  # a deadline stays on gRPC, which enforces it on both sides
+            return self._call_data_channel(what, call, request, tensors)
+        if not reachable:
+            self._fall_back()
+        options: Any = getattr(request, "options", None)  # RunOptions of RunStep and RunGraph
+        if options is not None:
+            options.allow_data_channel = reachable
+            if timeout:
+                options.timeout_in_ms = int(timeout * 1000)
+        inline_reply_key = None if reachable else reply_key
+        return _call(what, lambda: self._call_grpc(call, request, tensors, inline_reply_key, timeout))
+
+    def _call_data_channel(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
+                           tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+        """Calls ``call`` on the peer's data channel; its error status becomes the same
+        OpError as from gRPC."""
+        try:
+            code, reply, received = self._tx.call(self.host, self._data_port, call.method,
+                                                  request.SerializeToString(), tensors)
+        except wire.TransportError as e:
+            if e.code == errors.UnavailableError.code:
+                # The peer may have restarted on another port: learn it again.
+                self._reachable, self._data_port = None, 0
+                self._unreachable_reason = f"a call on its data channel failed: {e}"
+                raise errors.UnavailableError(None, None, f"{what}: {e}") from None
+            raise errors.DataLossError(None, None, f"{what}: {e}") from None
+        if code:
+            message = reply.decode(errors="replace")
+            if code == errors.UnavailableError.code:
+                raise errors.UnavailableError(None, None, f"{what}: {message}")
+            raise errors.error_for_code(code, message or f"{what} failed with status {code}")
+        return {item.name: item.array for item in received}
+
+    def _call_grpc(self, call: step_calls.StepCall, request: message_lib.Message, tensors: Sequence[tuple[str, Any]],
+                   inline_reply_key: Hashable, timeout: Optional[float]) -> dict[str, Any]:
+        """Calls ``call`` on gRPC: its streaming twin when the request, or the last reply
+        of ``inline_reply_key`` (None: replies are not inline), is large."""
+        writer = self._tx.write_frames(call.frame_type(request=request), tensors)
+        threshold = self._tx.config.stream_min_bytes
+        if inline_reply_key in self._large_replies or _inline_bytes(tensors) >= threshold:
+            reply = getattr(self._stub, call.stream_name)(iter(writer), timeout=timeout)
+        else:
+            reply = getattr(self._stub, call.name)(writer.bundle(), timeout=timeout)
+        if not call.replies_with_frames:
+            return {}
+        _, fetched = self._tx.read_message(reply, call.frame_type, peer_host=self.host)
+        if inline_reply_key is not None:
+            self._note_reply_size(inline_reply_key, _inline_bytes(list(fetched.items())))
+        return fetched
+
+    def _note_reply_size(self, key: Hashable, inline_bytes: int) -> None:
+        if inline_bytes < self._tx.config.stream_min_bytes:
+            self._large_replies.discard(key)
+        elif len(self._large_replies) < 4096:  # bounded: a key per step signature
+            self._large_replies.add(key)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class WorkerClient(_Client):
+    """Calls the Worker service of ``task`` at ``address``; the master and peers use it
+    alike. It implements ``worker_interface.WorkerInterface``."""
+
+    def __init__(self, address: str, task: str) -> None:
+        super().__init__(address, WORKER_SERVICE, f"{task} at {address}")
+        self.task = task
+        self._signatures: dict[str, tuple[list[str], list[str]]] = {}
+
+    def _learn_data_port(self) -> None:
+        self.incarnation_quick()
+
+    def incarnation_quick(self) -> int:
+        response = _call(f"GetStatus of {self.task} at {self.address}",
+                         lambda: self._stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=10.0))
+        if not response.device:
+            raise errors.InternalError(None, None, f"{self.task} reported no devices")
+        if response.data_port != self._data_port:
+            self._data_port = response.data_port
+            self._reachable = None
+        return int(response.device[0].incarnation)
+
+    def devices(self) -> list[tuple[str, str]]:
+        response = _call(f"GetStatus of {self.task}",
+                         lambda: self._stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=10.0))
+        return [(d.name, d.device_type) for d in response.device]
+
+    def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
+                       fetches: Sequence[str], targets: Sequence[str]) -> str:
+        request = worker_pb2.RegisterGraphRequest(session_handle=session_handle, graph_def=graph_codec.to_proto(graph_def),
+                                                  feed=list(feeds), fetch=list(fetches), target=list(targets))
+        response = _call(f"RegisterGraph on {self.task}", lambda: self._stub.RegisterGraph(request))
+        self._signatures[response.graph_handle] = (list(feeds), list(fetches))
+        return str(response.graph_handle)
+
+    def deregister_graph(self, handle: str) -> None:
+        self._signatures.pop(handle, None)
+        _call(f"DeregisterGraph on {self.task}", lambda: self._stub.DeregisterGraph(
+            worker_pb2.DeregisterGraphRequest(graph_handle=handle), timeout=10.0))
+
+    def run_graph(self, handle: str, step_id: int, feed_values: Sequence[Any]) -> list[Any]:
+        feed_names, fetch_names = self._signatures[handle]
+        request = worker_pb2.RunGraphRequest(graph_handle=handle, step_id=step_id, send=feed_names,
+                                             recv_key=fetch_names)
+        fetched = self._exchange(step_calls.RUN_GRAPH, f"RunGraph on {self.task}", request,
+                                 list(zip(feed_names, feed_values)), reply_key=handle)
+        return [fetched[name] for name in fetch_names]
+
+    def recv_tensor(self, step_id: int, key: str) -> Any:
+        """Pulls one tensor (off the step's hot path, which pushes): its payload comes
+        over the data channel when it is reachable, else inline, streamed when the last
+        pull of ``key`` was large."""
+        request = worker_pb2.RecvTensorRequest(step_id=step_id, rendezvous_key=[key])
+        reachable = self._reaches_data_channel()
+        request.options.allow_data_channel = reachable
+        if not reachable:
+            self._fall_back()
+        stream = not reachable and key in self._large_replies
+
+        def run() -> Any:
+            reply = (self._stub.RecvTensorStream if stream else self._stub.RecvTensor)(request)
+            received = [item for item in self._tx.read_frames(reply, peer_host=self.host)
+                        if isinstance(item, wire.ReceivedTensor)]
+            if len(received) != 1:
+                raise errors.InternalError(None, None, f"RecvTensor of {key} returned {len(received)} tensors")
+            if not reachable:
+                self._note_reply_size(key, received[0].array.nbytes)
+            metrics.TENSORS_RECEIVED.inc()
+            return received[0].array
+
+        return _call(f"RecvTensor from {self.task}", run)
+
+    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
+        """Delivers a step's tensors to the peer's rendezvous."""
+        request = worker_pb2.PushTensorsRequest(step_id=step_id, from_task=from_task)
+        metrics.TENSORS_SENT.inc(len(items))
+        self._exchange(step_calls.PUSH_TENSORS, f"PushTensors to {self.task}", request, items)
+
+    def abort_step(self, step_id: int, reason: str) -> None:
+        _call(f"CleanupGraph on {self.task}", lambda: self._stub.CleanupGraph(
+            worker_pb2.CleanupGraphRequest(step_id=step_id, abort_reason=reason), timeout=10.0))
+
+    def cleanup_all(self, containers: Optional[list[str]] = None) -> None:
+        _call(f"CleanupAll on {self.task}", lambda: self._stub.CleanupAll(
+            worker_pb2.CleanupAllRequest(container=list(containers or [])), timeout=30.0))
+
+    def task_finished(self, task: str, is_chief: bool, timeout: float = 5.0) -> None:
+        _call(f"Shutdown on {self.task}", lambda: self._stub.Shutdown(
+            worker_pb2.ShutdownRequest(reason=f"{task} finished", finished_task=task, finished_task_is_chief=is_chief),
+            timeout=timeout))
+
+    def shutdown(self, reason: str, timeout: float = 5.0) -> None:
+        _call(f"Shutdown on {self.task}", lambda: self._stub.Shutdown(
+            worker_pb2.ShutdownRequest(reason=reason), timeout=timeout))
+
+
+class MasterClient(_Client):
+    """Calls the Master service at ``address`` for a client session."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address, MASTER_SERVICE, f"the master at {address}")
+
+    def create_session(self, graph_def: graph_def_lib.GraphDef, options: master_lib.SessionOptions) -> str:
+        config = config_pb2.SessionConfig(device_filters=options.device_filters,
+                                          operation_timeout_in_ms=options.operation_timeout_in_ms)
+        request = master_pb2.CreateSessionRequest(graph_def=graph_codec.to_proto(graph_def), config=config,
+                                                  target=f"grpc://{self.address}")
+        response = master_lib.wait_for_task(
+            f"the master at {self.address}",
+            lambda: _call(f"CreateSession at {self.address}", lambda: self._stub.CreateSession(request)),
+            timeout=600.0)
+        self._data_port, self._reachable = response.data_port, None
+        return str(response.session_handle)
+
+    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef) -> int:
+        request = master_pb2.ExtendSessionRequest(session_handle=handle, graph_def=graph_codec.to_proto(graph_def))
+        return int(_call(f"ExtendSession at {self.address}", lambda: self._stub.ExtendSession(request)).new_graph_version)
+
+    def run_step(self, handle: str, feeds: dict[str, Any], fetches: Sequence[str], targets: Sequence[str],
+                 timeout: Optional[float] = None) -> list[Any]:
+        request = master_pb2.RunStepRequest(session_handle=handle, feed=list(feeds), fetch=list(fetches),
+                                            target=list(targets))
+        fetched = self._exchange(step_calls.RUN_STEP, f"RunStep at {self.address}", request, list(feeds.items()),
+                                 reply_key=(handle, tuple(fetches)), timeout=timeout)
+        return [fetched[name] for name in fetches]
+
+    def close_session(self, handle: str) -> None:
+        _call(f"CloseSession at {self.address}", lambda: self._stub.CloseSession(
+            master_pb2.CloseSessionRequest(session_handle=handle), timeout=10.0))
+
+    def list_devices(self) -> list[tuple[str, str, int]]:
+        response = _call(f"ListDevices at {self.address}", lambda: self._stub.ListDevices(
+            master_pb2.ListDevicesRequest(), timeout=60.0))
+        return [(d.name, d.device_type, int(d.incarnation)) for d in [*response.local_device, *response.remote_device]]
+
+    def reset(self, containers: Optional[list[str]]) -> None:
+        _call(f"Reset at {self.address}", lambda: self._stub.Reset(
+            master_pb2.ResetRequest(container=list(containers or [])), timeout=60.0))

@@ -1,0 +1,76 @@
+"""Ports, in one place: free ports for loopback clusters, and where a task's data
+channel listens.
+
+A task listens on two ports: its gRPC port (from the cluster spec) and its data
+channel (``transport/data_channel.py``). The data channel's port is
+``TENSORGRID_DATA_PORT`` when set (Kubernetes declares it, conventionally 2223 beside
+the gRPC port 2222); otherwise a free port of ``DATA_PORT_RANGE``, so that many tasks
+of a loopback cluster never collide. Either way the bound port is what the task
+advertises to peers (``GetStatusResponse.data_port``, ``CreateSessionResponse.data_port``)
+and what they dial.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from typing import Mapping, Optional
+
+DATA_PORT_ENV = "TENSORGRID_DATA_PORT"
+"""The environment variable fixing the data channel's listening port (1-65535)."""
+
+DATA_PORT_RANGE = (20000, 32000)
+"""Where a data channel without a fixed port listens: below the kernel's ephemeral range
+(32768+), so it never takes a port that a launcher picked (as a free ephemeral port) for a
+task that has not bound it yet."""
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (held open together while chosen)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def data_port_from_env(environ: Optional[Mapping[str, str]] = None) -> int:
+    """The data channel port that ``TENSORGRID_DATA_PORT`` sets, or 0 (pick one) when it
+    is unset or empty. ValueError naming the value if it is not an integer 1-65535."""
+    value = (os.environ if environ is None else environ).get(DATA_PORT_ENV, "").strip()
+    if not value:
+        return 0
+    port = int(value) if value.isascii() and value.isdigit() else -1
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{DATA_PORT_ENV}={value!r} is not a TCP port: set it to an integer from 1 to 65535, "
+                         f"or leave it unset to pick a free port")
+    return port
+
+
+def listen_for_data(host: str, port: int) -> socket.socket:
+    """A listening socket for a data channel on ``host`` ("" = every interface, IPv4 and
+    IPv6) at ``port``; port 0 tries random ports of ``DATA_PORT_RANGE``, then any free
+    port. OSError (naming the port) if a fixed port cannot be bound."""
+    def listen(candidate: int) -> socket.socket:
+        if host == "" and socket.has_dualstack_ipv6():
+            return socket.create_server(("", candidate), family=socket.AF_INET6, backlog=128, dualstack_ipv6=True)
+        return socket.create_server((host, candidate), backlog=128)
+
+    if port:
+        try:
+            return listen(port)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot listen for the data channel on port {port}: {e.strerror}") from None
+    rng = secrets.SystemRandom()
+    for _ in range(64):
+        try:
+            return listen(rng.randrange(*DATA_PORT_RANGE))
+        except OSError:
+            continue
+    return listen(0)

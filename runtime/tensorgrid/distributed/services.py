@@ -1,0 +1,343 @@
+"""A task's Master and Worker services, served on gRPC and on the data channel.
+
+Servicers translate wire messages into calls on the task's ``Master`` and ``Worker``
+and map errors: an ``OpError`` is answered with its status code and message, a
+malformed transfer with its ``TransportError`` status, any other bad request
+(ValueError, TypeError, KeyError, an unparsable message) with INVALID_ARGUMENT
+naming the method.
+
+The calls of every step (``step_calls``: RunStep, RunGraph, PushTensors) are written
+once, as the methods of ``StepHandlers``: a request message and tensors by name in, a
+response message and tensors out. ``_serve_frames`` binds one to gRPC (its unary
+method and its streaming twin), ``_data_channel_handler`` to the data channel, so
+both protocols answer the same requests with the same replies and the same errors.
+``serve`` starts both for a ``Server``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+
+import grpc
+from google.protobuf import message as message_lib
+
+from tensorgrid import metrics
+from tensorgrid.distributed import graph_codec
+from tensorgrid.distributed import master as master_lib
+from tensorgrid.distributed import ports
+from tensorgrid.distributed import step_calls
+from tensorgrid.distributed import transport
+from tensorgrid.distributed import worker as worker_lib
+from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
+from tensorgrid.framework import errors
+from tensorgrid.v1 import master_pb2
+from tensorgrid.v1 import worker_pb2
+
+if TYPE_CHECKING:
+    from tensorgrid.distributed import server as server_lib
+
+MASTER_SERVICE = master_pb2.DESCRIPTOR.services_by_name["Master"]
+WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
+
+T = TypeVar("T")
+
+StepBody = Callable[[Any, dict[str, Any]], tuple[message_lib.Message, list[tuple[str, Any]]]]
+"""A call of a step written once: (request message, tensors by name) -> (response, tensors)."""
+
+
+# ---------------------------------------------------------------------- errors across the wire
+
+def _status_of(failure: Exception, method: str) -> Optional[tuple[int, str]]:
+    """The status number and message answering ``failure``, raised serving ``method``;
+    None for a failure that is neither an OpError nor a bad request (a bug: it is left
+    to the protocol, which answers UNKNOWN on gRPC and INTERNAL on the data channel)."""
+    if isinstance(failure, errors.OpError):
+        return failure.code, failure.message
+    if isinstance(failure, wire.TransportError):
+        return failure.code, str(failure)
+    if isinstance(failure, (ValueError, TypeError, KeyError, message_lib.DecodeError)):
+        return errors.InvalidArgumentError.code, f"{method}: {failure}"
+    return None
+
+
+def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -> T:
+    """Runs a servicer body; an OpError or a bad request becomes its gRPC status."""
+    started = time.perf_counter()
+    try:
+        return call()
+    except Exception as failure:  # noqa: BLE001 - answered below, or re-raised
+        status = _status_of(failure, method)
+        if status is None:
+            raise
+        context.abort(grpc_frames.status_code(status[0]), status[1])
+    finally:
+        metrics.RPC_DURATION.labels(method).observe(time.perf_counter() - started)
+    raise AssertionError("unreachable: abort raises")
+
+
+# ---------------------------------------------------------------------- the calls of every step
+
+class StepHandlers:
+    """RunStep, RunGraph and PushTensors, each written once, for both protocols."""
+
+    def __init__(self, worker: worker_lib.Worker, master: master_lib.Master) -> None:
+        self._worker = worker
+        self._master = master
+        self._pushed_bytes = metrics.RPC_BYTES.labels("PushTensors", "received")
+
+    def run_step(self, request: master_pb2.RunStepRequest,
+                 feeds: dict[str, Any]) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+        timeout = request.options.timeout_in_ms / 1000.0 if request.options.timeout_in_ms else None
+        values = self._master.run_step(request.session_handle, feeds, list(request.fetch), list(request.target),
+                                       timeout=timeout)
+        return master_pb2.RunStepResponse(), list(zip(request.fetch, values))
+
+    def run_graph(self, request: worker_pb2.RunGraphRequest,
+                  feeds: dict[str, Any]) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+        feed_names, fetch_names = self._worker.signature(request.graph_handle)
+        missing = [n for n in feed_names if n not in feeds]
+        if missing:
+            raise errors.InvalidArgumentError(None, None, f"RunGraph for {request.graph_handle} lacks feeds {missing}")
+        values = self._worker.run_graph(request.graph_handle, request.step_id, [feeds[n] for n in feed_names])
+        metrics.TENSORS_RECEIVED.inc(len(feeds))
+        metrics.TENSORS_SENT.inc(len(values))
+        return worker_pb2.RunGraphResponse(step_id=request.step_id), list(zip(fetch_names, values))
+
+    def push_tensors(self, request: worker_pb2.PushTensorsRequest,
+                     tensors: dict[str, Any]) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+        self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()))
+        metrics.TENSORS_RECEIVED.inc(len(tensors))
+        self._pushed_bytes.inc(sum(int(v.nbytes) for v in tensors.values()))
+        return worker_pb2.PushTensorsResponse(), []
+
+    def data_channel_handlers(self) -> dict[int, data_channel.CallHandler]:
+        """The handlers of the task's data channel, by method number."""
+        bodies: dict[step_calls.StepCall, StepBody] = {
+            step_calls.RUN_STEP: self.run_step,
+            step_calls.RUN_GRAPH: self.run_graph,
+            step_calls.PUSH_TENSORS: self.push_tensors,
+        }
+        return {call.method: _data_channel_handler(call, body) for call, body in bodies.items()}
+
+
+def _serve_frames(call: step_calls.StepCall, body: StepBody, tx: transport.Transport, frames: Any,
+                  context: grpc.ServicerContext) -> Any:
+    """``body`` served as gRPC method ``call.name`` (and its streaming twin): frames in,
+    frames or the response message out."""
+    def run() -> Any:
+        first, tensors = tx.read_message(frames, call.frame_type)
+        if first.WhichOneof("kind") != "request":
+            raise errors.InvalidArgumentError(None, None, f"{call.name} must start with a request frame")
+        request: Any = getattr(first, "request")
+        response, reply_tensors = body(request, tensors)
+        if not call.replies_with_frames:
+            return response
+        return tx.write_frames(call.frame_type(response=response), reply_tensors, context=context,
+                               use_data_channel=request.options.allow_data_channel)
+    return _answer(context, call.name, run)
+
+
+def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_channel.CallHandler:
+    """``body`` served as data channel method ``call.method``: the request message as
+    control bytes, the response message back; errors answered as ``_answer`` does."""
+    duration = metrics.RPC_DURATION.labels(call.name)
+
+    def handle(control: bytes, received: list[wire.ReceivedTensor]) -> tuple[int, bytes, list[tuple[str, Any]]]:
+        started = time.perf_counter()
+        try:
+            tensors: dict[str, Any] = {}
+            for item in received:
+                if item.name in tensors:
+                    raise wire.TransportError(f"tensor {item.name!r} arrived twice")
+                tensors[item.name] = item.array
+            response, reply_tensors = body(call.request_type.FromString(control), tensors)
+            return 0, response.SerializeToString(), reply_tensors
+        except Exception as failure:  # noqa: BLE001 - answered below, or re-raised
+            status = _status_of(failure, call.name)
+            if status is None:
+                raise
+            return status[0], status[1].encode(), []
+        finally:
+            duration.observe(time.perf_counter() - started)
+    return handle
+
+
+# ---------------------------------------------------------------------- servicers
+
+class WorkerServicer:
+    def __init__(self, server: server_lib.Server, tx: transport.Transport, steps: StepHandlers) -> None:
+        self._server = server
+        self._worker = server.worker
+        self._tx = tx
+        self._steps = steps
+
+    def GetStatus(self, request: worker_pb2.GetStatusRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            response = worker_pb2.GetStatusResponse(data_port=self._tx.data_port)
+            for name, kind in self._worker.devices():
+                response.device.add(name=name, device_type=kind, incarnation=self._worker.incarnation)
+            return response
+        return _answer(context, "GetStatus", body)
+
+    def RegisterGraph(self, request: worker_pb2.RegisterGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            graph_def = graph_codec.from_proto(request.graph_def)
+            handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
+                                                 list(request.fetch), list(request.target))
+            return worker_pb2.RegisterGraphResponse(graph_handle=handle)
+        return _answer(context, "RegisterGraph", body)
+
+    def DeregisterGraph(self, request: worker_pb2.DeregisterGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            self._worker.deregister_graph(request.graph_handle)
+            return worker_pb2.DeregisterGraphResponse()
+        return _answer(context, "DeregisterGraph", body)
+
+    def RunGraph(self, frames: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return _serve_frames(step_calls.RUN_GRAPH, self._steps.run_graph, self._tx, frames, context)
+
+    def PushTensors(self, frames: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return _serve_frames(step_calls.PUSH_TENSORS, self._steps.push_tensors, self._tx, frames, context)
+
+    def RecvTensor(self, request: worker_pb2.RecvTensorRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            values = [(key, self._worker.recv_tensor(request.step_id, key)) for key in request.rendezvous_key]
+            metrics.TENSORS_SENT.inc(len(values))
+            metrics.RPC_BYTES.labels("RecvTensor", "sent").inc(sum(int(getattr(v, "nbytes", 0)) for _, v in values))
+            return self._tx.write_frames(None, values, context=context,
+                                         use_data_channel=request.options.allow_data_channel)
+        return _answer(context, "RecvTensor", body)
+
+    def CleanupGraph(self, request: worker_pb2.CleanupGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            if request.abort_reason:
+                self._worker.abort_step(request.step_id, request.abort_reason)
+            else:
+                self._worker.cleanup_step(request.step_id)
+            return worker_pb2.CleanupGraphResponse()
+        return _answer(context, "CleanupGraph", body)
+
+    def CleanupAll(self, request: worker_pb2.CleanupAllRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            self._worker.cleanup_all(list(request.container))
+            return worker_pb2.CleanupAllResponse()
+        return _answer(context, "CleanupAll", body)
+
+    def Shutdown(self, request: worker_pb2.ShutdownRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            if request.finished_task:
+                self._server.on_task_finished(request.finished_task, request.finished_task_is_chief)
+            else:
+                self._server.request_stop(request.reason or "asked to shut down")
+            return worker_pb2.ShutdownResponse()
+        return _answer(context, "Shutdown", body)
+
+
+class MasterServicer:
+    def __init__(self, server: server_lib.Server, tx: transport.Transport, steps: StepHandlers) -> None:
+        self._master = server.master
+        self._tx = tx
+        self._steps = steps
+
+    def CreateSession(self, request: master_pb2.CreateSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            graph_def = graph_codec.from_proto(request.graph_def)
+            options = master_lib.SessionOptions(list(request.config.device_filters),
+                                                int(request.config.operation_timeout_in_ms))
+            handle = self._master.create_session(graph_def, options)
+            return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=graph_def.version,
+                                                    data_port=self._tx.data_port)
+        return _answer(context, "CreateSession", body)
+
+    def ExtendSession(self, request: master_pb2.ExtendSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            version = self._master.extend_session(request.session_handle, graph_codec.from_proto(request.graph_def))
+            return master_pb2.ExtendSessionResponse(new_graph_version=version)
+        return _answer(context, "ExtendSession", body)
+
+    def RunStep(self, frames: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return _serve_frames(step_calls.RUN_STEP, self._steps.run_step, self._tx, frames, context)
+
+    def CloseSession(self, request: master_pb2.CloseSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            self._master.close_session(request.session_handle)
+            return master_pb2.CloseSessionResponse()
+        return _answer(context, "CloseSession", body)
+
+    def ListDevices(self, request: master_pb2.ListDevicesRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            response = master_pb2.ListDevicesResponse()
+            for name, kind, incarnation in self._master.list_devices():
+                response.remote_device.add(name=name, device_type=kind, incarnation=incarnation)
+            return response
+        return _answer(context, "ListDevices", body)
+
+    def Reset(self, request: master_pb2.ResetRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def body() -> Any:
+            self._master.reset(list(request.container))
+            return master_pb2.ResetResponse()
+        return _answer(context, "Reset", body)
+
+
+# ---------------------------------------------------------------------- serving a task
+
+@dataclasses.dataclass
+class Serving:
+    """What ``serve`` started for a task."""
+
+    grpc_server: grpc.Server
+    port: int
+    """The bound gRPC port."""
+    transport: transport.Transport
+    """The task's transport, with its data channel (if it has one)."""
+
+    def stop(self, grace: float) -> None:
+        self.grpc_server.stop(grace=grace)
+        self.transport.close()
+
+
+def serve(server: server_lib.Server, port: int) -> Serving:
+    """Starts the task's gRPC server on all interfaces at ``port``, and its data channel.
+
+    The data channel listens on ``TENSORGRID_DATA_PORT`` when set, else on a free port
+    (``ports``); ``TENSORGRID_DATA_CHANNEL=0`` turns it off, and peers then send the
+    task everything over gRPC. ValueError for a bad ``TENSORGRID_DATA_PORT``,
+    RuntimeError when a port cannot be bound.
+    """
+    data_port = ports.data_port_from_env()
+    if data_port and data_port == port:
+        raise ValueError(f"{ports.DATA_PORT_ENV}={data_port} is the gRPC port of {server.task}; the data channel "
+                         f"needs a port of its own (conventionally the gRPC port + 1)")
+    enabled = os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"
+    try:
+        tx = transport.Transport(transport.TransportConfig(data_channel=enabled, data_port=data_port))
+    except OSError as e:
+        where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
+        raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
+    steps = StepHandlers(server.worker, server.master)
+    tx.serve_calls(steps.data_channel_handlers())
+    rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=128, thread_name_prefix="rpc"),
+                             options=grpc_frames.GRPC_OPTIONS)
+    rpc_server.add_generic_rpc_handlers((
+        grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx, steps)),
+        grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps)),
+    ))
+    bound = 0
+    for address in (f"[::]:{port}", f"0.0.0.0:{port}"):
+        try:
+            bound = rpc_server.add_insecure_port(address)
+        except RuntimeError:
+            bound = 0
+        if bound:
+            break
+    if not bound:
+        tx.close()
+        raise RuntimeError(f"Cannot listen on port {port} for {server.task}: is another process using it?")
+    rpc_server.start()
+    return Serving(rpc_server, bound, tx)

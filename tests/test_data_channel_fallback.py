@@ -117,6 +117,24 @@ def test_a_peer_whose_data_port_is_blocked_trains_over_grpc_logged_once_and_coun
         cluster.close()
 
 
+def _served_on_data_channel(method):
+    return metrics.REGISTRY.get_sample_value("tensorgrid_data_channel_calls_total", {"method": method}) or 0.0
+
+
+def test_steps_served_on_the_data_channel_are_counted(monkeypatch):
+    # What the e2e suite reads from the pods' metrics to see steps travel on the declared port.
+    cluster = _InProcessCluster(monkeypatch)
+    try:
+        before = {m: _served_on_data_channel(m) for m in ("RunGraph", "PushTensors")}
+        before_fallbacks = _fallbacks(cluster.ps_address)
+        np.testing.assert_allclose(train_three_steps(cluster.worker.target), np.full((3, 2), -2.0))
+        assert _served_on_data_channel("RunGraph") - before["RunGraph"] >= 3
+        assert _served_on_data_channel("PushTensors") - before["PushTensors"] >= 3
+        assert _fallbacks(cluster.ps_address) == before_fallbacks
+    finally:
+        cluster.close()
+
+
 def _stub_calls(client):
     """Records the name of every gRPC method ``client`` calls."""
     calls = []

@@ -28,6 +28,10 @@ RPC_BYTES = Counter("tensorgrid_rpc_bytes", "Tensor payload bytes moved by RPCs 
                     ["method", "direction"], registry=REGISTRY)
 TENSORS_SENT = Counter("tensorgrid_tensors_sent", "Tensors this task sent to peers or clients.",
                        registry=REGISTRY)
+DATA_CHANNEL_CALLS = Counter(
+    "tensorgrid_data_channel_calls",
+    "Step calls (RunStep, RunGraph, PushTensors) this task served on its data channel.",
+    ["method"], registry=REGISTRY)
 DATA_CHANNEL_FALLBACKS = Counter(
     "tensorgrid_data_channel_fallbacks",
     "Calls this task sent over gRPC because the peer's data channel could not be reached.",

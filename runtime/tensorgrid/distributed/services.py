@@ -147,9 +147,11 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
     """``body`` served as data channel method ``call.method``: the request message as
     control bytes, the response message back; errors answered as ``_answer`` does."""
     duration = metrics.RPC_DURATION.labels(call.name)
+    served = metrics.DATA_CHANNEL_CALLS.labels(call.name)
 
     def handle(control: bytes, received: list[wire.ReceivedTensor]) -> tuple[int, bytes, list[tuple[str, Any]]]:
         started = time.perf_counter()
+        served.inc()
         try:
             tensors: dict[str, Any] = {}
             for item in received:

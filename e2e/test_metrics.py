@@ -154,8 +154,10 @@ def test_prometheus_scrapes_training_pods_and_the_operator(ns: Namespace, promet
     assert prometheus.query(f"tensorgrid_data_channel_fallbacks_total{{{selector}}}") == 0
     job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)
     assert job["status"]["state"] == "Succeeded", job["status"]
+    # The target's own "namespace" (the operator's) wins; the job's becomes exported_namespace,
+    # as with the Prometheus Operator's ServiceMonitor.
     wait_for("the operator's succeeded-jobs counter", lambda: prometheus.query(
-        f'tensorgrid_operator_jobs_succeeded_total{{namespace="{ns.name}"}}') >= 1, 60)
+        f'tensorgrid_operator_jobs_succeeded_total{{exported_namespace="{ns.name}"}}') >= 1, 60)
     assert prometheus.query("tensorgrid_operator_jobs_created_total") >= 1
 
 

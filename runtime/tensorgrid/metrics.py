@@ -80,14 +80,18 @@ class _TaskCollector:
 REGISTRY.register(_TaskCollector())
 
 
-def serve(port: int, server: Any) -> None:
-    """Serves /metrics on ``port`` (once per process) and includes ``server``'s gauges."""
+def serve(port: int, server: Any, host: str = "") -> None:
+    """Serves /metrics on ``port`` (once per process) and includes ``server``'s gauges.
+
+    ``host`` as the task's own listeners (``distributed.ports.listen_host``): loopback for a
+    task on loopback, ``""`` for every interface (a pod, scraped at its IP).
+    """
     with _lock:
         _servers.append(server)
         if port in _http_started:
             return
         _http_started.add(port)
-    start_http_server(port, registry=REGISTRY)
+    start_http_server(port, addr=host or "0.0.0.0", registry=REGISTRY)
 
 
 def forget(server: Any) -> None:

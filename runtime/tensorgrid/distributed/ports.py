@@ -74,3 +74,25 @@ def listen_for_data(host: str, port: int) -> socket.socket:
         except OSError:
             continue
     return listen(0)
+
+
+BIND_ADDRESS_ENV = "TENSORGRID_BIND_ADDRESS"
+_LOOPBACK_NAMES = {"localhost", "ip6-localhost", "ip6-loopback"}
+
+
+def listen_host(own_address: str) -> str:
+    """Where a task listens (gRPC, data channel, metrics): ``""`` for every interface.
+
+    A task whose own address in the cluster is a loopback name or address (``tensorgrid
+    local``, tests: ``localhost:2222``) listens on loopback only, so nothing outside the
+    machine reaches it; any other task (a pod's ``<job>-ps-0.<ns>.svc:2222``) on every
+    interface, as peers dial its pod IP. ``TENSORGRID_BIND_ADDRESS`` overrides both
+    (``0.0.0.0`` or ``::`` for every interface, or one address).
+    """
+    configured = os.environ.get(BIND_ADDRESS_ENV, "").strip()
+    if configured:
+        return "" if configured in ("0.0.0.0", "::", "*") else configured.strip("[]")
+    host = own_address.rpartition(":")[0].strip("[]").lower()
+    if host in _LOOPBACK_NAMES or host.startswith("127.") or host == "::1":
+        return "::1" if host == "::1" else "127.0.0.1"
+    return ""

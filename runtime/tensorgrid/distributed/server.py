@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from tensorgrid.distributed import channels
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import master as master_lib
+from tensorgrid.distributed import ports
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
@@ -112,7 +113,7 @@ class Server:
             from tensorgrid import metrics
 
             metrics.serve(self._metrics_port if self._metrics_port is not None
-                          else int(os.environ["TENSORGRID_METRICS_PORT"]), self)
+                          else int(os.environ["TENSORGRID_METRICS_PORT"]), self, ports.listen_host(self.address))
         _at_exit(self._exit)
         _stop_on_sigterm_as_pid_1()
         log.info("Started server for %s at %s (incarnation %016x)", self.task, self.address, self.worker.incarnation)

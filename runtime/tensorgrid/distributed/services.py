@@ -305,7 +305,8 @@ class Serving:
 
 
 def serve(server: server_lib.Server, port: int) -> Serving:
-    """Starts the task's gRPC server on all interfaces at ``port``, and its data channel.
+    """Starts the task's gRPC server at ``port``, and its data channel, on the interfaces of
+    ``ports.listen_host`` (loopback for a task addressed as localhost, else all).
 
     The data channel listens on ``TENSORGRID_DATA_PORT`` when set, else on a free port
     (``ports``); ``TENSORGRID_DATA_CHANNEL=0`` turns it off, and peers then send the
@@ -317,8 +318,9 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         raise ValueError(f"{ports.DATA_PORT_ENV}={data_port} is the gRPC port of {server.task}; the data channel "
                          f"needs a port of its own (conventionally the gRPC port + 1)")
     enabled = os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"
+    host = ports.listen_host(server.address)
     try:
-        tx = transport.Transport(transport.TransportConfig(data_channel=enabled, data_port=data_port))
+        tx = transport.Transport(transport.TransportConfig(data_channel=enabled, data_host=host, data_port=data_port))
     except OSError as e:
         where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
         raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
@@ -331,7 +333,9 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps)),
     ))
     bound = 0
-    for address in (f"[::]:{port}", f"0.0.0.0:{port}"):
+    candidates = (f"[::]:{port}", f"0.0.0.0:{port}") if host == "" else (
+        f"[{host}]:{port}" if ":" in host else f"{host}:{port}",)
+    for address in candidates:
         try:
             bound = rpc_server.add_insecure_port(address)
         except RuntimeError:

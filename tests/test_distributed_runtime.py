@@ -3,6 +3,7 @@
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -212,3 +213,17 @@ def test_a_program_that_is_pid_1_exits_on_sigterm_without_ending_training(tmp_pa
         with pytest.raises(subprocess.TimeoutExpired):
             ps.process.wait(timeout=3)  # still serving: no "training finished" report arrived
         assert "finished" not in ps.log(), ps.log()
+
+
+def test_a_peer_that_does_not_answer_is_unavailable_not_a_failed_step(monkeypatch):
+    # A replaced pod's stale address accepts nothing or answers nothing: callers must be able
+    # to retry (UnavailableError), not end the program on DeadlineExceeded.
+    from tensorgrid.distributed import clients
+
+    monkeypatch.setattr(clients, "STATUS_TIMEOUT_SECONDS", 0.5)
+    with socket.socket() as silent:  # listens, accepts into the backlog, never speaks HTTP/2
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = clients.WorkerClient(f"127.0.0.1:{silent.getsockname()[1]}", "/job:worker/replica:0/task:1")
+        with pytest.raises(tf.errors.UnavailableError, match="no answer within 0.5 s"):
+            client.incarnation_quick()

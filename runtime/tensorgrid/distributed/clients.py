@@ -62,6 +62,24 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         raise errors.DataLossError(None, None, f"{what}: {e}") from None
 
 
+STATUS_TIMEOUT_SECONDS = 10.0
+
+
+def _status(what: str, stub: Any) -> worker_pb2.GetStatusResponse:
+    """GetStatus, bounded by our own deadline: a peer that does not answer in time is
+    unavailable (a pod being replaced, a stale address), not a failed step, so callers
+    retry it as any other unavailable peer instead of ending the program."""
+    try:
+        response: worker_pb2.GetStatusResponse = stub.GetStatus(worker_pb2.GetStatusRequest(),
+                                                                 timeout=STATUS_TIMEOUT_SECONDS)
+        return response
+    except grpc.RpcError as e:
+        if hasattr(e, "code") and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise errors.UnavailableError(None, None, f"{what}: no answer within {STATUS_TIMEOUT_SECONDS:g} s") \
+                from None
+        raise _as_op_error(e, what) from None
+
+
 # ---------------------------------------------------------------------- state shared by a process's clients
 
 _client_transport: Optional[transport.Transport] = None
@@ -208,8 +226,7 @@ class WorkerClient(_Client):
         self.incarnation_quick()
 
     def incarnation_quick(self) -> int:
-        response = _call(f"GetStatus of {self.task} at {self.address}",
-                         lambda: self._stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=10.0))
+        response = _status(f"GetStatus of {self.task} at {self.address}", self._stub)
         if not response.device:
             raise errors.InternalError(None, None, f"{self.task} reported no devices")
         if response.data_port != self._data_port:
@@ -218,8 +235,7 @@ class WorkerClient(_Client):
         return int(response.device[0].incarnation)
 
     def devices(self) -> list[tuple[str, str]]:
-        response = _call(f"GetStatus of {self.task}",
-                         lambda: self._stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=10.0))
+        response = _status(f"GetStatus of {self.task}", self._stub)
         return [(d.name, d.device_type) for d in response.device]
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],

@@ -44,6 +44,13 @@ def _integer_divisor_check(y: Any) -> None:
         raise errors.InvalidArgumentError(None, None, "Integer division by zero")
 
 
+@register_kernel("Range")
+def _range(k: Any, step: Any, start: Any, limit: Any, delta: Any) -> Any:
+    if delta == 0:
+        raise errors.InvalidArgumentError(None, None, f"Requires delta != 0: {delta} (op {k.name})")
+    return k.xp.arange(start, limit, delta, dtype=k.output_dtypes[0])
+
+
 @register_kernel("FloorDiv")
 def _floordiv(k: Any, step: Any, x: Any, y: Any) -> Any:
     _integer_divisor_check(y)

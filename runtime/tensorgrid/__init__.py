@@ -41,6 +41,7 @@ from tensorgrid.ops.array_ops import (
 )
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
+from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients
 from tensorgrid.ops.init_ops import (
     constant_initializer, glorot_normal_initializer, glorot_uniform_initializer, ones_initializer,
@@ -58,6 +59,9 @@ from tensorgrid.ops.math_ops import (
 )
 from tensorgrid.ops.sparse_ops import (
     sparse_placeholder, sparse_segment_mean, sparse_segment_sqrt_n, sparse_segment_sum, unique,
+)
+from tensorgrid.ops.partitioned_variables import (
+    PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
 )
 from tensorgrid.ops.random_ops import random_normal, random_uniform, truncated_normal
 from tensorgrid.ops.state_ops import (

@@ -215,3 +215,19 @@ def test_sparse_values_are_fetched_and_fed_as_namedtuples(session: tf.Session) -
     assert isinstance(fetched, tf.IndexedSlicesValue) and fetched.dense_shape is None
     with pytest.raises(TypeError, match="must be a SparseTensorValue"):
         session.run(doubled, {ids: np.zeros(3)})
+
+
+def test_clip_by_global_norm_keeps_sparse_gradients_sparse(tf1: Any) -> None:
+    def build(lib: Any) -> Any:
+        table = lib.Variable(TABLE, name="table")
+        dense_w = lib.Variable(np.ones((3, 1)), name="w")
+        loss = lib.reduce_sum(lib.matmul(lib.gather(table, [4, 1, 4]), dense_w))
+        grads = lib.gradients(loss, [table, dense_w])
+        clipped, norm = lib.clip_by_global_norm(grads, 1.5)
+        assert isinstance(clipped[0], lib.IndexedSlices)
+        return clipped, norm
+
+    (ours, ours_norm), (theirs, their_norm) = run_both(tf1, build)
+    np.testing.assert_allclose(ours_norm, their_norm, rtol=1e-12)
+    for a, b in zip(ours, theirs):
+        assert_same_kind_and_value(a, b)

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
@@ -570,10 +571,12 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: Option
 
 
 def global_norm(t_list: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    """sqrt(sum of squares of every element of every tensor in ``t_list``); None entries are skipped."""
+    """sqrt(sum of squares of every element of every tensor in ``t_list``); None entries are skipped,
+    and an IndexedSlices counts its values (as in TF)."""
     if isinstance(t_list, graph_lib.Tensor) or not isinstance(t_list, (list, tuple)):
         raise TypeError(f"global_norm: t_list must be a list of tensors, got {t_list!r}")
-    tensors = [op_util.to_tensor(t) for t in t_list if t is not None]
+    tensors = [op_util.to_tensor(t.values if isinstance(t, indexed_slices.IndexedSlices) else t)
+               for t in t_list if t is not None]
     if not tensors:
         raise ValueError("global_norm: t_list holds no tensors")
     with tensors[0].graph.name_scope(name or "global_norm"):
@@ -592,7 +595,9 @@ def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: Optional[str] =
 
 def clip_by_global_norm(t_list: Any, clip_norm: Any, use_norm: Any = None,
                         name: Optional[str] = None) -> tuple[list[Any], graph_lib.Tensor]:
-    """Scales every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns (clipped, global_norm)."""
+    """Scales every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns (clipped, global_norm).
+
+    An IndexedSlices stays one, its values scaled (so a clipped gradient still updates sparsely)."""
     if isinstance(t_list, graph_lib.Tensor) or not isinstance(t_list, (list, tuple)):
         raise TypeError(f"clip_by_global_norm: t_list must be a list of tensors, got {t_list!r}")
     norm = global_norm(t_list) if use_norm is None else op_util.to_tensor(use_norm)
@@ -605,6 +610,10 @@ def clip_by_global_norm(t_list: Any, clip_norm: Any, use_norm: Any = None,
         for t in t_list:
             if t is None:
                 clipped.append(None)
+                continue
+            if isinstance(t, indexed_slices.IndexedSlices):
+                values = multiply(t.values, cast(scale, t.dtype.base_dtype))
+                clipped.append(indexed_slices.IndexedSlices(values, t.indices, t.dense_shape))
                 continue
             x = op_util.to_tensor(t)
             clipped.append(multiply(x, cast(scale, x.dtype.base_dtype)))

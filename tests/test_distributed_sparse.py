@@ -6,10 +6,16 @@ master runs the steps. Each step looks up a few rows of both parts; the gradient
 reaches each PS as an IndexedSlices and a fused ``SparseApplyMomentum`` there moves
 only those rows. The parts read back from the PS must equal an in-process run of the
 same graph, and the rows no batch looked up must still hold their initial values.
+The wide-and-deep example (a 1,000,000 x 64 table over two PS, two async workers) runs
+under ``tensorgrid local`` and its loss falls.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -64,3 +70,18 @@ def test_partitioned_table_is_updated_sparsely_on_two_parameter_servers(tmp_path
     moved = [row for row in TOUCHED if not np.array_equal(table[row], INITIAL[row])]
     assert moved == TOUCHED
     assert min(TOUCHED) < 500 <= max(TOUCHED)  # rows of both parts moved
+
+
+def test_wide_and_deep_example_trains_a_million_row_table_on_two_ps(tmp_path: Any) -> None:
+    program = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                           "wide_deep_click.py")
+    result = subprocess.run(
+        [sys.executable, "-m", "tensorgrid", "local", "--ps", "2", "--workers", "2", "--",
+         sys.executable, program, "--steps", "600", "--log-every", "100"],
+        capture_output=True, text=True, timeout=170)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tasks: ps:0=0, ps:1=0, worker:0=0, worker:1=0" in result.stdout
+    for worker in (0, 1):
+        fell = re.search(rf"worker:{worker} loss fell from (\S+) to (\S+)", result.stdout)
+        assert fell is not None, result.stdout
+        assert float(fell.group(2)) < float(fell.group(1)) < 0.69

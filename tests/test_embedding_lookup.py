@@ -187,3 +187,20 @@ def test_embedding_lookup_sparse_checks_its_arguments() -> None:
         tf.nn.embedding_lookup_sparse(table, SP_IDS, None)
     with pytest.raises(TypeError, match="cannot be used where a dense Tensor is expected"):
         tf.reduce_sum(sp_ids)
+
+
+def test_sharded_lookup_runs_through_the_gpu_backend_interface(fake_gpu: Any) -> None:
+    with tf.device("/device:GPU:0"):
+        shards = [tf.Variable(TABLE[rows], name=f"shard{i}") for i, rows in enumerate(SHARD_ROWS["div"])]
+        rows = tf.nn.embedding_lookup(shards, IDS, partition_strategy="div")
+        unique_ids, _ = tf.unique(tf.reshape(tf.constant(IDS), [-1]))
+        step = tf.train.AdagradOptimizer(0.1).minimize(tf.reduce_sum(rows))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        np.testing.assert_array_equal(sess.run(rows), TABLE[IDS])
+        np.testing.assert_array_equal(sess.run(unique_ids), [9, 0, 4, 7, 2, 6, 1])
+        sess.run(step)
+        table = np.concatenate(sess.run(shards))
+    untouched = [3, 5, 8]
+    np.testing.assert_array_equal(table[untouched], TABLE[untouched])
+    assert np.all(table[[0, 1, 2, 4, 6, 7, 9]] < TABLE[[0, 1, 2, 4, 6, 7, 9]])

@@ -19,7 +19,7 @@ def _unique(k: Any, step: Any, x: Any) -> Any:
     xp = k.xp
     values, first, inverse = xp.unique(x, return_index=True, return_inverse=True)
     # numpy sorts the distinct values; TF lists them in order of first appearance.
-    order = xp.argsort(first, kind="stable")
+    order = xp.argsort(first)
     position = xp.empty_like(order)
     position[order] = xp.arange(order.shape[0])
     index_dtype = k.output_dtypes[1]

@@ -161,11 +161,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{job}:{index} global step {step:5d}  mean loss of the last {args.log_every} steps "
                       f"{reports[-1]:.4f}  {rate:5.1f} local steps/s", flush=True)
     print(f"{job}:{index} done: {local_steps} local steps in {time.perf_counter() - started:.1f} s", flush=True)
-    if len(reports) >= 2 and not reports[-1] < reports[0]:
+    if len(reports) < 2:
+        print(f"{job}:{index} too few local steps for a loss trend (another worker did most of them)", flush=True)
+        return 0
+    if not reports[-1] < reports[0]:
         print(f"FAILED: the loss did not fall ({reports[0]:.4f} -> {reports[-1]:.4f})", file=sys.stderr)
         return 1
-    if reports:
-        print(f"{job}:{index} loss fell from {reports[0]:.4f} to {reports[-1]:.4f}", flush=True)
+    print(f"{job}:{index} loss fell from {reports[0]:.4f} to {reports[-1]:.4f}", flush=True)
     return 0
 
 

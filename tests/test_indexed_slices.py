@@ -231,3 +231,16 @@ def test_clip_by_global_norm_keeps_sparse_gradients_sparse(tf1: Any) -> None:
     np.testing.assert_allclose(ours_norm, their_norm, rtol=1e-12)
     for a, b in zip(ours, theirs):
         assert_same_kind_and_value(a, b)
+
+
+@pytest.mark.parametrize("reduction", ["sparse_segment_sum", "sparse_segment_mean", "sparse_segment_sqrt_n"])
+def test_sparse_segment_reductions_and_their_gradients(tf1: Any, reduction: str) -> None:
+    def build(lib: Any) -> Any:
+        data = lib.Variable(TABLE, name="data")
+        reduced = getattr(lib, reduction)(data, lib.constant([4, 0, 4, 2, 1]), lib.constant([0, 0, 1, 3, 3]))
+        return reduced, lib.gradients(lib.reduce_sum(reduced * lib.constant(np.arange(1.0, 9.0).reshape(4, 2)[:, :1])),
+                                      [data])[0]
+
+    (ours, ours_grad), (theirs, their_grad) = run_both(tf1, build)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)  # segment 2 is empty: zeros
+    np.testing.assert_allclose(dense(ours_grad), dense(their_grad), rtol=1e-12)

@@ -146,6 +146,8 @@ class Optimizer:
                     g = indexed_slices.convert_to_tensor_or_indexed_slices(g)
                 except (TypeError, ValueError):
                     raise TypeError(f"Gradient must be convertible to a Tensor or IndexedSlices, or None: {g!r}") from None
+                if not isinstance(g, (graph_lib.Tensor, indexed_slices.IndexedSlices)):
+                    raise TypeError(f"Gradient must be a Tensor, IndexedSlices, or None: {g!r}")
             if not isinstance(v, variables_lib.Variable):
                 raise TypeError(f"Optimizers update tf.Variable objects only; {v!r} is not one")
             converted.append((g, v))

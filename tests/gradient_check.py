@@ -69,7 +69,7 @@ def check_gradient(
                 )
                 results.append(np.zeros_like(numeric))
                 continue
-            analytic = next(by_position)
+            analytic = densify(next(by_position))
             assert np.shape(analytic) == numeric.shape, (
                 f"gradient for input {position} has shape {np.shape(analytic)}, expected {numeric.shape}"
             )
@@ -79,6 +79,15 @@ def check_gradient(
             )
             results.append(np.asarray(analytic))
     return results
+
+
+def densify(value: Any) -> Any:
+    """A fetched gradient as a dense array: an ``IndexedSlicesValue`` scatter-added into zeros."""
+    if not isinstance(value, tf.IndexedSlicesValue):
+        return value
+    dense = np.zeros(value.dense_shape, dtype=value.values.dtype)
+    np.add.at(dense, value.indices, value.values)
+    return dense
 
 
 def _central_differences(sess: Any, loss: Any, feed: dict[Any, Any], x: Any, delta: float) -> np.ndarray:

@@ -335,3 +335,78 @@ def test_data_layout_is_aligned_little_endian_with_crcs(tmp_path: Any) -> None:
     for name, value in values.items():
         np.testing.assert_array_equal(read[name], value)
         assert read[name].shape == value.shape
+
+
+# ---------------------------------------------------------------- partitioned variables
+
+TABLE = np.arange(30, dtype=np.float32).reshape(10, 3)
+
+
+def _partitioned_model(lib: Any, parts: int) -> Any:
+    """A table in ``parts`` parts (or one whole variable), trained a step by Adam so it has slots."""
+    partitioner = lib.fixed_size_partitioner(parts) if parts > 1 else None
+    emb = lib.get_variable("emb", [10, 3], initializer=lib.zeros_initializer(), partitioner=partitioner)
+    rows = lib.nn.embedding_lookup(emb, [1, 8, 8], partition_strategy="div")
+    lib.train.AdamOptimizer(0.1).minimize(lib.reduce_sum(rows), global_step=lib.train.get_or_create_global_step())
+    return emb
+
+
+def _assign_table(sess: Any, emb: Any) -> None:
+    sess.run(tf.global_variables_initializer())
+    parts = list(emb) if isinstance(emb, tf.PartitionedVariable) else [emb]
+    offset = 0
+    for part in parts:
+        rows = part.get_shape().as_list()[0]
+        part.load(TABLE[offset:offset + rows], sess)
+        offset += rows
+
+
+@pytest.mark.parametrize("restore_parts", [2, 1, 3])
+def test_a_table_saved_in_three_parts_restores_into_any_number(tmp_path: Any, restore_parts: int) -> None:
+    with tf.Graph().as_default():
+        emb = _partitioned_model(tf, 3)
+        saver = tf.train.Saver()
+        with tf.Session() as sess:
+            _assign_table(sess, emb)
+            slot_before = sess.run(tf.convert_to_tensor(list(emb)[0]))
+            prefix = saver.save(sess, str(tmp_path / "model"))
+    # One logical tensor per variable and per slot, not one per part.
+    assert tf.train.list_variables(prefix) == [
+        ("beta1_power", []), ("beta2_power", []), ("emb", [10, 3]), ("emb/Adam", [10, 3]), ("emb/Adam_1", [10, 3]),
+        ("global_step", [])]
+    np.testing.assert_array_equal(tf.train.load_variable(prefix, "emb"), TABLE)
+    np.testing.assert_array_equal(slot_before, TABLE[:4])
+    with tf.Graph().as_default():
+        emb = _partitioned_model(tf, restore_parts)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            tf.train.Saver().restore(sess, prefix)
+            np.testing.assert_array_equal(sess.run(tf.convert_to_tensor(emb)), TABLE)
+            parts = list(emb) if restore_parts > 1 else [emb]
+            assert [p.get_shape().as_list()[0] for p in parts] == {2: [5, 5], 1: [10], 3: [4, 3, 3]}[restore_parts]
+
+
+def test_checkpoint_keys_and_shapes_are_those_tensorflow_lists(tmp_path: Any, tf1: Any) -> None:
+    listed = []
+    for lib, directory in ((tf, tmp_path / "ours"), (tf1, tmp_path / "theirs")):
+        directory.mkdir()
+        with lib.Graph().as_default():
+            _partitioned_model(lib, 3)
+            saver = lib.train.Saver()
+            with lib.Session() as sess:
+                sess.run(lib.global_variables_initializer())
+                prefix = saver.save(sess, str(directory / "model"))
+        listed.append([(name, list(shape)) for name, shape in lib.train.list_variables(prefix)])
+    assert listed[0] == listed[1]
+
+
+def test_saving_some_parts_of_a_partitioned_variable_is_an_error() -> None:
+    emb = tf.get_variable("emb", [10, 3], partitioner=tf.fixed_size_partitioner(3))
+    with pytest.raises(ValueError, match="needs every part of the partitioned variable emb"):
+        tf.train.Saver([list(emb)[0], list(emb)[2]])
+    saver = tf.train.Saver({"table": emb})
+    assert saver._names == ["table"]
+    plain = tf.Variable(1.0, name="emb")
+    assert plain.op.name == "emb"
+    with pytest.raises(ValueError, match="same name: emb"):
+        tf.train.Saver([plain, emb])

@@ -17,6 +17,10 @@ from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOp
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
 from tensorgrid.framework.device import DeviceSpec
+from tensorgrid.framework.indexed_slices import (
+    IndexedSlices, IndexedSlicesValue, convert_to_tensor_or_indexed_slices,
+)
+from tensorgrid.framework.sparse_tensor import SparseTensor, SparseTensorValue
 from tensorgrid.framework.dtypes import (
     DType, as_dtype, bool_ as bool, double, float16, float32, float32_ref, float64, float64_ref, half,
     int32, int32_ref, int64, int64_ref, resource, string, uint8,
@@ -37,6 +41,7 @@ from tensorgrid.ops.array_ops import (
 )
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
+from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients
 from tensorgrid.ops.init_ops import (
     constant_initializer, glorot_normal_initializer, glorot_uniform_initializer, ones_initializer,
@@ -46,14 +51,22 @@ from tensorgrid.ops.init_ops import (
 from tensorgrid.ops.math_ops import (
     abs, add, add_n, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
     greater_equal, less, less_equal, log, logical_and, logical_not, logical_or, matmul, maximum, minimum,
-    mod, multiply, negative, not_equal, pow, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
+    mod, multiply, negative, not_equal, pow, range, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
     reduce_sum, rsqrt, sign, sqrt, square, subtract, to_float, truediv,
 )
 from tensorgrid.ops.math_ops import (
     clip_by_global_norm, clip_by_norm, clip_by_value, floor, global_norm, sigmoid, squared_difference, tanh,
 )
+from tensorgrid.ops.sparse_ops import (
+    sparse_placeholder, sparse_segment_mean, sparse_segment_sqrt_n, sparse_segment_sum, unique,
+)
+from tensorgrid.ops.partitioned_variables import (
+    PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
+)
 from tensorgrid.ops.random_ops import random_normal, random_uniform, truncated_normal
-from tensorgrid.ops.state_ops import assign, assign_add, assign_sub, is_variable_initialized
+from tensorgrid.ops.state_ops import (
+    assign, assign_add, assign_sub, is_variable_initialized, scatter_add, scatter_sub, scatter_update,
+)
 from tensorgrid.ops.variable_scope import (
     AUTO_REUSE, VariableScope, get_local_variable, get_variable, get_variable_scope, no_regularizer, variable_scope,
 )

@@ -40,6 +40,11 @@ class _FetchStructure:
             return (type(fetch), items)
         if isinstance(fetch, dict):
             return (type(fetch), {k: self._flatten(graph, v) for k, v in fetch.items()})
+        components = getattr(fetch, "_fetch_components", None)
+        if callable(components):
+            # IndexedSlices and SparseTensor come back as their namedtuple of numpy values.
+            parts = [("none", None) if t is None else self._flatten(graph, t) for t in components()]
+            return (type(fetch)._value_type, parts)
         try:
             element = graph.as_graph_element(fetch, allow_tensor=True, allow_operation=True)
         except TypeError as e:
@@ -61,6 +66,8 @@ class _FetchStructure:
         kind, payload = template
         if kind == "leaf":
             return values[payload]
+        if kind == "none":
+            return None
         if isinstance(payload, dict):
             built = {k: self._build(v, values) for k, v in payload.items()}
             return kind(built) if kind is not dict else built
@@ -103,6 +110,16 @@ def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
             f"which has shape {_shape_text(tensor)}"
         )
     return array
+
+
+def _composite_feeds(key: Any, components: list[Any], value: Any) -> dict[Any, Any]:
+    """Feeds of a SparseTensor (or IndexedSlices) key: one per component, from a value of the same arity."""
+    if not isinstance(value, (tuple, list)) or len(value) != len(components):
+        raise TypeError(
+            f"The value fed to {type(key).__name__} {key.name} must be a {type(key)._value_type.__name__} "
+            f"(or a tuple of {len(components)} arrays), got {value!r}"
+        )
+    return {t: v for t, v in zip(components, value) if t is not None and v is not None}
 
 
 def _shape_text(tensor: graph_lib.Tensor) -> str:
@@ -205,6 +222,10 @@ class BaseSession:
     def _resolve_feeds(self, feed_dict: Optional[dict[Any, Any]]) -> dict[graph_lib.Tensor, np.ndarray]:
         feeds: dict[graph_lib.Tensor, np.ndarray] = {}
         for key, value in (feed_dict or {}).items():
+            components = getattr(key, "_fetch_components", None)
+            if callable(components):
+                feeds.update(self._resolve_feeds(_composite_feeds(key, components(), value)))
+                continue
             try:
                 tensor = self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
             except (KeyError, ValueError, TypeError) as e:

@@ -44,6 +44,15 @@ def _integer_divisor_check(y: Any) -> None:
         raise errors.InvalidArgumentError(None, None, "Integer division by zero")
 
 
+@register_kernel("Range")
+def _range(k: Any, step: Any, start: Any, limit: Any, delta: Any) -> Any:
+    # Python scalars: the bounds may be 0-d device arrays, which arange does not take everywhere.
+    first, last, step_size = start.item(), limit.item(), delta.item()
+    if step_size == 0:
+        raise errors.InvalidArgumentError(None, None, f"Requires delta != 0: {step_size} (op {k.name})")
+    return k.xp.arange(first, last, step_size, dtype=k.output_dtypes[0])
+
+
 @register_kernel("FloorDiv")
 def _floordiv(k: Any, step: Any, x: Any, y: Any) -> Any:
     _integer_divisor_check(y)

@@ -1,9 +1,10 @@
-"""Kernels of variable ops: lookup-or-create in the resource manager, assign in place."""
+"""Kernels of variable ops: lookup-or-create in the resource manager, assign and scatter in place."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tensorgrid.framework import errors
 from tensorgrid.kernels.registry import register_kernel
 
 
@@ -59,6 +60,56 @@ def _assign_sub(k: Any, step: Any, variable: Any, delta: Any) -> Any:
     with _locked(variable, k.attrs["use_locking"]):
         buffer = variable.read()
         k.xp.subtract(buffer, delta, out=buffer)
+        variable.updates += 1
+    return variable
+
+
+def _scatter_rows(k: Any, buffer: Any, indices: Any, updates: Any) -> tuple[Any, Any]:
+    """Flat indices and the update rows, checked against the variable as TF's scatter kernels do."""
+    if buffer.ndim < 1:
+        raise errors.InvalidArgumentError(None, None, f"{k.name}: the variable must be at least 1-D")
+    if updates.shape != indices.shape + buffer.shape[1:]:
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"{k.name}: must have updates.shape = indices.shape + params.shape[1:], got updates.shape "
+            f"{list(updates.shape)}, indices.shape {list(indices.shape)}, params.shape {list(buffer.shape)}",
+        )
+    flat = indices.reshape(-1)
+    if flat.size:
+        low, high = int(flat.min()), int(flat.max())
+        if low < 0 or high >= buffer.shape[0]:
+            bad = low if low < 0 else high
+            raise errors.InvalidArgumentError(
+                None, None, f"{k.name}: indices[...] = {bad} is not in [0, {buffer.shape[0]})")
+    return flat, updates.reshape((flat.shape[0],) + buffer.shape[1:])
+
+
+@register_kernel("ScatterAdd")
+def _scatter_add(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+    with _locked(variable, k.attrs["use_locking"]):
+        buffer = variable.read()
+        flat, rows = _scatter_rows(k, buffer, indices, updates)
+        k.backend.scatter_add(buffer, flat, rows)
+        variable.updates += 1
+    return variable
+
+
+@register_kernel("ScatterSub")
+def _scatter_sub(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+    with _locked(variable, k.attrs["use_locking"]):
+        buffer = variable.read()
+        flat, rows = _scatter_rows(k, buffer, indices, updates)
+        k.backend.scatter_add(buffer, flat, -rows)
+        variable.updates += 1
+    return variable
+
+
+@register_kernel("ScatterUpdate")
+def _scatter_update(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+    with _locked(variable, k.attrs["use_locking"]):
+        buffer = variable.read()
+        flat, rows = _scatter_rows(k, buffer, indices, updates)
+        buffer[flat] = rows
         variable.updates += 1
     return variable
 

@@ -6,6 +6,11 @@ later steps, so a step allocates nothing the size of the variable. Scratch buffe
 sit in a pool (``list.pop``/``append`` are atomic), so concurrent steps running the
 same op never share one. With ``use_locking`` the variable and its slots are locked,
 in a fixed order, for the whole update.
+
+The sparse updates first sum the gradient rows that share an index (as TF's
+optimizers do), then read, update and write back only those rows: the work is
+proportional to the rows in the batch, not to the variable (except Adam's, whose
+TF1 formula decays every row of its slots).
 """
 
 from __future__ import annotations
@@ -158,6 +163,101 @@ def _apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, b
             xp.sqrt(v_buf, out=tmp)
             xp.add(tmp, epsilon, out=tmp)
             xp.divide(m_buf, tmp, out=tmp)
+        xp.multiply(tmp, alpha, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+def _check_row_indices(k: Any, var: Any, grad: Any, indices: Any) -> None:
+    if var.ndim < 1:
+        raise errors.InvalidArgumentError(None, None, f"var must be at least 1 dimensional (op {k.name})")
+    if indices.ndim != 1:
+        raise errors.InvalidArgumentError(None, None, f"indices must be one-dimensional, got shape "
+                                                      f"{list(indices.shape)} (op {k.name})")
+    if grad.shape != indices.shape + var.shape[1:]:
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"grad must hold one row of var {list(var.shape)} per index: grad shape {list(grad.shape)}, "
+            f"{indices.shape[0]} indices (op {k.name})",
+        )
+    if indices.size:
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0 or high >= var.shape[0]:
+            bad = low if low < 0 else high
+            raise errors.InvalidArgumentError(
+                None, None, f"Index {bad} in indices is out of range [0, {var.shape[0]}) (op {k.name})")
+
+
+def summed_rows(k: Any, indices: Any, rows: Any) -> tuple[Any, Any]:
+    """(unique indices, the sum of the rows of each): repeated indices add up, as TF's optimizers do."""
+    unique, inverse = k.xp.unique(indices, return_inverse=True)
+    if unique.shape[0] == indices.shape[0]:
+        return indices, rows
+    summed = k.xp.zeros((unique.shape[0],) + rows.shape[1:], dtype=rows.dtype)
+    k.backend.scatter_add(summed, inverse.reshape(-1), rows)
+    return unique, summed
+
+
+@register_kernel("SparseApplyMomentum")
+def _sparse_apply_momentum(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any, indices: Any,
+                           momentum: Any) -> Any:
+    _check_scalars(k, lr=lr, momentum=momentum)
+    with _Locks(k.attrs["use_locking"], (var, accum)):
+        w, a = var.read(), accum.read()
+        _check_shapes(k, w, accum=a)
+        _check_row_indices(k, w, grad, indices)
+        rows, g = summed_rows(k, indices, grad)
+        a_rows = a[rows] * momentum + g
+        a[rows] = a_rows
+        if k.attrs["use_nesterov"]:
+            w[rows] -= g * lr + a_rows * momentum * lr
+        else:
+            w[rows] -= a_rows * lr
+        var.updates += 1
+    return var
+
+
+@register_kernel("SparseApplyAdagrad")
+def _sparse_apply_adagrad(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any, indices: Any) -> Any:
+    _check_scalars(k, lr=lr)
+    with _Locks(k.attrs["use_locking"], (var, accum)):
+        w, a = var.read(), accum.read()
+        _check_shapes(k, w, accum=a)
+        _check_row_indices(k, w, grad, indices)
+        rows, g = summed_rows(k, indices, grad)
+        a_rows = a[rows]
+        if k.attrs["update_slots"]:
+            a_rows += g * g
+            a[rows] = a_rows
+        w[rows] -= g * lr / k.xp.sqrt(a_rows)
+        var.updates += 1
+    return var
+
+
+@register_kernel("SparseApplyAdam")
+def _sparse_apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any,
+                       beta1: Any, beta2: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
+                   epsilon=epsilon)
+    alpha = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
+    with _Locks(k.attrs["use_locking"], (var, m, v)):
+        w, m_buf, v_buf = var.read(), m.read(), v.read()
+        _check_shapes(k, w, m=m_buf, v=v_buf)
+        _check_row_indices(k, w, grad, indices)
+        rows, g = summed_rows(k, indices, grad)
+        # TF1: m = m * beta1, then m[rows] += g * (1 - beta1); the same for v with g * g.
+        xp.multiply(m_buf, beta1, out=m_buf)
+        m_buf[rows] += g * (1 - beta1)
+        xp.multiply(v_buf, beta2, out=v_buf)
+        v_buf[rows] += (g * g) * (1 - beta2)
+        # var -= alpha * m / (sqrt(v) + epsilon), every row.
+        tmp = _scratch(k, w)
+        xp.sqrt(v_buf, out=tmp)
+        xp.add(tmp, epsilon, out=tmp)
+        xp.divide(m_buf, tmp, out=tmp)
         xp.multiply(tmp, alpha, out=tmp)
         xp.subtract(w, tmp, out=w)
         _release(k, tmp)

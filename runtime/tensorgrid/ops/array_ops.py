@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import op_util
@@ -419,6 +420,10 @@ def concat(values: Any, axis: Any, name: str = "concat") -> graph_lib.Tensor:
 
 @op_registry.RegisterGradient("ConcatV2")
 def _concat_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    if isinstance(grad, indexed_slices.IndexedSlices):
+        from tensorgrid.ops import sparse_ops
+
+        return sparse_ops.concat_grad_of_indexed_slices(op, grad)
     axis = op.get_attr("axis")
     sizes = [t.shape[axis].value if t.shape.ndims is not None else None for t in op.inputs]
     if all(s is not None for s in sizes):
@@ -643,10 +648,15 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, name: Option
 def _gather_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     params, indices = op.inputs
     axis = op.get_attr("axis")
+    if axis == 0:  # as in TF, the rows gathered and their gradients: an IndexedSlices
+        with op.graph.colocate_with(params.op):
+            params_shape = shape(params)
+        tail = params.shape[1:] if params.shape.ndims is not None else tensor_shape.unknown_shape()
+        rows = [-1] + tail.as_list() if tail.is_fully_defined() else concat([[-1], strided_slice_from_key(params_shape, builtins.slice(1, None))], 0)
+        values = reshape(grad, rows)
+        return [indexed_slices.IndexedSlices(values, reshape(indices, [-1]), params_shape), None]
     size = params.shape[axis].value if params.shape.ndims is not None else None
     num_segments: Any = size if size is not None else _dynamic_dim(params, axis)
-    if axis == 0:
-        return [unsorted_segment_sum(grad, indices, num_segments), None]
     if params.shape.ndims is None or indices.shape.ndims is None:
         raise ValueError(f"Cannot compute the gradient of {op.name}: gather along axis {axis} needs known ranks")
     # Bring the index dimensions to the front, sum into segments, then move that axis back.

@@ -4,6 +4,11 @@ One reverse walk: find the ops on a path from ``xs`` to ``ys``, then visit them
 from the ``ys`` end once all of an op's output gradients are known, summing partial
 gradients with ``add_n`` and asking each op type's registered rule for the
 gradients of its inputs.
+
+A gradient may be an ``IndexedSlices`` (a gather's gradient for its params), as in
+TF. Several IndexedSlices for one tensor are concatenated, not summed; with a dense
+partial among them the sum is dense. Rules that pass an IndexedSlices on unchanged
+receive it as it is; every other rule gets it densified.
 """
 
 from __future__ import annotations
@@ -11,10 +16,17 @@ from __future__ import annotations
 import collections
 from typing import Any, Optional, Sequence
 
+from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import math_ops
+from tensorgrid.ops import sparse_ops  # noqa: F401 - registers the densifying conversion of IndexedSlices
+
+_RULES_TAKING_INDEXED_SLICES = frozenset({"Identity", "PlaceholderWithDefault", "AddN", "DynamicStitch",
+                                          "ParallelDynamicStitch", "ConcatV2"})
+"""Op types whose gradient rule handles an IndexedSlices output gradient itself (TF's do too)."""
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -34,8 +46,9 @@ def gradients(
     gate_gradients: bool = False,
     aggregation_method: Any = None,
     stop_gradients: Any = None,
-) -> list[Optional[graph_lib.Tensor]]:
-    """Symbolic d(sum ys)/d(x) for each x; None where an x does not affect any y."""
+) -> list[Any]:
+    """Symbolic d(sum ys)/d(x) for each x: a Tensor, an IndexedSlices (as TF returns for a gathered
+    x), or None where an x does not affect any y."""
     y_list = [_as_tensor(y, as_ref=False) for y in _as_list(ys)]
     x_list = [_as_tensor(x, as_ref=True) for x in _as_list(xs)]
     stops = {_as_tensor(s, as_ref=False) for s in _as_list(stop_gradients)} if stop_gradients is not None else set()
@@ -49,7 +62,7 @@ def gradients(
 
     with graph.as_default(), graph.name_scope(name):
         between = _ops_between(y_list, x_list, stops)
-        grads: dict[graph_lib.Tensor, list[graph_lib.Tensor]] = collections.defaultdict(list)
+        grads: dict[graph_lib.Tensor, list[Any]] = collections.defaultdict(list)
         for y, gy in zip(y_list, grad_y_list):
             if gy is None:
                 with graph.colocate_with(y.op) if colocate_gradients_with_ops else _null():
@@ -106,6 +119,9 @@ def _call_gradient_rule(graph: graph_lib.Graph, op: graph_lib.Operation, out_gra
     if rule is None:
         return [None] * len(op.inputs)
     filled = [g if g is not None else array_ops.zeros_like(t) for g, t in zip(out_grads, op.outputs)]
+    if op_type not in _RULES_TAKING_INDEXED_SLICES:
+        filled = [graph_lib.convert_to_tensor(g) if isinstance(g, indexed_slices.IndexedSlices) else g
+                  for g in filled]
     with graph.name_scope(op.name + "_grad"), graph.colocate_with(op) if colocate else _null():
         result = rule(op, *filled)
     result = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -113,15 +129,32 @@ def _call_gradient_rule(graph: graph_lib.Graph, op: graph_lib.Operation, out_gra
         raise ValueError(
             f"Gradient rule for {op.type} returned {len(result)} gradients for {len(op.inputs)} inputs"
         )
-    return [None if g is None else graph_lib.convert_to_tensor(g) for g in result]
+    return [None if g is None else indexed_slices.convert_to_tensor_or_indexed_slices(g) for g in result]
 
 
-def _aggregate(partials: Optional[list[graph_lib.Tensor]]) -> Optional[graph_lib.Tensor]:
+def _aggregate(partials: Optional[list[Any]]) -> Any:
+    """The sum of the partial gradients of one tensor (TF's ``_AggregatedGrads``)."""
     if not partials:
         return None
     if len(partials) == 1:
         return partials[0]
-    return math_ops.add_n(partials)
+    if any(isinstance(g, graph_lib.Tensor) for g in partials):
+        return math_ops.add_n(partials)  # IndexedSlices among them are densified
+    return aggregate_indexed_slices(partials)
+
+
+def aggregate_indexed_slices(grads: list[indexed_slices.IndexedSlices]) -> indexed_slices.IndexedSlices:
+    """One IndexedSlices holding all the slices of ``grads`` (their values and indices concatenated).
+
+    Indices of mixed dtypes are all made int64 first, as TF does.
+    """
+    index_dtypes = {g.indices.dtype.base_dtype for g in grads}
+    if len(index_dtypes) > 1:
+        grads = [g if g.indices.dtype.base_dtype == dtypes.int64 else
+                 indexed_slices.IndexedSlices(g.values, math_ops.cast(g.indices, dtypes.int64), g.dense_shape)
+                 for g in grads]
+    return indexed_slices.IndexedSlices(array_ops.concat([g.values for g in grads], 0),
+                                        array_ops.concat([g.indices for g in grads], 0), grads[0].dense_shape)
 
 
 def _ops_between(ys: Sequence[graph_lib.Tensor], xs: Sequence[graph_lib.Tensor],

@@ -6,10 +6,12 @@ Tensor operators (``+``, ``*``, ``@``, ``[]``...) are installed here.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
@@ -19,8 +21,9 @@ _BINARY = ("AddV2", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Pow", "Max
 _UNARY = ("Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Abs", "Sign", "Reciprocal", "Sigmoid", "Tanh", "Floor")
 for _op_type in (*_BINARY, *_UNARY, "MatMul", "Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin",
                  "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
-                 "LogicalAnd", "LogicalOr", "LogicalNot", "Cast", "AddN"):
+                 "LogicalAnd", "LogicalOr", "LogicalNot", "Cast", "AddN", "Range"):
     op_registry.register_op(_op_type)
+op_registry.NotDifferentiable("Range")
 
 
 def _binary(op_type: str, x: Any, y: Any, name: Optional[str], allowed: tuple[dtypes.DType, ...] = op_util.NUMBERS,
@@ -163,6 +166,30 @@ def add_n(inputs: list[Any], name: Optional[str] = None) -> graph_lib.Tensor:
             raise ValueError(f"add_n: shapes {shape} and {t.shape} of {t.name} must be equal")
         shape = shape.merge_with(t.shape)
     return op_util.make_tensor("AddN", tensors, dt, shape, name or "AddN")
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # noqa: A001 - TF's name
+          name: str = "range") -> graph_lib.Tensor:
+    """``[start, start + delta, ...)`` up to ``limit`` (exclusive); ``range(n)`` is ``0 .. n-1``."""
+    if limit is None:
+        start, limit = 0, start
+    values = [start, limit, delta]
+    tensors = [op_util.to_tensor(v) for v in values if op_util._is_tensor_like(v)]
+    if dtype is not None:
+        dt = dtypes.as_dtype(dtype).base_dtype
+    elif tensors:
+        dt = tensors[0].dtype.base_dtype
+    else:
+        dt = dtypes.float32 if any(isinstance(v, float) for v in values) else dtypes.int32
+    start_t, limit_t, delta_t = (cast(v, dt) if op_util._is_tensor_like(v) else op_util.to_tensor(v, dtype=dt)
+                                 for v in values)
+    known = [op_util.static_value(t) for t in (start_t, limit_t, delta_t)]
+    length = None
+    if all(v is not None for v in known):
+        if float(known[2]) == 0:
+            raise ValueError("range: delta must not be zero")
+        length = max(0, int(-(-(float(known[1]) - float(known[0])) // float(known[2]))))
+    return op_util.make_tensor("Range", [start_t, limit_t, delta_t], dt, [length], name or "range")
 
 
 def cast(x: Any, dtype: Any, name: Optional[str] = None) -> graph_lib.Tensor:
@@ -470,11 +497,11 @@ def _restore_reduced_dims(op: graph_lib.Operation, grad: graph_lib.Tensor) -> gr
             return grad  # a scalar, which broadcasts against any shape
         return array_ops.reshape(grad, _kept_dims_at_run_time(x, axes))
     rank = x.shape.ndims
-    axes = range(rank) if axes is None else axes
+    axes = builtins.range(rank) if axes is None else axes
     dims = x.shape.as_list()
     if None not in dims:
         return array_ops.reshape(grad, [1 if i in axes else d for i, d in enumerate(dims)])
-    reduced = array_ops.constant([1 if i in axes else 0 for i in range(rank)], dtype=dtypes.int32)
+    reduced = array_ops.constant([1 if i in axes else 0 for i in builtins.range(rank)], dtype=dtypes.int32)
     dynamic = array_ops.shape(x)
     return array_ops.reshape(grad, add(subtract(dynamic, multiply(dynamic, reduced)), reduced))
 
@@ -544,10 +571,12 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: Option
 
 
 def global_norm(t_list: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    """sqrt(sum of squares of every element of every tensor in ``t_list``); None entries are skipped."""
+    """sqrt(sum of squares of every element of every tensor in ``t_list``); None entries are skipped,
+    and an IndexedSlices counts its values (as in TF)."""
     if isinstance(t_list, graph_lib.Tensor) or not isinstance(t_list, (list, tuple)):
         raise TypeError(f"global_norm: t_list must be a list of tensors, got {t_list!r}")
-    tensors = [op_util.to_tensor(t) for t in t_list if t is not None]
+    tensors = [op_util.to_tensor(t.values if isinstance(t, indexed_slices.IndexedSlices) else t)
+               for t in t_list if t is not None]
     if not tensors:
         raise ValueError("global_norm: t_list holds no tensors")
     with tensors[0].graph.name_scope(name or "global_norm"):
@@ -566,7 +595,9 @@ def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: Optional[str] =
 
 def clip_by_global_norm(t_list: Any, clip_norm: Any, use_norm: Any = None,
                         name: Optional[str] = None) -> tuple[list[Any], graph_lib.Tensor]:
-    """Scales every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns (clipped, global_norm)."""
+    """Scales every tensor by ``clip_norm / max(global_norm, clip_norm)``; returns (clipped, global_norm).
+
+    An IndexedSlices stays one, its values scaled (so a clipped gradient still updates sparsely)."""
     if isinstance(t_list, graph_lib.Tensor) or not isinstance(t_list, (list, tuple)):
         raise TypeError(f"clip_by_global_norm: t_list must be a list of tensors, got {t_list!r}")
     norm = global_norm(t_list) if use_norm is None else op_util.to_tensor(use_norm)
@@ -579,6 +610,10 @@ def clip_by_global_norm(t_list: Any, clip_norm: Any, use_norm: Any = None,
         for t in t_list:
             if t is None:
                 clipped.append(None)
+                continue
+            if isinstance(t, indexed_slices.IndexedSlices):
+                values = multiply(t.values, cast(scale, t.dtype.base_dtype))
+                clipped.append(indexed_slices.IndexedSlices(values, t.indices, t.dense_shape))
                 continue
             x = op_util.to_tensor(t)
             clipped.append(multiply(x, cast(scale, x.dtype.base_dtype)))

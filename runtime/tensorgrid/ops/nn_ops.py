@@ -517,22 +517,6 @@ def _avg_pool_grad_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     return [None, _pool("AvgPool", grad, attrs["ksize"], attrs["strides"], attrs["padding"], "NHWC", None, "avg_pool")]
 
 
-# ---------------------------------------------------------------- embeddings
-
-def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", name: Optional[str] = None,
-                     validate_indices: bool = True, max_norm: Any = None) -> graph_lib.Tensor:
-    """Rows of ``params`` at ``ids`` (``params`` a tensor or a list holding one tensor)."""
-    if isinstance(params, (list, tuple)):
-        if len(params) != 1:
-            raise ValueError(
-                f"embedding_lookup: params split into {len(params)} partitions is not supported; pass one tensor"
-            )
-        params = params[0]
-    if max_norm is not None:
-        raise ValueError("embedding_lookup: max_norm is not supported")
-    return array_ops.gather(params, ids, name=name or "embedding_lookup")
-
-
 # ---------------------------------------------------------------- evaluation and statistics
 
 def in_top_k(predictions: Any, targets: Any, k: Any, name: Optional[str] = None) -> graph_lib.Tensor:

@@ -1,8 +1,10 @@
-"""Stateful ops on variables: the variable itself, assign, assign_add, assign_sub.
+"""Stateful ops on variables: the variable itself, assign, assign_add, assign_sub, and the
+row-wise scatter_add, scatter_sub and scatter_update.
 
 A ``VariableV2`` op outputs a reference (dtype ``*_ref``) to a buffer kept in the
 task's resource manager under (container, shared_name); assign ops take that
-reference and update the buffer in place.
+reference and update the buffer in place. Scatter ops update only the rows named by
+their indices (a sparse gradient step on an embedding table), repeated indices adding up.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ op_registry.register_op("Assign", stateful=True, ref_inputs=(0,), ref_outputs=(0
 op_registry.register_op("AssignAdd", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
 op_registry.register_op("AssignSub", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
 op_registry.register_op("IsVariableInitialized", stateful=True, ref_inputs=(0,))
-for _op_type in ("VariableV2", "Assign", "AssignAdd", "AssignSub", "IsVariableInitialized"):
+for _op_type in ("ScatterAdd", "ScatterSub", "ScatterUpdate"):
+    op_registry.register_op(_op_type, stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+for _op_type in ("VariableV2", "Assign", "AssignAdd", "AssignSub", "IsVariableInitialized", "ScatterAdd",
+                 "ScatterSub", "ScatterUpdate"):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -76,6 +81,44 @@ def assign_add(ref: Any, value: Any, use_locking: Optional[bool] = None, name: O
 
 def assign_sub(ref: Any, value: Any, use_locking: Optional[bool] = None, name: Optional[str] = None) -> graph_lib.Tensor:
     return _assign_like("AssignSub", ref, value, use_locking, name)
+
+
+def _scatter(op_type: str, ref: Any, indices: Any, updates: Any, use_locking: bool,
+             name: Optional[str]) -> graph_lib.Tensor:
+    r = _ref_of(ref)
+    i = op_util.to_tensor(indices, dtype=None if op_util._is_tensor_like(indices) else dtypes.int32)
+    op_util.check_dtype_in(op_type, i, op_util.INDICES)
+    u = op_util.to_tensor(updates, dtype=r.dtype.base_dtype)
+    if r.shape.ndims is not None and i.shape.ndims is not None:
+        if r.shape.ndims == 0:
+            raise ValueError(f"{op_type}: variable {r.op.name} must have rank >= 1, got a scalar")
+        expected = i.shape.concatenate(r.shape[1:])
+        if not u.shape.is_compatible_with(expected):
+            raise ValueError(
+                f"{op_type}: updates {u.name} with shape {u.shape} must have shape indices.shape + "
+                f"variable.shape[1:] = {expected} (indices {i.name}, variable {r.op.name} {r.shape})"
+            )
+    with r.graph.colocate_with(r.op):
+        return op_util.make_tensor(op_type, [r, i, u], r.dtype, r.shape, name or op_type,
+                                   {"use_locking": bool(use_locking)})
+
+
+def scatter_add(ref: Any, indices: Any, updates: Any, use_locking: bool = False,
+                name: Optional[str] = None) -> graph_lib.Tensor:
+    """``ref[indices[i]] += updates[i]``; repeated indices all add (``tf.scatter_add``)."""
+    return _scatter("ScatterAdd", ref, indices, updates, use_locking, name)
+
+
+def scatter_sub(ref: Any, indices: Any, updates: Any, use_locking: bool = False,
+                name: Optional[str] = None) -> graph_lib.Tensor:
+    """``ref[indices[i]] -= updates[i]``; repeated indices all subtract (``tf.scatter_sub``)."""
+    return _scatter("ScatterSub", ref, indices, updates, use_locking, name)
+
+
+def scatter_update(ref: Any, indices: Any, updates: Any, use_locking: bool = True,
+                   name: Optional[str] = None) -> graph_lib.Tensor:
+    """``ref[indices[i]] = updates[i]`` (``tf.scatter_update``); with repeated indices one of them wins."""
+    return _scatter("ScatterUpdate", ref, indices, updates, use_locking, name)
 
 
 def is_variable_initialized(ref: Any, name: Optional[str] = None) -> graph_lib.Tensor:

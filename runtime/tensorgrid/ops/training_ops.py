@@ -5,6 +5,11 @@ their buffers directly, on the device that holds them: the PS in distributed
 training), the hyper-parameters as scalars and the gradient as a value, and outputs
 the variable reference, as TF's ``Apply*`` ops do. ``use_locking`` makes the update
 atomic with respect to other locking updates of the same variables.
+
+The ``SparseApply*`` ops take a gradient as the rows ``grad`` at ``indices`` (an
+IndexedSlices) and move only those rows of the variable and its slots; repeated
+indices are summed first, as TF's optimizers do before applying (TF composes Adam's
+sparse step from several ops: here it is one op, with the same arithmetic).
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ op_registry.register_op("ApplyGradientDescent", stateful=True, ref_inputs=(0,), 
 op_registry.register_op("ApplyMomentum", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
 op_registry.register_op("ApplyAdagrad", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
 op_registry.register_op("ApplyAdam", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
-for _op_type in ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdam"):
+op_registry.register_op("SparseApplyMomentum", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
+op_registry.register_op("SparseApplyAdagrad", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
+op_registry.register_op("SparseApplyAdam", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+for _op_type in ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdam", "SparseApplyMomentum",
+                 "SparseApplyAdagrad", "SparseApplyAdam"):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -33,8 +42,11 @@ def _ref(value: Any, op_type: str, role: str) -> graph_lib.Tensor:
 
 def _build(op_type: str, refs: list[tuple[str, Any]], scalars: list[tuple[str, Any]], grad: Any,
            grad_position: int, use_locking: bool, name: Optional[str],
-           extra_attrs: Optional[dict[str, Any]] = None) -> graph_lib.Tensor:
-    """Checks dtypes and shapes at graph construction, then adds the op colocated with the variable."""
+           extra_attrs: Optional[dict[str, Any]] = None, indices: Any = None) -> graph_lib.Tensor:
+    """Checks dtypes and shapes at graph construction, then adds the op colocated with the variable.
+
+    With ``indices`` the gradient is rows of the variable, and the indices follow it.
+    """
     ref_tensors = [_ref(value, op_type, role) for role, value in refs]
     var = ref_tensors[0]
     dtype = var.dtype.base_dtype
@@ -50,14 +62,34 @@ def _build(op_type: str, refs: list[tuple[str, Any]], scalars: list[tuple[str, A
             raise ValueError(f"{op_type}: {role} must be a scalar, got {t.name} with shape {t.shape}")
         scalar_tensors.append(t)
     g = op_util.to_tensor(grad, dtype=dtype)
-    if not g.shape.is_compatible_with(var.shape):
+    if indices is None and not g.shape.is_compatible_with(var.shape):
         raise ValueError(f"{op_type}: var {var.op.name} {var.shape} and grad {g.name} {g.shape} must have the same shape")
     inputs: list[graph_lib.Tensor] = ref_tensors + scalar_tensors
     inputs.insert(grad_position, g)
+    if indices is not None:
+        inputs.insert(grad_position + 1, _check_rows(op_type, var, g, indices))
     attrs = {"use_locking": bool(use_locking)}
     attrs.update(extra_attrs or {})
     with var.graph.colocate_with(var.op):
         return op_util.make_tensor(op_type, inputs, var.dtype, var.shape, name or op_type, attrs)
+
+
+def _check_rows(op_type: str, var: graph_lib.Tensor, grad: graph_lib.Tensor, indices: Any) -> graph_lib.Tensor:
+    """The indices of a sparse update, checked against the variable and the gradient rows."""
+    i = op_util.to_tensor(indices, dtype=None if op_util._is_tensor_like(indices) else "int32")
+    op_util.check_dtype_in(op_type, i, op_util.INDICES)
+    if i.shape.ndims not in (None, 1):
+        raise ValueError(f"{op_type}: indices {i.name} must be a vector, got shape {i.shape}")
+    if var.shape.ndims == 0:
+        raise ValueError(f"{op_type}: var {var.op.name} must be at least 1-dimensional, got a scalar")
+    if var.shape.ndims is not None and grad.shape.ndims is not None:
+        rows = i.shape.with_rank(1).concatenate(var.shape[1:])
+        if not grad.shape.is_compatible_with(rows):
+            raise ValueError(
+                f"{op_type}: grad {grad.name} with shape {grad.shape} must hold one row of var {var.op.name} "
+                f"{var.shape} per index of {i.name} {i.shape}: shape {rows}"
+            )
+    return i
 
 
 def apply_gradient_descent(var: Any, alpha: Any, delta: Any, use_locking: bool = False,
@@ -96,3 +128,33 @@ def apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr:
                ("beta2", beta2), ("epsilon", epsilon)]
     return _build("ApplyAdam", [("var", var), ("m", m), ("v", v)], scalars, grad, 9, use_locking, name,
                   {"use_nesterov": bool(use_nesterov)})
+
+
+def sparse_apply_momentum(var: Any, accum: Any, lr: Any, grad: Any, indices: Any, momentum: Any,
+                          use_locking: bool = False, name: Optional[str] = None,
+                          use_nesterov: bool = False) -> graph_lib.Tensor:
+    """``apply_momentum`` on the rows ``indices`` only: other rows of var and accum do not move."""
+    return _build("SparseApplyMomentum", [("var", var), ("accum", accum)], [("lr", lr), ("momentum", momentum)],
+                  grad, 3, use_locking, name, {"use_nesterov": bool(use_nesterov)}, indices=indices)
+
+
+def sparse_apply_adagrad(var: Any, accum: Any, lr: Any, grad: Any, indices: Any, use_locking: bool = False,
+                         name: Optional[str] = None, update_slots: bool = True) -> graph_lib.Tensor:
+    """``apply_adagrad`` on the rows ``indices`` only."""
+    return _build("SparseApplyAdagrad", [("var", var), ("accum", accum)], [("lr", lr)], grad, 3, use_locking,
+                  name, {"update_slots": bool(update_slots)}, indices=indices)
+
+
+def sparse_apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any, beta1: Any,
+                      beta2: Any, epsilon: Any, grad: Any, indices: Any, use_locking: bool = False,
+                      name: Optional[str] = None) -> graph_lib.Tensor:
+    """TF1's sparse Adam step (``AdamOptimizer._apply_sparse``), fused.
+
+    Every row of ``m`` and ``v`` decays (``m *= beta1``, ``v *= beta2``), the gradient rows
+    are added at ``indices`` (``m[i] += (1 - beta1) * g``, ``v[i] += (1 - beta2) * g ** 2``),
+    and every row of ``var`` moves by ``lr_t * m / (sqrt(v) + epsilon)``.
+    """
+    scalars = [("beta1_power", beta1_power), ("beta2_power", beta2_power), ("lr", lr), ("beta1", beta1),
+               ("beta2", beta2), ("epsilon", epsilon)]
+    return _build("SparseApplyAdam", [("var", var), ("m", m), ("v", v)], scalars, grad, 9, use_locking, name,
+                  indices=indices)

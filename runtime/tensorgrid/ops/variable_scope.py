@@ -11,6 +11,8 @@ turned off inside a reusing scope, exactly as in TF1.
 Variable names depend only on the variable scope; op names depend on the name
 scope that ``variable_scope`` also opens (so re-entering a scope object puts its
 variables back under the original name while new ops get a fresh ``name_1/``).
+With a partitioner, ``get_variable`` returns a PartitionedVariable made of the parts
+``<name>/part_<i>`` (see ``partitioned_variables``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import op_util
+from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import variables
 
 GraphKeys = graph_lib.GraphKeys
@@ -177,7 +180,7 @@ class VariableScope:
         constraint: Any = None,
         synchronization: Any = None,
         aggregation: Any = None,
-    ) -> variables.Variable:
+    ) -> Any:
         """Gets or creates ``<scope name>/<name>``, filling unset arguments from this scope."""
         initializer = self._initializer if initializer is None else initializer
         regularizer = self._regularizer if regularizer is None else regularizer
@@ -226,6 +229,7 @@ class _VariableStore:
 
     def __init__(self) -> None:
         self._vars: dict[str, variables.Variable] = {}
+        self._partitioned_vars: dict[str, partitioned_variables.PartitionedVariable] = {}
         self._lock = threading.RLock()  # a regularizer or initializer may call get_variable
 
     def get_variable(
@@ -244,21 +248,16 @@ class _VariableStore:
         use_resource: Any = None,
         custom_getter: Any = None,
         constraint: Any = None,
-    ) -> variables.Variable:
-        if partitioner is not None:
-            raise ValueError(
-                f"Variable {name} asks for a partitioner, but tensorgrid does not support partitioned "
-                "variables; place whole variables on parameter servers (replica_device_setter spreads them)"
-            )
+    ) -> Any:
         getter_kwargs = dict(
             name=name, shape=shape, dtype=dtype, initializer=initializer, regularizer=regularizer,
             reuse=reuse, trainable=trainable, collections=collections, caching_device=caching_device,
-            partitioner=None, validate_shape=validate_shape, use_resource=use_resource, constraint=constraint,
+            partitioner=partitioner, validate_shape=validate_shape, use_resource=use_resource, constraint=constraint,
         )
         if custom_getter is not None:
             if not callable(custom_getter):
                 raise ValueError(f"Passed a custom_getter which is not callable: {custom_getter!r}")
-            return custom_getter(getter=self._true_getter, **getter_kwargs)  # type: ignore[no-any-return]
+            return custom_getter(getter=self._true_getter, **getter_kwargs)
         return self._true_getter(**getter_kwargs)
 
     def _true_getter(
@@ -277,17 +276,44 @@ class _VariableStore:
         use_resource: Any = None,
         constraint: Any = None,
         **unused: Any,
-    ) -> variables.Variable:
+    ) -> Any:
+        single_args = (regularizer, reuse, trainable, collections, caching_device, validate_shape, constraint)
         with self._lock:
-            return self._get_single_variable(
-                name, shape, dtype, initializer, regularizer, reuse, trainable, collections,
-                caching_device, validate_shape, constraint,
-            )
+            is_scalar = isinstance(shape, (list, tuple)) and not shape
+            if partitioner is not None and not is_scalar:
+                if not callable(partitioner):
+                    raise ValueError(f"Partitioner must be callable, but received: {partitioner!r}")
+                return self._get_partitioned_variable(name, partitioner, shape, dtype, initializer, *single_args)
+            if reuse is True and partitioner is None and name in self._partitioned_vars:
+                return self._get_partitioned_variable(name, None, shape, dtype, initializer, *single_args)
+            if f"{name}/part_0" in self._vars:
+                raise ValueError(
+                    f"No partitioner was provided, but a partitioned version of the variable was found: "
+                    f"{name}/part_0. Perhaps a variable of the same name was already created with partitioning?"
+                )
+            return self._get_single_variable(name, shape, dtype, initializer, *single_args)
+
+    def _get_partitioned_variable(
+        self, name: str, partitioner: Any, shape: Any, dtype: Any, initializer: Any, regularizer: Any,
+        reuse: Any, trainable: Optional[bool], collections: Optional[Sequence[str]], caching_device: Any,
+        validate_shape: bool, constraint: Any,
+    ) -> partitioned_variables.PartitionedVariable:
+        """TF's ``_get_partitioned_variable``: the parts ``<name>/part_<i>``, made or found."""
+        dt = dtypes.as_dtype(dtype).base_dtype
+
+        def make_part(part_name: str, init_shape: Any, part_dtype: Any, init: Any, info: Any) -> variables.Variable:
+            return self._get_single_variable(part_name, init_shape, part_dtype, init, regularizer, reuse, trainable,
+                                             collections, caching_device, validate_shape, constraint,
+                                             partition_info=info)
+
+        return partitioned_variables.get_partitioned_variable(
+            name, partitioner, shape, dt, initializer, reuse, self._vars, self._partitioned_vars, make_part,
+            lambda: _default_initializer(name, dt))
 
     def _get_single_variable(
         self, name: str, shape: Any, dtype: Any, initializer: Any, regularizer: Any, reuse: Any,
         trainable: Optional[bool], collections: Optional[Sequence[str]], caching_device: Any,
-        validate_shape: bool, constraint: Any,
+        validate_shape: bool, constraint: Any, partition_info: Any = None,
     ) -> variables.Variable:
         initializing_from_value = initializer is not None and not callable(initializer)
         if shape is not None and initializing_from_value:
@@ -335,7 +361,7 @@ class _VariableStore:
             if static is not None and static.is_fully_defined():
                 dims = static.as_list()
                 if _accepts(initializer, "partition_info"):
-                    initial_value = functools.partial(initializer, dims, dtype=dt, partition_info=None)
+                    initial_value = functools.partial(initializer, dims, dtype=dt, partition_info=partition_info)
                 else:
                     initial_value = functools.partial(initializer, dims, dtype=dt)
                 variable_dtype = dt.base_dtype
@@ -624,7 +650,7 @@ def get_variable(
     constraint: Any = None,
     synchronization: Any = None,
     aggregation: Any = None,
-) -> variables.Variable:
+) -> Any:
     """Gets an existing variable ``<scope>/<name>`` or creates it (``tf.get_variable``).
 
     Without an initializer, float variables use ``glorot_uniform_initializer`` and
@@ -655,7 +681,7 @@ def get_local_variable(
     constraint: Any = None,
     synchronization: Any = None,
     aggregation: Any = None,
-) -> variables.Variable:
+) -> Any:
     """Like ``get_variable``, in LOCAL_VARIABLES and never trainable."""
     collections = list(collections or []) + [GraphKeys.LOCAL_VARIABLES]
     return get_variable(

@@ -8,10 +8,12 @@ trainable collections so that optimizers and savers find them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
@@ -20,6 +22,18 @@ from tensorgrid.ops import op_util
 from tensorgrid.ops import state_ops
 
 GraphKeys = graph_lib.GraphKeys
+
+
+@dataclasses.dataclass
+class SaveSliceInfo:
+    """Where a variable sits inside a larger logical variable (one part of a partitioned variable)."""
+
+    full_name: str
+    """The logical variable's name, e.g. ``emb`` for the part ``emb/part_1``."""
+    full_shape: list[int]
+    var_offset: list[int]
+    """This part's first index along every dimension of the logical variable."""
+    var_shape: list[int]
 
 
 class Variable:
@@ -91,7 +105,7 @@ class Variable:
             with graph.colocate_with(self._variable.op):
                 self._snapshot = array_ops.identity(self._variable, name="read")
         graph.add_to_collections(collections, self)
-        self._save_slice_info = None
+        self._save_slice_info: Optional[SaveSliceInfo] = None
 
     # -------------------------------------------------------------- identity
     @property
@@ -169,6 +183,28 @@ class Variable:
         result = state_ops.assign_sub(self._variable, delta, use_locking=use_locking, name=name)
         return result if read_value else result.op
 
+    def scatter_add(self, sparse_delta: Any, use_locking: bool = False, name: Optional[str] = None) -> Any:
+        """Adds the IndexedSlices ``sparse_delta`` to the rows it names."""
+        delta = _as_indexed_slices(sparse_delta, "scatter_add")
+        return state_ops.scatter_add(self._variable, delta.indices, delta.values, use_locking=use_locking, name=name)
+
+    def scatter_sub(self, sparse_delta: Any, use_locking: bool = False, name: Optional[str] = None) -> Any:
+        """Subtracts the IndexedSlices ``sparse_delta`` from the rows it names."""
+        delta = _as_indexed_slices(sparse_delta, "scatter_sub")
+        return state_ops.scatter_sub(self._variable, delta.indices, delta.values, use_locking=use_locking, name=name)
+
+    def scatter_update(self, sparse_delta: Any, use_locking: bool = False, name: Optional[str] = None) -> Any:
+        """Overwrites the rows named by the IndexedSlices ``sparse_delta`` with its values."""
+        delta = _as_indexed_slices(sparse_delta, "scatter_update")
+        return state_ops.scatter_update(self._variable, delta.indices, delta.values, use_locking=use_locking,
+                                        name=name)
+
+    def _set_save_slice_info(self, save_slice_info: SaveSliceInfo) -> None:
+        self._save_slice_info = save_slice_info
+
+    def _get_save_slice_info(self) -> Optional[SaveSliceInfo]:
+        return self._save_slice_info
+
     def eval(self, session: Any = None) -> Any:
         return self._variable.eval(session=session)
 
@@ -195,6 +231,12 @@ class Variable:
         raise TypeError("Using a tf.Variable as a Python bool is not allowed")
 
 
+def _as_indexed_slices(value: Any, method: str) -> indexed_slices.IndexedSlices:
+    if not isinstance(value, indexed_slices.IndexedSlices):
+        raise TypeError(f"Variable.{method} takes a tf.IndexedSlices, got {value!r}")
+    return value
+
+
 def _variable_conversion(value: Variable, dtype: Any = None, name: Optional[str] = None, as_ref: bool = False) -> graph_lib.Tensor:
     return value._ref() if as_ref else value.value()
 
@@ -219,6 +261,7 @@ Variable.__array_priority__ = 100  # type: ignore[attr-defined]
 
 
 RefVariable = Variable
+Variable.SaveSliceInfo = SaveSliceInfo  # type: ignore[attr-defined] # TF's name for it
 
 
 # ---------------------------------------------------------------------- collections and initializers

@@ -1,7 +1,8 @@
 """``AdagradOptimizer``: ``accum += grad ** 2``; ``var -= lr * grad / sqrt(accum)``.
 
 The accumulator is the slot ``accumulator``, named ``<var>/Adagrad`` and starting at
-``initial_accumulator_value`` (0.1 by default, as in TF1).
+``initial_accumulator_value`` (0.1 by default, as in TF1). A sparse gradient updates
+only its rows of the accumulator and the variable.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
@@ -44,3 +46,11 @@ class AdagradOptimizer(optimizer.Optimizer):
         accum = self.get_slot(var, "accumulator")
         lr = math_ops.cast(self._learning_rate_tensor, var.dtype.base_dtype)
         return training_ops.apply_adagrad(var, accum, lr, grad, use_locking=self._use_locking).op
+
+    def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables.Variable) -> Any:
+        accum = self.get_slot(var, "accumulator")
+        lr = math_ops.cast(self._learning_rate_tensor, var.dtype.base_dtype)
+        return training_ops.sparse_apply_adagrad(var, accum, lr, grad.values, grad.indices,
+                                                 use_locking=self._use_locking).op
+
+    _apply_sparse = _apply_sparse_duplicate_indices

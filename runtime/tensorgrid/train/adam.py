@@ -4,6 +4,10 @@ Slots ``m`` and ``v`` are named ``<var>/Adam`` and ``<var>/Adam_1``. The running
 powers ``beta1_power`` and ``beta2_power`` are two non-slot variables per graph,
 colocated with the first variable by name, multiplied by beta1 and beta2 after
 every step's updates.
+
+A sparse gradient follows TF1's ``_apply_sparse``: every row of ``m`` and ``v``
+decays, the gradient rows are added at their indices, and every row of the variable
+moves (so rows absent from a batch still drift with their momentum). One fused op.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
@@ -63,6 +68,20 @@ class AdamOptimizer(optimizer.Optimizer):
             math_ops.cast(self._beta2_t, dtype), math_ops.cast(self._epsilon_t, dtype), grad,
             use_locking=self._use_locking,
         ).op
+
+    def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables.Variable) -> Any:
+        m = self.get_slot(var, "m")
+        v = self.get_slot(var, "v")
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        dtype = var.dtype.base_dtype
+        return training_ops.sparse_apply_adam(
+            var, m, v, math_ops.cast(beta1_power, dtype), math_ops.cast(beta2_power, dtype),
+            math_ops.cast(self._lr_t, dtype), math_ops.cast(self._beta1_t, dtype),
+            math_ops.cast(self._beta2_t, dtype), math_ops.cast(self._epsilon_t, dtype), grad.values, grad.indices,
+            use_locking=self._use_locking,
+        ).op
+
+    _apply_sparse = _apply_sparse_duplicate_indices
 
     def _finish(self, update_ops: list[Any], name_scope: str) -> graph_lib.Operation:
         graph = graph_lib.get_default_graph()

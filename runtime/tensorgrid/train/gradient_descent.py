@@ -1,10 +1,15 @@
-"""``GradientDescentOptimizer``: ``var -= learning_rate * grad``."""
+"""``GradientDescentOptimizer``: ``var -= learning_rate * grad``.
+
+A sparse gradient is a ``scatter_sub`` of ``learning_rate * values`` at its indices, as
+in TF1: only those rows move, and repeated indices all subtract.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
@@ -24,3 +29,10 @@ class GradientDescentOptimizer(optimizer.Optimizer):
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:
         lr = math_ops.cast(self._learning_rate_tensor, var.dtype.base_dtype)
         return training_ops.apply_gradient_descent(var, lr, grad, use_locking=self._use_locking).op
+
+    def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables.Variable) -> Any:
+        lr = math_ops.cast(self._learning_rate_tensor, var.dtype.base_dtype)
+        delta = indexed_slices.IndexedSlices(math_ops.multiply(grad.values, lr), grad.indices, grad.dense_shape)
+        return var.scatter_sub(delta, use_locking=self._use_locking)
+
+    _apply_sparse = _apply_sparse_duplicate_indices

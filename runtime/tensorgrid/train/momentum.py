@@ -1,7 +1,9 @@
 """``MomentumOptimizer``: ``accum = momentum * accum + grad``; ``var -= lr * accum``.
 
 With ``use_nesterov=True`` the step looks ahead: ``var -= lr * (grad + momentum * accum)``.
-The accumulator is the slot ``momentum``, named ``<var>/Momentum``.
+The accumulator is the slot ``momentum``, named ``<var>/Momentum``. A sparse gradient
+moves only its rows of the accumulator and the variable (TF1's ``SparseApplyMomentum``):
+the momentum of rows absent from a batch does not carry them further.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
@@ -42,3 +45,14 @@ class MomentumOptimizer(optimizer.Optimizer):
             math_ops.cast(self._momentum_tensor, dtype), use_locking=self._use_locking,
             use_nesterov=self._use_nesterov,
         ).op
+
+    def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables.Variable) -> Any:
+        accum = self.get_slot(var, "momentum")
+        dtype = var.dtype.base_dtype
+        return training_ops.sparse_apply_momentum(
+            var, accum, math_ops.cast(self._learning_rate_tensor, dtype), grad.values, grad.indices,
+            math_ops.cast(self._momentum_tensor, dtype), use_locking=self._use_locking,
+            use_nesterov=self._use_nesterov,
+        ).op
+
+    _apply_sparse = _apply_sparse_duplicate_indices

@@ -6,6 +6,11 @@ per variable, colocated with the variable and named ``<Optimizer>/update_<var>``
 so that in distributed training each update runs on the parameter server holding
 the variable and only the gradient travels. The global step is incremented after
 all updates, next to the global step variable.
+
+A gradient that is an IndexedSlices (an embedding lookup's) is applied sparsely,
+with TF1's semantics: ``_apply_sparse_duplicate_indices`` sums the rows of repeated
+indices and hands the result to ``_apply_sparse``; the built-in optimizers do both in
+one fused op that touches only those rows.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
+from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import gradients_impl
+from tensorgrid.ops import sparse_ops
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables as variables_lib
 from tensorgrid.train import slot_creator
@@ -131,13 +139,15 @@ class Optimizer:
         grads_and_vars = tuple(grads_and_vars)
         if not grads_and_vars:
             raise ValueError("No variables provided.")
-        converted: list[tuple[Optional[graph_lib.Tensor], variables_lib.Variable]] = []
+        converted: list[tuple[Any, variables_lib.Variable]] = []
         for g, v in grads_and_vars:
             if g is not None:
                 try:
-                    g = graph_lib.convert_to_tensor(g)
+                    g = indexed_slices.convert_to_tensor_or_indexed_slices(g)
                 except (TypeError, ValueError):
-                    raise TypeError(f"Gradient must be convertible to a Tensor or None: {g!r}") from None
+                    raise TypeError(f"Gradient must be convertible to a Tensor or IndexedSlices, or None: {g!r}") from None
+                if not isinstance(g, (graph_lib.Tensor, indexed_slices.IndexedSlices)):
+                    raise TypeError(f"Gradient must be a Tensor, IndexedSlices, or None: {g!r}")
             if not isinstance(v, variables_lib.Variable):
                 raise TypeError(f"Optimizers update tf.Variable objects only; {v!r} is not one")
             converted.append((g, v))
@@ -170,7 +180,11 @@ class Optimizer:
                 train_ops.append(apply_updates)
         return apply_updates
 
-    def _update_op(self, grad: graph_lib.Tensor, var: variables_lib.Variable) -> Any:
+    def _update_op(self, grad: Any, var: variables_lib.Variable) -> Any:
+        if isinstance(grad, indexed_slices.IndexedSlices):
+            if var.constraint is not None:
+                raise RuntimeError(f"Cannot use a constraint function on a sparse variable ({var.op.name}).")
+            return self._apply_sparse_duplicate_indices(grad, var)
         update = self._apply_dense(grad, var)
         if var.constraint is None:
             return update
@@ -238,6 +252,16 @@ class Optimizer:
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables_lib.Variable) -> Any:
         raise NotImplementedError
+
+    def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:
+        """Sums the rows of repeated indices, then ``_apply_sparse`` (TF's default)."""
+        unique_indices, positions = sparse_ops.unique(grad.indices)
+        summed = array_ops.unsorted_segment_sum(grad.values, positions, array_ops.strided_slice_from_key(array_ops.shape(unique_indices), 0))
+        return self._apply_sparse(indexed_slices.IndexedSlices(summed, unique_indices, grad.dense_shape), var)
+
+    def _apply_sparse(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:
+        """Applies a gradient whose indices are unique; optimizers with sparse updates implement it."""
+        raise NotImplementedError(f"{type(self).__name__} does not apply sparse gradients (IndexedSlices)")
 
     def _finish(self, update_ops: list[Any], name_scope: str) -> graph_lib.Operation:
         return control_flow_ops.group(*update_ops, name=name_scope)

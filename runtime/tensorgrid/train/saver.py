@@ -6,10 +6,16 @@ to assign ops built once, in the constructor, next to each variable. So the same
 code works in-process and against a remote cluster whose variables live on
 parameter servers (TF1 instead writes on the tasks holding the variables, which
 needs a file system shared by all of them). The format is in checkpoint_format.
+
+A partitioned variable is saved as one logical tensor under its name (``emb``, and
+``emb/Adam`` for a slot of its parts): the parts' values are assembled on the client
+and restored by slicing, so a checkpoint written with 3 parts restores into 2, or into
+an unpartitioned variable of the same shape. (TF1 writes each part as a slice.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import numbers
 import os
@@ -20,8 +26,10 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import checkpoint_format
@@ -48,28 +56,99 @@ def _as_ref(var: Any) -> graph_lib.Tensor:
     raise TypeError(f"Saver can only save Variables (or variable reference tensors), got {var!r}")
 
 
-def _names_to_variables(var_list: Any) -> dict[str, Any]:
-    """``{checkpoint key: variable}`` from a dict or a list of variables, checking for clashes."""
+def _slice_info(var: Any) -> Any:
+    getter = getattr(var, "_get_save_slice_info", None)
+    return getter() if callable(getter) else None
+
+
+def _names_to_variables(var_list: Any) -> dict[str, list[Any]]:
+    """``{checkpoint key: [variable]}``, or the parts of a partitioned variable under its name, from a
+    dict or a list of variables, PartitionedVariables and parts; checks for clashes."""
+    result: dict[str, list[Any]] = {}
+
+    def add(name: str, var: Any, partitioned: bool) -> None:
+        _as_ref(var)
+        vars_of_name = result.setdefault(name, [])
+        if any(v is var for v in vars_of_name):
+            return
+        if vars_of_name and not (partitioned and all(_slice_info(v) is not None for v in vars_of_name)):
+            raise ValueError(f"At least two variables have the same name: {name}")
+        vars_of_name.append(var)
+
     if isinstance(var_list, dict):
-        result = {}
-        for name, var in var_list.items():
+        for name, value in var_list.items():
             if not isinstance(name, str):
                 raise TypeError(f"Saver var_list keys must be checkpoint names (strings), got {name!r}")
-            _as_ref(var)
-            result[name] = var
+            parts = list(value) if isinstance(value, (partitioned_variables.PartitionedVariable, list, tuple)) else None
+            for var in parts if parts is not None else [value]:
+                add(name, var, parts is not None)
         return result
     if not isinstance(var_list, (list, tuple, set)):
         raise TypeError(f"Saver var_list must be a list or dict of variables, got {type(var_list).__name__}")
-    result = {}
     for var in var_list:
-        name = _checkpoint_key(var)
-        _as_ref(var)
-        if name in result:
-            if result[name] is var:
-                continue
-            raise ValueError(f"At least two variables have the same name: {name}")
-        result[name] = var
+        if isinstance(var, partitioned_variables.PartitionedVariable):
+            for part in var:
+                add(var.name, part, True)
+        elif _slice_info(var) is not None:
+            add(_slice_info(var).full_name, var, True)
+        else:
+            add(_checkpoint_key(var), var, False)
     return result
+
+
+@dataclasses.dataclass
+class _Saved:
+    """One checkpoint entry: a whole variable, or the parts that make up a partitioned one."""
+
+    name: str
+    parts: list[Any]
+    """The variables (or reference tensors) saved under ``name``, in order of their offsets."""
+    full_shape: Optional[list[int]]
+    """The logical shape when the entry is assembled from parts (None for a whole variable)."""
+    slices: list[tuple[slice, ...]]
+    """Where each part sits in the logical tensor."""
+
+    @classmethod
+    def of(cls, name: str, parts: list[Any]) -> "_Saved":
+        infos = [_slice_info(v) for v in parts]
+        if len(parts) == 1 and infos[0] is None:
+            return cls(name, [parts[0]], None, [])
+        if any(info is None for info in infos):
+            raise ValueError(f"Saver: {name} mixes parts of a partitioned variable with whole variables")
+        full_shape = list(infos[0].full_shape)
+        if any(list(info.full_shape) != full_shape for info in infos):
+            raise ValueError(f"Saver: the parts of {name} disagree on its full shape: "
+                             f"{sorted({tuple(info.full_shape) for info in infos})}")
+        order = sorted(range(len(parts)), key=lambda i: list(infos[i].var_offset))
+        covered = sum(int(np.prod(infos[i].var_shape)) for i in order)
+        if covered != int(np.prod(full_shape)) or len({tuple(infos[i].var_offset) for i in order}) != len(order):
+            raise ValueError(
+                f"Saver needs every part of the partitioned variable {name} (shape {full_shape}) to save it as one "
+                f"tensor; got {', '.join(_checkpoint_key(parts[i]) for i in order)}"
+            )
+        slices = [tuple(slice(o, o + n) for o, n in zip(infos[i].var_offset, infos[i].var_shape)) for i in order]
+        return cls(name, [parts[i] for i in order], full_shape, slices)
+
+    @property
+    def shape(self) -> tensor_shape.TensorShape:
+        """The static shape of the tensor in the checkpoint."""
+        if self.full_shape is None:
+            return _as_ref(self.parts[0]).shape
+        return tensor_shape.TensorShape(self.full_shape)
+
+    def assemble(self, values: list[np.ndarray]) -> np.ndarray:
+        if self.full_shape is None:
+            return values[0]
+        whole = np.empty(self.full_shape, dtype=values[0].dtype)
+        for where, value in zip(self.slices, values):
+            whole[where] = value
+        return whole
+
+    def split(self, value: np.ndarray) -> list[np.ndarray]:
+        if self.full_shape is None:
+            return [value]
+        value = np.reshape(value, self.full_shape)
+        return [value[where] for where in self.slices]
 
 
 def _restore_error(kind: type[errors.OpError], likely_cause: str, detail: str) -> errors.OpError:
@@ -122,6 +201,7 @@ class Saver:
         self._is_empty = False
         self._graph: Optional[graph_lib.Graph] = None
         self._names: list[str] = []
+        self._entries: list[_Saved] = []
         self._save_tensors: list[graph_lib.Tensor] = []
         self._restore_feeds: list[graph_lib.Tensor] = []
         self._restore_shapes: list[Any] = []
@@ -146,21 +226,22 @@ class Saver:
                 return
             raise ValueError("No variables to save")
         self._graph = graph
+        self._entries = [_Saved.of(name, names_to_vars[name]) for name in sorted(names_to_vars)]
         with graph.as_default(), graph.control_dependencies(None), graph.name_scope(self._name or "save"):
             assigns = []
-            for name in sorted(names_to_vars):
-                var = names_to_vars[name]
-                ref = _as_ref(var)
-                with graph.colocate_with(ref.op):
-                    if isinstance(var, variables.Variable):
-                        self._save_tensors.append(var.value())
-                    else:
-                        self._save_tensors.append(array_ops.identity(ref))
-                    feed = array_ops.placeholder(ref.dtype.base_dtype, ref.shape, name="restore_value")
-                    assigns.append(state_ops.assign(ref, feed, validate_shape=ref.shape.is_fully_defined()))
-                self._names.append(name)
-                self._restore_feeds.append(feed)
-                self._restore_shapes.append(ref.shape)
+            for entry in self._entries:
+                for var in entry.parts:
+                    ref = _as_ref(var)
+                    with graph.colocate_with(ref.op):
+                        if isinstance(var, variables.Variable):
+                            self._save_tensors.append(var.value())
+                        else:
+                            self._save_tensors.append(array_ops.identity(ref))
+                        feed = array_ops.placeholder(ref.dtype.base_dtype, ref.shape, name="restore_value")
+                        assigns.append(state_ops.assign(ref, feed, validate_shape=ref.shape.is_fully_defined()))
+                    self._restore_feeds.append(feed)
+                self._names.append(entry.name)
+                self._restore_shapes.append(entry.shape)
             self._restore_op = control_flow_ops.group(*assigns, name="restore_all")
 
     @property
@@ -221,8 +302,9 @@ class Saver:
             return None
         if save_dir and not os.path.isdir(save_dir):
             raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
-        values = sess.run(self._save_tensors)
-        checkpoint_format.write_checkpoint(checkpoint_file, dict(zip(self._names, values)))
+        values = iter(sess.run(self._save_tensors))
+        tensors = {entry.name: entry.assemble([next(values) for _ in entry.parts]) for entry in self._entries}
+        checkpoint_format.write_checkpoint(checkpoint_file, tensors)
         if write_state:
             self._record_last_checkpoint(checkpoint_file)
             checkpoint_management.update_checkpoint_state_internal(
@@ -284,9 +366,9 @@ class Saver:
                 errors.NotFoundError, "a Variable name or other graph key that is missing",
                 f"Key{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in checkpoint {save_path}",
             )
-        for name, feed, shape in zip(self._names, self._restore_feeds, self._restore_shapes):
+        for name, saved, shape in zip(self._names, self._entries, self._restore_shapes):
             entry = index.tensors[name]
-            wanted = feed.dtype.base_dtype.name
+            wanted = _as_ref(saved.parts[0]).dtype.base_dtype.name
             if entry.dtype != wanted:
                 raise _restore_error(
                     errors.InvalidArgumentError, "a mismatch between the current graph and the graph",
@@ -300,12 +382,14 @@ class Saver:
                     f"rhs shape= {list(entry.shape)} (variable {name} in checkpoint {save_path})",
                 )
         values = checkpoint_format.read_tensors(index, self._names)
+        feeds = iter(self._restore_feeds)
         feed_dict = {}
-        for name, feed, shape in zip(self._names, self._restore_feeds, self._restore_shapes):
-            value = values[name]
+        for saved, shape in zip(self._entries, self._restore_shapes):
+            value = values[saved.name]
             if not shape.is_compatible_with(value.shape):
                 value = np.reshape(value, shape.as_list())
-            feed_dict[feed] = value
+            for part in saved.split(value):
+                feed_dict[next(feeds)] = part
         sess.run(self._restore_op, feed_dict)
 
     def _reshape_allowed(self, shape: Any, stored: tuple[int, ...]) -> bool:

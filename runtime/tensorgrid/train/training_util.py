@@ -50,10 +50,11 @@ def create_global_step(graph: Optional[graph_lib.Graph] = None) -> variables.Var
     if get_global_step(graph) is not None:
         raise ValueError('"global_step" already exists.')
     with graph.as_default(), graph.name_scope(None):
-        return variable_scope.get_variable(
+        step: variables.Variable = variable_scope.get_variable(
             GraphKeys.GLOBAL_STEP, shape=[], dtype=dtypes.int64, initializer=init_ops.zeros_initializer(),
             trainable=False, collections=[GraphKeys.GLOBAL_VARIABLES, GraphKeys.GLOBAL_STEP],
         )
+        return step
 
 
 def get_or_create_global_step(graph: Optional[graph_lib.Graph] = None) -> Any:

@@ -12,6 +12,7 @@ import datetime
 import itertools
 from typing import Any, Optional
 
+from tensorgrid_operator import conditions
 from tensorgrid_operator import reconcile
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -47,7 +48,7 @@ def make_job(name: str = "mnist", namespace: str = "team", ps: int = 0, workers:
     return {
         "apiVersion": "tensorgrid.io/v1", "kind": "TrainingJob",
         "metadata": {"name": name, "namespace": namespace, "uid": f"job-uid-{next(_uids)}", "generation": 1,
-                     "creationTimestamp": reconcile.format_time(T0), "resourceVersion": "1"},
+                     "creationTimestamp": conditions.format_time(T0), "resourceVersion": "1"},
         "spec": spec,
     }
 
@@ -69,7 +70,7 @@ class Sim:
 
     def condition(self, ctype: str) -> dict[str, Any]:
         """The condition of that type, or ``{}``."""
-        found = reconcile.get_condition(self.status.get("conditions") or [], ctype)
+        found = conditions.get_condition(self.status.get("conditions") or [], ctype)
         return dict(found) if found is not None else {}
 
     def plan(self) -> reconcile.Plan:

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import pytest
 
 from operator_sim import Sim, make_job
+from tensorgrid_operator import conditions
 from tensorgrid_operator import exitcodes
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
@@ -108,7 +109,7 @@ def test_worker_failure_under_each_policy(policy: str, code: int, restarted: boo
         sim.run_all()
         sim.step()
         assert sim.status["state"] == "Running"
-        assert not reconcile.is_true(sim.status["conditions"], "Restarting")
+        assert not conditions.is_true(sim.status["conditions"], "Restarting")
     else:
         assert sim.condition("Failed")["reason"] == "ReplicaFailed"
         assert f"exit code {code}" in sim.condition("Failed")["message"]
@@ -232,7 +233,7 @@ def test_chief_success_and_clean_pod_policy(clean: str, left: set[str]) -> None:
     plan = sim.step()
     assert sim.status["state"] == "Succeeded"
     assert sim.condition("Succeeded")["message"] == "worker-0 succeeded"
-    assert sim.status["completionTime"] == reconcile.format_time(sim.now)
+    assert sim.status["completionTime"] == conditions.format_time(sim.now)
     assert plan.transitions == ["succeeded"]
     assert set(sim.pods) == left
     assert set(sim.services) == (left if clean != "None" else {
@@ -304,7 +305,7 @@ def test_a_vanished_running_pod_is_recreated_without_a_retry() -> None:
 def test_terminating_pods_are_neither_failures_nor_replaced_yet() -> None:
     sim = started(make_job(ps=1, workers=2, policy="Never"))
     pod = sim.pods["mnist-worker-1"]
-    pod["metadata"]["deletionTimestamp"] = reconcile.format_time(sim.now)
+    pod["metadata"]["deletionTimestamp"] = conditions.format_time(sim.now)
     sim.set_phase("mnist-worker-1", "Failed", 143)
     plan = sim.step()
     assert sim.status["state"] != "Failed"
@@ -385,7 +386,7 @@ def test_suspend_and_resume() -> None:
     plan = sim.step()
     assert {p["metadata"]["name"] for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
     assert sim.condition("Suspended")["status"] == "False"
-    assert sim.status["startTime"] == reconcile.format_time(sim.now)
+    assert sim.status["startTime"] == conditions.format_time(sim.now)
     assert sim.status["restarts"] == 0
     assert plan.requeue_after == pytest.approx(100)
 
@@ -436,7 +437,7 @@ def test_a_rejected_pod_fails_the_job() -> None:
     status, event = reconcile.rejected_status(job, "mnist-ps-0", "spec.containers[0].image: Required value",
                                               datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc))
     assert status["state"] == "Failed"
-    assert reconcile.get_condition(status["conditions"], "Failed")["reason"] == "PodTemplateRejected"
+    assert conditions.get_condition(status["conditions"], "Failed")["reason"] == "PodTemplateRejected"
     assert "image" in event.message and event.type == "Warning"
 
 
@@ -461,4 +462,4 @@ def test_status_counts_and_printer_fields() -> None:
     sim.run_all()
     plan = sim.step(12)
     assert plan.all_running_seconds == pytest.approx(12)
-    assert sim.status["allPodsRunningTime"] == reconcile.format_time(sim.now)
+    assert sim.status["allPodsRunningTime"] == conditions.format_time(sim.now)

@@ -45,10 +45,18 @@ class PodView:
     stuck_message: str = ""
     disrupted: str = ""
     """Why the cluster stopped this pod (eviction, node shutdown, preemption); empty if it did not."""
+    sidecar_running: bool = False
+    """The main container ended but the pod still runs: a sidecar (an injected istio-proxy) keeps it up."""
 
     @property
     def active(self) -> bool:
+        """The replica has not ended (its pod is pending or its main container runs)."""
         return self.phase not in TERMINAL_PHASES and not self.terminating
+
+    @property
+    def pod_running(self) -> bool:
+        """The pod still holds its node: it is active, or a sidecar outlives the main container."""
+        return (self.active or self.sidecar_running) and not self.terminating
 
 
 def replica_key(labels: Mapping[str, str]) -> Optional[spec_lib.ReplicaKey]:
@@ -67,14 +75,20 @@ def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
                for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-def _main_container_status(pod: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+def _main_container_status(pod: Mapping[str, Any], strict: bool = False) -> Optional[Mapping[str, Any]]:
+    """The status of the main container; unless ``strict``, the first status when it has none yet."""
     statuses: list[Mapping[str, Any]] = (pod.get("status") or {}).get("containerStatuses") or []
     main = manifests.main_container(pod.get("spec") or {})
     main_name = main.get("name") if main else None
     for cs in statuses:
         if cs.get("name") == main_name:
             return cs
-    return statuses[0] if statuses else None
+    return statuses[0] if statuses and not strict else None
+
+
+def _main_terminated(pod: Mapping[str, Any]) -> bool:
+    state = (_main_container_status(pod, strict=True) or {}).get("state") or {}
+    return "exitCode" in (state.get("terminated") or {})
 
 
 def _exit(pod: Mapping[str, Any]) -> tuple[Optional[int], str]:
@@ -114,18 +128,29 @@ def _disruption(pod: Mapping[str, Any]) -> str:
 
 
 def view_pod(pod: Mapping[str, Any]) -> PodView:
+    """The pod as the decisions see it.
+
+    The main container's end is the replica's end: a pod that a sidecar keeps Running
+    after the main container exited reads as Succeeded (exit 0) or Failed, so the job
+    does not wait forever for a pod that will never stop by itself.
+    """
     meta = pod.get("metadata") or {}
     exit_code, reason = _exit(pod)
     stuck_reason, stuck_message = _stuck(pod)
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    sidecar_running = phase not in TERMINAL_PHASES and _main_terminated(pod)
+    if sidecar_running:
+        phase = "Succeeded" if exit_code == 0 else "Failed"
     return PodView(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         key=replica_key(meta.get("labels") or {}),
-        phase=(pod.get("status") or {}).get("phase") or "Pending",
+        phase=phase,
         terminating=bool(meta.get("deletionTimestamp")),
         exit_code=exit_code,
         reason=reason,
         stuck_reason=stuck_reason,
         stuck_message=stuck_message,
         disrupted=_disruption(pod),
+        sidecar_running=sidecar_running,
     )

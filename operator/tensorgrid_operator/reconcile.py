@@ -291,7 +291,7 @@ def _finish(work: _Work, job_spec: Optional[spec_lib.JobSpec], views: Sequence[p
     work.plan.transitions.append(ctype.lower())
     work.finished_now = True
     if stop_all:
-        stopped = [v for v in views if v.active]
+        stopped = [v for v in views if v.pod_running]
         for view in stopped:
             work.delete_pod(view)
         if stopped:
@@ -316,7 +316,7 @@ def _clean_pods(work: _Work, job_spec: spec_lib.JobSpec, views: Sequence[podview
         doomed = [v for v in views if not v.terminating]
         doomed_services = sorted(services)
     else:
-        doomed = [v for v in views if v.active]
+        doomed = [v for v in views if v.pod_running]
         doomed_services = sorted(s for s in services if s in {v.name for v in doomed})
     fresh = [v for v in doomed if (v.name, v.uid) not in work.plan.delete_pods]
     for view in doomed:

@@ -77,6 +77,64 @@ def test_disrupted_replica_under_never_is_not_recreated() -> None:
     assert sim.status["state"] == "Failed"
 
 
+# --- sidecars: the main container decides ---------------------------------------------------
+
+def with_sidecar(job: dict[str, Any], main_first: bool = False, main_name: str = "tensorgrid") -> dict[str, Any]:
+    """Every replica gets an istio-proxy container beside its main one."""
+    for entry in job["spec"]["replicaSpecs"].values():
+        containers = entry["template"]["spec"]["containers"]
+        containers[0]["name"] = main_name
+        sidecar = {"name": "istio-proxy", "image": "istio/proxyv2"}
+        entry["template"]["spec"]["containers"] = containers + [sidecar] if main_first else [sidecar] + containers
+    return job
+
+
+def main_exited(sim: Sim, name: str, code: Optional[int], main: str = "tensorgrid") -> None:
+    """The kubelet's report: the pod Running, the sidecar running, the main container as given."""
+    main_state: dict[str, Any] = {"running": {}} if code is None else {"terminated": {
+        "exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+    sim.pods[name]["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "istio-proxy", "state": {"running": {}}}, {"name": main, "state": main_state}]}
+
+
+@pytest.mark.parametrize("replica, code, state", [
+    ("mnist-worker-0", 0, "Succeeded"),     # the chief finished: the job succeeds
+    ("mnist-worker-1", 1, "Failed"),        # permanent under ExitCode: the job fails
+    ("mnist-worker-1", 137, "Restarting"),  # retryable: the pod is replaced
+    ("mnist-worker-1", None, "Running"),    # the main container runs on: nothing to decide
+])
+def test_a_sidecar_does_not_keep_a_finished_replica_running(replica: str, code: Optional[int], state: str) -> None:
+    sim = started(with_sidecar(make_job(ps=1, workers=2)))
+    uid = sim.pods[replica]["metadata"]["uid"]
+    main_exited(sim, replica, code)
+    plan = sim.step()
+    assert sim.status["state"] == state
+    # A finished job's cleanPodPolicy Running stops the pod too: its sidecar still runs.
+    assert ((replica, uid) in plan.delete_pods) is (state != "Running")
+    if state == "Succeeded":
+        assert sim.pods == {}
+        assert sim.status["finishedReplicas"][0]["exitCode"] == 0
+    if state == "Restarting":
+        sim.step()
+        assert sim.pods[replica]["metadata"]["uid"] != uid
+
+
+def test_the_sidecar_ending_first_decides_nothing() -> None:
+    sim = started(with_sidecar(make_job(ps=1, workers=2)))
+    sim.pods["mnist-worker-0"]["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "istio-proxy", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {"name": "tensorgrid", "state": {"running": {}}}]}
+    plan = sim.step()
+    assert sim.status["state"] == "Running" and not plan.has_actions
+
+
+def test_without_a_container_named_tensorgrid_the_first_is_the_main_one() -> None:
+    sim = started(with_sidecar(make_job(ps=1, workers=2), main_first=True, main_name="trainer"))
+    main_exited(sim, "mnist-worker-0", 0, main="trainer")
+    sim.step()
+    assert sim.status["state"] == "Succeeded"
+
+
 # --- one failure under each restart policy ----------------------------------------------
 
 @pytest.mark.parametrize("policy, code, restarted, state", [

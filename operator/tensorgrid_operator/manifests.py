@@ -106,11 +106,13 @@ def _declare_port(container: Obj, name: str, number: int) -> None:
     ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
 
 
-def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> Obj:
+def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0) -> Obj:
     """The pod for one replica: the user's template plus names, labels, TF_CONFIG and ports.
 
     ``restartPolicy`` is always ``Never``: the operator, not the kubelet, decides about
-    restarts, so it sees every exit code and ``backoffLimit`` bounds every retry.
+    restarts, so it sees every exit code and ``backoffLimit`` bounds every retry. The
+    pod is labelled with the job's restart ``epoch``, so the pods of a run that a
+    whole-job restart replaced are known even after an operator crash.
     """
     meta = job["metadata"]
     job_name, namespace = meta["name"], meta["namespace"]
@@ -119,6 +121,7 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     pod_spec: Obj = template.get("spec") or {}
     labels = dict(tmeta.get("labels") or {})
     labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
+    labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)
     annotations = dict(tmeta.get("annotations") or {})
     pod_spec["restartPolicy"] = "Never"
     container = main_container(pod_spec)

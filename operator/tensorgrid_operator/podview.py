@@ -45,6 +45,8 @@ class PodView:
     stuck_message: str = ""
     disrupted: str = ""
     """Why the cluster stopped this pod (eviction, node shutdown, preemption); empty if it did not."""
+    epoch: int = 0
+    """The restart epoch the pod was created in (its label; 0 without one)."""
     sidecar_running: bool = False
     """The main container ended but the pod still runs: a sidecar (an injected istio-proxy) keeps it up."""
 
@@ -67,6 +69,11 @@ def replica_key(labels: Mapping[str, str]) -> Optional[spec_lib.ReplicaKey]:
     if rtype is None or not index.isdigit():
         return None
     return spec_lib.ReplicaKey(rtype, int(index))
+
+
+def _epoch(labels: Mapping[str, str]) -> int:
+    value = labels.get(spec_lib.LABEL_RESTART_EPOCH, "")
+    return int(value) if value.isdigit() else 0
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -152,5 +159,6 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         stuck_reason=stuck_reason,
         stuck_message=stuck_message,
         disrupted=_disruption(pod),
+        epoch=_epoch(meta.get("labels") or {}),
         sidecar_running=sidecar_running,
     )

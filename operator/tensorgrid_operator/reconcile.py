@@ -10,8 +10,10 @@ crash half-way through applying a plan, converges to the same place.
 
 What must survive pods disappearing lives in ``status`` and is carried forward here:
 the record of finished replicas (a completed pod that is deleted is never re-run),
-restart counts (``backoffLimit`` bounds every retry), and the uids of failed pods
-whose restart was already counted (a repeated reconcile does not count it twice).
+restart counts (``backoffLimit`` bounds every retry), the uids of failed pods
+whose restart was already counted (a repeated reconcile does not count it twice), and
+the restart epoch (the pods of a run that a whole-job restart replaced are deleted even
+when the deletions of that restart were lost).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class _Work:
     finished: dict[str, Obj]
     restarted_uids: dict[str, str]
     restarts: dict[str, int]
+    epoch: int
+    """The restart epoch: pods labelled with an older one belong to a run the job restarted away from."""
     start_time: Optional[datetime.datetime] = None
     """The startTime to write, when this reconcile (re)starts the active clock."""
     finished_now: bool = False
@@ -89,6 +93,9 @@ class _Work:
     def delete_pod(self, view: podview.PodView) -> None:
         if (view.name, view.uid) not in self.plan.delete_pods:
             self.plan.delete_pods.append((view.name, view.uid))
+
+    def deleting(self, view: podview.PodView) -> bool:
+        return (view.name, view.uid) in self.plan.delete_pods
 
 
 def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],
@@ -105,6 +112,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         finished={r["replica"]: dict(r) for r in old_status.get("finishedReplicas") or []},
         restarted_uids={r["uid"]: r["name"] for r in old_status.get("restartedPods") or []},
         restarts={t: int(s.get("restarts", 0)) for t, s in (old_status.get("replicaStatuses") or {}).items()},
+        epoch=int(old_status.get("restartEpoch") or 0),
     )
     owned = [p for p in pods if podview.owned_by(p, meta["uid"])]
     foreign_names = {(p.get("metadata") or {}).get("name") for p in pods if not podview.owned_by(p, meta["uid"])}
@@ -148,6 +156,8 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
             return _conclude(work, old_status, job_spec, views)
         plan.requeue_after = (due - now).total_seconds()
 
+    # A whole-job restart whose status landed but whose deletions did not: finish it first.
+    _delete_old_epochs(work, views, announce=True)
     by_name = {v.key.short_name: v for v in views if v.key is not None}
     restart_job_reason = _observe_outcomes(work, job_spec, desired, by_name)
 
@@ -158,9 +168,8 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         return _conclude(work, old_status, job_spec, views)
 
     if restart_job_reason:
-        for view in views:
-            if view.active or (view.phase == "Failed" and not view.terminating):
-                work.delete_pod(view)
+        work.epoch += 1
+        _delete_old_epochs(work, views, announce=False)
         cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "JobRestarting", restart_job_reason, now)
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "JobRestarting", restart_job_reason, now)
         work.event("Warning", "JobRestarting", restart_job_reason)
@@ -175,6 +184,22 @@ def _finished(conditions: Sequence[Mapping[str, Any]]) -> bool:
     return cond_lib.is_true(conditions, cond_lib.SUCCEEDED) or cond_lib.is_true(conditions, cond_lib.FAILED)
 
 
+def _delete_old_epochs(work: _Work, views: Sequence[podview.PodView], announce: bool) -> None:
+    """Delete the pods of an earlier restart epoch, but those of replicas that finished for good.
+
+    The epoch is in the status before any pod is deleted, so a restart whose deletions
+    were lost (an operator crash, an API error) is completed by the next reconcile: no
+    worker keeps training against the parameter servers of the run that was restarted.
+    """
+    old = [v for v in views if v.key is not None and v.epoch < work.epoch and not v.terminating
+           and v.key.short_name not in work.finished and not work.deleting(v)]
+    for view in old:
+        work.delete_pod(view)
+    if old and announce:
+        work.event("Normal", "DeletedPods", f"deleted pods of an earlier run (the job restarted; restart epoch "
+                                            f"{work.epoch}): {', '.join(v.name for v in old)}")
+
+
 def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[str, spec_lib.ReplicaKey],
                       by_name: Mapping[str, podview.PodView]) -> str:
     """Record finished replicas and schedule restarts; returns why the whole job restarts, if it does."""
@@ -182,7 +207,8 @@ def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[
     limit = job_spec.run_policy.backoff_limit
     for short, key in desired.items():
         view = by_name.get(short)
-        if view is None or view.terminating or short in work.finished or view.phase not in ("Succeeded", "Failed"):
+        if view is None or view.terminating or work.deleting(view) or short in work.finished \
+                or view.phase not in podview.TERMINAL_PHASES:
             continue
         if view.uid in work.restarted_uids:
             work.delete_pod(view)  # counted already; the deletion did not happen yet
@@ -198,8 +224,7 @@ def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[
             continue
         retry, why = policies.retry_verdict(policy, succeeded, view.exit_code, policies.decides_success(job_spec, key))
         if retry and restart_job_reason:
-            work.restarted_uids[view.uid] = view.name  # goes down with the whole-job restart, uncounted
-            continue
+            continue  # goes down with the whole-job restart, uncounted
         if retry and work.total_restarts() >= limit:
             _record(work, key, view, cond_lib.FAILED, "BackoffLimitExceeded",
                     f"{why}, but the job already used its {limit} retries (backoffLimit)")
@@ -354,7 +379,7 @@ def _create_missing(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[st
             created_services.append(name)
         if short in work.finished or short in by_name or name in deleting:
             continue
-        work.plan.create_pods.append(manifests.build_pod(job, job_spec, key))
+        work.plan.create_pods.append(manifests.build_pod(job, job_spec, key, work.epoch))
         created_pods.append(name)
     if created_pods:
         work.event("Normal", "CreatedPods", f"created pods {', '.join(created_pods)}")
@@ -451,6 +476,7 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
     status["restartedPods"] = sorted(({"name": n, "uid": u} for u, n in work.restarted_uids.items()
                                       if u in observed_uids), key=lambda r: (r["name"], r["uid"]))
     status["restarts"] = work.total_restarts()
+    status["restartEpoch"] = work.epoch
     status["observedGeneration"] = work.job["metadata"].get("generation", 0)
     if work.start_time is not None:
         status["startTime"] = cond_lib.format_time(work.start_time)

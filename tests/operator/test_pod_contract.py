@@ -59,6 +59,13 @@ def test_labels(chief: int, rtype: RT, index: int, role: Any) -> None:
     assert labels[spec_lib.LABEL_REPLICA_TYPE] == rtype.task_type
     assert labels[spec_lib.LABEL_REPLICA_INDEX] == str(index)
     assert labels.get(spec_lib.LABEL_JOB_ROLE) == role
+    assert labels[spec_lib.LABEL_RESTART_EPOCH] == "0"
+
+
+def test_the_restart_epoch_is_a_pod_label() -> None:
+    job = make_job(ps=1, workers=1)
+    pod = manifests.build_pod(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.PS, 0), epoch=3)
+    assert pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH] == "3"
 
 
 def test_pod_shape() -> None:

@@ -268,6 +268,54 @@ def test_ps_failure_restarts_the_whole_job() -> None:
     assert sim.status["state"] == "Running"
 
 
+def epochs(sim: Sim) -> dict[str, str]:
+    return {name: pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH] for name, pod in sim.pods.items()}
+
+
+def test_a_whole_job_restart_survives_lost_deletions() -> None:
+    """The status (epoch 1) is written, the deletions are lost: the next pass deletes every old-epoch pod."""
+    sim = started(make_job(ps=1, workers=3, policy="OnFailure"))
+    assert set(epochs(sim).values()) == {"0"} and sim.status["restartEpoch"] == 0
+    sim.set_phase("mnist-worker-2", "Succeeded", 0)
+    sim.step()
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    first = sim.plan()
+    sim.apply(first, deletes=False, creates=False)  # the operator died after the status PATCH
+    assert sim.status["restartEpoch"] == 1 and sim.status["restarts"] == 1
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    second = sim.step()
+    assert {name for name, _ in second.delete_pods} == {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+    assert "DeletedPods" in [e.reason for e in second.events]
+    assert sim.status["restarts"] == 1, "the restart is not counted twice"
+    sim.step()
+    assert epochs(sim) == {"mnist-ps-0": "1", "mnist-worker-0": "1", "mnist-worker-1": "1", "mnist-worker-2": "0"}
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
+    sim.settle()  # the finished worker of epoch 0 stays, and nothing else moves
+
+
+def test_an_old_epoch_pod_that_ends_after_the_restart_decides_nothing() -> None:
+    """A worker of the restarted run exits 0 before its deletion lands: it is re-run, not recorded."""
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure"))
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    sim.apply(sim.plan(), deletes=False, creates=False)
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)  # the chief, trained against the lost PS
+    sim.step()
+    assert sim.status["state"] != "Succeeded" and sim.status["finishedReplicas"] == []
+    sim.step()
+    assert set(epochs(sim).values()) == {"1"} and len(sim.pods) == 3
+
+
+def test_pods_without_an_epoch_label_are_of_epoch_zero() -> None:
+    """Pods made before the label existed are not mistaken for an old run."""
+    sim = started(make_job(ps=1, workers=1))
+    for pod in sim.pods.values():
+        del pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH]
+    plan = sim.step()
+    assert not plan.has_actions
+
+
 def test_ps_failure_under_never_fails_the_job() -> None:
     sim = started(make_job(ps=1, workers=2, policy="Never"))
     sim.set_phase("mnist-ps-0", "Failed", 137)

@@ -28,5 +28,9 @@ class Settings:
     """A job is reconciled at least this often even when no event arrives (a safety net, not the mechanism)."""
     api_workers: int = 16
     """Threads making Kubernetes API calls (the client library is synchronous)."""
+    retry_delay_seconds: float = 10.0
+    """Wait before a failed replica (or one whose creation failed) is created again; doubles each time."""
+    max_retry_delay_seconds: float = 300.0
+    """The retry wait never grows past this."""
     verbose: bool = False
     """Log every reconcile at debug level."""

@@ -4,12 +4,12 @@ Synchronous (the ``kubernetes`` client library is); the handlers run these in a 
 pool. Creating something that already exists and deleting something already gone
 are the normal results of a level-triggered reconciler racing with itself or a
 restart, so they return quietly; everything else unexpected is counted in
-``tensorgrid_operator_api_errors_total`` and raised.
+``tensorgrid_operator_api_errors_total`` and raised (:func:`error_details` reads the
+status code and the API server's message out of what was raised).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from typing import Any, Mapping, Optional
@@ -25,14 +25,6 @@ Obj = dict[str, Any]
 
 class Conflict(Exception):
     """The job changed since it was read: reconcile again from a fresh read."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Rejection:
-    """The API server refused to create an object (HTTP 422): retrying cannot help."""
-
-    name: str
-    message: str
 
 
 def load_config(kubeconfig: Optional[str]) -> kubernetes.client.Configuration:
@@ -91,23 +83,19 @@ class Kube:
         items: list[Obj] = _json(result)["items"]
         return items
 
-    def create_pod(self, pod: Mapping[str, Any]) -> Optional[Rejection]:
-        return self._create("create_pod", self._core.create_namespaced_pod, pod)
+    def create_pod(self, pod: Mapping[str, Any]) -> None:
+        self._create("create_pod", self._core.create_namespaced_pod, pod)
 
-    def create_service(self, service: Mapping[str, Any]) -> Optional[Rejection]:
-        return self._create("create_service", self._core.create_namespaced_service, service)
+    def create_service(self, service: Mapping[str, Any]) -> None:
+        self._create("create_service", self._core.create_namespaced_service, service)
 
-    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> Optional[Rejection]:
-        meta = obj["metadata"]
+    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
         try:
-            fn(meta["namespace"], obj, _preload_content=False)
+            fn(obj["metadata"]["namespace"], obj, _preload_content=False)
         except kube_exceptions.ApiException as e:
             if e.status == 409:
-                return None  # AlreadyExists: an earlier reconcile (or another replica) made it
-            if e.status == 422:
-                return Rejection(meta["name"], _message(e))
+                return  # AlreadyExists: an earlier reconcile (or another replica) made it
             raise _counted(operation, e)
-        return None
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid))
@@ -195,11 +183,14 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
-def _message(e: kube_exceptions.ApiException) -> str:
+def error_details(e: Exception) -> tuple[Optional[int], str]:
+    """The HTTP status and the API server's message of a failed call; no status when no answer came."""
+    if not isinstance(e, kube_exceptions.ApiException):
+        return None, f"{type(e).__name__}: {e}"
     try:
-        return str(json.loads(e.body or "").get("message") or e.reason)
-    except (TypeError, ValueError):
-        return str(e.reason)
+        return e.status, str(json.loads(e.body or "").get("message") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return e.status, str(e.reason)
 
 
 def _counted(operation: str, e: kube_exceptions.ApiException) -> kube_exceptions.ApiException:

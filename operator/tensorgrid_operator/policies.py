@@ -1,4 +1,4 @@
-"""The job's policies as small pure verdicts: retry or not, who decides success, when it is reached.
+"""The job's policies as small pure verdicts: retry or not, how long to wait, who decides success.
 
 ``reconcile`` walks the job and calls these; each answers one question from the spec
 and what was observed, with the reason in words (events and status quote it).
@@ -6,6 +6,8 @@ and what was observed, with the reason in words (events and status quote it).
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 from typing import Any, Mapping, Optional
 
 from tensorgrid_operator import conditions
@@ -61,3 +63,61 @@ def success_reached(job_spec: spec_lib.JobSpec, finished: Mapping[str, Mapping[s
     if chief is not None and ok(chief):
         return f"{chief.short_name} succeeded"
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryDelay:
+    """How long a replica waits before it is created again, after it failed or its creation did.
+
+    As the kubelet's CrashLoopBackOff and the Job controller do: the delay doubles with
+    each failure of the same replica, so a pod the kubelet rejects at admission, or a
+    namespace out of quota, does not burn ``backoffLimit`` (or the API server) in seconds.
+    """
+
+    initial_seconds: float = 10.0
+    """The wait after a replica's first failure; each further failure doubles it."""
+    max_seconds: float = 300.0
+    """The wait never grows past this."""
+
+    @property
+    def reset_seconds(self) -> float:
+        """A replica that has not failed for this long since its last retry starts again from the initial wait."""
+        return 2 * self.max_seconds
+
+    def seconds(self, attempt: int) -> float:
+        """The wait before retry number ``attempt`` (1 for the first) of one replica."""
+        return min(self.initial_seconds * 2.0 ** min(max(attempt - 1, 0), 32), self.max_seconds)
+
+
+def backoff_entry(previous: Optional[Mapping[str, Any]], delay: RetryDelay, now: datetime.datetime, replica: str,
+                  reason: str, message: str) -> dict[str, Any]:
+    """The ``status.replicaBackoff`` record of a replica that just failed (or whose creation failed).
+
+    ``attempts`` counts the replica's failures in a row: it starts over when the last
+    retry is older than ``delay.reset_seconds``.
+    """
+    attempts = 1
+    if previous is not None and not backoff_expired(previous, delay, now):
+        attempts = int(previous.get("attempts", 0)) + 1
+    retry_at = now + datetime.timedelta(seconds=delay.seconds(attempts))
+    if retry_at.microsecond:  # the status holds whole seconds: round up, never retry early
+        retry_at += datetime.timedelta(microseconds=1_000_000 - retry_at.microsecond)
+    return {"replica": replica, "attempts": attempts, "nextRetryTime": conditions.format_time(retry_at),
+            "reason": reason, "message": message}
+
+
+def backoff_expired(entry: Mapping[str, Any], delay: RetryDelay, now: datetime.datetime) -> bool:
+    """Whether the replica's last retry is old enough for its failures in a row to be forgotten."""
+    last_retry = conditions.parse_time(entry.get("nextRetryTime"))
+    return last_retry is None or (now - last_retry).total_seconds() >= delay.reset_seconds
+
+
+def seconds_until_retry(entry: Optional[Mapping[str, Any]], now: datetime.datetime) -> float:
+    """How long the replica of this record still waits; 0 when it may be created now."""
+    retry_at = conditions.parse_time((entry or {}).get("nextRetryTime"))
+    return 0.0 if retry_at is None else max(0.0, (retry_at - now).total_seconds())
+
+
+def retry_note(entry: Mapping[str, Any], now: datetime.datetime) -> str:
+    """``next attempt in 20s, at <time>``: how the condition messages and events say when."""
+    return f"next attempt in {seconds_until_retry(entry, now):.0f}s, at {entry['nextRetryTime']}"

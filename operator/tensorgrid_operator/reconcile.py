@@ -30,8 +30,10 @@ from tensorgrid_operator import spec as spec_lib
 
 Obj = dict[str, Any]
 RT = spec_lib.ReplicaType
+# The API server refused to create a pod or Service (quota, admission, an outage): retried after a delay.
+FAILED_CREATE = "FailedCreate"
 # Reasons of Running=False that name why pods do not run (the State column shows them).
-STUCK_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS)
+NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, FAILED_CREATE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,9 @@ class _Work:
     restarts: dict[str, int]
     epoch: int
     """The restart epoch: pods labelled with an older one belong to a run the job restarted away from."""
+    backoff: dict[str, Obj]
+    """``status.replicaBackoff`` by replica: how many times in a row it failed, when it may be created again."""
+    retry_delay: policies.RetryDelay
     start_time: Optional[datetime.datetime] = None
     """The startTime to write, when this reconcile (re)starts the active clock."""
     finished_now: bool = False
@@ -97,9 +102,30 @@ class _Work:
     def deleting(self, view: podview.PodView) -> bool:
         return (view.name, view.uid) in self.plan.delete_pods
 
+    def back_off(self, short: str, reason: str, message: str) -> Obj:
+        """Record that a replica failed: it is created again only after its (growing) delay."""
+        entry = policies.backoff_entry(self.backoff.get(short), self.retry_delay, self.now, short, reason, message)
+        self.backoff[short] = entry
+        return entry
+
+    def refused(self, short: str) -> bool:
+        """Whether the API server refused this replica's last creation (and it was not seen since)."""
+        return self.backoff.get(short, {}).get("reason") == FAILED_CREATE
+
+    def wait_before_creating(self, short: str) -> float:
+        """Seconds this replica must still wait; while a parameter server waits, every replica does."""
+        waits = [policies.seconds_until_retry(e, self.now) for name, e in self.backoff.items()
+                 if name == short or name.startswith(RT.PS.task_type + "-")]
+        return max(waits, default=0.0)
+
+    def requeue(self, seconds: float) -> None:
+        """Look again in ``seconds`` at the latest (a deadline, a TTL, a retry falls due)."""
+        if self.plan.requeue_after is None or seconds < self.plan.requeue_after:
+            self.plan.requeue_after = seconds
+
 
 def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],
-              now: datetime.datetime) -> Plan:
+              now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay()) -> Plan:
     """The plan that moves the cluster from what is observed towards what ``job`` asks for."""
     meta = job["metadata"]
     old_status: Mapping[str, Any] = job.get("status") or {}
@@ -113,6 +139,8 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         restarted_uids={r["uid"]: r["name"] for r in old_status.get("restartedPods") or []},
         restarts={t: int(s.get("restarts", 0)) for t, s in (old_status.get("replicaStatuses") or {}).items()},
         epoch=int(old_status.get("restartEpoch") or 0),
+        backoff={e["replica"]: dict(e) for e in old_status.get("replicaBackoff") or []},
+        retry_delay=retry_delay,
     )
     owned = [p for p in pods if podview.owned_by(p, meta["uid"])]
     foreign_names = {(p.get("metadata") or {}).get("name") for p in pods if not podview.owned_by(p, meta["uid"])}
@@ -154,7 +182,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
             _finish(work, job_spec, views, own_services, cond_lib.FAILED, "DeadlineExceeded",
                     f"the job ran longer than activeDeadlineSeconds ({deadline}s)", stop_all=True)
             return _conclude(work, old_status, job_spec, views)
-        plan.requeue_after = (due - now).total_seconds()
+        work.requeue((due - now).total_seconds())
 
     # A whole-job restart whose status landed but whose deletions did not: finish it first.
     _delete_old_epochs(work, views, announce=True)
@@ -237,12 +265,15 @@ def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[
         work.restarts[key.rtype.value] = work.restarts.get(key.rtype.value, 0) + 1
         work.restarted_uids[view.uid] = view.name
         work.delete_pod(view)
+        budget = f"retry {work.total_restarts()} of {limit}"
         if key.rtype is RT.PS:
+            entry = work.back_off(short, "JobRestarting", why)
             restart_job_reason = (f"{view.name} ended ({why}): a parameter server's state is gone, so every pod "
-                                  f"is recreated and training resumes from the latest checkpoint "
-                                  f"(retry {work.total_restarts()} of {limit})")
+                                  f"is recreated and training resumes from the latest checkpoint ({budget}; "
+                                  f"{policies.retry_note(entry, work.now)})")
         else:
-            message = f"restarting {view.name}: {why} (retry {work.total_restarts()} of {limit})"
+            entry = work.back_off(short, "ReplicaRestarting", why)
+            message = f"restarting {view.name}: {why} ({budget}; {policies.retry_note(entry, work.now)})"
             cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
             cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "ReplicaRestarting", message, work.now)
             work.event("Warning", "ReplicaRestarting", message)
@@ -361,33 +392,41 @@ def _ttl(work: _Work, job_spec: spec_lib.JobSpec, completed: datetime.datetime) 
         work.plan.delete_job = True
         work.event("Normal", "TTLExpired", f"deleting the job: ttlSecondsAfterFinished ({ttl}s) passed")
     else:
-        work.plan.requeue_after = (due - work.now).total_seconds()
+        work.requeue((due - work.now).total_seconds())
 
 
 def _create_missing(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[str, spec_lib.ReplicaKey],
                     by_name: Mapping[str, podview.PodView], services: set[str], foreign_names: set[Any]) -> None:
+    """Create the pods and Services that are missing, but those of replicas still waiting out a retry delay."""
     job = work.job
     deleting = {name for name, _ in work.plan.delete_pods}
-    created_pods: list[str] = []
+    created_pods: dict[str, str] = {}  # replica -> pod name
     created_services: list[str] = []
     for short, key in desired.items():
         name = spec_lib.pod_name(job["metadata"]["name"], key)
         if name in foreign_names:
             continue  # an object of an earlier job of this name still waits for garbage collection
+        wait = work.wait_before_creating(short)
+        if wait > 0:
+            work.requeue(wait)
+            continue
         if name not in services:
             work.plan.create_services.append(manifests.build_service(job, job_spec, key))
             created_services.append(name)
         if short in work.finished or short in by_name or name in deleting:
             continue
         work.plan.create_pods.append(manifests.build_pod(job, job_spec, key, work.epoch))
-        created_pods.append(name)
+        created_pods[short] = name
     if created_pods:
-        work.event("Normal", "CreatedPods", f"created pods {', '.join(created_pods)}")
+        work.event("Normal", "CreatedPods", f"created pods {', '.join(created_pods.values())}")
     if created_services:
         work.event("Normal", "CreatedServices", f"created headless services {', '.join(created_services)}")
-    if created_pods and not cond_lib.is_true(work.conditions, cond_lib.CREATED):
+    # A retry of a refused creation is taken to fail again until its pod is seen: the status
+    # does not flip to Created and back on every attempt.
+    made = {s for s in created_pods if not work.refused(s)} | {s for s in by_name if s in desired}
+    if made and not cond_lib.is_true(work.conditions, cond_lib.CREATED):
         cond_lib.set_condition(work.conditions, cond_lib.CREATED, True, "PodsCreated",
-                      f"created {len(created_pods)} pods and their headless services", work.now)
+                               f"created {len(made)} pods and their headless services", work.now)
         work.plan.transitions.append("created")
 
 
@@ -415,13 +454,29 @@ def _running_conditions(work: _Work, job_spec: spec_lib.JobSpec, desired: Mappin
             work.event("Warning", reason, message)
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, reason, message, now)
         return
+    refused = [work.backoff[s] for s in sorted(waiting) if s not in by_name and work.refused(s)]
+    if refused:
+        message = refused_message(work.job["metadata"]["name"], refused)
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, FAILED_CREATE, message, now)
+        return
     running_cond = cond_lib.get_condition(work.conditions, cond_lib.RUNNING)
     if running_cond is not None and running_cond.get("status") == "True":
         message = f"{len(running)} of {len(waiting)} unfinished replicas are running"
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "PodsNotRunning", message, now)
-    elif running_cond is not None and running_cond.get("reason") in STUCK_REASONS:
+    elif running_cond is not None and running_cond.get("reason") in NOT_RUNNING_REASONS:
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "PodsPending",
                       f"{len(running)} of {len(waiting)} unfinished replicas are running", now)
+
+
+def refused_message(job_name: str, entries: Sequence[Mapping[str, Any]]) -> str:
+    """The first refusal in full, which other replicas were refused, and when the next attempt is.
+
+    ``entries`` sorted by replica name; each replica's own message is in ``status.replicaBackoff``.
+    """
+    others = [f"{job_name}-{e['replica']}" for e in entries[1:]]
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    also = f"; also refused: {shown}" if others else ""
+    return f"{entries[0]['message']}{also}; next attempt at {min(str(e['nextRetryTime']) for e in entries)}"
 
 
 def _stuck_message(stuck: Sequence[podview.PodView]) -> str:
@@ -436,13 +491,13 @@ def _stuck_message(stuck: Sequence[podview.PodView]) -> str:
     return "; ".join(clauses)
 
 
-def _state(conditions: Sequence[Mapping[str, Any]]) -> str:
+def job_state(conditions: Sequence[Mapping[str, Any]]) -> str:
     """The State printer column: the most telling true condition, or why pods are stuck."""
     for ctype in (cond_lib.FAILED, cond_lib.SUCCEEDED, cond_lib.SUSPENDED, cond_lib.RESTARTING, cond_lib.RUNNING):
         if cond_lib.is_true(conditions, ctype):
             return ctype
     running = cond_lib.get_condition(conditions, cond_lib.RUNNING)
-    if running is not None and running.get("reason") in STUCK_REASONS:
+    if running is not None and running.get("reason") in NOT_RUNNING_REASONS:
         return str(running["reason"])
     return cond_lib.CREATED if cond_lib.is_true(conditions, cond_lib.CREATED) else "Pending"
 
@@ -456,13 +511,15 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
     replica_statuses: dict[str, Obj] = {}
     types = [t for t in spec_lib.REPLICA_TYPES if job_spec is not None and t in job_spec.replica_specs]
     # Pods created by this plan count as active already, so the next reconcile, which
-    # sees them Pending, finds the status unchanged and writes nothing.
-    creating = [podview.replica_key(p["metadata"]["labels"]) for p in plan.create_pods]
+    # sees them Pending, finds the status unchanged and writes nothing; a retry of a
+    # refused creation counts once its pod is seen.
+    creating = [k for k in (podview.replica_key(p["metadata"]["labels"]) for p in plan.create_pods)
+                if k is not None and not work.refused(k.short_name)]
     for rtype in types:
         records = [r for r in work.finished.values() if r["type"] == rtype.value]
         replica_statuses[rtype.value] = {
             "active": sum(1 for v in live if v.key is not None and v.key.rtype is rtype and v.active)
-            + sum(1 for k in creating if k is not None and k.rtype is rtype),
+            + sum(1 for k in creating if k.rtype is rtype),
             "running": sum(1 for v in live if v.key is not None and v.key.rtype is rtype and v.phase == "Running"),
             "succeeded": sum(1 for r in records if r["outcome"] == cond_lib.SUCCEEDED),
             "failed": sum(1 for r in records if r["outcome"] == cond_lib.FAILED),
@@ -477,12 +534,13 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
                                       if u in observed_uids), key=lambda r: (r["name"], r["uid"]))
     status["restarts"] = work.total_restarts()
     status["restartEpoch"] = work.epoch
+    status["replicaBackoff"] = _backoff_to_keep(work, job_spec)
     status["observedGeneration"] = work.job["metadata"].get("generation", 0)
     if work.start_time is not None:
         status["startTime"] = cond_lib.format_time(work.start_time)
     if work.finished_now:
         status["completionTime"] = cond_lib.format_time(now)
-    status["state"] = _state(work.conditions)
+    status["state"] = job_state(work.conditions)
     if job_spec is not None:
         workers = replica_statuses.get(RT.WORKER.value, {})
         ps = replica_statuses.get(RT.PS.value, {})
@@ -497,17 +555,11 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
     return plan
 
 
-def rejected_status(job: Mapping[str, Any], pod_name: str, message: str, now: datetime.datetime) -> tuple[Obj, Event]:
-    """The job failed because the API server refused one of its pods (an invalid template).
-
-    Retrying cannot help: the template is the same every time.
-    """
-    status: Obj = dict(job.get("status") or {})
-    conditions = [dict(c) for c in status.get("conditions") or []]
-    text = f"the API server rejected pod {pod_name}: {message}"
-    cond_lib.set_condition(conditions, cond_lib.FAILED, True, "PodTemplateRejected", text, now)
-    cond_lib.set_condition(conditions, cond_lib.RUNNING, False, "PodTemplateRejected", "the job failed", now)
-    status["conditions"] = conditions
-    status["completionTime"] = cond_lib.format_time(now)
-    status["state"] = _state(conditions)
-    return status, Event("Warning", "PodTemplateRejected", text)
+def _backoff_to_keep(work: _Work, job_spec: Optional[spec_lib.JobSpec]) -> list[Obj]:
+    """The replicas still waiting, or that failed recently enough for the next failure to wait longer."""
+    if job_spec is None or _finished(work.conditions):
+        return []
+    desired = {k.short_name for k in spec_lib.all_replicas(job_spec)}
+    kept = [e for short, e in work.backoff.items() if short in desired and short not in work.finished
+            and not policies.backoff_expired(e, work.retry_delay, work.now)]
+    return sorted(kept, key=lambda e: str(e["replica"]))

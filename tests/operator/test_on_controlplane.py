@@ -117,6 +117,36 @@ def test_backoff_limit_and_ps_restart(operator: Operator, namespace: Namespace) 
     assert namespace.status("budget")["restarts"] == 1
 
 
+def test_a_quota_that_forbids_the_pods_is_reported(operator: Operator, namespace: Namespace) -> None:
+    """A real ResourceQuota refuses every pod: events, status and `kubectl describe` say why; later it works."""
+    cp = namespace.cp
+    cp.core.create_namespaced_resource_quota(namespace.name, {"metadata": {"name": "no-pods"},
+                                                              "spec": {"hard": {"pods": "0"}}})
+    wait_for(lambda: (cp.core.read_namespaced_resource_quota("no-pods", namespace.name).status.hard or {})
+             .get("pods") == "0", 30, "the quota controller to compute the quota")
+    namespace.apply(job_manifest("quota", ps=1, workers=2))
+    status = namespace.wait_state("quota", "FailedCreate")
+    running = namespace.condition("quota", "Running")
+    assert running["status"] == "False" and running["reason"] == "FailedCreate", running
+    assert "exceeded quota: no-pods" in running["message"] and "next attempt at" in running["message"], running
+    assert all(r["active"] == 0 for r in status["replicaStatuses"].values()), status
+    assert {e["replica"] for e in status["replicaBackoff"]} == {"ps-0", "worker-0", "worker-1"}, status
+    wait_for(lambda: any(e["reason"] == "FailedCreatePod" and e["type"] == "Warning"
+                         and "exceeded quota: no-pods" in e["message"] for e in namespace.events("quota")),
+             10, "the FailedCreatePod warning", lambda: namespace.events("quota"))
+    assert namespace.pods("quota") == {}
+    assert set(namespace.services("quota")) == {"quota-ps-0", "quota-worker-0", "quota-worker-1"}
+    described = cp.kubectl("-n", namespace.name, "describe", "tj", "quota").stdout
+    assert "FailedCreatePod" in described and "exceeded quota: no-pods" in described, described
+    assert "FailedCreate" in cp.kubectl("-n", namespace.name, "get", "tj", "quota").stdout
+
+    cp.core.delete_namespaced_resource_quota("no-pods", namespace.name)
+    namespace.wait_pods("quota", {"quota-ps-0", "quota-worker-0", "quota-worker-1"}, timeout=30)
+    namespace.run_all("quota")
+    namespace.wait_state("quota", "Running")
+    assert namespace.status("quota")["restarts"] == 0
+
+
 def test_deadline_fires_on_its_own(operator: Operator, namespace: Namespace) -> None:
     namespace.apply(job_manifest("deadline", run_policy={"activeDeadlineSeconds": 3}))
     namespace.wait_pods("deadline", {"deadline-ps-0", "deadline-worker-0", "deadline-worker-1"})

@@ -181,6 +181,12 @@ def test_command_line() -> None:
     assert settings.namespaces == ("a", "b")
     assert settings.metrics_port is None and settings.peering is None
     assert cli.parse_args([]).namespaces == ()
+    defaults = cli.parse_args([])
+    assert (defaults.retry_delay_seconds, defaults.max_retry_delay_seconds) == (10, 300)
+    delays = cli.parse_args(["--retry-delay-seconds", "2", "--max-retry-delay-seconds", "60"])
+    assert (delays.retry_delay_seconds, delays.max_retry_delay_seconds) == (2, 60)
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--retry-delay-seconds", "600"])  # above the 300 s maximum
 
 
 def test_operator_never_imports_the_runtime() -> None:

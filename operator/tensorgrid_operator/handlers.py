@@ -37,6 +37,8 @@ JobKey = tuple[str, str]
 
 # After an unexpected API error, try again after this long (doubling, capped).
 ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+# kopf's finalizer on every TrainingJob (its daemons require one); `--remove-finalizers` strips it.
+FINALIZER = "tensorgrid.io/operator"
 
 
 @dataclasses.dataclass
@@ -99,16 +101,28 @@ def login(**kwargs: Any) -> Optional[kopf.ConnectionInfo]:
     return kopf.login_with_kubeconfig(**kwargs)
 
 
-@kopf.on.startup()
-async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
-    global _runtime, _metrics_port
+def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> None:
+    """kopf's settings for this operator."""
     # Only the job's own objects are watched: server-side label selectors.
     settings.watching.label_selectors["v1", "pods"] = spec_lib.LABEL_JOB_NAME
     settings.watching.label_selectors["v1", "services"] = spec_lib.LABEL_JOB_NAME
-    settings.persistence.finalizer = "tensorgrid.io/operator"
+    settings.persistence.finalizer = FINALIZER
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
+    # Without timeouts a watch whose connection stalls (a proxy or load balancer dropping it
+    # silently) waits forever, and new jobs go unseen: the API server ends each watch after
+    # server_timeout (kopf resumes from the last resourceVersion, no new list), the client
+    # gives up on one it did not end in time, and a connection must open within connect_timeout.
+    settings.watching.server_timeout = ours.watch_server_timeout_seconds
+    settings.watching.client_timeout = ours.watch_client_timeout_seconds
+    settings.watching.connect_timeout = ours.watch_connect_timeout_seconds
+
+
+@kopf.on.startup()
+async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    global _runtime, _metrics_port
     ours = _settings
+    configure_kopf(settings, ours)
     configuration = kube.load_config(ours.kubeconfig)
     _runtime = _Runtime(
         settings=ours,

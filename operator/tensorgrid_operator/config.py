@@ -32,8 +32,9 @@ class Settings:
     """Wait before a failed replica (or one whose creation failed) is created again; doubles each time."""
     max_retry_delay_seconds: float = 300.0
     """The retry wait never grows past this."""
-    watch_server_timeout_seconds: float = 300.0
-    """The API server ends each watch after this long; kopf resumes it from the last resourceVersion."""
+    watch_server_timeout_seconds: int = 300
+    """The API server ends each watch after this long (whole seconds: the API's timeoutSeconds is an
+    integer); kopf resumes it from the last resourceVersion."""
     watch_client_timeout_seconds: float = 330.0
     """The operator gives up on a watch the server did not end in time (a stalled connection) and watches anew."""
     watch_connect_timeout_seconds: float = 30.0

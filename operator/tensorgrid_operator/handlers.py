@@ -113,7 +113,7 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     # silently) waits forever, and new jobs go unseen: the API server ends each watch after
     # server_timeout (kopf resumes from the last resourceVersion, no new list), the client
     # gives up on one it did not end in time, and a connection must open within connect_timeout.
-    settings.watching.server_timeout = ours.watch_server_timeout_seconds
+    settings.watching.server_timeout = int(ours.watch_server_timeout_seconds)  # "300.0" is a 400 Bad Request
     settings.watching.client_timeout = ours.watch_client_timeout_seconds
     settings.watching.connect_timeout = ours.watch_connect_timeout_seconds
 

@@ -13,6 +13,8 @@ def test_watches_cannot_stall_forever() -> None:
     settings = kopf.OperatorSettings()
     handlers.configure_kopf(settings, config.Settings())
     assert settings.watching.server_timeout == 300
+    # kopf sends it as the watch's timeoutSeconds, which the API server parses as an integer.
+    assert isinstance(settings.watching.server_timeout, int)
     assert settings.watching.client_timeout == 330
     assert settings.watching.client_timeout > settings.watching.server_timeout, \
         "the client must leave the server time to end the watch itself"

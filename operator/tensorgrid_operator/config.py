@@ -41,3 +41,5 @@ class Settings:
     """A watch connection that does not open within this long is tried again."""
     verbose: bool = False
     """Log every reconcile at debug level."""
+    remove_finalizers: bool = False
+    """Instead of running, remove the operator's finalizer from every TrainingJob and exit."""

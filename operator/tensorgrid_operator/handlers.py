@@ -37,8 +37,6 @@ JobKey = tuple[str, str]
 
 # After an unexpected API error, try again after this long (doubling, capped).
 ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-# kopf's finalizer on every TrainingJob (its daemons require one); `--remove-finalizers` strips it.
-FINALIZER = "tensorgrid.io/operator"
 
 
 @dataclasses.dataclass
@@ -106,7 +104,7 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     # Only the job's own objects are watched: server-side label selectors.
     settings.watching.label_selectors["v1", "pods"] = spec_lib.LABEL_JOB_NAME
     settings.watching.label_selectors["v1", "services"] = spec_lib.LABEL_JOB_NAME
-    settings.persistence.finalizer = FINALIZER
+    settings.persistence.finalizer = spec_lib.FINALIZER
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
     # Without timeouts a watch whose connection stalls (a proxy or load balancer dropping it

@@ -129,6 +129,41 @@ class Kube:
         patched: Obj = _json(result)
         return patched
 
+    def list_jobs(self, namespace: Optional[str]) -> list[Obj]:
+        """The TrainingJobs of a namespace, or of every namespace (``None``)."""
+        try:
+            if namespace is None:
+                result = self._custom.list_cluster_custom_object(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL,
+                                                                 _preload_content=False)
+            else:
+                result = self._custom.list_namespaced_custom_object(spec_lib.GROUP, spec_lib.VERSION, namespace,
+                                                                    spec_lib.PLURAL, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            raise _counted("list_jobs", e)
+        items: list[Obj] = _json(result)["items"]
+        return items
+
+    def remove_finalizer(self, job: Mapping[str, Any], finalizer: str) -> bool:
+        """Remove one finalizer from a job, leaving the others; ``False`` if the job changed or is gone.
+
+        A JSON patch that first tests the entry is still where it was read, so a concurrent
+        change to the list is never overwritten.
+        """
+        meta = job["metadata"]
+        index = list(meta.get("finalizers") or []).index(finalizer)
+        patch = [{"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+                 {"op": "remove", "path": f"/metadata/finalizers/{index}"}]
+        try:
+            self._custom.patch_namespaced_custom_object(spec_lib.GROUP, spec_lib.VERSION, meta["namespace"],
+                                                        spec_lib.PLURAL, meta["name"], patch,
+                                                        _content_type="application/json-patch+json",
+                                                        _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status in (404, 409, 422):
+                return False  # gone, or the list changed (the test failed): read again
+            raise _counted("remove_finalizer", e)
+        return True
+
     def delete_job(self, job: Mapping[str, Any]) -> None:
         meta = job["metadata"]
         body = kubernetes.client.V1DeleteOptions(

@@ -281,6 +281,38 @@ def test_killed_operator_restarts_without_duplicates(controlplane: ControlPlane,
         controlplane.core.delete_namespace(ns)
 
 
+def test_remove_finalizers_once_the_operator_is_gone(controlplane: ControlPlane, namespace: Namespace,
+                                                     tmp_path: pathlib.Path) -> None:
+    """`--remove-finalizers` frees the jobs of a stopped operator, and says so when one still runs."""
+    ns = "fin-" + namespace.name[3:][-40:]  # a namespace the in-process operator (tg-*) does not watch
+    controlplane.core.create_namespace({"metadata": {"name": ns}})
+    other = Namespace(controlplane, ns)
+    env = dict(os.environ, KUBECONFIG=controlplane.kubeconfig)
+    remove = [sys.executable, "-m", "tensorgrid_operator", "--remove-finalizers", "-n", ns]
+    with open(tmp_path / "operator.log", "w") as log:
+        running = subprocess.Popen([sys.executable, "-m", "tensorgrid_operator", "--standalone", "-n", ns,
+                                    "--metrics-port", "off", "--liveness-port", "off"],
+                                   env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for name in ("first", "second"):
+            other.apply(job_manifest(name, workers=1))
+        wait_for(lambda: all("tensorgrid.io/operator" in ((other.job(n) or {})["metadata"].get("finalizers") or [])
+                             for n in ("first", "second")), 60, "the operator's finalizer on both jobs")
+        refused = subprocess.run(remove, env=env, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "still runs" in refused.stdout, refused.stdout
+    finally:
+        running.terminate()
+        running.wait(30)
+    freed = subprocess.run(remove, env=env, capture_output=True, text=True, timeout=120)
+    assert freed.returncode == 0, freed.stdout + freed.stderr
+    for name in ("first", "second"):
+        assert not (other.job(name) or {})["metadata"].get("finalizers")
+    controlplane.core.delete_namespace(ns)
+    wait_for(lambda: ns not in {n.metadata.name for n in controlplane.core.list_namespace().items}, 60,
+             f"namespace {ns} deleted with its jobs, no operator running")
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_manifests_are_valid(controlplane: ControlPlane, path: pathlib.Path) -> None:
     result = controlplane.kubectl("apply", "--dry-run=server", "-n", "default", "-f", str(path), check=False)

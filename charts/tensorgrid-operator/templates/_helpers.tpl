@@ -74,6 +74,17 @@ derives the same set from the code and compares both ways):
   verbs: ["create"]
 {{- end }}
 
+{{/*
+RBAC of the uninstall hook: what `tensorgrid-operator --remove-finalizers` calls
+(operator/tensorgrid_operator/uninstall.py through kube.py: list the TrainingJobs,
+patch one to remove the finalizer).
+*/}}
+{{- define "tensorgrid-operator.uninstallRules" -}}
+- apiGroups: ["tensorgrid.io"]
+  resources: ["trainingjobs"]
+  verbs: ["list", "patch"]
+{{- end }}
+
 {{- define "tensorgrid-operator.discoveryRules" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]

@@ -116,6 +116,23 @@ def test_a_port_named_tensorgrid_data_sets_the_data_channel_port() -> None:
         "tensorgrid": 2222, "tensorgrid-data": 7000, "metrics": 9090}
 
 
+@pytest.mark.parametrize("success_policy, run_policy, template_value, grace", [
+    ("AllWorkers", None, None, str(30 * 24 * 3600)),                  # outlive every worker
+    ("AllWorkers", {"activeDeadlineSeconds": 7200}, None, "7200"),    # the job cannot run longer
+    ("AllWorkers", None, "900", "900"),                                # the template's own value wins
+    ("Chief", None, None, None),                                       # the runtime's 60 s after the chief
+    (None, {"activeDeadlineSeconds": 7200}, None, None),
+])
+def test_the_ps_waits_for_every_worker_under_all_workers(success_policy: Any, run_policy: Any,
+                                                         template_value: Any, grace: Any) -> None:
+    job = make_job(ps=1, workers=2, success_policy=success_policy, run_policy=run_policy)
+    if template_value is not None:
+        job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "TENSORGRID_PS_GRACE_SECONDS", "value": template_value}]
+    assert env(build(job, RT.PS, 0)).get("TENSORGRID_PS_GRACE_SECONDS") == grace
+    assert "TENSORGRID_PS_GRACE_SECONDS" not in env(build(job, RT.WORKER, 1)), "only parameter servers wait"
+
+
 def test_headless_service() -> None:
     job = make_job(ps=1, workers=1)
     service = manifests.build_service(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.WORKER, 0))

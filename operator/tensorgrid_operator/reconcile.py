@@ -3,8 +3,9 @@
 ``reconcile(job, pods, services, now)`` returns a :class:`Plan`: pods and Services to
 create or delete, the new ``status`` (or ``None`` when nothing changed), the events
 that explain each action, whether to delete the job (TTL), when to look again even
-if nothing happens (deadlines, TTL), and which job-level transitions happened (for
-metrics). It is level-triggered: it reads the whole observed state every time and
+if nothing happens (deadlines, TTL, retry delays), and which job-level transitions
+happened (for metrics). What the API server's refusals to create make of the plan is
+``creation.after_creates``. It is level-triggered: it reads the whole observed state every time and
 never relies on having seen a particular event, so running it twice, or after a
 crash half-way through applying a plan, converges to the same place.
 
@@ -13,7 +14,8 @@ the record of finished replicas (a completed pod that is deleted is never re-run
 restart counts (``backoffLimit`` bounds every retry), the uids of failed pods
 whose restart was already counted (a repeated reconcile does not count it twice), and
 the restart epoch (the pods of a run that a whole-job restart replaced are deleted even
-when the deletions of that restart were lost).
+when the deletions of that restart were lost), and each failed replica's retry delay
+(``status.replicaBackoff``: it is created again only when its delay is over).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class Plan:
     events: list[Event] = dataclasses.field(default_factory=list)
     delete_job: bool = False
     requeue_after: Optional[float] = None
-    """Seconds until a deadline or TTL falls due; ``None`` when no timer is pending."""
+    """Seconds until a deadline, a TTL or a retry falls due; ``None`` when no timer is pending."""
     transitions: list[str] = dataclasses.field(default_factory=list)
     """Job-level transitions for metrics: ``created``, ``restarted``, ``succeeded``, ``failed``."""
     all_running_seconds: Optional[float] = None

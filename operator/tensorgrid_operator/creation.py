@@ -94,11 +94,12 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
         key = replicas.get((failure.kind, failure.name))
         if key is None:
             continue
-        entry = policies.backoff_entry(backoff.get(key.short_name), retry_delay, now, key.short_name,
-                                       reconcile.FAILED_CREATE,
+        previous = backoff.get(key.short_name)
+        entry = policies.backoff_entry(previous, retry_delay, now, key.short_name, reconcile.FAILED_CREATE,
                                        f"could not create {failure.kind.lower()} {failure.name}: {failure.message}")
         backoff[key.short_name] = refused[key.short_name] = entry
-        if failure.kind == "Pod":
+        # The plan counted the pod as active, unless it was the retry of a refused one.
+        if failure.kind == "Pod" and (previous or {}).get("reason") != reconcile.FAILED_CREATE:
             counts = (status.get("replicaStatuses") or {}).get(key.rtype.value)
             if counts is not None:
                 counts["active"] = max(0, int(counts.get("active", 0)) - 1)

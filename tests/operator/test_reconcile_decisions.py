@@ -669,9 +669,14 @@ def test_only_the_pods_that_exist_are_counted_and_announced() -> None:
     assert sim.status["replicaStatuses"]["Worker"]["active"] == 1
     assert sim.condition("Created")["message"] == "created 2 pods and their headless services"
     assert sim.status["state"] == "FailedCreate"
+    sim.step(10)  # refused again
+    assert sim.status["replicaStatuses"]["Worker"]["active"] == 1, "the pod that exists still counts"
+    assert [e["attempts"] for e in sim.status["replicaBackoff"]] == [2]
     sim.refuse.clear()
-    assert sim.step(9).create_pods == []
+    assert sim.step(19).create_pods == []
     assert [p["metadata"]["name"] for p in sim.step(1).create_pods] == ["mnist-worker-1"]
+    sim.step()
+    assert sim.status["replicaStatuses"]["Worker"]["active"] == 2
 
 
 @pytest.mark.parametrize("code", [403, 429, 500, 503])

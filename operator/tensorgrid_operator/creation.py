@@ -88,16 +88,18 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
 
     replicas = {(kind, obj["metadata"]["name"]): podview.replica_key(obj["metadata"].get("labels") or {})
                 for kind, objs in (("Pod", plan.create_pods), ("Service", plan.create_services)) for obj in objs}
-    backoff = {e["replica"]: dict(e) for e in status.get("replicaBackoff") or []}
+    before = {e["replica"]: dict(e) for e in status.get("replicaBackoff") or []}
+    backoff = dict(before)
     refused: dict[str, Obj] = {}
     for failure in failures:
         key = replicas.get((failure.kind, failure.name))
         if key is None:
             continue
-        previous = backoff.get(key.short_name)
-        entry = policies.backoff_entry(previous, retry_delay, now, key.short_name, reconcile.FAILED_CREATE,
-                                       f"could not create {failure.kind.lower()} {failure.name}: {failure.message}")
-        backoff[key.short_name] = refused[key.short_name] = entry
+        previous = before.get(key.short_name)
+        if key.short_name not in refused:  # a replica whose pod and Service both failed waits once
+            refused[key.short_name] = backoff[key.short_name] = policies.backoff_entry(
+                previous, retry_delay, now, key.short_name, reconcile.FAILED_CREATE,
+                f"could not create {failure.kind.lower()} {failure.name}: {failure.message}")
         # The plan counted the pod as active, unless it was the retry of a refused one.
         if failure.kind == "Pod" and (previous or {}).get("reason") != reconcile.FAILED_CREATE:
             counts = (status.get("replicaStatuses") or {}).get(key.rtype.value)

@@ -700,6 +700,15 @@ def test_a_refused_service_is_retried_later() -> None:
     assert set(sim.services) == {"mnist-ps-0", "mnist-worker-0"}
 
 
+def test_a_replica_whose_pod_and_service_are_refused_waits_once() -> None:
+    sim = Sim(make_job(ps=1, workers=1))
+    sim.refuse["Service", "mnist-worker-0"] = (403, "exceeded quota: services")
+    refuse_pods(sim, ["mnist-worker-0"])
+    sim.step()
+    assert [(e["replica"], e["attempts"]) for e in sim.status["replicaBackoff"]] == [("worker-0", 1)]
+    assert sorted(e.reason for e in sim.events if e.type == "Warning") == ["FailedCreatePod", "FailedCreateService"]
+
+
 # --- bad input -------------------------------------------------------------------------------------
 
 def test_invalid_spec_fails_the_job_with_the_field_named() -> None:

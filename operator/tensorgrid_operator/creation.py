@@ -71,7 +71,6 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
     if created_services:
         events.append(reconcile.Event("Normal", "CreatedServices",
                                       f"created headless services {', '.join(created_services)}"))
-    transitions = [t for t in plan.transitions if t != "created" or created_pods]
     status: Obj = copy.deepcopy(dict(job.get("status") or {}))
     conditions: list[Obj] = status.setdefault("conditions", [])
 
@@ -84,6 +83,7 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
         status["state"] = reconcile.job_state(conditions)
         events.append(reconcile.Event("Warning", "PodTemplateRejected", text))
         # Look again at once: the finished job cleans up by the usual path.
+        transitions = [t for t in plan.transitions if t != "created" or created_pods]
         return Outcome(status, events, 0.0, transitions + ["failed"])
 
     replicas = {(kind, obj["metadata"]["name"]): podview.replica_key(obj["metadata"].get("labels") or {})
@@ -109,12 +109,16 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
     message = reconcile.refused_message(job["metadata"]["name"],
                                         sorted(refused.values(), key=lambda e: str(e["replica"])))
     cond_lib.set_condition(conditions, cond_lib.RUNNING, False, reconcile.FAILED_CREATE, message, now)
-    if "created" in plan.transitions and not created_pods:
-        cond_lib.set_condition(conditions, cond_lib.CREATED, False, reconcile.FAILED_CREATE,
-                               "no pod could be created yet", now)
-    elif "created" in plan.transitions:
-        cond_lib.set_condition(conditions, cond_lib.CREATED, True, "PodsCreated",
-                               f"created {len(created_pods)} pods and their headless services", now)
+    transitions = list(plan.transitions)
+    if "created" in plan.transitions:  # this plan said the job's pods were created: say how many exist
+        existing = sum(int(c.get("active", 0)) for c in (status.get("replicaStatuses") or {}).values())
+        if existing:
+            cond_lib.set_condition(conditions, cond_lib.CREATED, True, "PodsCreated",
+                                   f"created {existing} pods and their headless services", now)
+        else:
+            cond_lib.set_condition(conditions, cond_lib.CREATED, False, reconcile.FAILED_CREATE,
+                                   "no pod could be created yet", now)
+            transitions.remove("created")
     status["state"] = reconcile.job_state(conditions)
     for kind in ("Pod", "Service"):
         mine = [f for f in failures if f.kind == kind]

@@ -301,6 +301,9 @@ EOF
   wait_for "etcd /health" etcd_healthy
 
   local pki="$DIR/pki"
+  # OwnerReferencesPermissionEnforcement (on top of the default plugins), as OpenShift and
+  # hardened clusters enable it: setting blockOwnerDeletion on an owner reference needs
+  # `update` on the owner's finalizers subresource, so the chart's RBAC is tested with it.
   # --endpoint-reconciler-type=none: Endpoints may not hold a loopback address,
   # so the "kubernetes" service stays without endpoints (no pod runs here to
   # use it); otherwise the API server logs a sync error every 10 seconds.
@@ -313,6 +316,7 @@ EOF
     --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
     --authorization-mode=RBAC \
+    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" \

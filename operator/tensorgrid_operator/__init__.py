@@ -3,10 +3,12 @@
 The public surface is the command (``tensorgrid-operator`` or ``python -m
 tensorgrid_operator``), the CRD in ``crds/``, and what is re-exported here. Inside:
 ``spec`` (names, labels, the typed spec), ``manifests`` (pods, Services, TF_CONFIG),
-``exitcodes`` (the ExitCode policy table), ``reconcile`` (every decision, pure),
-``kube`` (API calls), ``metrics``, ``config``, and ``handlers`` (the only module that
-imports kopf). The operator never imports the runtime package ``tensorgrid``: the two
-share contracts (TF_CONFIG, ports, labels), not code.
+``exitcodes`` (the ExitCode policy table), ``reconcile`` (every decision, pure: the
+flow, with ``policies`` for the verdicts, ``podview`` for reading pods,
+``conditions`` for Kubernetes-style conditions and ``creation`` for refused
+creations), ``kube`` (API calls), ``metrics``, ``config``, and ``handlers`` (the only
+module that imports kopf). The operator never imports the runtime package
+``tensorgrid``: the two share contracts (TF_CONFIG, ports, labels), not code.
 """
 
 from tensorgrid_operator.cli import main

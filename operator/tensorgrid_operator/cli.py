@@ -1,11 +1,17 @@
-"""``tensorgrid-operator`` / ``python -m tensorgrid_operator``: parse flags, then run the kopf operator."""
+"""``tensorgrid-operator`` / ``python -m tensorgrid_operator``: parse flags, then run the kopf operator.
+
+With ``--remove-finalizers`` it strips the operator's finalizer from every TrainingJob
+instead, and exits (``uninstall``): the step before or after uninstalling the operator.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Optional, Sequence
 
 from tensorgrid_operator import config
+from tensorgrid_operator import uninstall
 
 
 def _port(text: str) -> Optional[int]:
@@ -37,8 +43,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                         help=f"reconcile each job at least this often (default {defaults.resync_seconds:g})")
     parser.add_argument("--api-workers", type=int, default=defaults.api_workers,
                         help=f"concurrent Kubernetes API calls (default {defaults.api_workers})")
+    parser.add_argument("--retry-delay-seconds", type=float, default=defaults.retry_delay_seconds,
+                        help="wait before a failed replica, or one whose creation failed, is created again; doubles "
+                             f"with each failure of that replica (default {defaults.retry_delay_seconds:g})")
+    parser.add_argument("--max-retry-delay-seconds", type=float, default=defaults.max_retry_delay_seconds,
+                        help=f"the longest retry wait (default {defaults.max_retry_delay_seconds:g})")
+    parser.add_argument("--remove-finalizers", action="store_true",
+                        help="do not run: remove the operator's finalizer from every TrainingJob (in the --namespace "
+                             "namespaces, or all) and exit, so that jobs and namespaces can be deleted without an "
+                             "operator (run it once no operator runs: the Helm chart's uninstall does)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
+    if not 0 <= args.retry_delay_seconds <= args.max_retry_delay_seconds:
+        parser.error(f"--retry-delay-seconds {args.retry_delay_seconds:g} must be >= 0 and <= "
+                     f"--max-retry-delay-seconds {args.max_retry_delay_seconds:g}")
     return config.Settings(
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
@@ -49,12 +67,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         kubeconfig=args.kubeconfig,
         resync_seconds=args.resync_seconds,
         api_workers=args.api_workers,
+        retry_delay_seconds=args.retry_delay_seconds,
+        max_retry_delay_seconds=args.max_retry_delay_seconds,
         verbose=args.verbose,
+        remove_finalizers=args.remove_finalizers,
     )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     settings = parse_args(argv)
+    if settings.remove_finalizers:
+        sys.exit(uninstall.run(settings.kubeconfig, settings.namespaces))
     from tensorgrid_operator import handlers  # imports kopf: only when actually running
 
     handlers.run(settings)

@@ -28,5 +28,18 @@ class Settings:
     """A job is reconciled at least this often even when no event arrives (a safety net, not the mechanism)."""
     api_workers: int = 16
     """Threads making Kubernetes API calls (the client library is synchronous)."""
+    retry_delay_seconds: float = 10.0
+    """Wait before a failed replica (or one whose creation failed) is created again; doubles each time."""
+    max_retry_delay_seconds: float = 300.0
+    """The retry wait never grows past this."""
+    watch_server_timeout_seconds: int = 300
+    """The API server ends each watch after this long (whole seconds: the API's timeoutSeconds is an
+    integer); kopf resumes it from the last resourceVersion."""
+    watch_client_timeout_seconds: float = 330.0
+    """The operator gives up on a watch the server did not end in time (a stalled connection) and watches anew."""
+    watch_connect_timeout_seconds: float = 30.0
+    """A watch connection that does not open within this long is tried again."""
     verbose: bool = False
     """Log every reconcile at debug level."""
+    remove_finalizers: bool = False
+    """Instead of running, remove the operator's finalizer from every TrainingJob and exit."""

@@ -25,8 +25,10 @@ from typing import Any, Callable, Optional, TypeVar, cast
 import kopf
 
 from tensorgrid_operator import config
+from tensorgrid_operator import creation
 from tensorgrid_operator import kube
 from tensorgrid_operator import metrics
+from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
 
@@ -97,16 +99,28 @@ def login(**kwargs: Any) -> Optional[kopf.ConnectionInfo]:
     return kopf.login_with_kubeconfig(**kwargs)
 
 
-@kopf.on.startup()
-async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
-    global _runtime, _metrics_port
+def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> None:
+    """kopf's settings for this operator."""
     # Only the job's own objects are watched: server-side label selectors.
     settings.watching.label_selectors["v1", "pods"] = spec_lib.LABEL_JOB_NAME
     settings.watching.label_selectors["v1", "services"] = spec_lib.LABEL_JOB_NAME
-    settings.persistence.finalizer = "tensorgrid.io/operator"
+    settings.persistence.finalizer = spec_lib.FINALIZER
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
+    # Without timeouts a watch whose connection stalls (a proxy or load balancer dropping it
+    # silently) waits forever, and new jobs go unseen: the API server ends each watch after
+    # server_timeout (kopf resumes from the last resourceVersion, no new list), the client
+    # gives up on one it did not end in time, and a connection must open within connect_timeout.
+    settings.watching.server_timeout = int(ours.watch_server_timeout_seconds)  # "300.0" is a 400 Bad Request
+    settings.watching.client_timeout = ours.watch_client_timeout_seconds
+    settings.watching.connect_timeout = ours.watch_connect_timeout_seconds
+
+
+@kopf.on.startup()
+async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    global _runtime, _metrics_port
     ours = _settings
+    configure_kopf(settings, ours)
     configuration = kube.load_config(ours.kubeconfig)
     _runtime = _Runtime(
         settings=ours,
@@ -200,19 +214,24 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
                                               _call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
-        plan = reconcile.reconcile(job, pods, services, now)
+        plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings))
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
-        await _apply(runtime, key, job, plan, logger)
+        requeue_after = await _apply(runtime, key, job, plan, logger)
         resync = runtime.settings.resync_seconds
-        return resync if plan.requeue_after is None else min(max(plan.requeue_after, 0.0), resync)
+        return resync if requeue_after is None else min(max(requeue_after, 0.0), resync)
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
 
 
+def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
+    return policies.RetryDelay(settings.retry_delay_seconds, settings.max_retry_delay_seconds)
+
+
 async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
-                 logger: kopf.Logger) -> None:
+                 logger: kopf.Logger) -> Optional[float]:
+    """Apply a plan: status, deletions, creations, then what to say about them. Returns when to look again."""
     namespace, name = key
     k = runtime.kube
     if plan.status is not None:
@@ -222,28 +241,35 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     await asyncio.gather(
         *(_call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
         *(_call(k.delete_service, namespace, svc) for svc in plan.delete_services))
-    created = await asyncio.gather(
-        *(_call(k.create_service, svc) for svc in plan.create_services),
-        *(_call(k.create_pod, pod) for pod in plan.create_pods))
-    for event in plan.events:
+    # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
+    objects = [("Service", svc) for svc in plan.create_services] + [("Pod", pod) for pod in plan.create_pods]
+    results = await asyncio.gather(
+        *(_call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
+        return_exceptions=True)
+    failures = []
+    for (kind, obj), result in zip(objects, results):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result  # cancelled: the operator is stopping
+            code, message = kube.error_details(result)
+            failures.append(creation.CreateFailure(kind, obj["metadata"]["name"], code, message))
+    outcome = creation.after_creates(job, plan, failures, datetime.datetime.now(datetime.timezone.utc),
+                                     _retry_delay(runtime.settings))
+    for failure in failures:
+        logger.warning("could not create %s %s/%s: %s (HTTP %s)", failure.kind.lower(), namespace,
+                       failure.name, failure.message, failure.code)
+    for event in outcome.events:
         kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
-    metrics.count_transitions(namespace, plan.transitions)
+    if outcome.status is not None:
+        job = await _call(k.patch_status, job, outcome.status)
+        runtime.written_versions[key] = job["metadata"]["resourceVersion"]
+    metrics.count_transitions(namespace, outcome.transitions)
     if plan.all_running_seconds is not None:
         metrics.TIME_TO_ALL_PODS_RUNNING.observe(plan.all_running_seconds)
     runtime.phases.set(key, (job.get("status") or {}).get("state"))
-
-    rejections = [r for r in created if r is not None]
-    if rejections:
-        status, event = reconcile.rejected_status(job, rejections[0].name, rejections[0].message,
-                                                  datetime.datetime.now(datetime.timezone.utc))
-        job = await _call(k.patch_status, job, status)
-        runtime.written_versions[key] = job["metadata"]["resourceVersion"]
-        kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
-        metrics.count_transitions(namespace, ["failed"])
-        logger.warning("%s", event.message)
-        _wake(key)  # clean up by the usual path
     if plan.delete_job:
         await _call(k.delete_job, job)
+    return outcome.requeue_after
 
 
 def resolve_peering(settings: config.Settings) -> config.Settings:

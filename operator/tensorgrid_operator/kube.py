@@ -4,12 +4,12 @@ Synchronous (the ``kubernetes`` client library is); the handlers run these in a 
 pool. Creating something that already exists and deleting something already gone
 are the normal results of a level-triggered reconciler racing with itself or a
 restart, so they return quietly; everything else unexpected is counted in
-``tensorgrid_operator_api_errors_total`` and raised.
+``tensorgrid_operator_api_errors_total`` and raised (:func:`error_details` reads the
+status code and the API server's message out of what was raised).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from typing import Any, Mapping, Optional
@@ -25,14 +25,6 @@ Obj = dict[str, Any]
 
 class Conflict(Exception):
     """The job changed since it was read: reconcile again from a fresh read."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Rejection:
-    """The API server refused to create an object (HTTP 422): retrying cannot help."""
-
-    name: str
-    message: str
 
 
 def load_config(kubeconfig: Optional[str]) -> kubernetes.client.Configuration:
@@ -91,23 +83,19 @@ class Kube:
         items: list[Obj] = _json(result)["items"]
         return items
 
-    def create_pod(self, pod: Mapping[str, Any]) -> Optional[Rejection]:
-        return self._create("create_pod", self._core.create_namespaced_pod, pod)
+    def create_pod(self, pod: Mapping[str, Any]) -> None:
+        self._create("create_pod", self._core.create_namespaced_pod, pod)
 
-    def create_service(self, service: Mapping[str, Any]) -> Optional[Rejection]:
-        return self._create("create_service", self._core.create_namespaced_service, service)
+    def create_service(self, service: Mapping[str, Any]) -> None:
+        self._create("create_service", self._core.create_namespaced_service, service)
 
-    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> Optional[Rejection]:
-        meta = obj["metadata"]
+    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
         try:
-            fn(meta["namespace"], obj, _preload_content=False)
+            fn(obj["metadata"]["namespace"], obj, _preload_content=False)
         except kube_exceptions.ApiException as e:
             if e.status == 409:
-                return None  # AlreadyExists: an earlier reconcile (or another replica) made it
-            if e.status == 422:
-                return Rejection(meta["name"], _message(e))
+                return  # AlreadyExists: an earlier reconcile (or another replica) made it
             raise _counted(operation, e)
-        return None
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid))
@@ -140,6 +128,41 @@ class Kube:
             raise _counted("patch_status", e)
         patched: Obj = _json(result)
         return patched
+
+    def list_jobs(self, namespace: Optional[str]) -> list[Obj]:
+        """The TrainingJobs of a namespace, or of every namespace (``None``)."""
+        try:
+            if namespace is None:
+                result = self._custom.list_cluster_custom_object(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL,
+                                                                 _preload_content=False)
+            else:
+                result = self._custom.list_namespaced_custom_object(spec_lib.GROUP, spec_lib.VERSION, namespace,
+                                                                    spec_lib.PLURAL, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            raise _counted("list_jobs", e)
+        items: list[Obj] = _json(result)["items"]
+        return items
+
+    def remove_finalizer(self, job: Mapping[str, Any], finalizer: str) -> bool:
+        """Remove one finalizer from a job, leaving the others; ``False`` if the job changed or is gone.
+
+        A JSON patch that first tests the entry is still where it was read, so a concurrent
+        change to the list is never overwritten.
+        """
+        meta = job["metadata"]
+        index = list(meta.get("finalizers") or []).index(finalizer)
+        patch = [{"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+                 {"op": "remove", "path": f"/metadata/finalizers/{index}"}]
+        try:
+            self._custom.patch_namespaced_custom_object(spec_lib.GROUP, spec_lib.VERSION, meta["namespace"],
+                                                        spec_lib.PLURAL, meta["name"], patch,
+                                                        _content_type="application/json-patch+json",
+                                                        _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status in (404, 409, 422):
+                return False  # gone, or the list changed (the test failed): read again
+            raise _counted("remove_finalizer", e)
+        return True
 
     def delete_job(self, job: Mapping[str, Any]) -> None:
         meta = job["metadata"]
@@ -195,11 +218,14 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
-def _message(e: kube_exceptions.ApiException) -> str:
+def error_details(e: Exception) -> tuple[Optional[int], str]:
+    """The HTTP status and the API server's message of a failed call; no status when no answer came."""
+    if not isinstance(e, kube_exceptions.ApiException):
+        return None, f"{type(e).__name__}: {e}"
     try:
-        return str(json.loads(e.body or "").get("message") or e.reason)
-    except (TypeError, ValueError):
-        return str(e.reason)
+        return e.status, str(json.loads(e.body or "").get("message") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return e.status, str(e.reason)
 
 
 def _counted(operation: str, e: kube_exceptions.ApiException) -> kube_exceptions.ApiException:

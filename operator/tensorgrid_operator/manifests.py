@@ -16,6 +16,14 @@ from tensorgrid_operator import spec as spec_lib
 
 Obj = dict[str, Any]
 
+# How long a parameter server waits for the other training tasks once the chief has
+# finished, before it stops anyway (the runtime's default: 60 s).
+PS_GRACE_ENV = "TENSORGRID_PS_GRACE_SECONDS"
+# Under successPolicy AllWorkers, without activeDeadlineSeconds: workers may finish long
+# after the chief, and the PS must outlive them all. It still stops as soon as every
+# training task has reported finishing, and the operator stops it when the job ends.
+ALL_WORKERS_PS_GRACE_SECONDS = 30 * 24 * 3600
+
 
 def owner_reference(job: Mapping[str, Any]) -> Obj:
     """Makes the job the controller of an object, so garbage collection follows the job."""
@@ -99,6 +107,18 @@ def _set_env(container: Obj, name: str, value: str) -> None:
     container["env"] = env
 
 
+def ps_grace_seconds(job_spec: spec_lib.JobSpec) -> Optional[int]:
+    """The PS grace period the operator sets: none (the runtime's 60 s) unless every worker decides success.
+
+    Under ``AllWorkers`` a PS stopping 60 s after the chief would cut off the workers still
+    training: it waits the job's activeDeadlineSeconds (the job cannot run longer), or 30 days.
+    """
+    if job_spec.success_policy is not spec_lib.SuccessPolicy.ALL_WORKERS:
+        return None
+    deadline = job_spec.run_policy.active_deadline_seconds
+    return deadline if deadline is not None else ALL_WORKERS_PS_GRACE_SECONDS
+
+
 def _declare_port(container: Obj, name: str, number: int) -> None:
     ports = container.setdefault("ports", [])
     if any(p.get("name") == name or p.get("containerPort") == number for p in ports):
@@ -106,11 +126,13 @@ def _declare_port(container: Obj, name: str, number: int) -> None:
     ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
 
 
-def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> Obj:
+def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0) -> Obj:
     """The pod for one replica: the user's template plus names, labels, TF_CONFIG and ports.
 
     ``restartPolicy`` is always ``Never``: the operator, not the kubelet, decides about
-    restarts, so it sees every exit code and ``backoffLimit`` bounds every retry.
+    restarts, so it sees every exit code and ``backoffLimit`` bounds every retry. The
+    pod is labelled with the job's restart ``epoch``, so the pods of a run that a
+    whole-job restart replaced are known even after an operator crash.
     """
     meta = job["metadata"]
     job_name, namespace = meta["name"], meta["namespace"]
@@ -119,6 +141,7 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     pod_spec: Obj = template.get("spec") or {}
     labels = dict(tmeta.get("labels") or {})
     labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
+    labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)
     annotations = dict(tmeta.get("annotations") or {})
     pod_spec["restartPolicy"] = "Never"
     container = main_container(pod_spec)
@@ -128,6 +151,10 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         _set_env(main, "TENSORGRID_METRICS_PORT", str(spec_lib.METRICS_PORT))
         data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
         _set_env(main, "TENSORGRID_DATA_PORT", str(data_port))
+        grace = ps_grace_seconds(job_spec)
+        declared = {e.get("name") for e in main.get("env") or []}
+        if key.rtype is spec_lib.ReplicaType.PS and grace is not None and PS_GRACE_ENV not in declared:
+            _set_env(main, PS_GRACE_ENV, str(grace))  # a value in the template wins
         main["ports"] = [dict(p) for p in main.get("ports") or []]
         _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))
         _declare_port(main, spec_lib.DATA_PORT_NAME, data_port)

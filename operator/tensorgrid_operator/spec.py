@@ -22,6 +22,12 @@ LABEL_JOB_NAME = "tensorgrid.io/job-name"
 LABEL_REPLICA_TYPE = "tensorgrid.io/replica-type"
 LABEL_REPLICA_INDEX = "tensorgrid.io/replica-index"
 LABEL_JOB_ROLE = "tensorgrid.io/job-role"
+# On pods only (not in Service selectors): the job's status.restartEpoch when the pod was made.
+LABEL_RESTART_EPOCH = "tensorgrid.io/restart-epoch"
+
+# kopf's finalizer on every TrainingJob the operator holds (kopf daemons require one);
+# `tensorgrid-operator --remove-finalizers` strips it for an uninstall.
+FINALIZER = "tensorgrid.io/operator"
 
 MAIN_CONTAINER = "tensorgrid"
 PORT_NAME = "tensorgrid"

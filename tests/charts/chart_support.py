@@ -101,9 +101,15 @@ def template(values: dict[str, Any], *extra: str, check: bool = True) -> subproc
                         check=check)
 
 
-def render(values: dict[str, Any], *extra: str) -> list[dict[str, Any]]:
-    """The manifests the chart renders with these values, parsed."""
-    return [doc for doc in yaml.safe_load_all(template(values, *extra).stdout) if doc]
+def render(values: dict[str, Any], *extra: str, hooks: bool = False) -> list[dict[str, Any]]:
+    """The manifests the chart renders with these values, parsed: the release's objects, and its hooks if asked."""
+    manifests = [doc for doc in yaml.safe_load_all(template(values, *extra).stdout) if doc]
+    return [m for m in manifests if hooks or not is_hook(m)]
+
+
+def is_hook(manifest: dict[str, Any]) -> bool:
+    """A Helm hook: created and deleted around an install or uninstall, not part of the release."""
+    return "helm.sh/hook" in (manifest["metadata"].get("annotations") or {})
 
 
 def by_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

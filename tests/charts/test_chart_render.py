@@ -22,7 +22,7 @@ def test_helm_lint(name: str, tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_every_object_is_labelled_and_placed(name: str) -> None:
-    for manifest in render(VALUE_SETS[name]):
+    for manifest in render(VALUE_SETS[name], hooks=True):
         meta = manifest["metadata"]
         assert meta["labels"]["app.kubernetes.io/instance"] == "tg", meta
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm", meta

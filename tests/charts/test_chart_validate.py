@@ -30,7 +30,7 @@ def _ensure_namespaces(cp: ControlPlane, names: set[str]) -> None:
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_rendered_manifests_validate_on_the_api_server(controlplane: ControlPlane, name: str) -> None:
-    manifests = render(VALUE_SETS[name], "--include-crds")
+    manifests = render(VALUE_SETS[name], "--include-crds", hooks=True)
     assert any(m["kind"] == "CustomResourceDefinition" for m in manifests)
     checked = [m for m in manifests if m["kind"] not in NOT_SERVED_HERE]
     skipped = [m for m in manifests if m["kind"] in NOT_SERVED_HERE]

@@ -145,8 +145,10 @@ def operator(controlplane: ControlPlane) -> Iterator[Operator]:
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = controlplane.kubeconfig  # kopf's own login reads it
     liveness = free_port()
+    # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays.
     handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
-                                       peering=None, resync_seconds=30.0))
+                                       peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
+                                       max_retry_delay_seconds=4.0))
     args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
             f"--liveness=http://127.0.0.1:{liveness}/healthz"]
     try:

@@ -2,7 +2,9 @@
 
 Pods get fresh uids on creation, deleted pods vanish (they are unscheduled or
 terminal, which the API server deletes at once), and the status is replaced by the
-plan's. Tests then play the kubelet with :meth:`Sim.set_phase`.
+plan's. Objects named in :attr:`Sim.refuse` are refused on creation, as a quota or an
+admission webhook would, and the outcome is applied as the handlers apply it. Tests
+then play the kubelet with :meth:`Sim.set_phase`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import datetime
 import itertools
 from typing import Any, Optional
 
+from tensorgrid_operator import conditions
+from tensorgrid_operator import creation
+from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -47,7 +52,7 @@ def make_job(name: str = "mnist", namespace: str = "team", ps: int = 0, workers:
     return {
         "apiVersion": "tensorgrid.io/v1", "kind": "TrainingJob",
         "metadata": {"name": name, "namespace": namespace, "uid": f"job-uid-{next(_uids)}", "generation": 1,
-                     "creationTimestamp": reconcile.format_time(T0), "resourceVersion": "1"},
+                     "creationTimestamp": conditions.format_time(T0), "resourceVersion": "1"},
         "spec": spec,
     }
 
@@ -55,13 +60,19 @@ def make_job(name: str = "mnist", namespace: str = "team", ps: int = 0, workers:
 class Sim:
     """The job, its pods and Services, and a clock."""
 
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any], retry_delay: policies.RetryDelay = policies.RetryDelay()) -> None:
         self.job = job
+        self.retry_delay = retry_delay
         self.pods: dict[str, dict[str, Any]] = {}
         self.services: dict[str, dict[str, Any]] = {}
         self.now = T0
         self.plans: list[reconcile.Plan] = []
+        self.events: list[reconcile.Event] = []
+        self.outcome: Optional[creation.Outcome] = None
+        """What the last applied plan's creations came to."""
         self.job_deleted = False
+        self.refuse: dict[tuple[str, str], tuple[Optional[int], str]] = {}
+        """(kind, name) -> (HTTP status, message) of the creations the API server refuses."""
 
     @property
     def status(self) -> dict[str, Any]:
@@ -69,12 +80,13 @@ class Sim:
 
     def condition(self, ctype: str) -> dict[str, Any]:
         """The condition of that type, or ``{}``."""
-        found = reconcile.get_condition(self.status.get("conditions") or [], ctype)
+        found = conditions.get_condition(self.status.get("conditions") or [], ctype)
         return dict(found) if found is not None else {}
 
     def plan(self) -> reconcile.Plan:
         """Reconcile without applying."""
-        return reconcile.reconcile(self.job, list(self.pods.values()), list(self.services.values()), self.now)
+        return reconcile.reconcile(self.job, list(self.pods.values()), list(self.services.values()), self.now,
+                                   self.retry_delay)
 
     def step(self, seconds: float = 0.0) -> reconcile.Plan:
         """Advance the clock, reconcile, and apply the plan."""
@@ -94,14 +106,26 @@ class Sim:
             for name in plan.delete_services:
                 self.services.pop(name, None)
         if creates:
-            for svc in plan.create_services:
-                self.services.setdefault(svc["metadata"]["name"], copy.deepcopy(svc))
-            for pod in plan.create_pods:
-                if pod["metadata"]["name"] not in self.pods:
-                    created = copy.deepcopy(pod)
-                    created["metadata"]["uid"] = f"pod-uid-{next(_uids)}"
-                    created["status"] = {"phase": "Pending"}
-                    self.pods[pod["metadata"]["name"]] = created
+            failures = []
+            for kind, objs in (("Service", plan.create_services), ("Pod", plan.create_pods)):
+                for obj in objs:
+                    name = obj["metadata"]["name"]
+                    if (kind, name) in self.refuse:
+                        failures.append(creation.CreateFailure(kind, name, *self.refuse[kind, name]))
+                    elif kind == "Service":
+                        self.services.setdefault(name, copy.deepcopy(obj))
+                    elif name not in self.pods:
+                        created = copy.deepcopy(obj)
+                        created["metadata"]["uid"] = f"pod-uid-{next(_uids)}"
+                        created["status"] = {"phase": "Pending"}
+                        self.pods[name] = created
+            outcome = creation.after_creates(self.job, plan, failures, self.now, self.retry_delay)
+            if outcome.status is not None:
+                self.job["status"] = copy.deepcopy(outcome.status)
+            self.events.extend(outcome.events)
+            self.outcome = outcome
+        else:
+            self.events.extend(plan.events)
         if plan.delete_job:
             self.job_deleted = True
 
@@ -130,4 +154,4 @@ class Sim:
                 self.set_phase(name, "Running")
 
     def event_reasons(self) -> list[str]:
-        return [e.reason for plan in self.plans for e in plan.events]
+        return [e.reason for e in self.events]

@@ -117,6 +117,36 @@ def test_backoff_limit_and_ps_restart(operator: Operator, namespace: Namespace) 
     assert namespace.status("budget")["restarts"] == 1
 
 
+def test_a_quota_that_forbids_the_pods_is_reported(operator: Operator, namespace: Namespace) -> None:
+    """A real ResourceQuota refuses every pod: events, status and `kubectl describe` say why; later it works."""
+    cp = namespace.cp
+    cp.core.create_namespaced_resource_quota(namespace.name, {"metadata": {"name": "no-pods"},
+                                                              "spec": {"hard": {"pods": "0"}}})
+    wait_for(lambda: (cp.core.read_namespaced_resource_quota("no-pods", namespace.name).status.hard or {})
+             .get("pods") == "0", 30, "the quota controller to compute the quota")
+    namespace.apply(job_manifest("quota", ps=1, workers=2))
+    status = namespace.wait_state("quota", "FailedCreate")
+    running = namespace.condition("quota", "Running")
+    assert running["status"] == "False" and running["reason"] == "FailedCreate", running
+    assert "exceeded quota: no-pods" in running["message"] and "next attempt at" in running["message"], running
+    assert all(r["active"] == 0 for r in status["replicaStatuses"].values()), status
+    assert {e["replica"] for e in status["replicaBackoff"]} == {"ps-0", "worker-0", "worker-1"}, status
+    wait_for(lambda: any(e["reason"] == "FailedCreatePod" and e["type"] == "Warning"
+                         and "exceeded quota: no-pods" in e["message"] for e in namespace.events("quota")),
+             10, "the FailedCreatePod warning", lambda: namespace.events("quota"))
+    assert namespace.pods("quota") == {}
+    assert set(namespace.services("quota")) == {"quota-ps-0", "quota-worker-0", "quota-worker-1"}
+    described = cp.kubectl("-n", namespace.name, "describe", "tj", "quota").stdout
+    assert "FailedCreatePod" in described and "exceeded quota: no-pods" in described, described
+    assert "FailedCreate" in cp.kubectl("-n", namespace.name, "get", "tj", "quota").stdout
+
+    cp.core.delete_namespaced_resource_quota("no-pods", namespace.name)
+    namespace.wait_pods("quota", {"quota-ps-0", "quota-worker-0", "quota-worker-1"}, timeout=30)
+    namespace.run_all("quota")
+    namespace.wait_state("quota", "Running")
+    assert namespace.status("quota")["restarts"] == 0
+
+
 def test_deadline_fires_on_its_own(operator: Operator, namespace: Namespace) -> None:
     namespace.apply(job_manifest("deadline", run_policy={"activeDeadlineSeconds": 3}))
     namespace.wait_pods("deadline", {"deadline-ps-0", "deadline-worker-0", "deadline-worker-1"})
@@ -249,6 +279,38 @@ def test_killed_operator_restarts_without_duplicates(controlplane: ControlPlane,
     finally:
         log.close()
         controlplane.core.delete_namespace(ns)
+
+
+def test_remove_finalizers_once_the_operator_is_gone(controlplane: ControlPlane, namespace: Namespace,
+                                                     tmp_path: pathlib.Path) -> None:
+    """`--remove-finalizers` frees the jobs of a stopped operator, and says so when one still runs."""
+    ns = "fin-" + namespace.name[3:][-40:]  # a namespace the in-process operator (tg-*) does not watch
+    controlplane.core.create_namespace({"metadata": {"name": ns}})
+    other = Namespace(controlplane, ns)
+    env = dict(os.environ, KUBECONFIG=controlplane.kubeconfig)
+    remove = [sys.executable, "-m", "tensorgrid_operator", "--remove-finalizers", "-n", ns]
+    with open(tmp_path / "operator.log", "w") as log:
+        running = subprocess.Popen([sys.executable, "-m", "tensorgrid_operator", "--standalone", "-n", ns,
+                                    "--metrics-port", "off", "--liveness-port", "off"],
+                                   env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for name in ("first", "second"):
+            other.apply(job_manifest(name, workers=1))
+        wait_for(lambda: all("tensorgrid.io/operator" in ((other.job(n) or {})["metadata"].get("finalizers") or [])
+                             for n in ("first", "second")), 60, "the operator's finalizer on both jobs")
+        refused = subprocess.run(remove, env=env, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "still runs" in refused.stdout, refused.stdout
+    finally:
+        running.terminate()
+        running.wait(30)
+    freed = subprocess.run(remove, env=env, capture_output=True, text=True, timeout=120)
+    assert freed.returncode == 0, freed.stdout + freed.stderr
+    for name in ("first", "second"):
+        assert not (other.job(name) or {})["metadata"].get("finalizers")
+    controlplane.core.delete_namespace(ns)
+    wait_for(lambda: ns not in {n.metadata.name for n in controlplane.core.list_namespace().items}, 60,
+             f"namespace {ns} deleted with its jobs, no operator running")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)

@@ -59,6 +59,13 @@ def test_labels(chief: int, rtype: RT, index: int, role: Any) -> None:
     assert labels[spec_lib.LABEL_REPLICA_TYPE] == rtype.task_type
     assert labels[spec_lib.LABEL_REPLICA_INDEX] == str(index)
     assert labels.get(spec_lib.LABEL_JOB_ROLE) == role
+    assert labels[spec_lib.LABEL_RESTART_EPOCH] == "0"
+
+
+def test_the_restart_epoch_is_a_pod_label() -> None:
+    job = make_job(ps=1, workers=1)
+    pod = manifests.build_pod(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.PS, 0), epoch=3)
+    assert pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH] == "3"
 
 
 def test_pod_shape() -> None:
@@ -107,6 +114,23 @@ def test_a_port_named_tensorgrid_data_sets_the_data_channel_port() -> None:
     service = manifests.build_service(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.PS, 0))
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
         "tensorgrid": 2222, "tensorgrid-data": 7000, "metrics": 9090}
+
+
+@pytest.mark.parametrize("success_policy, run_policy, template_value, grace", [
+    ("AllWorkers", None, None, str(30 * 24 * 3600)),                  # outlive every worker
+    ("AllWorkers", {"activeDeadlineSeconds": 7200}, None, "7200"),    # the job cannot run longer
+    ("AllWorkers", None, "900", "900"),                                # the template's own value wins
+    ("Chief", None, None, None),                                       # the runtime's 60 s after the chief
+    (None, {"activeDeadlineSeconds": 7200}, None, None),
+])
+def test_the_ps_waits_for_every_worker_under_all_workers(success_policy: Any, run_policy: Any,
+                                                         template_value: Any, grace: Any) -> None:
+    job = make_job(ps=1, workers=2, success_policy=success_policy, run_policy=run_policy)
+    if template_value is not None:
+        job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "TENSORGRID_PS_GRACE_SECONDS", "value": template_value}]
+    assert env(build(job, RT.PS, 0)).get("TENSORGRID_PS_GRACE_SECONDS") == grace
+    assert "TENSORGRID_PS_GRACE_SECONDS" not in env(build(job, RT.WORKER, 1)), "only parameter servers wait"
 
 
 def test_headless_service() -> None:
@@ -174,6 +198,12 @@ def test_command_line() -> None:
     assert settings.namespaces == ("a", "b")
     assert settings.metrics_port is None and settings.peering is None
     assert cli.parse_args([]).namespaces == ()
+    defaults = cli.parse_args([])
+    assert (defaults.retry_delay_seconds, defaults.max_retry_delay_seconds) == (10, 300)
+    delays = cli.parse_args(["--retry-delay-seconds", "2", "--max-retry-delay-seconds", "60"])
+    assert (delays.retry_delay_seconds, delays.max_retry_delay_seconds) == (2, 60)
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--retry-delay-seconds", "600"])  # above the 300 s maximum
 
 
 def test_operator_never_imports_the_runtime() -> None:

@@ -8,9 +8,14 @@ from typing import Any, Optional
 import pytest
 
 from operator_sim import Sim, make_job
+from tensorgrid_operator import conditions
 from tensorgrid_operator import exitcodes
+from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
+
+
+FIRST_DELAY = policies.RetryDelay().initial_seconds  # before a failed replica is created again
 
 
 def started(job: dict[str, Any]) -> Sim:
@@ -76,6 +81,64 @@ def test_disrupted_replica_under_never_is_not_recreated() -> None:
     assert sim.status["state"] == "Failed"
 
 
+# --- sidecars: the main container decides ---------------------------------------------------
+
+def with_sidecar(job: dict[str, Any], main_first: bool = False, main_name: str = "tensorgrid") -> dict[str, Any]:
+    """Every replica gets an istio-proxy container beside its main one."""
+    for entry in job["spec"]["replicaSpecs"].values():
+        containers = entry["template"]["spec"]["containers"]
+        containers[0]["name"] = main_name
+        sidecar = {"name": "istio-proxy", "image": "istio/proxyv2"}
+        entry["template"]["spec"]["containers"] = containers + [sidecar] if main_first else [sidecar] + containers
+    return job
+
+
+def main_exited(sim: Sim, name: str, code: Optional[int], main: str = "tensorgrid") -> None:
+    """The kubelet's report: the pod Running, the sidecar running, the main container as given."""
+    main_state: dict[str, Any] = {"running": {}} if code is None else {"terminated": {
+        "exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+    sim.pods[name]["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "istio-proxy", "state": {"running": {}}}, {"name": main, "state": main_state}]}
+
+
+@pytest.mark.parametrize("replica, code, state", [
+    ("mnist-worker-0", 0, "Succeeded"),     # the chief finished: the job succeeds
+    ("mnist-worker-1", 1, "Failed"),        # permanent under ExitCode: the job fails
+    ("mnist-worker-1", 137, "Restarting"),  # retryable: the pod is replaced
+    ("mnist-worker-1", None, "Running"),    # the main container runs on: nothing to decide
+])
+def test_a_sidecar_does_not_keep_a_finished_replica_running(replica: str, code: Optional[int], state: str) -> None:
+    sim = started(with_sidecar(make_job(ps=1, workers=2)))
+    uid = sim.pods[replica]["metadata"]["uid"]
+    main_exited(sim, replica, code)
+    plan = sim.step()
+    assert sim.status["state"] == state
+    # A finished job's cleanPodPolicy Running stops the pod too: its sidecar still runs.
+    assert ((replica, uid) in plan.delete_pods) is (state != "Running")
+    if state == "Succeeded":
+        assert sim.pods == {}
+        assert sim.status["finishedReplicas"][0]["exitCode"] == 0
+    if state == "Restarting":
+        sim.step(FIRST_DELAY)
+        assert sim.pods[replica]["metadata"]["uid"] != uid
+
+
+def test_the_sidecar_ending_first_decides_nothing() -> None:
+    sim = started(with_sidecar(make_job(ps=1, workers=2)))
+    sim.pods["mnist-worker-0"]["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "istio-proxy", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {"name": "tensorgrid", "state": {"running": {}}}]}
+    plan = sim.step()
+    assert sim.status["state"] == "Running" and not plan.has_actions
+
+
+def test_without_a_container_named_tensorgrid_the_first_is_the_main_one() -> None:
+    sim = started(with_sidecar(make_job(ps=1, workers=2), main_first=True, main_name="trainer"))
+    main_exited(sim, "mnist-worker-0", 0, main="trainer")
+    sim.step()
+    assert sim.status["state"] == "Succeeded"
+
+
 # --- one failure under each restart policy ----------------------------------------------
 
 @pytest.mark.parametrize("policy, code, restarted, state", [
@@ -103,12 +166,12 @@ def test_worker_failure_under_each_policy(policy: str, code: int, restarted: boo
     assert (("mnist-worker-1", old_uid) in plan.delete_pods) is restarted
     if restarted:
         assert "restarted" in plan.transitions
-        sim.step()  # the replacement
+        sim.step(FIRST_DELAY)  # the replacement, after the retry delay
         assert sim.pods["mnist-worker-1"]["metadata"]["uid"] != old_uid
         sim.run_all()
         sim.step()
         assert sim.status["state"] == "Running"
-        assert not reconcile.is_true(sim.status["conditions"], "Restarting")
+        assert not conditions.is_true(sim.status["conditions"], "Restarting")
     else:
         assert sim.condition("Failed")["reason"] == "ReplicaFailed"
         assert f"exit code {code}" in sim.condition("Failed")["message"]
@@ -145,7 +208,7 @@ def test_backoff_limit_exhausted() -> None:
         sim.set_phase("mnist-worker-1", "Failed", 137)
         sim.step()
         if attempt < 2:
-            sim.step()
+            sim.step(FIRST_DELAY * 2 ** attempt)
             sim.run_all()
             sim.step()
     assert sim.status["state"] == "Failed"
@@ -158,7 +221,7 @@ def test_whole_job_restarts_count_against_the_same_budget() -> None:
     sim = started(make_job(ps=1, workers=2, policy="OnFailure", run_policy={"backoffLimit": 1}))
     sim.set_phase("mnist-ps-0", "Failed", 137)
     sim.step()
-    sim.step()
+    sim.step(FIRST_DELAY)
     sim.run_all()
     sim.step()
     sim.set_phase("mnist-worker-1", "Failed", 1)
@@ -187,6 +250,82 @@ def test_a_repeated_reconcile_does_not_count_a_failure_twice() -> None:
     assert sim.status["restartedPods"] == []
 
 
+# --- a growing delay before a failed replica runs again ------------------------------------------
+
+def backoff(sim: Sim, replica: str) -> dict[str, Any]:
+    return {e["replica"]: e for e in sim.status["replicaBackoff"]}[replica]
+
+
+def test_a_failed_replica_waits_longer_after_each_failure() -> None:
+    """Admission failures (no exit code) in a row: 10 s, 20 s, 40 s, ... up to 300 s, not six retries in a second."""
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure", run_policy={"backoffLimit": 100}))
+    waited = []
+    for attempt in range(1, 8):
+        uid = sim.pods["mnist-worker-1"]["metadata"]["uid"]
+        sim.set_phase("mnist-worker-1", "Failed")
+        sim.pods["mnist-worker-1"]["status"].update(reason="OutOfcpu", message="Node didn't have enough resource")
+        plan = sim.step()
+        entry = backoff(sim, "worker-1")
+        assert entry["attempts"] == attempt and entry["reason"] == "ReplicaRestarting"
+        delay = (conditions.parse_time(entry["nextRetryTime"]) - sim.now).total_seconds()
+        waited.append(delay)
+        assert plan.requeue_after == pytest.approx(delay)
+        assert sim.condition("Restarting")["status"] == "True"
+        assert f"next attempt in {delay:.0f}s, at {entry['nextRetryTime']}" in sim.condition("Restarting")["message"]
+        plan = sim.step(delay - 1)
+        assert "mnist-worker-1" not in sim.pods and plan.requeue_after == pytest.approx(1)
+        assert sim.status["state"] == "Restarting"
+        sim.step(1)
+        assert sim.pods["mnist-worker-1"]["metadata"]["uid"] != uid, "recreated when the delay is over"
+    assert waited == [10, 20, 40, 80, 160, 300, 300]
+    assert sim.status["restarts"] == 7
+
+
+def test_the_delay_starts_over_after_a_quiet_spell() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure"))
+    for _ in range(3):
+        sim.set_phase("mnist-worker-1", "Failed", 137)
+        sim.step()
+        sim.step((conditions.parse_time(backoff(sim, "worker-1")["nextRetryTime"]) - sim.now).total_seconds())
+        sim.run_all()
+    assert backoff(sim, "worker-1")["attempts"] == 3
+    sim.step(599)
+    assert backoff(sim, "worker-1")["attempts"] == 3, "a failure now would wait 80 s"
+    sim.step(1)  # ten minutes (2 x the longest delay) without a failure: forgotten
+    assert sim.status["replicaBackoff"] == []
+    sim.set_phase("mnist-worker-1", "Failed", 137)
+    sim.step()
+    assert backoff(sim, "worker-1")["attempts"] == 1
+
+
+def test_the_delays_are_configurable() -> None:
+    sim = Sim(make_job(ps=1, workers=1, policy="OnFailure"), retry_delay=policies.RetryDelay(1, 4))
+    sim.step()
+    waited = []
+    for _ in range(4):
+        sim.run_all()
+        sim.step()
+        sim.set_phase("mnist-worker-0", "Failed", 137)
+        plan = sim.step()
+        assert plan.requeue_after is not None
+        waited.append(plan.requeue_after)
+        sim.step(plan.requeue_after)
+    assert waited == [1, 2, 4, 4]
+
+
+def test_disruptions_and_vanished_pods_are_recreated_at_once() -> None:
+    sim = started(make_job(ps=1, workers=2))
+    del sim.pods["mnist-worker-1"]
+    assert [p["metadata"]["name"] for p in sim.step().create_pods] == ["mnist-worker-1"]
+    sim.run_all()
+    sim.step()
+    sim.set_phase("mnist-worker-0", "Failed", 143)
+    sim.pods["mnist-worker-0"]["status"].update(reason="Evicted", message="low on memory")
+    sim.step()
+    assert [p["metadata"]["name"] for p in sim.step().create_pods] == ["mnist-worker-0"]
+    assert sim.status["replicaBackoff"] == []
+
+
 # --- PS failure: the whole job restarts -------------------------------------------------------
 
 def test_ps_failure_restarts_the_whole_job() -> None:
@@ -201,12 +340,61 @@ def test_ps_failure_restarts_the_whole_job() -> None:
     assert "latest checkpoint" in sim.condition("Restarting")["message"]
     assert sim.status["replicaStatuses"]["PS"]["restarts"] == 1
     assert sim.status["restarts"] == 1
-    plan = sim.step()
+    assert sim.step(FIRST_DELAY - 1).create_pods == [], "while the PS waits, every replica does"
+    plan = sim.step(1)
     assert {p["metadata"]["name"] for p in plan.create_pods} == {
         "mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"}  # worker-2 finished: never re-run
     sim.run_all()
     sim.step()
     assert sim.status["state"] == "Running"
+
+
+def epochs(sim: Sim) -> dict[str, str]:
+    return {name: pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH] for name, pod in sim.pods.items()}
+
+
+def test_a_whole_job_restart_survives_lost_deletions() -> None:
+    """The status (epoch 1) is written, the deletions are lost: the next pass deletes every old-epoch pod."""
+    sim = started(make_job(ps=1, workers=3, policy="OnFailure"))
+    assert set(epochs(sim).values()) == {"0"} and sim.status["restartEpoch"] == 0
+    sim.set_phase("mnist-worker-2", "Succeeded", 0)
+    sim.step()
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    first = sim.plan()
+    sim.apply(first, deletes=False, creates=False)  # the operator died after the status PATCH
+    assert sim.status["restartEpoch"] == 1 and sim.status["restarts"] == 1
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    second = sim.step()
+    assert {name for name, _ in second.delete_pods} == {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+    assert "DeletedPods" in [e.reason for e in second.events]
+    assert sim.status["restarts"] == 1, "the restart is not counted twice"
+    sim.step(FIRST_DELAY)
+    assert epochs(sim) == {"mnist-ps-0": "1", "mnist-worker-0": "1", "mnist-worker-1": "1", "mnist-worker-2": "0"}
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
+    sim.settle()  # the finished worker of epoch 0 stays, and nothing else moves
+
+
+def test_an_old_epoch_pod_that_ends_after_the_restart_decides_nothing() -> None:
+    """A worker of the restarted run exits 0 before its deletion lands: it is re-run, not recorded."""
+    sim = started(make_job(ps=1, workers=2, policy="OnFailure"))
+    sim.set_phase("mnist-ps-0", "Failed", 137)
+    sim.apply(sim.plan(), deletes=False, creates=False)
+    sim.set_phase("mnist-worker-0", "Succeeded", 0)  # the chief, trained against the lost PS
+    sim.step()
+    assert sim.status["state"] != "Succeeded" and sim.status["finishedReplicas"] == []
+    sim.step(FIRST_DELAY)
+    assert set(epochs(sim).values()) == {"1"} and len(sim.pods) == 3
+
+
+def test_pods_without_an_epoch_label_are_of_epoch_zero() -> None:
+    """Pods made before the label existed are not mistaken for an old run."""
+    sim = started(make_job(ps=1, workers=1))
+    for pod in sim.pods.values():
+        del pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH]
+    plan = sim.step()
+    assert not plan.has_actions
 
 
 def test_ps_failure_under_never_fails_the_job() -> None:
@@ -232,7 +420,7 @@ def test_chief_success_and_clean_pod_policy(clean: str, left: set[str]) -> None:
     plan = sim.step()
     assert sim.status["state"] == "Succeeded"
     assert sim.condition("Succeeded")["message"] == "worker-0 succeeded"
-    assert sim.status["completionTime"] == reconcile.format_time(sim.now)
+    assert sim.status["completionTime"] == conditions.format_time(sim.now)
     assert plan.transitions == ["succeeded"]
     assert set(sim.pods) == left
     assert set(sim.services) == (left if clean != "None" else {
@@ -304,7 +492,7 @@ def test_a_vanished_running_pod_is_recreated_without_a_retry() -> None:
 def test_terminating_pods_are_neither_failures_nor_replaced_yet() -> None:
     sim = started(make_job(ps=1, workers=2, policy="Never"))
     pod = sim.pods["mnist-worker-1"]
-    pod["metadata"]["deletionTimestamp"] = reconcile.format_time(sim.now)
+    pod["metadata"]["deletionTimestamp"] = conditions.format_time(sim.now)
     sim.set_phase("mnist-worker-1", "Failed", 143)
     plan = sim.step()
     assert sim.status["state"] != "Failed"
@@ -385,7 +573,7 @@ def test_suspend_and_resume() -> None:
     plan = sim.step()
     assert {p["metadata"]["name"] for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
     assert sim.condition("Suspended")["status"] == "False"
-    assert sim.status["startTime"] == reconcile.format_time(sim.now)
+    assert sim.status["startTime"] == conditions.format_time(sim.now)
     assert sim.status["restarts"] == 0
     assert plan.requeue_after == pytest.approx(100)
 
@@ -420,6 +608,107 @@ def test_stuck_pods_are_surfaced(pod_status: dict[str, Any], reason: str) -> Non
     assert sim.status["state"] == "Running"
 
 
+# --- the API server refuses to create (quota, admission, outage) ----------------------------------------
+
+QUOTA = ('pods "{}" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0')
+
+
+def refuse_pods(sim: Sim, names: list[str], code: Optional[int] = 403) -> None:
+    for name in names:
+        sim.refuse["Pod", name] = (code, QUOTA.format(name))
+
+
+def test_a_quota_that_forbids_the_pods_is_reported_and_retried_later() -> None:
+    sim = Sim(make_job(ps=1, workers=2))
+    names = ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    refuse_pods(sim, names)
+    sim.step()
+    assert sim.pods == {} and len(sim.services) == 3
+    assert sim.status["state"] == "FailedCreate"
+    running = sim.condition("Running")
+    assert (running["status"], running["reason"]) == ("False", "FailedCreate")
+    assert "exceeded quota: no-pods" in running["message"] and "mnist-worker-1" in running["message"]
+    assert sim.condition("Created")["status"] == "False"
+    assert {t: c["active"] for t, c in sim.status["replicaStatuses"].items()} == {"PS": 0, "Worker": 0}
+    warnings = [e for e in sim.events if e.reason == "FailedCreatePod"]
+    assert len(warnings) == 1 and warnings[0].type == "Warning"
+    assert "exceeded quota" in warnings[0].message and all(n in warnings[0].message for n in names)
+    assert "CreatedPods" not in sim.event_reasons() and "CreatedServices" in sim.event_reasons()
+    assert sim.outcome is not None and sim.outcome.requeue_after == pytest.approx(10)
+    assert sim.outcome.transitions == []
+    assert [(e["replica"], e["attempts"], e["reason"]) for e in sim.status["replicaBackoff"]] == [
+        ("ps-0", 1, "FailedCreate"), ("worker-0", 1, "FailedCreate"), ("worker-1", 1, "FailedCreate")]
+
+    quiet = sim.step(5)  # waiting: nothing is tried, nothing is written
+    assert not quiet.has_actions and quiet.status is None and quiet.requeue_after == pytest.approx(5)
+    retried = sim.step(5)
+    assert len(retried.create_pods) == 3 and sim.pods == {} and retried.status is None
+    assert [e["attempts"] for e in sim.status["replicaBackoff"]] == [2, 2, 2]
+    assert sim.outcome.requeue_after == pytest.approx(20)
+
+    sim.refuse.clear()  # the quota is raised
+    retry = sim.step(20)
+    assert set(sim.pods) == set(names)
+    assert retry.status is None, "a retry does not flip the status before its outcome is known"
+    sim.step()  # the new pods are seen
+    assert sim.condition("Created")["status"] == "True" and sim.plans[-1].transitions == ["created"]
+    assert sim.condition("Running")["reason"] == "PodsPending"
+    assert sim.status["state"] == "Created"
+    assert sim.status["replicaStatuses"]["Worker"]["active"] == 2
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
+
+
+def test_only_the_pods_that_exist_are_counted_and_announced() -> None:
+    sim = Sim(make_job(ps=1, workers=2))
+    refuse_pods(sim, ["mnist-worker-1"], code=None)  # e.g. the connection dropped
+    sim.step()
+    created = [e.message for e in sim.events if e.reason == "CreatedPods"]
+    assert created == ["created pods mnist-ps-0, mnist-worker-0"]
+    assert sim.status["replicaStatuses"]["Worker"]["active"] == 1
+    assert sim.condition("Created")["message"] == "created 2 pods and their headless services"
+    assert sim.status["state"] == "FailedCreate"
+    sim.step(10)  # refused again
+    assert sim.status["replicaStatuses"]["Worker"]["active"] == 1, "the pod that exists still counts"
+    assert [e["attempts"] for e in sim.status["replicaBackoff"]] == [2]
+    sim.refuse.clear()
+    assert sim.step(19).create_pods == []
+    assert [p["metadata"]["name"] for p in sim.step(1).create_pods] == ["mnist-worker-1"]
+    sim.step()
+    assert sim.status["replicaStatuses"]["Worker"]["active"] == 2
+
+
+@pytest.mark.parametrize("code", [403, 429, 500, 503])
+def test_transient_refusals_do_not_fail_the_job(code: int) -> None:
+    sim = Sim(make_job(ps=1, workers=1))
+    refuse_pods(sim, ["mnist-worker-0"], code=code)
+    sim.step()
+    assert sim.status["state"] == "FailedCreate" and not conditions.is_true(sim.status["conditions"], "Failed")
+    assert sim.status["restarts"] == 0, "a refused creation is not a retry of backoffLimit"
+
+
+def test_a_refused_service_is_retried_later() -> None:
+    sim = Sim(make_job(ps=1, workers=1))
+    sim.refuse["Service", "mnist-ps-0"] = (403, 'services "mnist-ps-0" is forbidden: exceeded quota')
+    sim.step()
+    assert [e.reason for e in sim.events if e.type == "Warning"] == ["FailedCreateService"]
+    assert set(sim.services) == {"mnist-worker-0"}
+    sim.refuse.clear()
+    assert sim.step(9).create_services == []
+    sim.step(1)
+    assert set(sim.services) == {"mnist-ps-0", "mnist-worker-0"}
+
+
+def test_a_replica_whose_pod_and_service_are_refused_waits_once() -> None:
+    sim = Sim(make_job(ps=1, workers=1))
+    sim.refuse["Service", "mnist-worker-0"] = (403, "exceeded quota: services")
+    refuse_pods(sim, ["mnist-worker-0"])
+    sim.step()
+    assert [(e["replica"], e["attempts"]) for e in sim.status["replicaBackoff"]] == [("worker-0", 1)]
+    assert sorted(e.reason for e in sim.events if e.type == "Warning") == ["FailedCreatePod", "FailedCreateService"]
+
+
 # --- bad input -------------------------------------------------------------------------------------
 
 def test_invalid_spec_fails_the_job_with_the_field_named() -> None:
@@ -432,12 +721,16 @@ def test_invalid_spec_fails_the_job_with_the_field_named() -> None:
 
 
 def test_a_rejected_pod_fails_the_job() -> None:
-    job = make_job(ps=1, workers=1)
-    status, event = reconcile.rejected_status(job, "mnist-ps-0", "spec.containers[0].image: Required value",
-                                              datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc))
-    assert status["state"] == "Failed"
-    assert reconcile.get_condition(status["conditions"], "Failed")["reason"] == "PodTemplateRejected"
-    assert "image" in event.message and event.type == "Warning"
+    sim = Sim(make_job(ps=1, workers=1))
+    sim.refuse["Pod", "mnist-ps-0"] = (422, 'Pod "mnist-ps-0" is invalid: spec.containers[0].image: Required value')
+    sim.step()
+    assert sim.status["state"] == "Failed"
+    assert sim.condition("Failed")["reason"] == "PodTemplateRejected"
+    assert "image: Required value" in sim.condition("Failed")["message"]
+    assert sim.outcome is not None and sim.outcome.requeue_after == 0 and "failed" in sim.outcome.transitions
+    assert [e.type for e in sim.events if e.reason == "PodTemplateRejected"] == ["Warning"]
+    sim.step()
+    assert sim.pods == {}, "the finished job cleans up the pod that was created"
 
 
 def test_a_job_being_deleted_is_left_to_garbage_collection() -> None:
@@ -461,4 +754,4 @@ def test_status_counts_and_printer_fields() -> None:
     sim.run_all()
     plan = sim.step(12)
     assert plan.all_running_seconds == pytest.approx(12)
-    assert sim.status["allPodsRunningTime"] == reconcile.format_time(sim.now)
+    assert sim.status["allPodsRunningTime"] == conditions.format_time(sim.now)

@@ -48,6 +48,10 @@ RBAC rules, exactly the API calls the operator makes (tests/charts/test_rbac.py
 derives the same set from the code and compares both ways):
 - operator/tensorgrid_operator/kube.py: read a TrainingJob, patch its status, delete
   it (ttlSecondsAfterFinished); list, create and delete its pods and Services;
+- operator/tensorgrid_operator/manifests.py: owner references with blockOwnerDeletion,
+  which clusters enforcing owner-reference permissions (OpenShift, the
+  OwnerReferencesPermissionEnforcement admission plugin) allow only with update on
+  trainingjobs/finalizers;
 - kopf (handlers.py): list and watch TrainingJobs, pods and Services; patch
   TrainingJobs (its finalizer); create Events (kopf.event); list, watch and patch
   the peering object; list and watch CRDs and, when given namespaces, namespaces.
@@ -59,12 +63,26 @@ derives the same set from the code and compares both ways):
 - apiGroups: ["tensorgrid.io"]
   resources: ["trainingjobs/status"]
   verbs: ["patch"]
+- apiGroups: ["tensorgrid.io"]
+  resources: ["trainingjobs/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["pods", "services"]
   verbs: ["list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- end }}
+
+{{/*
+RBAC of the uninstall hook: what `tensorgrid-operator --remove-finalizers` calls
+(operator/tensorgrid_operator/uninstall.py through kube.py: list the TrainingJobs,
+patch one to remove the finalizer).
+*/}}
+{{- define "tensorgrid-operator.uninstallRules" -}}
+- apiGroups: ["tensorgrid.io"]
+  resources: ["trainingjobs"]
+  verbs: ["list", "patch"]
 {{- end }}
 
 {{- define "tensorgrid-operator.discoveryRules" -}}

@@ -1,0 +1,31 @@
+"""What the operator asks of kopf: watch selectors, finalizer, event level, and watch timeouts."""
+
+from __future__ import annotations
+
+import kopf
+
+from tensorgrid_operator import config
+from tensorgrid_operator import handlers
+
+
+def test_watches_cannot_stall_forever() -> None:
+    """A watch whose connection stalls silently must be cut and renewed, or new jobs go unseen."""
+    settings = kopf.OperatorSettings()
+    handlers.configure_kopf(settings, config.Settings())
+    assert settings.watching.server_timeout == 300
+    # kopf sends it as the watch's timeoutSeconds, which the API server parses as an integer.
+    assert isinstance(settings.watching.server_timeout, int)
+    assert settings.watching.client_timeout == 330
+    assert settings.watching.client_timeout > settings.watching.server_timeout, \
+        "the client must leave the server time to end the watch itself"
+    assert settings.watching.connect_timeout == 30
+
+
+def test_only_the_jobs_objects_are_watched_and_the_finalizer_is_ours() -> None:
+    settings = kopf.OperatorSettings()
+    handlers.configure_kopf(settings, config.Settings(watch_server_timeout_seconds=60,
+                                                      watch_client_timeout_seconds=90))
+    assert settings.watching.server_timeout == 60 and settings.watching.client_timeout == 90
+    assert settings.persistence.finalizer == "tensorgrid.io/operator"
+    selectors = settings.watching.label_selectors
+    assert selectors.collect(kopf.Resource("", "v1", "pods")) == ["tensorgrid.io/job-name"]

@@ -62,7 +62,9 @@ up() {
     "$HERE/node-image/build.sh"
     node_image="$("$HERE/node-image/build.sh" --print-image)"
   fi
+  local reused=0
   if cluster_exists; then
+    reused=1
     log "cluster $CLUSTER exists; reusing it"
     kind export kubeconfig --name "$CLUSTER" --kubeconfig "$KUBECONFIG_PATH" > /dev/null
   else
@@ -77,7 +79,18 @@ up() {
   log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE)"
   helm upgrade --install "$RELEASE" "$REPO/charts/tensorgrid-operator" --namespace "$OPERATOR_NAMESPACE" \
     --create-namespace --wait --timeout 5m "${E2E_HELM_ARGS[@]}"
+  if [[ $reused == 1 ]]; then restart_operator; fi
   log "cluster $CLUSTER ready in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# The images keep their tag (the version) when rebuilt, so a running operator does not pick
+# up a new one by itself.
+restart_operator() {
+  local deployment
+  deployment="$(kubectl -n "$OPERATOR_NAMESPACE" get deployment -l "app.kubernetes.io/instance=$RELEASE" -o name)"
+  log "restarting $deployment on the new image"
+  kubectl -n "$OPERATOR_NAMESPACE" rollout restart "$deployment" > /dev/null
+  kubectl -n "$OPERATOR_NAMESPACE" rollout status "$deployment" --timeout=180s > /dev/null
 }
 
 down() {
@@ -94,6 +107,7 @@ read -r -a E2E_HELM_ARGS <<< "${E2E_HELM_ARGS:-}"
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  images) cluster_exists || die "no cluster $CLUSTER (make e2e-up)"; load_images ;;
+  images) cluster_exists || die "no cluster $CLUSTER (make e2e-up)"; export KUBECONFIG="$KUBECONFIG_PATH"
+          load_images; restart_operator ;;
   *) echo "usage: e2e/cluster.sh up|down|images" >&2; exit 2 ;;
 esac

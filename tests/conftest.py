@@ -1,4 +1,4 @@
-"""Fixtures shared by the test suite: a fresh default graph per test, a session, a stand-in GPU."""
+"""Fixtures shared by the test suite: a fresh default graph per test, a session, a strict stand-in GPU."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
+import cluster_processes
+import strict_cupy
 import tensorgrid as tf
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import cupy_backend
@@ -41,6 +43,33 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[cupy_backend.CupyBacke
         yield gpu
     finally:
         backend_lib.unregister_backend("GPU:0")
+
+
+@pytest.fixture
+def strict_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """One GPU in this process, as the runtime sees it on a GPU node: the strict cupy
+    stand-in (``strict_cupy``) is what ``import cupy`` gives the cupy backend, so ops
+    default to ``/device:GPU:0``, and any implicit conversion of a device array to
+    numpy fails as it does with cupy. Yields the stand-in module; its ``COUNTERS``
+    start at zero. Not a GPU: no claim about real GPUs rests on it.
+    """
+    backend_lib.unregister_backend("GPU:0")
+    monkeypatch.setattr(cupy_backend, "_import_cupy", lambda: strict_cupy)
+    strict_cupy.COUNTERS.reset()
+    try:
+        yield strict_cupy
+    finally:
+        backend_lib.unregister_backend("GPU:0")
+
+
+@pytest.fixture(autouse=True)
+def gpu_node_when_asked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With ``TENSORGRID_FAKE_GPU=strict``, every test runs as on a GPU node: task
+    processes see the strict GPU (``cluster_processes``), and so does this process
+    (``strict_gpu``), where in-process servers and sessions run."""
+    if cluster_processes.strict_gpu_requested():
+        request.getfixturevalue("strict_gpu")
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -357,136 +357,14 @@ class ndarray:  # noqa: N801 - cupy's name
     def fill(self, value: Any) -> None:
         self._host.fill(_unwrap(value))
 
-    def sum(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.sum, args, kwargs)
-
-    def mean(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.mean, args, kwargs)
-
-    def max(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.max, args, kwargs)
-
-    def min(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.min, args, kwargs)
-
-    def prod(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.prod, args, kwargs)
-
-    def all(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.all, args, kwargs)
-
-    def any(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.any, args, kwargs)
-
-    def argmax(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.argmax, args, kwargs)
-
-    def argmin(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._host.argmin, args, kwargs)
-
     def dot(self, other: Any) -> Any:
         return _call(np.dot, (self, other), {})
-
-    # -- operators (the device ufuncs below)
-    def __add__(self, other: Any) -> Any:
-        return add(self, other)
-
-    def __radd__(self, other: Any) -> Any:
-        return add(other, self)
-
-    def __iadd__(self, other: Any) -> Any:
-        return add(self, other, out=self)
-
-    def __sub__(self, other: Any) -> Any:
-        return subtract(self, other)
-
-    def __rsub__(self, other: Any) -> Any:
-        return subtract(other, self)
-
-    def __isub__(self, other: Any) -> Any:
-        return subtract(self, other, out=self)
-
-    def __mul__(self, other: Any) -> Any:
-        return multiply(self, other)
-
-    def __rmul__(self, other: Any) -> Any:
-        return multiply(other, self)
-
-    def __imul__(self, other: Any) -> Any:
-        return multiply(self, other, out=self)
-
-    def __truediv__(self, other: Any) -> Any:
-        return true_divide(self, other)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return true_divide(other, self)
-
-    def __itruediv__(self, other: Any) -> Any:
-        return true_divide(self, other, out=self)
-
-    def __floordiv__(self, other: Any) -> Any:
-        return floor_divide(self, other)
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return floor_divide(other, self)
-
-    def __mod__(self, other: Any) -> Any:
-        return mod(self, other)
-
-    def __pow__(self, other: Any) -> Any:
-        return power(self, other)
-
-    def __rpow__(self, other: Any) -> Any:
-        return power(other, self)
-
-    def __matmul__(self, other: Any) -> Any:
-        return matmul(self, other)
-
-    def __neg__(self) -> Any:
-        return negative(self)
 
     def __pos__(self) -> Any:
         return self.copy()
 
-    def __abs__(self) -> Any:
-        return absolute(self)
-
-    def __invert__(self) -> Any:
-        return invert(self)
-
-    def __and__(self, other: Any) -> Any:
-        return bitwise_and(self, other)
-
-    def __rand__(self, other: Any) -> Any:
-        return bitwise_and(other, self)
-
-    def __or__(self, other: Any) -> Any:
-        return bitwise_or(self, other)
-
-    def __ror__(self, other: Any) -> Any:
-        return bitwise_or(other, self)
-
-    def __xor__(self, other: Any) -> Any:
-        return bitwise_xor(self, other)
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return equal(self, other)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return not_equal(self, other)
-
-    def __lt__(self, other: Any) -> Any:
-        return less(self, other)
-
-    def __le__(self, other: Any) -> Any:
-        return less_equal(self, other)
-
-    def __gt__(self, other: Any) -> Any:
-        return greater(self, other)
-
-    def __ge__(self, other: Any) -> Any:
-        return greater_equal(self, other)
-
+    # Reductions (sum, mean, ...) and the arithmetic and comparison operators are set
+    # below, once the device ufuncs exist (``_method``, ``_operator``).
     __hash__ = None  # type: ignore[assignment]
 
 
@@ -569,27 +447,39 @@ for _name in _UFUNCS:
     globals()[_name] = _Ufunc(getattr(np, _name))
 for _name in _FUNCTIONS:
     globals()[_name] = _function(getattr(np, _name))
-# Declared for type checkers; defined by the loops above.
-add: _Ufunc
-subtract: _Ufunc
-multiply: _Ufunc
-true_divide: _Ufunc
-floor_divide: _Ufunc
-mod: _Ufunc
-power: _Ufunc
-matmul: _Ufunc
-negative: _Ufunc
-absolute: _Ufunc
-invert: _Ufunc
-bitwise_and: _Ufunc
-bitwise_or: _Ufunc
-bitwise_xor: _Ufunc
-equal: _Ufunc
-not_equal: _Ufunc
-less: _Ufunc
-less_equal: _Ufunc
-greater: _Ufunc
-greater_equal: _Ufunc
+def _method(name: str) -> Callable[..., Any]:
+    def method(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+        return _call(getattr(self._host, name), args, kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def _operator(ufunc: _Ufunc, reflected: bool = False, in_place: bool = False) -> Callable[..., Any]:
+    if reflected:
+        return lambda self, other: ufunc(other, self)
+    if in_place:
+        return lambda self, other: ufunc(self, other, out=self)
+    return lambda self, *other: ufunc(self, *other)
+
+
+for _name in ("sum", "mean", "max", "min", "prod", "all", "any", "argmax", "argmin"):
+    setattr(ndarray, _name, _method(_name))
+for _ufunc_name, _operators in {
+    "add": ("add", "radd", "iadd"), "subtract": ("sub", "rsub", "isub"), "multiply": ("mul", "rmul", "imul"),
+    "true_divide": ("truediv", "rtruediv", "itruediv"), "floor_divide": ("floordiv", "rfloordiv", None),
+    "mod": ("mod", None, None), "power": ("pow", "rpow", None), "matmul": ("matmul", None, None),
+    "bitwise_and": ("and", "rand", None), "bitwise_or": ("or", "ror", None), "bitwise_xor": ("xor", None, None),
+    "equal": ("eq", None, None), "not_equal": ("ne", None, None), "less": ("lt", None, None),
+    "less_equal": ("le", None, None), "greater": ("gt", None, None), "greater_equal": ("ge", None, None),
+    "negative": ("neg", None, None), "absolute": ("abs", None, None), "invert": ("invert", None, None),
+}.items():
+    _plain, _reflected, _in_place = _operators
+    setattr(ndarray, f"__{_plain}__", _operator(globals()[_ufunc_name]))
+    if _reflected:
+        setattr(ndarray, f"__{_reflected}__", _operator(globals()[_ufunc_name], reflected=True))
+    if _in_place:
+        setattr(ndarray, f"__{_in_place}__", _operator(globals()[_ufunc_name], in_place=True))
 
 
 class _StrideTricks:

@@ -10,6 +10,7 @@ conversion to numpy, so code above the kernels never touches one as host memory.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any, Optional
 
@@ -19,10 +20,52 @@ from tensorgrid.kernels import backend
 
 
 def _import_cupy() -> Any:
+    return _import_cupy_or_why()[0]
+
+
+def _import_cupy_or_why() -> tuple[Any, str]:
+    """cupy, or None and why it cannot be imported."""
     try:
-        return importlib.import_module("cupy")
-    except Exception:  # noqa: BLE001 - a broken CUDA install (missing libraries) also means "no GPU"
-        return None
+        return importlib.import_module("cupy"), ""
+    except ModuleNotFoundError as e:
+        if e.name == "cupy":
+            return None, "cupy is not installed (pip install 'tensorgrid[gpu]')"
+        return None, f"cupy cannot be imported: {e}"
+    except Exception as e:  # noqa: BLE001 - a broken CUDA install (missing libraries) also means "no GPU"
+        return None, f"cupy cannot be imported: {type(e).__name__}: {e}"
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuDevice:
+    """A CUDA device as a server on this machine exposes it (``/device:GPU:<index>``)."""
+
+    index: int
+    name: str
+    memory_bytes: int
+
+
+def probe() -> tuple[list[GpuDevice], str]:
+    """The CUDA devices a server on this machine would use, and, when there are none,
+    why: cupy is not installed or cannot load, no CUDA device is visible, or the CUDA
+    driver failed (its error)."""
+    cupy, why = _import_cupy_or_why()
+    if cupy is None:
+        return [], why
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+        devices = []
+        for index in range(count):
+            properties = cupy.cuda.runtime.getDeviceProperties(index)
+            name = properties["name"]
+            devices.append(GpuDevice(index, name.decode() if isinstance(name, bytes) else str(name),
+                                     int(properties["totalGlobalMem"])))
+    except Exception as e:  # noqa: BLE001 - reported to the user as is
+        if "NoDevice" in str(e):
+            return [], f"no CUDA device is visible ({e})"
+        return [], f"the CUDA driver failed: {type(e).__name__}: {e}"
+    if not devices:
+        return [], "no CUDA device is visible (CUDA_VISIBLE_DEVICES, or the pod has no nvidia.com/gpu limit)"
+    return devices, ""
 
 
 def device_count() -> int:

@@ -96,11 +96,12 @@ class BufferPool:
         with self._lock:
             staging = self._staging.setdefault(device, [])
             buffer = self._take(staging, nbytes)
-            if buffer is None:
-                buffer = device.host_buffer(nbytes)
+            self.staged += 1
+        if buffer is None:
+            buffer = device.host_buffer(nbytes)  # outside the lock: pinning memory is slow
+            with self._lock:
                 self.staging_allocations += 1
                 self._keep(staging, buffer)
-            self.staged += 1
         out = buffer.view(dtype).reshape(shape)
         device.copy_to_host(value, out)
         return out

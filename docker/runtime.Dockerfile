@@ -4,14 +4,19 @@
 # CPU (default, on python:3.11-slim):
 #   docker build -f docker/runtime.Dockerfile -t tensorgrid:latest .
 # CUDA (cupy through the [gpu] extra, on NVIDIA's CUDA 12 runtime image; run with a GPU:
-# `docker run --gpus all ...`, or an nvidia.com/gpu limit in Kubernetes):
+# `docker run --gpus all ...`, or an nvidia.com/gpu limit in Kubernetes; inside, the
+# command `tensorgrid devices` lists the GPUs a server would use, or says why there is none):
 #   docker build -f docker/runtime.Dockerfile -t tensorgrid:latest-cuda \
 #     --build-arg VARIANT=cuda --build-arg BASE_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 .
+# CUDA 13 (the [gpu-cuda13] extra, cupy-cuda13x; NVIDIA driver >= 580 on the nodes):
+#   docker build -f docker/runtime.Dockerfile -t tensorgrid:latest-cuda13 \
+#     --build-arg VARIANT=cuda13 --build-arg BASE_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04 .
 #
 # Build arguments:
 #   BASE_IMAGE  any Debian or Ubuntu image; it gets python3 from apt if it has none
 #               (NVIDIA's images have none)
-#   VARIANT     cpu | cuda: cuda adds the [gpu] extra (cupy-cuda12x)
+#   VARIANT     cpu | cuda | cuda13: cuda adds the [gpu] extra (cupy-cuda12x), cuda13
+#               the [gpu-cuda13] extra (cupy-cuda13x)
 #   EXTRAS      extras of the tensorgrid package to install (default: data, the digits
 #               data set the examples train on; empty for the smallest image)
 #
@@ -51,7 +56,8 @@ COPY pyproject.toml README.md /src/
 RUN case "$VARIANT" in \
       cpu) extras="$EXTRAS" ;; \
       cuda) extras="${EXTRAS:+$EXTRAS,}gpu" ;; \
-      *) echo "VARIANT must be cpu or cuda, not '$VARIANT'" >&2; exit 2 ;; \
+      cuda13) extras="${EXTRAS:+$EXTRAS,}gpu-cuda13" ;; \
+      *) echo "VARIANT must be cpu, cuda or cuda13, not '$VARIANT'" >&2; exit 2 ;; \
     esac \
     && mkdir -p /src/runtime/tensorgrid /src/operator/tensorgrid_operator \
     && touch /src/runtime/tensorgrid/__init__.py /src/operator/tensorgrid_operator/__init__.py \

@@ -1,4 +1,10 @@
-"""Real clusters for tests: every task a separate ``python -m tensorgrid server`` process on loopback."""
+"""Real clusters for tests: every task a separate ``python -m tensorgrid server`` process on loopback.
+
+``TENSORGRID_FAKE_GPU=strict`` (in this process's environment, or in a task's
+``extra_env``) starts tasks as on a GPU node: each sees one GPU, the strict cupy
+stand-in (``strict_cupy.py``) importable as ``cupy``, so ops default to the GPU there
+and any implicit conversion of a device array fails. ``0`` or unset: no GPU.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,29 @@ import numpy as np
 import tensorgrid as tf
 from tensorgrid.distributed import ports
 
+FAKE_GPU_VARIABLE = "TENSORGRID_FAKE_GPU"
+STRICT_GPU_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strict_gpu")
+"""The folder whose ``cupy`` module is the strict stand-in (``strict_gpu/cupy.py``)."""
+
+
+def strict_gpu_requested(env: Optional[dict[str, str]] = None) -> bool:
+    """Whether ``TENSORGRID_FAKE_GPU`` (of ``env``, default this process's) asks for the strict GPU."""
+    mode = (os.environ if env is None else env).get(FAKE_GPU_VARIABLE, "")
+    if mode not in ("", "0", "strict"):
+        raise ValueError(f"{FAKE_GPU_VARIABLE}={mode!r}; valid values are 'strict', '0' or unset")
+    return mode == "strict"
+
+
+def task_environment(extra_env: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The environment of a process started by a test (a task, ``tensorgrid local``):
+    this process's, with ``extra_env`` and unbuffered output; with
+    ``TENSORGRID_FAKE_GPU=strict`` the strict cupy stand-in comes first on
+    ``PYTHONPATH``, for that process and the processes it starts."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
+    if strict_gpu_requested(env):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (STRICT_GPU_PATH, env.get("PYTHONPATH", "")) if p)
+    return env
+
 
 class TaskProcess:
     def __init__(self, job: str, index: int, address: str, cluster: dict[str, list[str]], log_path: str,
@@ -30,7 +59,7 @@ class TaskProcess:
 
     def start(self, wait: bool = True, command: Optional[list[str]] = None) -> "TaskProcess":
         """Runs ``command`` (default: ``tensorgrid server``) as this task, output to its log file."""
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
+        env = task_environment(self.extra_env)
         env["TF_CONFIG"] = json.dumps({"cluster": self.cluster, "task": {"type": self.job, "index": self.index}})
         log = open(self.log_path, "ab")
         argv = command or [sys.executable, "-m", "tensorgrid", "server"]

@@ -1,13 +1,14 @@
-"""Fixtures shared by the test suite: a fresh default graph per test, a session, a stand-in GPU."""
+"""Fixtures shared by the test suite: a fresh default graph per test, a session, a strict stand-in GPU."""
 
 from __future__ import annotations
 
 import os
 from typing import Any, Iterator
 
-import numpy as np
 import pytest
 
+import cluster_processes
+import strict_cupy
 import tensorgrid as tf
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import cupy_backend
@@ -28,19 +29,58 @@ def session() -> Iterator[Any]:
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[cupy_backend.CupyBackend]:
-    """The cupy backend class driven by numpy, installed as ``/device:GPU:0``.
-
-    Exercises the GPU code path (backend choice, host-to-device conversion of feeds and
-    constants, every kernel through the backend's ``xp``) on machines without CUDA.
+def strict_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """One GPU in this process, as the runtime sees it on a GPU node: the strict cupy
+    stand-in (``strict_cupy``) is what ``import cupy`` gives the cupy backend, so ops
+    default to ``/device:GPU:0``, and any implicit conversion of a device array to
+    numpy fails as it does with cupy. Yields the stand-in module; its ``COUNTERS``
+    start at zero. Not a GPU: no claim about real GPUs rests on it.
     """
-    gpu = cupy_backend.CupyBackend(0, array_module=np)
-    backend_lib.register_backend("GPU:0", gpu)
-    monkeypatch.setattr(backend_lib, "gpu_available", lambda: True)
+    backend_lib.unregister_backend("GPU:0")
+    monkeypatch.setattr(cupy_backend, "_import_cupy", lambda: strict_cupy)
+    strict_cupy.COUNTERS.reset()
     try:
-        yield gpu
+        yield strict_cupy
     finally:
         backend_lib.unregister_backend("GPU:0")
+
+
+NODE_KINDS = ("cpu", "strict-gpu")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gpu_node: also run the test as on a GPU node: every task process and this process see one "
+        "GPU, the strict cupy stand-in (ids [cpu] and [strict-gpu])")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("gpu_node") and not cluster_processes.strict_gpu_requested():
+        metafunc.parametrize("node", NODE_KINDS, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def node(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The kind of machine a test runs on: "cpu", or "strict-gpu" for tests marked
+    ``gpu_node`` in their second run, where ``TENSORGRID_FAKE_GPU=strict`` is set so
+    that task processes see the strict GPU (``cluster_processes``). Module-scoped and
+    autouse, so it is set before a module's clusters start."""
+    kind = getattr(request, "param", "strict-gpu" if cluster_processes.strict_gpu_requested() else "cpu")
+    with pytest.MonkeyPatch.context() as patch:
+        if kind == "strict-gpu":
+            patch.setenv(cluster_processes.FAKE_GPU_VARIABLE, "strict")
+        yield kind
+
+
+@pytest.fixture(autouse=True)
+def gpu_node_when_asked(request: pytest.FixtureRequest, node: str) -> Iterator[None]:
+    """With ``TENSORGRID_FAKE_GPU=strict`` (set for the whole run, or by ``node``), the
+    test runs as on a GPU node: task processes see the strict GPU
+    (``cluster_processes``), and so does this process (``strict_gpu``), where
+    in-process servers and sessions run."""
+    if cluster_processes.strict_gpu_requested():
+        request.getfixturevalue("strict_gpu")
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,11 @@
-"""The GPU code path without a GPU: the cupy backend class, with numpy as its array module.
+"""The GPU code path without a GPU: the cupy backend on the strict cupy stand-in.
 
-The ``fake_gpu`` fixture installs ``CupyBackend(0, array_module=numpy)`` as
-``/device:GPU:0`` and makes ``gpu_available()`` true, so graphs built under
-``tf.device('/device:GPU:0')`` go through the GPU placement, the feed and constant
-conversion to the device, and every kernel through the backend's ``xp``. A kernel
-that reached for numpy directly, or a placement that ignored the device, would show
-here. The same cases as the numpy tests are used, so a GPU run is expected to pass.
+The ``strict_gpu`` fixture makes ``tests/strict_cupy.py`` what the cupy backend imports,
+so graphs built under ``tf.device('/device:GPU:0')`` go through the GPU placement, the
+feed and constant copies to the device, and every kernel through the backend's
+``xp``. A kernel that reached for numpy directly, mixed a host array into a device
+computation, or read a device array as host memory fails here as it would with cupy.
+The same cases as the numpy tests are used, so a GPU run is expected to pass.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tensorgrid as tf
+import strict_cupy
 from gradient_check import check_gradient
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import cupy_backend
@@ -61,24 +62,25 @@ def test_every_selected_case_exists() -> None:
 
 
 @pytest.mark.parametrize("case", FORWARD_CASES, ids=lambda c: c.id)
-def test_forward_on_the_gpu_backend(case: test_ops_forward.Case, fake_gpu: Any) -> None:
+def test_forward_on_the_gpu_backend(case: test_ops_forward.Case, strict_gpu: Any) -> None:
     test_ops_forward.run_case(case, device=GPU)
 
 
 @pytest.mark.parametrize("case", GRADIENT_CASES, ids=lambda c: c.id)
-def test_gradient_on_the_gpu_backend(case: test_gradients.GradCase, fake_gpu: Any) -> None:
+def test_gradient_on_the_gpu_backend(case: test_gradients.GradCase, strict_gpu: Any) -> None:
     check_gradient(case.build, *case.inputs, wrt=case.wrt, rtol=case.rtol, atol=case.atol, device=GPU)
 
 
 class _RecordingArrayModule:
-    """numpy, recording which of its functions were looked up (by kernels, through ``k.xp``)."""
+    """The strict cupy stand-in, recording which of its functions were looked up (by
+    kernels, through ``k.xp``)."""
 
     def __init__(self) -> None:
         self.used: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         self.used.add(name)
-        return getattr(np, name)
+        return getattr(strict_cupy, name)
 
 
 def test_ops_pinned_to_the_gpu_run_through_the_gpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:

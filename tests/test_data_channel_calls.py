@@ -21,7 +21,7 @@ from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import tensor_pb2
 from tensorgrid.v1 import worker_pb2
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 
 ECHO, FAIL, BROKEN = 1, 2, 3
 

@@ -16,7 +16,7 @@ from tensorgrid import metrics
 from tensorgrid.distributed import clients
 from tensorgrid.distributed import ports
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 
 PS = "/job:ps/replica:0/task:0"
 MiB = 1 << 20

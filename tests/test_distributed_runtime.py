@@ -13,7 +13,7 @@ import pytest
 import tensorgrid as tf
 from cluster_processes import LocalCluster
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from cluster_processes import LocalCluster
+from cluster_processes import task_environment
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.gpu_node]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "examples", "distributed_digits.py")
@@ -27,7 +28,7 @@ def test_tensorgrid_local_async_training_reaches_single_process_accuracy(tmp_pat
     result = subprocess.run(
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--workers", "2", "--",
          *program("--steps", "800", "--min-accuracy", "0.9", "--checkpoint-dir", str(tmp_path))],
-        capture_output=True, text=True, timeout=280)
+        capture_output=True, text=True, timeout=280, env=task_environment())
     assert result.returncode == 0, result.stdout + result.stderr
     accuracy = float(re.search(r"test accuracy (\S+)", result.stdout).group(1))
     assert accuracy >= 0.9
@@ -42,7 +43,7 @@ def test_tensorgrid_local_sync_training(tmp_path):
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--workers", "2", "--sync", "--",
          *program("--steps", "400", "--learning-rate", "0.1", "--min-accuracy", "0.9",
                   "--checkpoint-dir", str(tmp_path))],
-        capture_output=True, text=True, timeout=280)
+        capture_output=True, text=True, timeout=280, env=task_environment())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "training sync" in result.stdout
     assert float(re.search(r"test accuracy (\S+)", result.stdout).group(1)) >= 0.9
@@ -119,7 +120,7 @@ def test_in_graph_replication_example_trains_and_every_task_exits(tmp_path):
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--workers", "2", "--",
          sys.executable, os.path.join(ROOT, "examples", "in_graph_digits.py"), "--steps", "300",
          "--min-accuracy", "0.85"],
-        capture_output=True, text=True, timeout=280)
+        capture_output=True, text=True, timeout=280, env=task_environment())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 towers" in result.stdout
     assert "tasks: ps:0=0, worker:0=0, worker:1=0" in result.stdout

@@ -9,7 +9,7 @@ import tensorgrid as tf
 from cluster_processes import LocalCluster
 from tensorgrid.distributed import ports
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 
 
 def _scrape(port):

@@ -116,7 +116,7 @@ def test_update_matches_tf_formula(case: str, dtype: Any) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_fused_kernels_run_through_the_gpu_backend_interface(case: str, fake_gpu: Any) -> None:
+def test_fused_kernels_run_through_the_gpu_backend_interface(case: str, strict_gpu: Any) -> None:
     make_optimizer, reference = CASES[case]
     got = _train(make_optimizer, np.float64, device="/device:GPU:0")
     np.testing.assert_allclose(got[-1], reference()[-1], rtol=1e-12)

@@ -16,6 +16,8 @@ import pytest
 
 import tensorgrid as tf
 
+pytestmark = pytest.mark.gpu_node
+
 
 class _Background:
     """Runs ``fn`` in a thread and keeps its result or exception."""

@@ -11,7 +11,7 @@ from tensorgrid.distributed.transport import grpc_frames
 from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 
 
 @pytest.fixture(scope="module")

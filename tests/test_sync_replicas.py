@@ -17,6 +17,8 @@ import pytest
 
 import tensorgrid as tf
 
+pytestmark = pytest.mark.gpu_node
+
 LR = 0.5
 
 

@@ -1,4 +1,5 @@
-"""The ``tensorgrid`` command: ``server`` runs one task, ``local`` runs a whole cluster on loopback."""
+"""The ``tensorgrid`` command: ``server`` runs one task, ``local`` runs a whole cluster on loopback,
+``devices`` lists the devices a server on this machine would expose."""
 
 from __future__ import annotations
 
@@ -72,6 +73,19 @@ def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
         return 2
 
 
+def _devices(args: argparse.Namespace) -> int:
+    from tensorgrid.kernels import cupy_backend
+
+    print("/device:CPU:0  CPU")
+    gpus, why = cupy_backend.probe()
+    for gpu in gpus:
+        print(f"/device:GPU:{gpu.index}  GPU  {gpu.name}, {gpu.memory_bytes / (1 << 30):.1f} GiB")
+    if not gpus:
+        print(f"no GPU: {why}")
+        return 1 if args.require_gpu else 0
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
@@ -97,10 +111,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="run 'tensorgrid server' as the PS tasks instead of the program")
     local.add_argument("--stop-timeout", type=float, default=30.0,
                        help="seconds other tasks get to finish after the chief exits (default 30)")
+    devices = sub.add_parser("devices", help="list the devices a server on this machine would expose (CPU, and "
+                                             "each GPU with its name and memory), or why there is no GPU")
+    devices.add_argument("--require-gpu", action="store_true", help="exit 1 when there is no GPU")
     args = parser.parse_args(argv)
     logging.getLogger("tensorgrid").setLevel(args.log_level.upper())
     if args.command == "server":
         return _server(args)
+    if args.command == "devices":
+        return _devices(args)
     return _local(args, command)
 
 

@@ -58,18 +58,21 @@ class _TaskCollector:
             servers = list(_servers)
         for server in servers:
             total_updates = 0
-            held = 0
+            held: dict[str, int] = {"CPU:0": 0}
             step: Optional[int] = None
             for _, name, resource in server.worker.resources.items():
                 value = getattr(resource, "value", None)
                 if value is None or not hasattr(resource, "updates"):
                     continue
                 total_updates += resource.updates
-                held += int(getattr(value, "nbytes", 0))
+                backend = getattr(resource, "backend", None)
+                device = f"{getattr(backend, 'device_type', 'CPU')}:{getattr(backend, 'index', 0)}"
+                held[device] = held.get(device, 0) + int(getattr(value, "nbytes", 0))
                 if name == "global_step":
-                    step = int(value)
+                    step = int(value)  # a device scalar is copied to the host explicitly (cupy's __int__)
             updates.add_metric([server.task], total_updates)
-            memory.add_metric([server.task, "CPU:0"], held)
+            for device, nbytes in held.items():
+                memory.add_metric([server.task, device], nbytes)
             if step is not None:
                 global_step.add_metric([server.task], step)
         yield updates

@@ -125,13 +125,16 @@ def test_cuda_variant_is_complete() -> None:
     match = re.search(r'case "\$VARIANT" in (.*?) esac', builder_runs)
     assert match, "the builder selects the extras with case \"$VARIANT\""
     branches = dict(re.findall(r"(\w+)\) (extras=[^;]*);;", match.group(1)))
-    assert set(branches) == {"cpu", "cuda"}, branches
-    assert "gpu" in branches["cuda"] and "gpu" not in branches["cpu"]
+    assert set(branches) == {"cpu", "cuda", "cuda13"}, branches
+    assert branches["cuda"].strip().endswith("gpu\"") and branches["cuda13"].strip().endswith("gpu-cuda13\"")
+    assert "gpu" not in branches["cpu"]
     assert re.search(r"exit 2", match.group(1)), "an unknown VARIANT fails the build"
-    gpu_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
-    assert any(r.startswith("cupy-cuda12x") for r in gpu_extra), gpu_extra
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["gpu"] == extras["gpu-cuda12"] and [r.split(">")[0] for r in extras["gpu"]] == ["cupy-cuda12x"]
+    assert [r.split(">")[0] for r in extras["gpu-cuda13"]] == ["cupy-cuda13x"]
     # The documented command builds on NVIDIA's CUDA 12 runtime image, which cupy-cuda12x needs.
     assert re.search(r"--build-arg VARIANT=cuda --build-arg BASE_IMAGE=nvidia/cuda:12\.[\d.]+-runtime-ubuntu", text)
+    assert re.search(r"--build-arg VARIANT=cuda13 --build-arg BASE_IMAGE=nvidia/cuda:13\.[\d.]+-runtime-ubuntu", text)
     # NVIDIA's images have no Python: the base stage installs it when missing.
     base_runs = " ".join(rest for keyword, rest in named["base"] if keyword == "RUN")
     assert "command -v python3" in base_runs and "apt-get install" in base_runs and "python3" in base_runs

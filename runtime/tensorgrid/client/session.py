@@ -20,6 +20,7 @@ from tensorgrid.client import config as config_lib
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
+from tensorgrid.kernels import backend as backend_lib
 
 
 # ---------------------------------------------------------------------- fetch structures
@@ -130,13 +131,11 @@ def _shape_text(tensor: graph_lib.Tensor) -> str:
 
 
 def _to_numpy(value: Any) -> Any:
+    """A fetched value as the client gets it: numpy (a device array copied to the host)."""
+    device = backend_lib.device_backend_of(value)
+    if device is not None:
+        value = device.to_numpy(value)
     if isinstance(value, np.ndarray):
-        return value[()] if value.ndim == 0 else value
-    if isinstance(value, np.generic):
-        return value
-    getter = getattr(value, "get", None)  # a cupy array
-    if callable(getter):
-        value = getter()
         return value[()] if value.ndim == 0 else value
     return value
 
@@ -269,10 +268,8 @@ class _LocalEngine:
         return plan.run(step, feed_values)
 
     def list_devices(self) -> list[Any]:
-        from tensorgrid.kernels import backend
-
         devices = [_LocalDevice("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", 0, 0)]
-        if backend.gpu_available():
+        if backend_lib.gpu_available():
             devices.append(_LocalDevice("/job:localhost/replica:0/task:0/device:GPU:0", "GPU", 0, 0))
         return devices
 

@@ -105,7 +105,8 @@ def _warn_once(peer: str, message: str) -> None:
 
 
 def _inline_bytes(tensors: Sequence[tuple[str, Any]]) -> int:
-    return sum(int(np.asarray(value).nbytes) for _, value in tensors)
+    # nbytes of arrays (on a device too: never converted here); Python values through numpy.
+    return sum(int(value.nbytes if hasattr(value, "nbytes") else np.asarray(value).nbytes) for _, value in tensors)
 
 
 # ---------------------------------------------------------------------- clients

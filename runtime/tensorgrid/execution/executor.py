@@ -5,6 +5,10 @@ ops, each with its kernel, backend and input wiring resolved into slot indices, 
 that a step is a tight loop over prepared nodes. Ops become ready when all their
 producers are done; asynchronous kernels (Recv) complete later through a queue, so
 one partition never blocks on a tensor while it still has other work to do.
+
+Where a tensor's producer (or a feed, host memory) and its consumer sit on different
+devices, the executor copies it to the consumer's device, once per step and device
+however many ops there consume it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from tensorgrid.framework import device as device_lib
+from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.kernels import backend as backend_lib
@@ -121,11 +126,14 @@ class Plan:
             ref_inputs = op.op_def.ref_inputs
             input_slots, deref, convert = [], [], []
             producers: set[int] = set()
+            any_device = kernel_registry.takes_any_input_device(op.type)
             for position, t in enumerate(op.inputs):
                 input_slots.append(self._slot_of[t])
                 is_ref = t.dtype.is_ref_dtype and t not in fed
                 deref.append(is_ref and position not in ref_inputs)
-                if t in fed:
+                if any_device:
+                    needs_conversion = False
+                elif t in fed:
                     needs_conversion = backend.device_type != "CPU"
                 else:
                     needs_conversion = backends[t.op] is not backend
@@ -176,6 +184,7 @@ class Plan:
         remaining = len(self.nodes)
         nodes = self.nodes
         store = self._store
+        copies: dict[tuple[int, int], Any] = {}  # (slot, id(backend)) -> the slot's value on that device
         while remaining:
             if not ready:
                 if outstanding == 0:
@@ -201,7 +210,7 @@ class Plan:
                 if node.plain_inputs:
                     inputs = [values[s] for s in node.input_slots]
                 else:
-                    inputs = self._gather_inputs(node, values)
+                    inputs = self._gather_inputs(node, values, copies)
                 if node.is_async:
                     outstanding += 1
                     node.kernel(node.ctx, step, _completion(completions, node.index), *inputs)
@@ -225,16 +234,19 @@ class Plan:
         ]
 
     @staticmethod
-    def _gather_inputs(node: _Node, values: list[Any]) -> list[Any]:
+    def _gather_inputs(node: _Node, values: list[Any], copies: dict[tuple[int, int], Any]) -> list[Any]:
         inputs = [values[s] for s in node.input_slots]
         for i, value in enumerate(inputs):
-            if node.deref[i]:
-                value = value.read()
-                inputs[i] = value
             target = node.convert[i]
-            if target is not None and not target.is_native(value):
-                source = value if isinstance(value, np.ndarray) else _to_host(value)
-                inputs[i] = target.asarray(source)
+            if node.deref[i]:
+                value = value.read()  # a variable's current value: never cached, it may change within a step
+                inputs[i] = value if target is None else _to_device(value, target)
+            elif target is not None:
+                key = (node.input_slots[i], id(target))
+                copied = copies.get(key)
+                if copied is None:
+                    copied = copies[key] = _to_device(value, target)
+                inputs[i] = copied
         return inputs
 
     @staticmethod
@@ -253,9 +265,13 @@ def _completion(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[.
     return done
 
 
-def _to_host(value: Any) -> np.ndarray:
-    getter = getattr(value, "get", None)
-    return getter() if callable(getter) else np.asarray(value)
+def _to_device(value: Any, target: backend_lib.Backend) -> Any:
+    """``value`` on ``target``'s device: as is when it is there, else copied (through
+    host memory when it is on another device)."""
+    if target.is_native(value):
+        return value
+    source = backend_lib.device_backend_of(value)
+    return target.asarray(value if source is None else source.to_numpy(value))
 
 
 def _fetch_result(value: Any, may_alias: bool) -> Any:
@@ -309,21 +325,24 @@ def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib
     """Chooses a backend per op from its device: GPU ops on cupy, the rest on numpy.
 
     Ops with no device type run on GPU:0 when one exists (as in TensorFlow), else on
-    CPU. An explicit GPU placement on a machine without one is an error unless soft
-    placement is allowed.
+    CPU. Ops without a GPU kernel (queues, Send and Recv) and ops on string tensors
+    run on the CPU wherever they are pinned: strings never leave host memory, as in
+    TensorFlow (host-memory kernels). An explicit GPU placement on a machine without
+    one is an error unless soft placement is allowed.
     """
     gpu = backend_lib.gpu_available()
-    cache: dict[str, backend_lib.Backend] = {}
+    cache: dict[tuple[str, bool], backend_lib.Backend] = {}
 
     def place(op: graph_lib.Operation) -> backend_lib.Backend:
         device = op.device
-        chosen = cache.get(device)
+        host_only = not kernel_registry.has_gpu_kernel(op.type) or _touches_strings(op)
+        chosen = cache.get((device, host_only))
         if chosen is not None:
             return chosen
         spec = device_lib.DeviceSpec.from_string(device)
         device_type = spec.device_type
         if device_type is None:
-            device_type = "GPU" if gpu and kernel_registry.has_gpu_kernel(op.type) else "CPU"
+            device_type = "CPU" if host_only or not gpu else "GPU"
         if device_type == "GPU" and not gpu:
             if not allow_soft_placement:
                 raise errors.InvalidArgumentError(
@@ -333,8 +352,14 @@ def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib
                     "session with config=tf.ConfigProto(allow_soft_placement=True))",
                 )
             device_type = "CPU"
+        if host_only:
+            device_type = "CPU"
         chosen = backend_lib.for_device(device_type, spec.device_index if device_type == "GPU" else None)
-        cache[device] = chosen
+        cache[(device, host_only)] = chosen
         return chosen
 
     return place
+
+
+def _touches_strings(op: graph_lib.Operation) -> bool:
+    return any(t.dtype.base_dtype is dtypes.string for t in (*op.outputs, *op.inputs))

@@ -2,6 +2,9 @@
 
 A backend owns an array module (``xp``), host<->device conversion, and the few
 operations that differ between numpy and cupy (scatter-add, random generators).
+Every copy between host and device memory goes through a backend's methods
+(``asarray``, ``to_numpy``, ``copy_to_host``): a device array is never handed to
+code that would read it as host memory.
 """
 
 from __future__ import annotations
@@ -30,6 +33,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def is_native(self, value: Any) -> bool:
         """True when ``value`` already lives on this backend's device."""
+
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of host memory (uint8) that ``copy_to_host`` fills fastest: pinned
+        memory on a GPU, ordinary memory on the CPU."""
+        return np.empty(nbytes, np.uint8)
+
+    def copy_to_host(self, array: Any, out: np.ndarray) -> None:
+        """Copies ``array`` (of this backend) into ``out``, a C-contiguous host array of
+        its dtype and shape."""
+        out[...] = array
 
     @abc.abstractmethod
     def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
@@ -72,6 +85,17 @@ def for_device(device_type: Optional[str], device_index: Optional[int] = None) -
             _backends[key] = cupy_backend.CupyBackend(index)
         return _backends[key]
     raise ValueError(f"Unknown device type {device_type!r}; valid device types are CPU and GPU")
+
+
+def device_backend_of(value: Any) -> Optional[Backend]:
+    """The backend of a device (not host) array among the backends in use, or None when
+    ``value`` is host memory (numpy, Python values) or of no backend."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return None
+    for backend in list(_backends.values()):
+        if backend.device_type != "CPU" and backend.is_native(value):
+            return backend
+    return None
 
 
 def register_backend(key: str, backend: Backend) -> None:

@@ -142,24 +142,13 @@ def _notify(ready: list[tuple[Done, Any, Optional[BaseException]]]) -> None:
 
 
 def _stack(values: list[Any]) -> Any:
-    if not values:
-        import numpy
-
-        return numpy.zeros((0,))
-    first = values[0]
-    xp = _array_module(first)
-    return xp.stack([xp.asarray(v) for v in values])
-
-
-def _array_module(value: Any) -> Any:
-    module = type(value).__module__.split(".")[0]
-    if module == "cupy":
-        import importlib
-
-        return importlib.import_module("cupy")
+    """Elements of a queue stacked: host arrays, since queue kernels run on the CPU
+    (``host_only``: the executor copies a device tensor to the host before an enqueue)."""
     import numpy
 
-    return numpy
+    if not values:
+        return numpy.zeros((0,))
+    return numpy.stack(values)
 
 
 class ConditionalAccumulator:

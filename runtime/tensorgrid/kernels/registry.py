@@ -7,6 +7,10 @@ value, or a tuple when the op has several outputs.
 
 An asynchronous kernel (Recv, queue dequeue) is called as ``fn(k, step, done, *inputs)``
 and later calls ``done(result)`` or ``done(failure=exc)`` from any thread.
+
+Inputs reach a kernel on its own device (the executor copies them there), except for
+kernels registered with ``any_input_device`` (Send), which pass values on untouched:
+a tensor sent from a GPU is staged to host memory once, by the transport.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ KernelFn = Callable[..., Any]
 _KERNELS: dict[str, KernelFn] = {}
 _ASYNC: set[str] = set()
 _HOST_ONLY: set[str] = set()
+_ANY_INPUT_DEVICE: set[str] = set()
 
 
-def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = False) -> Callable[[KernelFn], KernelFn]:
-    """Registers ``fn`` for ``op_types``; ``host_only`` kernels always run on the CPU backend."""
+def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = False,
+                    any_input_device: bool = False) -> Callable[[KernelFn], KernelFn]:
+    """Registers ``fn`` for ``op_types``; ``host_only`` kernels always run on the CPU backend;
+    ``any_input_device`` kernels take their inputs on whatever device produced them."""
 
     def decorate(fn: KernelFn) -> KernelFn:
         for op_type in op_types:
@@ -33,6 +40,8 @@ def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = Fa
                 _ASYNC.add(op_type)
             if host_only:
                 _HOST_ONLY.add(op_type)
+            if any_input_device:
+                _ANY_INPUT_DEVICE.add(op_type)
         return fn
 
     return decorate
@@ -40,6 +49,11 @@ def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = Fa
 
 def is_async(op_type: str) -> bool:
     return op_type in _ASYNC
+
+
+def takes_any_input_device(op_type: str) -> bool:
+    _load_all()
+    return op_type in _ANY_INPUT_DEVICE
 
 
 def has_gpu_kernel(op_type: str) -> bool:

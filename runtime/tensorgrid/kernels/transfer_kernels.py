@@ -1,7 +1,10 @@
 """Kernels of ``_Send`` and ``_Recv``: hand a tensor to the step's rendezvous, or wait for one.
 
 The rendezvous (provided by the task running the step) decides how the bytes move;
-these kernels only name the edge.
+these kernels only name the edge. A Send takes its tensor on the device that produced
+it (a GPU tensor is staged to host memory by the transport, once, into a reused
+pinned buffer); a Recv yields host memory, copied to a device by the executor when an
+op placed there consumes it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any, Callable
 from tensorgrid.kernels.registry import register_kernel
 
 
-@register_kernel("_Send", host_only=True)
+@register_kernel("_Send", host_only=True, any_input_device=True)
 def _send(k: Any, step: Any, value: Any) -> None:
     step.rendezvous.send(step.step_id, k.attrs["key"], value, k.attrs["recv_task"])
 

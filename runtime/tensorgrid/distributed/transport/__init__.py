@@ -8,8 +8,9 @@ module imports only the ones listed before it; ``.importlinter`` checks it):
 
 - ``wire``: the codec. A tensor as a header and payload bytes; frames, bundles and
   header bundles. No sockets, no gRPC.
-- ``buffers``: where received tensors land: ``BufferPool`` (receive buffers reused
-  across steps) and ``TensorAssembler`` (a tensor from a header and chunks). No
+- ``buffers``: the transport's host memory: ``BufferPool`` (receive buffers reused
+  across steps, and the staging of device tensors into reused pinned buffers before
+  they are sent) and ``TensorAssembler`` (a tensor from a header and chunks). No
   sockets, no gRPC.
 - ``data_channel``: the raw TCP data channel, for payloads fetched by ticket and for
   the calls of every step; its module docstring is the byte-level protocol. No gRPC.
@@ -130,7 +131,8 @@ class Transport:
     ) -> grpc_frames.FrameWriter:
         """One direction of a call: ``first`` (a control frame message, e.g.
         ``RunStepFrame(response=...)``, or None), then each ``(name, value)`` of
-        ``tensors`` (numpy arrays or array-likes), taken lazily so tensors may become
+        ``tensors`` (numpy arrays, array-likes, or device arrays, which are staged to host
+        memory from this transport's pool), taken lazily so tensors may become
         ready over time. A servicer returns it as is; ``generic_handler`` iterates or
         bundles it as the method needs. Clients pass ``iter(writer)`` to a streaming
         method or ``writer.bundle()`` to a unary one.
@@ -142,7 +144,7 @@ class Transport:
         must stay unmodified until fetched.
         """
         return grpc_frames.FrameWriter(
-            first, tensors, chunk_bytes=self.config.chunk_bytes, context=context,
+            first, tensors, pool=self.pool, chunk_bytes=self.config.chunk_bytes, context=context,
             offer_to=self.data_server if use_data_channel else None,
             offer_min_bytes=self.config.data_channel_min_bytes, fetch_timeout_s=self.config.data_channel_timeout_s)
 

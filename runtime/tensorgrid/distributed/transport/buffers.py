@@ -1,10 +1,18 @@
-"""Where received tensors land: a pool of reusable receive buffers, and the assembler
-that rebuilds a tensor from a header and chunks. No sockets, no gRPC.
+"""Host memory of the transport: the pool of reusable buffers where received tensors
+land and where device tensors are staged before sending, and the assembler that
+rebuilds a tensor from a header and chunks. No sockets, no gRPC.
 
 Received tensors land in arrays from a ``BufferPool``: one allocation per tensor,
 reused across steps once nothing references it, because first-touching freshly
 mapped memory (page faults) costs more than the copy itself (a 1 GiB tensor arrives
-at a quarter of the speed without the pool, bench/README.md).
+at a quarter of the speed without the pool, bench/README.md). They stay on the host:
+the executor copies one to a device when an op placed there consumes it.
+
+A tensor on a device (a cupy array on a GPU) is sent from host memory: ``stage``
+copies it, once, into a pooled host buffer from its backend (pinned memory on a
+GPU, so the copy is one DMA), reused by later steps like a receive buffer. Nothing
+above this module reads a device array as bytes; the codec (``wire``) only ever
+sees host arrays.
 """
 
 from __future__ import annotations
@@ -12,11 +20,12 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from typing import Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
 from tensorgrid.distributed.transport import wire
+from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.v1 import tensor_pb2
 
 
@@ -31,26 +40,34 @@ _FREE_REFCOUNT = _refcounts([np.empty(1, np.uint8)])[0]
 
 
 class BufferPool:
-    """Receive buffers reused by size.
+    """Host buffers reused by size: receive buffers, and staging buffers per device.
 
     ``empty(dtype, shape)`` returns an array viewing a pooled byte buffer of exactly
-    the needed size when one is idle, else a new one. A buffer is idle when nothing
-    outside the pool references it: every array handed out (and every view derived
-    from it) keeps a reference, so a buffer is never reused while any of them lives.
-    Buffers smaller than ``min_bytes`` are not pooled (malloc serves them fast); idle
-    buffers are dropped, oldest first, to keep the total within ``capacity_bytes``.
+    the needed size when one is idle, else a new one; ``stage(value)`` copies a device
+    array into such a buffer from its backend's ``host_buffer`` (pinned memory). A
+    buffer is idle when nothing outside the pool references it: every array handed out
+    (and every view derived from it, every payload view of it) keeps a reference, so a
+    buffer is never reused while any of them lives. Receive buffers smaller than
+    ``min_bytes`` are not pooled (malloc serves them fast); staging buffers of any size
+    are, since pinned allocations are slow. Idle buffers are dropped (receive buffers
+    first, oldest first) to keep the total within ``capacity_bytes``.
     """
 
     def __init__(self, capacity_bytes: int, min_bytes: int = 256 << 10) -> None:
         self.capacity_bytes = capacity_bytes
         self.min_bytes = min_bytes
         self._buffers: list[np.ndarray] = []
+        self._staging: dict[backend_lib.Backend, list[np.ndarray]] = {}
         self._pooled_bytes = 0
         self._lock = threading.Lock()
         self.allocations = 0
-        """Number of fresh allocations (for tests and benchmarks)."""
+        """Number of fresh receive allocations (for tests and benchmarks)."""
         self.reuses = 0
-        """Number of times an idle buffer was handed out again."""
+        """Number of times an idle buffer was handed out again (receive or staging)."""
+        self.staged = 0
+        """Number of device tensors copied to host by ``stage``."""
+        self.staging_allocations = 0
+        """Number of fresh staging buffers (pinned allocations on a GPU)."""
 
     def empty(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         nbytes = dtype.itemsize * math.prod(shape)
@@ -58,26 +75,66 @@ class BufferPool:
             self.allocations += 1
             return np.empty(shape, dtype)
         with self._lock:
-            same_size = [b for b in self._buffers if b.nbytes == nbytes]
-            for buffer, count in zip(same_size, _refcounts(same_size)):
-                if count <= _FREE_REFCOUNT + 1:  # +1: the same_size list
-                    self.reuses += 1
-                    return buffer.view(dtype).reshape(shape)
-            del same_size
-            buffer = np.empty(nbytes, np.uint8)
-            self.allocations += 1
-            if self._make_room(nbytes):
-                self._buffers.append(buffer)
-                self._pooled_bytes += nbytes
-            return buffer.view(dtype).reshape(shape)
+            buffer = self._take(self._buffers, nbytes)
+            if buffer is None:
+                buffer = np.empty(nbytes, np.uint8)
+                self.allocations += 1
+                self._keep(self._buffers, buffer)
+        return buffer.view(dtype).reshape(shape)
+
+    def stage(self, value: Any) -> Any:
+        """``value`` in host memory the codec can read: a device array copied into a
+        pooled staging buffer of its backend; anything else (numpy arrays, Python
+        values) as it is. Keep the result referenced until its bytes are sent."""
+        device = backend_lib.device_backend_of(value)
+        if device is None:
+            return value
+        dtype, shape = np.dtype(value.dtype), tuple(value.shape)
+        nbytes = dtype.itemsize * math.prod(shape)
+        if nbytes == 0:
+            return np.empty(shape, dtype)
+        with self._lock:
+            staging = self._staging.setdefault(device, [])
+            buffer = self._take(staging, nbytes)
+            self.staged += 1
+        if buffer is None:
+            buffer = device.host_buffer(nbytes)  # outside the lock: pinning memory is slow
+            with self._lock:
+                self.staging_allocations += 1
+                self._keep(staging, buffer)
+        out = buffer.view(dtype).reshape(shape)
+        device.copy_to_host(value, out)
+        return out
+
+    def staged_tensors(self, tensors: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        """``tensors`` with each value staged (``stage``), lazily."""
+        for name, value in tensors:
+            yield name, self.stage(value)
+
+    def _take(self, buffers: list[np.ndarray], nbytes: int) -> Optional[np.ndarray]:
+        """An idle buffer of ``nbytes`` from ``buffers``, or None (call with the lock held)."""
+        same_size = [b for b in buffers if b.nbytes == nbytes]
+        for buffer, count in zip(same_size, _refcounts(same_size)):
+            if count <= _FREE_REFCOUNT + 1:  # +1: the same_size list
+                self.reuses += 1
+                return buffer
+        return None
+
+    def _keep(self, buffers: list[np.ndarray], buffer: np.ndarray) -> None:
+        """Pools a fresh buffer if room can be made for it (call with the lock held)."""
+        if buffer.nbytes <= self.capacity_bytes and self._make_room(buffer.nbytes):
+            buffers.append(buffer)
+            self._pooled_bytes += buffer.nbytes
 
     def _make_room(self, nbytes: int) -> bool:
+        lists: list[list[np.ndarray]] = [self._buffers, *self._staging.values()]
         while self._pooled_bytes + nbytes > self.capacity_bytes:
-            counts = _refcounts(self._buffers)
-            idle = next((i for i, c in enumerate(counts) if c <= _FREE_REFCOUNT), None)
+            idle = next(((buffers, i) for buffers in lists
+                         for i, c in enumerate(_refcounts(buffers)) if c <= _FREE_REFCOUNT), None)
             if idle is None:
                 return False
-            self._pooled_bytes -= self._buffers.pop(idle).nbytes
+            buffers, i = idle
+            self._pooled_bytes -= buffers.pop(i).nbytes
         return True
 
     @property

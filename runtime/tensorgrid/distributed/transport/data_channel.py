@@ -198,7 +198,8 @@ class DataServer:
         """Answers calls (``DataChannelClient.call``) from now on: a call's tensors are
         received into arrays from ``pool`` and handed, with its control bytes, to the
         handler of its method number, whose ``(status, control bytes, tensors)`` is the
-        reply (a non-zero status: the control bytes are the error message)."""
+        reply (a non-zero status: the control bytes are the error message); the reply's
+        device arrays are staged to host memory from ``pool``."""
         self._pool = pool
         self._max_tensor_bytes = max_tensor_bytes
         self._call_handlers = dict(handlers)
@@ -315,7 +316,7 @@ class DataServer:
                 code, reply, reply_tensors = errors.InternalError.code, f"{type(e).__name__}: {e}".encode(), ()
             del tensors
             try:
-                _send_reply(conn, code, reply, reply_tensors)
+                _send_reply(conn, code, reply, self._pool.staged_tensors(reply_tensors))
             except (TypeError, ValueError) as e:  # a fetched value that cannot travel
                 _send_reply(conn, errors.InvalidArgumentError.code, str(e).encode(), ())
 
@@ -338,10 +339,11 @@ class DataChannelClient:
         """Calls ``method`` of the data channel at ``host:port`` with ``control`` (opaque
         bytes for its handler) and ``tensors`` (sent straight from the arrays' buffers),
         and returns the reply: status (0: OK), control bytes (the error message if not
-        OK) and tensors (received into arrays from ``pool``). TransportError
-        (UNAVAILABLE) if the connection fails. The arrays may be reused once this returns.
+        OK) and tensors (received into arrays from ``pool``). Device arrays are staged to
+        host memory from ``pool`` first. TransportError (UNAVAILABLE) if the connection
+        fails. The arrays may be reused once this returns.
         """
-        headers, payloads = wire.encode_headers(tensors)
+        headers, payloads = wire.encode_headers(pool.staged_tensors(tensors))
         prefix = _CALL_REQUEST.pack(method, len(control), len(headers))
         address = (host, int(port))
         for attempt in (1, 2):

@@ -96,15 +96,17 @@ class FrameWriter:
 
     With ``offer_to`` (a server's data channel), tensors of at least
     ``offer_min_bytes`` are offered there and only their header travels; ``context``
-    ends a streaming call's wait for them when the call ends.
+    ends a streaming call's wait for them when the call ends. Device arrays are
+    staged to host memory from ``pool`` (``BufferPool.stage``) as they are written.
     """
 
     def __init__(self, first: Optional[message_lib.Message], tensors: Iterable[tuple[str, Any]], *,
-                 chunk_bytes: int, context: Optional[grpc.ServicerContext] = None,
+                 pool: buffers.BufferPool, chunk_bytes: int, context: Optional[grpc.ServicerContext] = None,
                  offer_to: Optional[data_channel.DataServer] = None, offer_min_bytes: int = 0,
                  fetch_timeout_s: float = 300.0) -> None:
         self._first = first
         self._tensors = tensors
+        self._pool = pool
         self._chunk_bytes = chunk_bytes
         self._context = context
         self._server = offer_to
@@ -143,7 +145,7 @@ class FrameWriter:
         """Each frame as the pieces that, joined, make it (payloads are views, not copies)."""
         if self._first is not None:
             yield [self._first.SerializeToString()]
-        for name, value in self._tensors:
+        for name, value in self._pool.staged_tensors(self._tensors):
             array = wire.as_wire_array(value)
             payload = wire.wire_payload(array)
             header = wire.header_for(array, len(payload), name)

@@ -26,9 +26,10 @@ from tensorgrid.framework.dtypes import (
     int32, int32_ref, int64, int64_ref, resource, string, uint8,
 )
 from tensorgrid.framework.graph import (
-    Graph, GraphKeys, Operation, Tensor, convert_to_tensor, get_default_graph, get_default_session,
-    import_graph_def, register_tensor_conversion_function, reset_default_graph,
+    Graph, GraphKeys, Operation, Tensor, get_default_graph, get_default_session, reset_default_graph,
 )
+from tensorgrid.framework.importer import import_graph_def
+from tensorgrid.framework.tensor_conversion import convert_to_tensor, register_tensor_conversion_function
 from tensorgrid.framework.op_registry import NotDifferentiable, RegisterGradient, no_gradient
 from tensorgrid.framework.tensor_shape import Dimension, TensorShape
 from tensorgrid.ops.array_ops import (

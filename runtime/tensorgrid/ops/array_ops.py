@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
@@ -82,7 +83,7 @@ def _constant_conversion(value: Any, dtype: Any = None, name: Optional[str] = No
 
 
 for _base in (np.ndarray, np.generic, list, tuple, float, int, bool):
-    graph_lib.register_tensor_conversion_function(_base, _constant_conversion)
+    tensor_conversion.register_tensor_conversion_function(_base, _constant_conversion)
 
 
 def placeholder(dtype: Any, shape: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:

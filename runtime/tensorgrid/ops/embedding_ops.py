@@ -19,6 +19,7 @@ from typing import Any, Iterator, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import sparse_tensor
 from tensorgrid.framework import tensor_shape
@@ -114,7 +115,7 @@ op_registry.RegisterGradient("ParallelDynamicStitch")(_dynamic_stitch_grad)
 @contextlib.contextmanager
 def _colocate_with(graph: graph_lib.Graph, param: Any) -> Iterator[None]:
     """The ops inside run where ``param`` lives (its parameter server)."""
-    with graph.colocate_with(graph_lib.convert_to_tensor(param).op):
+    with graph.colocate_with(tensor_conversion.convert_to_tensor(param).op):
         yield
 
 
@@ -143,8 +144,8 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
     shards = _as_shards(params)
     graph = op_util.graph_of(shards, ids)
     with graph.as_default(), graph.name_scope(name or "embedding_lookup") as scope:
-        shards = [graph_lib.convert_to_tensor(p, name="params") for p in shards]
-        id_tensor = graph_lib.convert_to_tensor(ids, name="ids")
+        shards = [tensor_conversion.convert_to_tensor(p, name="params") for p in shards]
+        id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
         if len(shards) == 1:
             with _colocate_with(graph, shards[0]):
                 result = _clip(array_ops.gather(shards[0], id_tensor, name=scope), id_tensor, max_norm)
@@ -244,7 +245,7 @@ def embedding_lookup_sparse(params: Any, sp_ids: sparse_tensor.SparseTensor, sp_
     with graph.as_default(), graph.name_scope(name or "embedding_lookup_sparse"):
         segment_ids = array_ops.strided_slice_from_key(sp_ids.indices, (slice(None), 0))
         ids = sp_ids.values
-        single = graph_lib.convert_to_tensor(shards[0]) if len(shards) == 1 else None
+        single = tensor_conversion.convert_to_tensor(shards[0]) if len(shards) == 1 else None
         if single is not None and single.device == segment_ids.device and max_norm is None and ignore_weights:
             idx, embeddings = ids, single
         else:

@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 
 
@@ -59,7 +60,7 @@ def make_tensor(
 
 
 def to_tensor(value: Any, dtype: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:
-    return graph_lib.convert_to_tensor(value, dtype=dtype, name=name)
+    return tensor_conversion.convert_to_tensor(value, dtype=dtype, name=name)
 
 
 def to_tensors_like(x: Any, y: Any) -> tuple[graph_lib.Tensor, graph_lib.Tensor]:

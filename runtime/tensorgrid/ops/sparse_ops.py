@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import sparse_tensor
@@ -55,7 +56,7 @@ def _indexed_slices_to_tensor(value: indexed_slices.IndexedSlices, dtype: Any = 
     return dense
 
 
-graph_lib.register_tensor_conversion_function(indexed_slices.IndexedSlices, _indexed_slices_to_tensor)
+tensor_conversion.register_tensor_conversion_function(indexed_slices.IndexedSlices, _indexed_slices_to_tensor)
 
 
 def _sparse_tensor_conversion(value: Any, dtype: Any = None, name: Optional[str] = None,
@@ -66,7 +67,7 @@ def _sparse_tensor_conversion(value: Any, dtype: Any = None, name: Optional[str]
     )
 
 
-graph_lib.register_tensor_conversion_function(sparse_tensor.SparseTensor, _sparse_tensor_conversion)
+tensor_conversion.register_tensor_conversion_function(sparse_tensor.SparseTensor, _sparse_tensor_conversion)
 
 
 def concat_grad_of_indexed_slices(op: graph_lib.Operation,
@@ -93,7 +94,7 @@ def concat_grad_of_indexed_slices(op: graph_lib.Operation,
     widths = [x.shape[axis].value if x.shape.ndims is not None else None for x in inputs]
     known = [w for w in widths if w is not None]
     if rank is None or len(known) != len(widths):
-        return array_ops._concat_grad(op, graph_lib.convert_to_tensor(grad))  # type: ignore[no-any-return]
+        return array_ops._concat_grad(op, tensor_conversion.convert_to_tensor(grad))  # type: ignore[no-any-return]
     offset = 0
     for width, size in zip(known, sizes):
         begin, extent = [0] * rank, [-1] * rank

@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
@@ -107,10 +108,10 @@ class Optimizer:
                 "gate_gradients must be one of: Optimizer.GATE_NONE, Optimizer.GATE_OP, "
                 f"Optimizer.GATE_GRAPH.  Not {gate_gradients}"
             )
-        loss_tensor = graph_lib.convert_to_tensor(loss)
+        loss_tensor = tensor_conversion.convert_to_tensor(loss)
         self._assert_valid_dtypes([loss_tensor])
         if grad_loss is not None:
-            self._assert_valid_dtypes([graph_lib.convert_to_tensor(grad_loss)])
+            self._assert_valid_dtypes([tensor_conversion.convert_to_tensor(grad_loss)])
         graph = loss_tensor.graph
         if var_list is None:
             var_list = graph.get_collection(GraphKeys.TRAINABLE_VARIABLES)

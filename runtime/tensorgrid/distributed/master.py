@@ -27,8 +27,8 @@ from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import importer
 from tensorgrid.framework import graph_def as graph_def_lib
+from tensorgrid.framework import importer
 
 log = logging.getLogger("tensorgrid.master")
 

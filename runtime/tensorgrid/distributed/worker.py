@@ -29,8 +29,8 @@ from tensorgrid.execution import rendezvous as rendezvous_lib
 from tensorgrid.execution import resources as resources_lib
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import importer
 from tensorgrid.framework import graph_def as graph_def_lib
+from tensorgrid.framework import importer
 
 log = logging.getLogger("tensorgrid.worker")
 

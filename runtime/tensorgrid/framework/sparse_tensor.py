@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 
 SparseTensorValue = collections.namedtuple("SparseTensorValue", ["indices", "values", "dense_shape"])

@@ -18,9 +18,9 @@ from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import sparse_ops  # noqa: F401 - registers the densifying conversion of IndexedSlices

@@ -24,6 +24,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import variables
 
 
@@ -300,7 +301,7 @@ def part_initializer(initializer: Any, dtype: Any, offset: list[int], shape: lis
     if callable(initializer):
         return initializer, shape, dtype
     value = tensor_conversion.convert_to_tensor(initializer, dtype=None if isinstance(initializer, graph_lib.Tensor) else dtype)
-    return array_ops.slice(value, offset, shape), None, value.dtype.base_dtype
+    return indexing_ops.slice(value, offset, shape), None, value.dtype.base_dtype
 
 
 def get_partitioned_variable(

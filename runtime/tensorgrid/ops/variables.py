@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops

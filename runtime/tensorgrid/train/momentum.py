@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables

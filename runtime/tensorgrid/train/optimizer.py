@@ -19,11 +19,12 @@ from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import gradients_impl
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import sparse_ops
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables as variables_lib
@@ -257,7 +258,7 @@ class Optimizer:
     def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:
         """Sums the rows of repeated indices, then ``_apply_sparse`` (TF's default)."""
         unique_indices, positions = sparse_ops.unique(grad.indices)
-        summed = array_ops.unsorted_segment_sum(grad.values, positions, array_ops.strided_slice_from_key(array_ops.shape(unique_indices), 0))
+        summed = indexing_ops.unsorted_segment_sum(grad.values, positions, indexing_ops.strided_slice_from_key(array_ops.shape(unique_indices), 0))
         return self._apply_sparse(indexed_slices.IndexedSlices(summed, unique_indices, grad.dense_shape), var)
 
     def _apply_sparse(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:

@@ -212,7 +212,7 @@ def _assign_to_shards(shards: list[graph_lib.Tensor], flat_ids: graph_lib.Tensor
 
 def _segment_sum(data: graph_lib.Tensor, segment_ids: graph_lib.Tensor) -> graph_lib.Tensor:
     """Sums rows by sorted segment id; ``max(segment_ids) + 1`` rows, as TF's ``segment_sum``."""
-    return indexing_ops.unsorted_segment_sum(data, segment_ids, sparse_ops._num_segments(segment_ids, None))
+    return indexing_ops.unsorted_segment_sum(data, segment_ids, sparse_ops.num_segments_of(segment_ids, None))
 
 
 def _divide_no_nan(x: graph_lib.Tensor, y: graph_lib.Tensor) -> graph_lib.Tensor:

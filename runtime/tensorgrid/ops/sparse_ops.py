@@ -132,7 +132,7 @@ def _segment_count(segment_ids: graph_lib.Tensor, num_segments: Any, dtype: dtyp
     return indexing_ops.unsorted_segment_sum(ones, segment_ids, num_segments)
 
 
-def _num_segments(segment_ids: graph_lib.Tensor, num_segments: Any) -> Any:
+def num_segments_of(segment_ids: graph_lib.Tensor, num_segments: Any) -> Any:
     """Sorted segment ids end at the last segment: TF's output has ``max(segment_ids) + 1`` rows."""
     if num_segments is not None:
         return num_segments
@@ -146,7 +146,7 @@ def _sparse_segment_reduce(data: Any, indices: Any, segment_ids: Any, num_segmen
     graph = op_util.graph_of(d)
     with graph.name_scope(name or default_name):
         rows = indexing_ops.gather(d, indices)
-        count = _num_segments(ids, num_segments)
+        count = num_segments_of(ids, num_segments)
         total = indexing_ops.unsorted_segment_sum(rows, ids, count)
         if norm is None:
             return total

@@ -25,7 +25,7 @@ from tensorgrid.ops import random_ops
 
 for _op_type in ("Relu", "ReluGrad", "Softmax", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits",
                  "SoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "Conv2D", "Conv2DBackpropInput",
-                 "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "InTopK"):
+                 "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad", "InTopK"):
     op_registry.register_op(_op_type)
 
 
@@ -494,6 +494,24 @@ def max_pool(value: Any, ksize: Any, strides: Any, padding: Any, data_format: st
 def _max_pool_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     x, y = op.inputs[0], op.outputs[0]
     return [op_util.make_tensor("MaxPoolGrad", [x, y, grad], grad.dtype.base_dtype, x.shape, "MaxPoolGrad",
+                                _pool_attrs(op))]
+
+
+@op_registry.RegisterGradient("MaxPoolGrad")
+def _max_pool_grad_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    # MaxPoolGrad is linear in the pooled gradient: its own gradient reads ``grad`` at the
+    # first maximum of each window (TF's MaxPoolGradGrad); the pooled values get none.
+    x, y = op.inputs[0], op.inputs[1]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y),
+            op_util.make_tensor("MaxPoolGradGrad", [x, y, grad], grad.dtype.base_dtype, y.shape, "MaxPoolGradGrad",
+                                _pool_attrs(op))]
+
+
+@op_registry.RegisterGradient("MaxPoolGradGrad")
+def _max_pool_grad_grad_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    x, y = op.inputs[0], op.inputs[1]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y),
+            op_util.make_tensor("MaxPoolGrad", [x, y, grad], grad.dtype.base_dtype, x.shape, "MaxPoolGrad",
                                 _pool_attrs(op))]
 
 

@@ -15,7 +15,7 @@ GENERATED = ROOT / "runtime" / "tensorgrid" / "v1"
 
 
 def _hand_written_modules() -> list[pathlib.Path]:
-    modules = []
+    modules: list[pathlib.Path] = []
     for package in (ROOT / "runtime", ROOT / "operator"):
         modules.extend(p for p in package.rglob("*.py") if GENERATED not in p.parents)
     return sorted(modules)

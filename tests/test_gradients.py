@@ -256,6 +256,30 @@ def test_max_pool_sends_the_gradient_to_the_first_maximum(session: Any) -> None:
     np.testing.assert_array_equal(grad.reshape(2, 2), [[0.0, 1.0], [0.0, 0.0]])
 
 
+
+def _distinct_pool_input() -> np.ndarray:
+    """Values at least 0.1 apart, so no finite-difference step changes a window's maximum."""
+    return (RNG.permutation(2 * 5 * 5 * 2) * 0.1).reshape(2, 5, 5, 2).astype(np.float64)
+
+
+def _max_pool_backprop(x: Any, upstream: Any) -> Any:
+    """MaxPoolGrad(x, max_pool(x), upstream), through ``tf.gradients`` (overlapping SAME windows)."""
+    pooled = tf.nn.max_pool(x, [1, 3, 3, 1], [1, 2, 2, 1], "SAME")
+    return tf.gradients(pooled, x, grad_ys=upstream)[0]
+
+
+def test_max_pool_grad_has_a_second_order_gradient() -> None:
+    """MaxPoolGrad's rule (MaxPoolGradGrad) against central differences, in the pooled gradient and in x."""
+    check_gradient(_max_pool_backprop, _distinct_pool_input(), RNG.standard_normal((2, 3, 3, 2)))
+
+
+def test_max_pool_grad_grad_has_a_gradient() -> None:
+    def build(x: Any, upstream: Any, direction: Any) -> Any:
+        return tf.gradients(_max_pool_backprop(x, upstream), upstream, grad_ys=direction)[0]
+
+    check_gradient(build, _distinct_pool_input(), RNG.standard_normal((2, 3, 3, 2)),
+                   RNG.standard_normal((2, 5, 5, 2)), wrt=[0, 2])
+
 def test_gradient_check_catches_a_wrong_rule() -> None:
     """The oracle itself: a deliberately wrong gradient must fail the check."""
 

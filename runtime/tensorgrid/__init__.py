@@ -26,18 +26,19 @@ from tensorgrid.framework.dtypes import (
     int32, int32_ref, int64, int64_ref, resource, string, uint8,
 )
 from tensorgrid.framework.graph import (
-    Graph, GraphKeys, Operation, Tensor, convert_to_tensor, get_default_graph, get_default_session,
-    import_graph_def, register_tensor_conversion_function, reset_default_graph,
+    Graph, GraphKeys, Operation, Tensor, get_default_graph, get_default_session, reset_default_graph,
 )
+from tensorgrid.framework.importer import import_graph_def
 from tensorgrid.framework.op_registry import NotDifferentiable, RegisterGradient, no_gradient
+from tensorgrid.framework.tensor_conversion import convert_to_tensor, register_tensor_conversion_function
 from tensorgrid.framework.tensor_shape import Dimension, TensorShape
 from tensorgrid.ops.array_ops import (
     broadcast_to, constant, fill, identity, ones, ones_like, placeholder, placeholder_with_default, rank,
     reshape, shape, size, stop_gradient, zeros, zeros_like,
 )
-from tensorgrid.ops.array_ops import (
-    concat, expand_dims, gather, newaxis, one_hot, slice, split, squeeze, stack, strided_slice, tile, transpose,
-    unsorted_segment_sum, unstack, where,
+from tensorgrid.ops.array_ops import concat, expand_dims, split, squeeze, stack, tile, transpose, unstack
+from tensorgrid.ops.indexing_ops import (
+    gather, newaxis, one_hot, slice, strided_slice, unsorted_segment_sum, where,
 )
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies

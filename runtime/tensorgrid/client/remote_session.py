@@ -57,7 +57,7 @@ class RemoteEngine:
         ))
 
     def list_devices(self) -> list[Any]:
-        return [session_lib._LocalDevice(name, kind, 0, incarnation)
+        return [session_lib.LocalDevice(name, kind, 0, incarnation)
                 for name, kind, incarnation in self._master.list_devices()]
 
     def close(self) -> None:

@@ -240,8 +240,8 @@ class BaseSession:
         raise NotImplementedError
 
 
-class _LocalDevice(collections.namedtuple("_LocalDevice", ["name", "device_type", "memory_limit_bytes", "incarnation"])):
-    pass
+class LocalDevice(collections.namedtuple("LocalDevice", ["name", "device_type", "memory_limit_bytes", "incarnation"])):
+    """One entry of ``Session.list_devices()``, with the fields TF1's device attributes have."""
 
 
 class _LocalEngine:
@@ -268,9 +268,9 @@ class _LocalEngine:
         return plan.run(step, feed_values)
 
     def list_devices(self) -> list[Any]:
-        devices = [_LocalDevice("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", 0, 0)]
+        devices = [LocalDevice("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", 0, 0)]
         if backend_lib.gpu_available():
-            devices.append(_LocalDevice("/job:localhost/replica:0/task:0/device:GPU:0", "GPU", 0, 0))
+            devices.append(LocalDevice("/job:localhost/replica:0/task:0/device:GPU:0", "GPU", 0, 0))
         return devices
 
     def close(self) -> None:

@@ -103,7 +103,7 @@ def partition(
 ) -> dict[str, Partition]:
     """Splits the ops that the step needs into one Partition per task."""
     fed = set(feeds)
-    needed_set = executor._prune(fetches, targets, fed)
+    needed_set = executor.prune(fetches, targets, fed)
     needed = [op for op in graph.get_operations() if op in needed_set]
     devices = place(needed, default_task, cluster)
     task_of = {op: devices[op].task_name() for op in needed}

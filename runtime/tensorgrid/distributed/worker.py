@@ -30,6 +30,7 @@ from tensorgrid.execution import resources as resources_lib
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
+from tensorgrid.framework import importer
 
 log = logging.getLogger("tensorgrid.worker")
 
@@ -145,7 +146,7 @@ class Worker:
                        feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str]) -> str:
         """Prepares a partition once; returns the handle RunGraph uses."""
         try:
-            graph = graph_lib.import_graph_def(graph_def)
+            graph = importer.import_graph_def(graph_def)
             feed_tensors = [graph.get_tensor_by_name(n) for n in feeds]
             fetch_tensors = [graph.get_tensor_by_name(n) for n in fetches]
             target_ops = [graph.get_operation_by_name(n) for n in targets]

@@ -97,7 +97,7 @@ class Plan:
         placement: Callable[[graph_lib.Operation], backend_lib.Backend],
     ) -> None:
         fed = set(feeds)
-        needed = _prune(fetches, targets, fed)
+        needed = prune(fetches, targets, fed)
         order = [op for op in graph.get_operations() if op in needed]
         index_of = {op: i for i, op in enumerate(order)}
         self.ops = order
@@ -302,11 +302,12 @@ def _annotate(exc: BaseException, op: graph_lib.Operation) -> BaseException:
     return errors.InternalError(None, op, f"{type(exc).__name__}: {exc}\n\t {where}")
 
 
-def _prune(
+def prune(
     fetches: Sequence[graph_lib.Tensor],
     targets: Sequence[graph_lib.Operation],
     fed: set[graph_lib.Tensor],
 ) -> set[graph_lib.Operation]:
+    """The ops a step must run for ``fetches`` and ``targets``; fed tensors cut the walk."""
     needed: set[graph_lib.Operation] = set()
     stack = [t.op for t in fetches if t not in fed] + list(targets)
     while stack:

@@ -4,6 +4,9 @@ A Graph owns its operations in creation order and the construction-time context
 that TF1 programs rely on: name scopes with unique names, device scopes (strings or
 functions, merged innermost first), ``colocate_with``, ``container``,
 ``control_dependencies``, collections, and the graph-level random seed.
+
+Turning Python values into Tensors lives in ``tensor_conversion``, rebuilding a graph
+from a GraphDef in ``importer``.
 """
 
 from __future__ import annotations
@@ -624,34 +627,6 @@ def _as_operation(obj: Any) -> Operation:
     raise TypeError(f"Expected an Operation, Tensor or Variable, got {obj!r}")
 
 
-def import_graph_def(graph_def: graph_def_lib.GraphDef, graph: Optional[Graph] = None) -> Graph:
-    """Recreates the nodes of ``graph_def`` in ``graph`` with their exact names and devices."""
-    graph = graph if graph is not None else Graph()
-    for node in graph_def.nodes:
-        inputs: list[Tensor] = []
-        controls: list[Operation] = []
-        for name in node.inputs:
-            if name.startswith("^"):
-                controls.append(_lookup_op(graph, name[1:], node.name))
-            else:
-                op_name, _, index = name.rpartition(":")
-                producer = _lookup_op(graph, op_name, node.name)
-                if not index.isdigit() or int(index) >= len(producer.outputs):
-                    raise ValueError(f"Node {node.name!r} has an invalid input {name!r}")
-                inputs.append(producer.outputs[int(index)])
-        specs = [(dtypes.as_dtype(dt), shape) for dt, shape in zip(node.output_dtypes, node.output_shapes)]
-        op = Operation(graph, node.op, node.name, inputs, specs, node.attrs, controls, node.device)
-        graph._add_op(op)
-    return graph
-
-
-def _lookup_op(graph: Graph, name: str, consumer: str) -> Operation:
-    op = graph._ops_by_name.get(name)
-    if op is None:
-        raise ValueError(f"Node {consumer!r} has input {name!r}, which is not defined before it in the graph")
-    return op
-
-
 # ---------------------------------------------------------------------- default graph
 
 _default_graph_stack: list[Graph] = []
@@ -687,34 +662,3 @@ def default_session(session: Any) -> Iterator[Any]:
         yield session
     finally:
         _default_session_stack.remove(session)
-
-
-# ---------------------------------------------------------------------- tensor conversion
-
-_conversion_functions: list[tuple[type, Callable[..., Any]]] = []
-
-
-def register_tensor_conversion_function(base_type: Any, conversion_func: Callable[..., Any]) -> None:
-    """Teaches ``convert_to_tensor`` a new type; later registrations are tried first."""
-    _conversion_functions.insert(0, (base_type, conversion_func))
-
-
-def convert_to_tensor(value: Any, dtype: Any = None, name: Optional[str] = None, as_ref: bool = False) -> Tensor:
-    """Turns a Tensor, Variable, numpy array or Python value into a Tensor of this graph."""
-    wanted = dtypes.as_dtype(dtype) if dtype is not None else None
-    if isinstance(value, Tensor):
-        result = value
-    else:
-        for base_type, fn in _conversion_functions:
-            if isinstance(value, base_type):
-                result = fn(value, dtype=wanted, name=name, as_ref=as_ref)
-                break
-        else:
-            raise TypeError(f"Cannot convert {value!r} of type {type(value).__name__} to a Tensor")
-    if wanted is not None and result.dtype.base_dtype != wanted.base_dtype:
-        raise ValueError(
-            f"Tensor conversion requested dtype {wanted.name} for Tensor {result.name} "
-            f"with dtype {result.dtype.name}"
-        )
-    return result
-

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 
 IndexedSlicesValue = collections.namedtuple("IndexedSlicesValue", ["values", "indices", "dense_shape"])
@@ -118,4 +119,4 @@ def convert_to_tensor_or_indexed_slices(value: Any, dtype: Any = None, name: Opt
                 f"with dtype {value.dtype.base_dtype.name}"
             )
         return value
-    return graph_lib.convert_to_tensor(value, dtype=dtype, name=name)
+    return tensor_conversion.convert_to_tensor(value, dtype=dtype, name=name)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 
 SparseTensorValue = collections.namedtuple("SparseTensorValue", ["indices", "values", "dense_shape"])
@@ -26,9 +27,9 @@ class SparseTensor:
     _value_type = SparseTensorValue
 
     def __init__(self, indices: Any, values: Any, dense_shape: Any) -> None:
-        self._indices = graph_lib.convert_to_tensor(indices, dtype=dtypes.int64, name="indices")
-        self._values = graph_lib.convert_to_tensor(values, name="values")
-        self._dense_shape = graph_lib.convert_to_tensor(dense_shape, dtype=dtypes.int64, name="dense_shape")
+        self._indices = tensor_conversion.convert_to_tensor(indices, dtype=dtypes.int64, name="indices")
+        self._values = tensor_conversion.convert_to_tensor(values, name="values")
+        self._dense_shape = tensor_conversion.convert_to_tensor(dense_shape, dtype=dtypes.int64, name="dense_shape")
         if self._indices.shape.ndims not in (None, 2):
             raise ValueError(f"SparseTensor indices must be a matrix [N, rank], got shape {self._indices.shape}")
         if self._values.shape.ndims not in (None, 1):

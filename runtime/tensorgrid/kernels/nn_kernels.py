@@ -278,6 +278,22 @@ def _max_pool_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
     return _scatter_windows(k, per_position, list(x.shape), window, rows, cols)
 
 
+
+@register_kernel("MaxPoolGradGrad")
+def _max_pool_grad_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
+    """``grad`` (shaped like ``x``) read at the first maximum of each window: shaped like ``y``."""
+    window = _pool_window(k)
+    rows, cols = _geometry(k, x.shape[1], x.shape[2], window)
+    patches = _patches(k, _pad(k, x, rows, cols, _lowest(x.dtype)), window, rows, cols)
+    n, out_h, out_w, _, _, c = patches.shape
+    if patches.size == 0:
+        return k.xp.zeros((n, out_h, out_w, c), dtype=grad.dtype)
+    positions = window[0] * window[1]
+    grad_patches = _patches(k, _pad(k, grad, rows, cols, 0), window, rows, cols).reshape(n, out_h, out_w, positions, c)
+    first_max = k.xp.argmax(patches.reshape(n, out_h, out_w, positions, c), axis=3)
+    chosen = k.xp.expand_dims(first_max, 3) == k.xp.arange(positions).reshape(1, 1, 1, -1, 1)
+    return k.xp.sum(chosen * grad_patches, axis=3).astype(grad.dtype)
+
 def _window_counts(k: Any, rows: Window, cols: Window, height: int, width: int, window: tuple[int, int],
                    dtype: Any) -> Any:
     """How many real (unpadded) input elements each output position of a pool averages."""

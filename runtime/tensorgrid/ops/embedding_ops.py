@@ -21,8 +21,10 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import sparse_tensor
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
 from tensorgrid.ops import partitioned_variables
@@ -38,7 +40,7 @@ def dynamic_partition(data: Any, partitions: Any, num_partitions: int,
                       name: Optional[str] = None) -> list[graph_lib.Tensor]:
     """``num_partitions`` tensors: output ``p`` holds the slices ``data[j]`` with ``partitions[j] == p``, in order."""
     d = op_util.to_tensor(data)
-    p = array_ops._index_tensor(partitions, "DynamicPartition")
+    p = op_util.index_tensor(partitions, "DynamicPartition")
     if p.dtype.base_dtype != dtypes.int32:
         raise TypeError(f"dynamic_partition: partitions {p.name} must be int32, got {p.dtype.base_dtype.name}")
     count = int(num_partitions)
@@ -69,11 +71,11 @@ def _stitch(op_type: str, indices: Any, data: Any, name: Optional[str]) -> graph
     if len(indices) != len(data) or not indices:
         raise ValueError(f"dynamic_stitch: needs as many indices as data tensors (at least one), "
                          f"got {len(indices)} and {len(data)}")
-    index_tensors = [array_ops._index_tensor(i, op_type) for i in indices]
+    index_tensors = [op_util.index_tensor(i, op_type) for i in indices]
     for i in index_tensors:
         if i.dtype.base_dtype != dtypes.int32:
             raise TypeError(f"dynamic_stitch: indices {i.name} must be int32, got {i.dtype.base_dtype.name}")
-    data_tensors = array_ops._convert_like_first_tensor(list(data), "dynamic_stitch")
+    data_tensors = op_util.convert_like_first_tensor(list(data), "dynamic_stitch")
     dtype = op_util.check_same_dtype(op_type, *data_tensors)
     inner = tensor_shape.unknown_shape()
     for i, d in zip(index_tensors, data_tensors):
@@ -102,7 +104,7 @@ def parallel_dynamic_stitch(indices: Any, data: Any, name: Optional[str] = None)
 def _dynamic_stitch_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     half = len(op.inputs) // 2
     positions = [math_ops.cast(i, dtypes.int32) for i in op.inputs[:half]]
-    return [None] * half + [array_ops.gather(grad, p) for p in positions]
+    return [None] * half + [indexing_ops.gather(grad, p) for p in positions]
 
 
 op_registry.RegisterGradient("DynamicStitch")(_dynamic_stitch_grad)
@@ -114,7 +116,7 @@ op_registry.RegisterGradient("ParallelDynamicStitch")(_dynamic_stitch_grad)
 @contextlib.contextmanager
 def _colocate_with(graph: graph_lib.Graph, param: Any) -> Iterator[None]:
     """The ops inside run where ``param`` lives (its parameter server)."""
-    with graph.colocate_with(graph_lib.convert_to_tensor(param).op):
+    with graph.colocate_with(tensor_conversion.convert_to_tensor(param).op):
         yield
 
 
@@ -143,11 +145,11 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
     shards = _as_shards(params)
     graph = op_util.graph_of(shards, ids)
     with graph.as_default(), graph.name_scope(name or "embedding_lookup") as scope:
-        shards = [graph_lib.convert_to_tensor(p, name="params") for p in shards]
-        id_tensor = graph_lib.convert_to_tensor(ids, name="ids")
+        shards = [tensor_conversion.convert_to_tensor(p, name="params") for p in shards]
+        id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
         if len(shards) == 1:
             with _colocate_with(graph, shards[0]):
-                result = _clip(array_ops.gather(shards[0], id_tensor, name=scope), id_tensor, max_norm)
+                result = _clip(indexing_ops.gather(shards[0], id_tensor, name=scope), id_tensor, max_norm)
             return array_ops.identity(result)
         flat_ids = array_ops.reshape(id_tensor, [-1])
         original_indices = math_ops.range(array_ops.size(flat_ids))
@@ -158,7 +160,7 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
         rows = []
         for shard, shard_ids in zip(shards, gather_ids):
             with graph.device(None), _colocate_with(graph, shard):
-                rows.append(array_ops.gather(shard, shard_ids))
+                rows.append(indexing_ops.gather(shard, shard_ids))
         stitched = parallel_dynamic_stitch(positions, rows, name=scope)
         element_shape = shards[0].shape[1:]
         for shard in shards[1:]:
@@ -167,7 +169,7 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
             dynamic_element_shape: Any = array_ops.constant(element_shape.as_list(), dtype=dtypes.int32)
         else:
             with _colocate_with(graph, shards[0]):
-                dynamic_element_shape = array_ops.strided_slice_from_key(array_ops.shape(shards[0]), slice(1, None))
+                dynamic_element_shape = indexing_ops.strided_slice_from_key(array_ops.shape(shards[0]), slice(1, None))
         result = array_ops.reshape(stitched, array_ops.concat([array_ops.shape(id_tensor), dynamic_element_shape], 0))
         result.set_shape(id_tensor.shape.concatenate(element_shape))
         return _clip(result, id_tensor, max_norm)
@@ -194,7 +196,7 @@ def _assign_to_shards(shards: list[graph_lib.Tensor], flat_ids: graph_lib.Tensor
                 dynamic.append(array_ops.constant(size, dtype=dtypes.int32))
             else:
                 with _colocate_with(shard.graph, shard):
-                    dynamic.append(array_ops.strided_slice_from_key(array_ops.shape(shard), 0))
+                    dynamic.append(indexing_ops.strided_slice_from_key(array_ops.shape(shard), 0))
         total = math_ops.reduce_sum(math_ops.cast(array_ops.stack(dynamic), id_dtype))
     ids_per_shard = div(total, count)
     extras = mod(total, count)
@@ -202,7 +204,7 @@ def _assign_to_shards(shards: list[graph_lib.Tensor], flat_ids: graph_lib.Tensor
     # The first `extras` shards hold `ids_per_shard + 1` ids each, the others `ids_per_shard`.
     shifted = math_ops.subtract(flat_ids, extras)
     shard_of = math_ops.maximum(div(flat_ids, longer), div(shifted, ids_per_shard))
-    row = array_ops.where(math_ops.less(shard_of, extras), mod(flat_ids, longer), mod(shifted, ids_per_shard))
+    row = indexing_ops.where(math_ops.less(shard_of, extras), mod(flat_ids, longer), mod(shifted, ids_per_shard))
     return shard_of, row
 
 
@@ -210,16 +212,16 @@ def _assign_to_shards(shards: list[graph_lib.Tensor], flat_ids: graph_lib.Tensor
 
 def _segment_sum(data: graph_lib.Tensor, segment_ids: graph_lib.Tensor) -> graph_lib.Tensor:
     """Sums rows by sorted segment id; ``max(segment_ids) + 1`` rows, as TF's ``segment_sum``."""
-    return array_ops.unsorted_segment_sum(data, segment_ids, sparse_ops._num_segments(segment_ids, None))
+    return indexing_ops.unsorted_segment_sum(data, segment_ids, sparse_ops.num_segments_of(segment_ids, None))
 
 
 def _divide_no_nan(x: graph_lib.Tensor, y: graph_lib.Tensor) -> graph_lib.Tensor:
     """``x / y``, 0 where ``y == 0`` (and no NaN in the gradient there either)."""
     zero = array_ops.zeros_like(y)
     is_zero = math_ops.equal(y, zero)
-    safe = array_ops.where(is_zero, array_ops.ones_like(y), y)
+    safe = indexing_ops.where(is_zero, array_ops.ones_like(y), y)
     quotient = math_ops.truediv(x, safe)
-    return array_ops.where(array_ops.broadcast_to(is_zero, array_ops.shape(quotient)), array_ops.zeros_like(quotient),
+    return indexing_ops.where(array_ops.broadcast_to(is_zero, array_ops.shape(quotient)), array_ops.zeros_like(quotient),
                            quotient)
 
 
@@ -242,9 +244,9 @@ def embedding_lookup_sparse(params: Any, sp_ids: sparse_tensor.SparseTensor, sp_
         raise TypeError(f"sp_weights must be either None or SparseTensor, got {type(sp_weights)}")
     graph = sp_ids.graph
     with graph.as_default(), graph.name_scope(name or "embedding_lookup_sparse"):
-        segment_ids = array_ops.strided_slice_from_key(sp_ids.indices, (slice(None), 0))
+        segment_ids = indexing_ops.strided_slice_from_key(sp_ids.indices, (slice(None), 0))
         ids = sp_ids.values
-        single = graph_lib.convert_to_tensor(shards[0]) if len(shards) == 1 else None
+        single = tensor_conversion.convert_to_tensor(shards[0]) if len(shards) == 1 else None
         if single is not None and single.device == segment_ids.device and max_norm is None and ignore_weights:
             idx, embeddings = ids, single
         else:
@@ -255,7 +257,7 @@ def embedding_lookup_sparse(params: Any, sp_ids: sparse_tensor.SparseTensor, sp_
                       "sqrtn": sparse_ops.sparse_segment_sqrt_n}[combiner]
             return reduce(embeddings, idx, segment_ids)
         weights = sp_weights.values
-        rows = array_ops.gather(embeddings, idx)
+        rows = indexing_ops.gather(embeddings, idx)
         if weights.dtype.base_dtype != rows.dtype.base_dtype:
             weights = math_ops.cast(weights, rows.dtype.base_dtype)
         inner = (rows.shape.ndims or 2) - 1

@@ -20,6 +20,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import sparse_ops  # noqa: F401 - registers the densifying conversion of IndexedSlices
@@ -34,7 +35,7 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _as_tensor(value: Any, as_ref: bool) -> graph_lib.Tensor:
-    return graph_lib.convert_to_tensor(value, as_ref=as_ref)
+    return tensor_conversion.convert_to_tensor(value, as_ref=as_ref)
 
 
 def gradients(
@@ -68,7 +69,7 @@ def gradients(
                 with graph.colocate_with(y.op) if colocate_gradients_with_ops else _null():
                     gy = array_ops.ones_like(y, name=f"grad_ys_{len(grads)}")
             else:
-                gy = graph_lib.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
+                gy = tensor_conversion.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
                 if not y.shape.is_compatible_with(gy.shape):
                     raise ValueError(f"grad_ys shape {gy.shape} is incompatible with {y.name} shape {y.shape}")
             grads[y].append(gy)
@@ -120,7 +121,7 @@ def _call_gradient_rule(graph: graph_lib.Graph, op: graph_lib.Operation, out_gra
         return [None] * len(op.inputs)
     filled = [g if g is not None else array_ops.zeros_like(t) for g, t in zip(out_grads, op.outputs)]
     if op_type not in _RULES_TAKING_INDEXED_SLICES:
-        filled = [graph_lib.convert_to_tensor(g) if isinstance(g, indexed_slices.IndexedSlices) else g
+        filled = [tensor_conversion.convert_to_tensor(g) if isinstance(g, indexed_slices.IndexedSlices) else g
                   for g in filled]
     with graph.name_scope(op.name + "_grad"), graph.colocate_with(op) if colocate else _null():
         result = rule(op, *filled)

@@ -107,7 +107,7 @@ class Constant(Initializer):
             raise ValueError(f"Too many elements provided. Needed at most {needed}, but received {flat.size}")
         if flat.size == 0:
             raise ValueError(f"Cannot initialize a variable of shape {dims} from an empty value")
-        if flat.size == 1 and needed > array_ops._SMALL_CONSTANT_ELEMENTS:
+        if flat.size == 1 and needed > array_ops.SMALL_CONSTANT_ELEMENTS:
             # A Fill op, not a constant of the variable's size in the graph (an Adagrad slot of a
             # 1M x 64 embedding table would otherwise ship 256 MB of 0.1 in the GraphDef).
             return array_ops.fill(dims, array_ops.constant(flat[0], dtype=dt))

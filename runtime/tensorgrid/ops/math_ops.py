@@ -15,6 +15,7 @@ from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import op_util
 
 _BINARY = ("AddV2", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Pow", "Maximum", "Minimum")
@@ -174,14 +175,14 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # n
     if limit is None:
         start, limit = 0, start
     values = [start, limit, delta]
-    tensors = [op_util.to_tensor(v) for v in values if op_util._is_tensor_like(v)]
+    tensors = [op_util.to_tensor(v) for v in values if op_util.is_tensor_like(v)]
     if dtype is not None:
         dt = dtypes.as_dtype(dtype).base_dtype
     elif tensors:
         dt = tensors[0].dtype.base_dtype
     else:
         dt = dtypes.float32 if any(isinstance(v, float) for v in values) else dtypes.int32
-    start_t, limit_t, delta_t = (cast(v, dt) if op_util._is_tensor_like(v) else op_util.to_tensor(v, dtype=dt)
+    start_t, limit_t, delta_t = (cast(v, dt) if op_util.is_tensor_like(v) else op_util.to_tensor(v, dtype=dt)
                                  for v in values)
     known = [op_util.static_value(t) for t in (start_t, limit_t, delta_t)]
     length = None
@@ -511,7 +512,7 @@ def _kept_dims_at_run_time(x: graph_lib.Tensor, axes: Any) -> graph_lib.Tensor:
     dims = array_ops.shape(x)
     rank = array_ops.size(dims)
     positions = floormod(array_ops.constant(list(axes), dtype=dtypes.int32), rank)
-    reduced = minimum(array_ops.unsorted_segment_sum(array_ops.ones_like(positions), positions, rank), 1)
+    reduced = minimum(indexing_ops.unsorted_segment_sum(array_ops.ones_like(positions), positions, rank), 1)
     return add(subtract(dims, multiply(dims, reduced)), reduced)
 
 
@@ -627,7 +628,7 @@ def _r(fn: Any) -> Any:
 
 
 def _getitem(self: graph_lib.Tensor, key: Any) -> graph_lib.Tensor:
-    return array_ops.strided_slice_from_key(self, key)
+    return indexing_ops.strided_slice_from_key(self, key)
 
 
 for _name, _fn in {

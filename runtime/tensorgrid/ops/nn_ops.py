@@ -25,7 +25,7 @@ from tensorgrid.ops import random_ops
 
 for _op_type in ("Relu", "ReluGrad", "Softmax", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits",
                  "SoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "Conv2D", "Conv2DBackpropInput",
-                 "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "InTopK"):
+                 "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad", "InTopK"):
     op_registry.register_op(_op_type)
 
 
@@ -130,7 +130,7 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel: Any = None, labels: Any 
     if labels is None or logits is None:
         raise ValueError("sparse_softmax_cross_entropy_with_logits needs both labels= and logits=")
     x = op_util.to_tensor(logits)
-    y = op_util.to_tensor(labels, dtype=None if op_util._is_tensor_like(labels) else dtypes.int32)
+    y = op_util.to_tensor(labels, dtype=None if op_util.is_tensor_like(labels) else dtypes.int32)
     op_util.check_dtype_in("SparseSoftmaxCrossEntropyWithLogits", x, op_util.FLOATS)
     if y.dtype.base_dtype not in op_util.INDICES:
         raise TypeError(
@@ -171,7 +171,7 @@ def _softmax_xent(labels: Any, logits: Any, axis: Any, name: Optional[str], stop
     if labels is None or logits is None:
         raise ValueError(f"{fn_name} needs both labels= and logits=")
     x = op_util.to_tensor(logits)
-    y = op_util.to_tensor(labels, dtype=None if op_util._is_tensor_like(labels) else x.dtype.base_dtype)
+    y = op_util.to_tensor(labels, dtype=None if op_util.is_tensor_like(labels) else x.dtype.base_dtype)
     op_util.check_dtype_in("SoftmaxCrossEntropyWithLogits", x, op_util.FLOATS)
     if y.dtype.base_dtype != x.dtype.base_dtype:
         raise TypeError(
@@ -226,7 +226,7 @@ def _softmax_xent_grad(op: graph_lib.Operation, grad_loss: Any, grad_backprop: A
 def bias_add(value: Any, bias: Any, data_format: Optional[str] = None, name: Optional[str] = None) -> graph_lib.Tensor:
     """value + bias along the channel dimension (the last one in NHWC, dimension 1 in NCHW)."""
     x = op_util.to_tensor(value)
-    b = op_util.to_tensor(bias, dtype=None if op_util._is_tensor_like(bias) else x.dtype.base_dtype)
+    b = op_util.to_tensor(bias, dtype=None if op_util.is_tensor_like(bias) else x.dtype.base_dtype)
     dtype = op_util.check_same_dtype("BiasAdd", x, b)
     fmt = _bias_format(data_format)
     if b.shape.ndims not in (None, 1):
@@ -288,7 +288,7 @@ def dropout(x: Any, keep_prob: Any = None, noise_shape: Any = None, seed: Option
     op_util.check_dtype_in("dropout", t, op_util.FLOATS)
     dt = t.dtype.base_dtype
     given = keep_prob if keep_prob is not None else rate
-    if not op_util._is_tensor_like(given):
+    if not op_util.is_tensor_like(given):
         value = float(given)
         keep = value if keep_prob is not None else 1 - value
         if not 0 < keep <= 1:
@@ -297,7 +297,7 @@ def dropout(x: Any, keep_prob: Any = None, noise_shape: Any = None, seed: Option
         if keep == 1:
             return t
     with _scope(name, "dropout", t):
-        keep_t = op_util.to_tensor(given, dtype=dt if not op_util._is_tensor_like(given) else None)
+        keep_t = op_util.to_tensor(given, dtype=dt if not op_util.is_tensor_like(given) else None)
         if keep_t.dtype.base_dtype != dt:
             raise TypeError(f"dropout: keep_prob/rate {keep_t.name} must have the dtype of x ({dt.name})")
         if keep_prob is None:
@@ -389,7 +389,7 @@ def conv2d(input: Any, filter: Any = None, strides: Any = None, padding: Any = N
     elif filters is not None:
         raise ValueError("conv2d: pass either filter or filters, not both")
     x = op_util.to_tensor(input)
-    w = op_util.to_tensor(filter, dtype=None if op_util._is_tensor_like(filter) else x.dtype.base_dtype)
+    w = op_util.to_tensor(filter, dtype=None if op_util.is_tensor_like(filter) else x.dtype.base_dtype)
     dtype = op_util.check_same_dtype("Conv2D", x, w)
     op_util.check_dtype_in("Conv2D", x, op_util.FLOATS)
     attrs = _conv_attrs(strides, padding, dilations, data_format, "conv2d")
@@ -412,11 +412,11 @@ def conv2d_backprop_input(input_sizes: Any, filter: Any = None, out_backprop: An
     w = op_util.to_tensor(filter if filter is not None else filters)
     g = op_util.to_tensor(out_backprop)
     dtype = op_util.check_same_dtype("Conv2DBackpropInput", w, g)
-    sizes = array_ops._index_tensor(input_sizes, "Conv2DBackpropInput")
+    sizes = op_util.index_tensor(input_sizes, "Conv2DBackpropInput")
     attrs = _conv_attrs(strides, padding, dilations, data_format, "conv2d_backprop_input")
     _rank4(w, "conv2d_backprop_input", "filter")
     _rank4(g, "conv2d_backprop_input", "out_backprop")
-    shape = array_ops._shape_from_tensor_value(sizes)
+    shape = array_ops.shape_from_tensor_value(sizes)
     return op_util.make_tensor("Conv2DBackpropInput", [sizes, w, g], dtype, shape, name or "Conv2DBackpropInput", attrs)
 
 
@@ -427,11 +427,11 @@ def conv2d_backprop_filter(input: Any, filter_sizes: Any, out_backprop: Any, str
     x = op_util.to_tensor(input)
     g = op_util.to_tensor(out_backprop)
     dtype = op_util.check_same_dtype("Conv2DBackpropFilter", x, g)
-    sizes = array_ops._index_tensor(filter_sizes, "Conv2DBackpropFilter")
+    sizes = op_util.index_tensor(filter_sizes, "Conv2DBackpropFilter")
     attrs = _conv_attrs(strides, padding, dilations, data_format, "conv2d_backprop_filter")
     _rank4(x, "conv2d_backprop_filter", "input")
     _rank4(g, "conv2d_backprop_filter", "out_backprop")
-    shape = array_ops._shape_from_tensor_value(sizes)
+    shape = array_ops.shape_from_tensor_value(sizes)
     return op_util.make_tensor("Conv2DBackpropFilter", [x, sizes, g], dtype, shape, name or "Conv2DBackpropFilter",
                                attrs)
 
@@ -497,6 +497,24 @@ def _max_pool_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
                                 _pool_attrs(op))]
 
 
+@op_registry.RegisterGradient("MaxPoolGrad")
+def _max_pool_grad_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    # MaxPoolGrad is linear in the pooled gradient: its own gradient reads ``grad`` at the
+    # first maximum of each window (TF's MaxPoolGradGrad); the pooled values get none.
+    x, y = op.inputs[0], op.inputs[1]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y),
+            op_util.make_tensor("MaxPoolGradGrad", [x, y, grad], grad.dtype.base_dtype, y.shape, "MaxPoolGradGrad",
+                                _pool_attrs(op))]
+
+
+@op_registry.RegisterGradient("MaxPoolGradGrad")
+def _max_pool_grad_grad_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    x, y = op.inputs[0], op.inputs[1]
+    return [array_ops.zeros_like(x), array_ops.zeros_like(y),
+            op_util.make_tensor("MaxPoolGrad", [x, y, grad], grad.dtype.base_dtype, x.shape, "MaxPoolGrad",
+                                _pool_attrs(op))]
+
+
 def avg_pool(value: Any, ksize: Any, strides: Any, padding: Any, data_format: str = "NHWC",
              name: Optional[str] = None, input: Any = None) -> graph_lib.Tensor:  # noqa: A002
     """The mean of each window over its unpadded elements (as TensorFlow's SAME average pooling)."""
@@ -522,7 +540,7 @@ def _avg_pool_grad_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
 def in_top_k(predictions: Any, targets: Any, k: Any, name: Optional[str] = None) -> graph_lib.Tensor:
     """Whether each target class is among the ``k`` highest predictions (ties count as in)."""
     p = op_util.to_tensor(predictions)
-    t = array_ops._index_tensor(targets, "InTopK")
+    t = op_util.index_tensor(targets, "InTopK")
     op_util.check_dtype_in("InTopK", p, op_util.FLOATS)
     if p.shape.ndims not in (None, 2):
         raise ValueError(f"in_top_k: predictions {p.name} must be [batch, classes], got shape {p.shape}")
@@ -531,7 +549,7 @@ def in_top_k(predictions: Any, targets: Any, k: Any, name: Optional[str] = None)
             f"in_top_k: targets {t.name} with shape {t.shape} must be a vector over the batch of predictions "
             f"{p.name} with shape {p.shape}"
         )
-    k_int = array_ops._static_int(k, "in_top_k", "k")
+    k_int = op_util.static_int(k, "in_top_k", "k")
     return op_util.make_tensor("InTopK", [p, t], dtypes.bool_, p.shape.with_rank(2)[:1], name or "InTopK",
                                {"k": k_int})
 

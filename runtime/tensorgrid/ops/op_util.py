@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 
 
@@ -59,15 +62,15 @@ def make_tensor(
 
 
 def to_tensor(value: Any, dtype: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:
-    return graph_lib.convert_to_tensor(value, dtype=dtype, name=name)
+    return tensor_conversion.convert_to_tensor(value, dtype=dtype, name=name)
 
 
 def to_tensors_like(x: Any, y: Any) -> tuple[graph_lib.Tensor, graph_lib.Tensor]:
     """Converts two operands, giving a Python operand the dtype of the Tensor operand."""
     if isinstance(x, graph_lib.Tensor) or hasattr(x, "_as_graph_element"):
         x = to_tensor(x)
-        y = to_tensor(y, dtype=None if _is_tensor_like(y) else x.dtype.base_dtype)
-    elif _is_tensor_like(y):
+        y = to_tensor(y, dtype=None if is_tensor_like(y) else x.dtype.base_dtype)
+    elif is_tensor_like(y):
         y = to_tensor(y)
         x = to_tensor(x, dtype=y.dtype.base_dtype)
     else:
@@ -76,7 +79,8 @@ def to_tensors_like(x: Any, y: Any) -> tuple[graph_lib.Tensor, graph_lib.Tensor]
     return x, y
 
 
-def _is_tensor_like(value: Any) -> bool:
+def is_tensor_like(value: Any) -> bool:
+    """A Tensor, or a value that stands for one in the graph (a Variable)."""
     return isinstance(value, graph_lib.Tensor) or hasattr(value, "_as_graph_element")
 
 
@@ -125,3 +129,62 @@ def static_value(t: graph_lib.Tensor) -> Any:
 
 def unknown_shape() -> tensor_shape.TensorShape:
     return tensor_shape.TensorShape(None)
+
+
+# Arguments that fix an op's structure (axes, depths, sizes) and index arguments.
+
+def static_ints(value: Any, op_name: str, arg_name: str) -> Optional[list[int]]:
+    """A list/tuple/array/constant of ints as Python ints; None for a non-constant Tensor."""
+    if isinstance(value, graph_lib.Tensor):
+        known = static_value(value)
+        if known is None:
+            return None
+        value = known
+    array = np.asarray(value)
+    if array.size and array.dtype.kind not in "iu":
+        raise TypeError(f"{op_name}: {arg_name} must be integers, got {value!r}")
+    return [int(v) for v in array.reshape(-1)]
+
+
+def static_int(value: Any, op_name: str, arg_name: str) -> int:
+    """An int argument that must be known when the graph is built (an axis, a depth)."""
+    if isinstance(value, graph_lib.Tensor):
+        known = static_value(value)
+        if known is None:
+            raise TypeError(f"{op_name}: {arg_name} must be known when the graph is built, got the tensor {value.name}")
+        value = known
+    array = np.asarray(value)
+    if array.ndim != 0 or array.dtype.kind not in "iu":
+        raise TypeError(f"{op_name}: {arg_name} must be a Python int (or a scalar int constant), got {value!r}")
+    return int(array)
+
+
+def index_tensor(value: Any, op_name: str) -> graph_lib.Tensor:
+    """An indices argument as an int32 or int64 tensor; Python values become int32."""
+    t = to_tensor(value, dtype=dtypes.int32) if not isinstance(value, graph_lib.Tensor) else value
+    check_dtype_in(op_name, t, INDICES)
+    return t
+
+
+def convert_like_first_tensor(values: Any, op_name: str) -> list[graph_lib.Tensor]:
+    """Converts a list of tensors and Python values, giving Python values the tensors' dtype."""
+    if isinstance(values, graph_lib.Tensor) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"{op_name} expects a list of tensors, got {values!r}")
+    if not values:
+        raise ValueError(f"{op_name} needs at least one tensor, got an empty list")
+    tensors = [to_tensor(v) if is_tensor_like(v) else None for v in values]
+    dtype = next((t.dtype.base_dtype for t in tensors if t is not None), None)
+    return [t if t is not None else to_tensor(v, dtype=dtype) for t, v in zip(tensors, values)]
+
+
+def normalize_axis(axis: int, rank: Optional[int], op_name: str, extra: int = 0) -> int:
+    """``axis`` in [-(rank+extra), rank+extra) as a non-negative int (``extra`` for new axes).
+
+    With an unknown rank the axis is kept as given; the kernel resolves a negative one.
+    """
+    if rank is None:
+        return axis
+    bound = rank + extra
+    if not -bound <= axis < bound:
+        raise ValueError(f"{op_name}: axis {axis} is out of range [{-bound}, {bound}) for a tensor of rank {rank}")
+    return axis % bound

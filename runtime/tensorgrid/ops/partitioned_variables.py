@@ -21,8 +21,10 @@ from typing import Any, Callable, Iterator, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import variables
 
 
@@ -250,7 +252,7 @@ def _conversion(value: PartitionedVariable, dtype: Any = None, name: Optional[st
     return value.as_tensor()
 
 
-graph_lib.register_tensor_conversion_function(PartitionedVariable, _conversion)
+tensor_conversion.register_tensor_conversion_function(PartitionedVariable, _conversion)
 
 
 # ---------------------------------------------------------------- creation (for the variable store)
@@ -298,8 +300,8 @@ def part_initializer(initializer: Any, dtype: Any, offset: list[int], shape: lis
     dtype is the variable's, as in TF)."""
     if callable(initializer):
         return initializer, shape, dtype
-    value = graph_lib.convert_to_tensor(initializer, dtype=None if isinstance(initializer, graph_lib.Tensor) else dtype)
-    return array_ops.slice(value, offset, shape), None, value.dtype.base_dtype
+    value = tensor_conversion.convert_to_tensor(initializer, dtype=None if isinstance(initializer, graph_lib.Tensor) else dtype)
+    return indexing_ops.slice(value, offset, shape), None, value.dtype.base_dtype
 
 
 def get_partitioned_variable(

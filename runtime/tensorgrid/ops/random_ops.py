@@ -41,7 +41,7 @@ def _random(op_type: str, shape: Any, dtype: Any, seed: Optional[int], name: str
         raise TypeError(f"{op_type} generates floating-point values, got dtype {dt.name}")
     shape_tensor = shape if isinstance(shape, graph_lib.Tensor) else array_ops.constant(shape, dtype=dtypes.int32)
     seed1, seed2 = get_seed(seed)
-    static = array_ops._shape_from_tensor_value(shape_tensor)
+    static = array_ops.shape_from_tensor_value(shape_tensor)
     return op_util.make_tensor(op_type, [shape_tensor], dt, static, name,
                                {"dtype": dt.name, "seed": seed1 or 0, "seed2": seed2 or 0})
 

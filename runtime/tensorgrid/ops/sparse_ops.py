@@ -19,8 +19,10 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import sparse_tensor
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
 
@@ -49,13 +51,13 @@ def _indexed_slices_to_tensor(value: indexed_slices.IndexedSlices, dtype: Any = 
                       "This may consume a large amount of memory.", stacklevel=3)
     rows: Any = static[0].value if static.ndims else None
     if rows is None:
-        rows = array_ops.strided_slice_from_key(value.dense_shape, 0)
-    dense = array_ops.unsorted_segment_sum(value.values, value.indices, rows, name=name)
+        rows = indexing_ops.strided_slice_from_key(value.dense_shape, 0)
+    dense = indexing_ops.unsorted_segment_sum(value.values, value.indices, rows, name=name)
     dense.set_shape(static)
     return dense
 
 
-graph_lib.register_tensor_conversion_function(indexed_slices.IndexedSlices, _indexed_slices_to_tensor)
+tensor_conversion.register_tensor_conversion_function(indexed_slices.IndexedSlices, _indexed_slices_to_tensor)
 
 
 def _sparse_tensor_conversion(value: Any, dtype: Any = None, name: Optional[str] = None,
@@ -66,7 +68,7 @@ def _sparse_tensor_conversion(value: Any, dtype: Any = None, name: Optional[str]
     )
 
 
-graph_lib.register_tensor_conversion_function(sparse_tensor.SparseTensor, _sparse_tensor_conversion)
+tensor_conversion.register_tensor_conversion_function(sparse_tensor.SparseTensor, _sparse_tensor_conversion)
 
 
 def concat_grad_of_indexed_slices(op: graph_lib.Operation,
@@ -81,24 +83,24 @@ def concat_grad_of_indexed_slices(op: graph_lib.Operation,
         index_dtype = grad.indices.dtype.base_dtype
         start: Any = array_ops.constant(0, dtype=index_dtype)
         for size in sizes:
-            end = math_ops.add(start, math_ops.cast(array_ops.strided_slice_from_key(size, 0), index_dtype))
+            end = math_ops.add(start, math_ops.cast(indexing_ops.strided_slice_from_key(size, 0), index_dtype))
             inside = math_ops.logical_and(math_ops.greater_equal(grad.indices, start), math_ops.less(grad.indices, end))
-            selected = array_ops.squeeze(array_ops.where(inside), axis=[1])
+            selected = array_ops.squeeze(indexing_ops.where(inside), axis=[1])
             grads.append(indexed_slices.IndexedSlices(
-                array_ops.gather(grad.values, selected),
-                math_ops.subtract(array_ops.gather(grad.indices, selected), start), size))
+                indexing_ops.gather(grad.values, selected),
+                math_ops.subtract(indexing_ops.gather(grad.indices, selected), start), size))
             start = end
         return grads
     rank = grad.values.shape.ndims
     widths = [x.shape[axis].value if x.shape.ndims is not None else None for x in inputs]
     known = [w for w in widths if w is not None]
     if rank is None or len(known) != len(widths):
-        return array_ops._concat_grad(op, graph_lib.convert_to_tensor(grad))  # type: ignore[no-any-return]
+        return array_ops.concat_grad(op, tensor_conversion.convert_to_tensor(grad))  # type: ignore[no-any-return]
     offset = 0
     for width, size in zip(known, sizes):
         begin, extent = [0] * rank, [-1] * rank
         begin[axis], extent[axis] = offset, width
-        grads.append(indexed_slices.IndexedSlices(array_ops.slice(grad.values, begin, extent), grad.indices, size))
+        grads.append(indexed_slices.IndexedSlices(indexing_ops.slice(grad.values, begin, extent), grad.indices, size))
         offset += width
     return grads
 
@@ -127,10 +129,10 @@ def unique(x: Any, out_idx: Any = dtypes.int32, name: Optional[str] = None) -> t
 
 def _segment_count(segment_ids: graph_lib.Tensor, num_segments: Any, dtype: dtypes.DType) -> graph_lib.Tensor:
     ones = array_ops.ones_like(segment_ids, dtype=dtype)
-    return array_ops.unsorted_segment_sum(ones, segment_ids, num_segments)
+    return indexing_ops.unsorted_segment_sum(ones, segment_ids, num_segments)
 
 
-def _num_segments(segment_ids: graph_lib.Tensor, num_segments: Any) -> Any:
+def num_segments_of(segment_ids: graph_lib.Tensor, num_segments: Any) -> Any:
     """Sorted segment ids end at the last segment: TF's output has ``max(segment_ids) + 1`` rows."""
     if num_segments is not None:
         return num_segments
@@ -140,12 +142,12 @@ def _num_segments(segment_ids: graph_lib.Tensor, num_segments: Any) -> Any:
 def _sparse_segment_reduce(data: Any, indices: Any, segment_ids: Any, num_segments: Any, norm: Optional[str],
                            name: Optional[str], default_name: str) -> graph_lib.Tensor:
     d = op_util.to_tensor(data)
-    ids = array_ops._index_tensor(segment_ids, default_name)
+    ids = op_util.index_tensor(segment_ids, default_name)
     graph = op_util.graph_of(d)
     with graph.name_scope(name or default_name):
-        rows = array_ops.gather(d, indices)
-        count = _num_segments(ids, num_segments)
-        total = array_ops.unsorted_segment_sum(rows, ids, count)
+        rows = indexing_ops.gather(d, indices)
+        count = num_segments_of(ids, num_segments)
+        total = indexing_ops.unsorted_segment_sum(rows, ids, count)
         if norm is None:
             return total
         sizes = math_ops.maximum(_segment_count(ids, count, d.dtype.base_dtype), op_util.to_tensor(1, dtype=d.dtype))

@@ -86,7 +86,7 @@ def assign_sub(ref: Any, value: Any, use_locking: Optional[bool] = None, name: O
 def _scatter(op_type: str, ref: Any, indices: Any, updates: Any, use_locking: bool,
              name: Optional[str]) -> graph_lib.Tensor:
     r = _ref_of(ref)
-    i = op_util.to_tensor(indices, dtype=None if op_util._is_tensor_like(indices) else dtypes.int32)
+    i = op_util.to_tensor(indices, dtype=None if op_util.is_tensor_like(indices) else dtypes.int32)
     op_util.check_dtype_in(op_type, i, op_util.INDICES)
     u = op_util.to_tensor(updates, dtype=r.dtype.base_dtype)
     if r.shape.ndims is not None and i.shape.ndims is not None:

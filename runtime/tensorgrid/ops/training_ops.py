@@ -76,7 +76,7 @@ def _build(op_type: str, refs: list[tuple[str, Any]], scalars: list[tuple[str, A
 
 def _check_rows(op_type: str, var: graph_lib.Tensor, grad: graph_lib.Tensor, indices: Any) -> graph_lib.Tensor:
     """The indices of a sparse update, checked against the variable and the gradient rows."""
-    i = op_util.to_tensor(indices, dtype=None if op_util._is_tensor_like(indices) else "int32")
+    i = op_util.to_tensor(indices, dtype=None if op_util.is_tensor_like(indices) else "int32")
     op_util.check_dtype_in(op_type, i, op_util.INDICES)
     if i.shape.ndims not in (None, 1):
         raise ValueError(f"{op_type}: indices {i.name} must be a vector, got shape {i.shape}")

@@ -28,6 +28,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import op_util
@@ -213,7 +214,7 @@ class VariableScope:
 def _value_dtype(value: Any) -> dtypes.DType:
     """The dtype ``value`` would have as a tensor, without adding an op to the graph."""
     if isinstance(value, graph_lib.Tensor) or hasattr(value, "_as_graph_element"):
-        return graph_lib.convert_to_tensor(value).dtype.base_dtype
+        return tensor_conversion.convert_to_tensor(value).dtype.base_dtype
     array = np.asarray(value)
     if not isinstance(value, (np.ndarray, np.generic)):
         # Python floats and ints become float32 and int32, as in tf.constant.

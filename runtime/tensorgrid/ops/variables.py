@@ -15,6 +15,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
@@ -241,7 +242,7 @@ def _variable_conversion(value: Variable, dtype: Any = None, name: Optional[str]
     return value._ref() if as_ref else value.value()
 
 
-graph_lib.register_tensor_conversion_function(Variable, _variable_conversion)
+tensor_conversion.register_tensor_conversion_function(Variable, _variable_conversion)
 
 
 def _delegate(operator: str) -> Callable[..., Any]:

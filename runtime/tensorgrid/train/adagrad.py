@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
@@ -39,7 +40,7 @@ class AdagradOptimizer(optimizer.Optimizer):
             self._get_or_make_slot_with_initializer(v, init, v.get_shape(), dtype, "accumulator", self._name)
 
     def _prepare(self) -> None:
-        self._learning_rate_tensor = graph_lib.convert_to_tensor(
+        self._learning_rate_tensor = tensor_conversion.convert_to_tensor(
             self._call_if_callable(self._learning_rate), name="learning_rate")
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:

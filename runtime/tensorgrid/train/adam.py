@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
@@ -52,10 +53,10 @@ class AdamOptimizer(optimizer.Optimizer):
             self._zeros_slot(v, "v", self._name + "_1")
 
     def _prepare(self) -> None:
-        self._lr_t = graph_lib.convert_to_tensor(self._call_if_callable(self._lr), name="learning_rate")
-        self._beta1_t = graph_lib.convert_to_tensor(self._call_if_callable(self._beta1), name="beta1")
-        self._beta2_t = graph_lib.convert_to_tensor(self._call_if_callable(self._beta2), name="beta2")
-        self._epsilon_t = graph_lib.convert_to_tensor(self._call_if_callable(self._epsilon), name="epsilon")
+        self._lr_t = tensor_conversion.convert_to_tensor(self._call_if_callable(self._lr), name="learning_rate")
+        self._beta1_t = tensor_conversion.convert_to_tensor(self._call_if_callable(self._beta1), name="beta1")
+        self._beta2_t = tensor_conversion.convert_to_tensor(self._call_if_callable(self._beta2), name="beta2")
+        self._epsilon_t = tensor_conversion.convert_to_tensor(self._call_if_callable(self._epsilon), name="epsilon")
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:
         m = self.get_slot(var, "m")

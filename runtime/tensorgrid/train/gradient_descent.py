@@ -10,6 +10,7 @@ from typing import Any
 
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
@@ -24,7 +25,7 @@ class GradientDescentOptimizer(optimizer.Optimizer):
 
     def _prepare(self) -> None:
         lr = self._call_if_callable(self._learning_rate)
-        self._learning_rate_tensor = graph_lib.convert_to_tensor(lr, name="learning_rate")
+        self._learning_rate_tensor = tensor_conversion.convert_to_tensor(lr, name="learning_rate")
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:
         lr = math_ops.cast(self._learning_rate_tensor, var.dtype.base_dtype)

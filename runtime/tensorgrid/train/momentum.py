@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
@@ -33,9 +34,9 @@ class MomentumOptimizer(optimizer.Optimizer):
             self._zeros_slot(v, "momentum", self._name)
 
     def _prepare(self) -> None:
-        self._learning_rate_tensor = graph_lib.convert_to_tensor(
+        self._learning_rate_tensor = tensor_conversion.convert_to_tensor(
             self._call_if_callable(self._learning_rate), name="learning_rate")
-        self._momentum_tensor = graph_lib.convert_to_tensor(self._call_if_callable(self._momentum), name="momentum")
+        self._momentum_tensor = tensor_conversion.convert_to_tensor(self._call_if_callable(self._momentum), name="momentum")
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:
         accum = self.get_slot(var, "momentum")

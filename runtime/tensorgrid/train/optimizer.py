@@ -20,9 +20,11 @@ from typing import Any, Optional, Sequence
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import gradients_impl
+from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import sparse_ops
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables as variables_lib
@@ -107,10 +109,10 @@ class Optimizer:
                 "gate_gradients must be one of: Optimizer.GATE_NONE, Optimizer.GATE_OP, "
                 f"Optimizer.GATE_GRAPH.  Not {gate_gradients}"
             )
-        loss_tensor = graph_lib.convert_to_tensor(loss)
+        loss_tensor = tensor_conversion.convert_to_tensor(loss)
         self._assert_valid_dtypes([loss_tensor])
         if grad_loss is not None:
-            self._assert_valid_dtypes([graph_lib.convert_to_tensor(grad_loss)])
+            self._assert_valid_dtypes([tensor_conversion.convert_to_tensor(grad_loss)])
         graph = loss_tensor.graph
         if var_list is None:
             var_list = graph.get_collection(GraphKeys.TRAINABLE_VARIABLES)
@@ -256,7 +258,7 @@ class Optimizer:
     def _apply_sparse_duplicate_indices(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:
         """Sums the rows of repeated indices, then ``_apply_sparse`` (TF's default)."""
         unique_indices, positions = sparse_ops.unique(grad.indices)
-        summed = array_ops.unsorted_segment_sum(grad.values, positions, array_ops.strided_slice_from_key(array_ops.shape(unique_indices), 0))
+        summed = indexing_ops.unsorted_segment_sum(grad.values, positions, indexing_ops.strided_slice_from_key(array_ops.shape(unique_indices), 0))
         return self._apply_sparse(indexed_slices.IndexedSlices(summed, unique_indices, grad.dense_shape), var)
 
     def _apply_sparse(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:

@@ -438,10 +438,10 @@ _UFUNCS = (
     "not_equal", "power", "reciprocal", "sign", "sqrt", "square", "subtract", "tanh", "true_divide",
 )
 _FUNCTIONS = (
-    "arange", "argmax", "argmin", "argwhere", "ascontiguousarray", "broadcast_to", "concatenate", "empty",
+    "arange", "argmax", "argmin", "argsort", "argwhere", "ascontiguousarray", "broadcast_to", "concatenate", "empty",
     "empty_like", "expand_dims", "full", "max", "mean", "min", "moveaxis", "ones", "ones_like", "pad", "prod",
     "split", "squeeze", "stack", "sum", "take", "take_along_axis", "tensordot", "tile", "transpose", "where",
-    "zeros", "zeros_like",
+    "unique", "zeros", "zeros_like",
 )
 for _name in _UFUNCS:
     globals()[_name] = _Ufunc(getattr(np, _name))

@@ -189,7 +189,7 @@ def test_embedding_lookup_sparse_checks_its_arguments() -> None:
         tf.reduce_sum(sp_ids)
 
 
-def test_sharded_lookup_runs_through_the_gpu_backend_interface(fake_gpu: Any) -> None:
+def test_sharded_lookup_runs_through_the_gpu_backend_interface(strict_gpu: Any) -> None:
     with tf.device("/device:GPU:0"):
         shards = [tf.Variable(TABLE[rows], name=f"shard{i}") for i, rows in enumerate(SHARD_ROWS["div"])]
         rows = tf.nn.embedding_lookup(shards, IDS, partition_strategy="div")

@@ -157,7 +157,7 @@ def test_sparse_kernels_check_their_indices(session: tf.Session) -> None:
         session.run(update)
 
 
-def test_sparse_updates_run_through_the_gpu_backend_interface(fake_gpu: Any) -> None:
+def test_sparse_updates_run_through_the_gpu_backend_interface(strict_gpu: Any) -> None:
     with tf.device("/device:GPU:0"):
         table = tf.Variable(np.ones((4, 2)), name="table")
         loss = tf.reduce_sum(tf.square(tf.gather(table, [3, 1, 3])))

@@ -86,20 +86,20 @@ def _scatter_rows(k: Any, buffer: Any, indices: Any, updates: Any) -> tuple[Any,
 
 @register_kernel("ScatterAdd")
 def _scatter_add(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
-    with _locked(variable, k.attrs["use_locking"]):
-        buffer = variable.read()
-        flat, rows = _scatter_rows(k, buffer, indices, updates)
-        k.backend.scatter_add(buffer, flat, rows)
-        variable.updates += 1
-    return variable
+    return _scatter_accumulate(k, variable, indices, updates, negate=False)
 
 
 @register_kernel("ScatterSub")
 def _scatter_sub(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+    return _scatter_accumulate(k, variable, indices, updates, negate=True)
+
+
+def _scatter_accumulate(k: Any, variable: Any, indices: Any, updates: Any, negate: bool) -> Any:
+    """``variable[indices] += updates`` (or ``-=``), repeated indices summed."""
     with _locked(variable, k.attrs["use_locking"]):
         buffer = variable.read()
         flat, rows = _scatter_rows(k, buffer, indices, updates)
-        k.backend.scatter_add(buffer, flat, -rows)
+        k.backend.scatter_add(buffer, flat, -rows if negate else rows)
         variable.updates += 1
     return variable
 

@@ -158,16 +158,26 @@ def _apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, b
             xp.add(tmp, m_buf, out=tmp)
             xp.divide(tmp, denominator, out=tmp)
             _release(k, denominator)
+            xp.multiply(tmp, alpha, out=tmp)
+            xp.subtract(w, tmp, out=w)
+            _release(k, tmp)
         else:
-            # var -= alpha * m / (sqrt(v) + epsilon)
-            xp.sqrt(v_buf, out=tmp)
-            xp.add(tmp, epsilon, out=tmp)
-            xp.divide(m_buf, tmp, out=tmp)
-        xp.multiply(tmp, alpha, out=tmp)
-        xp.subtract(w, tmp, out=w)
-        _release(k, tmp)
+            _release(k, tmp)
+            _adam_step(k, w, m_buf, v_buf, alpha, epsilon)
         var.updates += 1
     return var
+
+
+def _adam_step(k: Any, w: Any, m_buf: Any, v_buf: Any, alpha: Any, epsilon: Any) -> None:
+    """``var -= alpha * m / (sqrt(v) + epsilon)`` in place, every row (dense and TF1's sparse Adam)."""
+    xp = k.xp
+    tmp = _scratch(k, w)
+    xp.sqrt(v_buf, out=tmp)
+    xp.add(tmp, epsilon, out=tmp)
+    xp.divide(m_buf, tmp, out=tmp)
+    xp.multiply(tmp, alpha, out=tmp)
+    xp.subtract(w, tmp, out=w)
+    _release(k, tmp)
 
 
 def _check_row_indices(k: Any, var: Any, grad: Any, indices: Any) -> None:
@@ -253,13 +263,6 @@ def _sparse_apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power:
         m_buf[rows] += g * (1 - beta1)
         xp.multiply(v_buf, beta2, out=v_buf)
         v_buf[rows] += (g * g) * (1 - beta2)
-        # var -= alpha * m / (sqrt(v) + epsilon), every row.
-        tmp = _scratch(k, w)
-        xp.sqrt(v_buf, out=tmp)
-        xp.add(tmp, epsilon, out=tmp)
-        xp.divide(m_buf, tmp, out=tmp)
-        xp.multiply(tmp, alpha, out=tmp)
-        xp.subtract(w, tmp, out=w)
-        _release(k, tmp)
+        _adam_step(k, w, m_buf, v_buf, alpha, epsilon)  # every row, as TF1
         var.updates += 1
     return var

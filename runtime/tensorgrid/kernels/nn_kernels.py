@@ -265,34 +265,40 @@ def _max_pool(k: Any, step: Any, x: Any) -> Any:
 
 @register_kernel("MaxPoolGrad")
 def _max_pool_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
-    window = _pool_window(k)
-    rows, cols = _geometry(k, x.shape[1], x.shape[2], window)
-    patches = _patches(k, _pad(k, x, rows, cols, _lowest(x.dtype)), window, rows, cols)
-    n, out_h, out_w, _, _, c = patches.shape
-    per_position = k.xp.zeros(patches.shape, dtype=grad.dtype)
-    if patches.size:
-        # The gradient goes to the first maximum of each window, as in TensorFlow.
-        first_max = k.xp.argmax(patches.reshape(n, out_h, out_w, window[0] * window[1], c), axis=3)
-        chosen = k.xp.expand_dims(first_max, 3) == k.xp.arange(window[0] * window[1]).reshape(1, 1, 1, -1, 1)
-        per_position = (chosen * k.xp.expand_dims(grad, 3)).reshape(patches.shape)
+    window, rows, cols, patches, chosen = _first_maxima(k, x)
+    if chosen is None:
+        return _scatter_windows(k, k.xp.zeros(patches.shape, dtype=grad.dtype), list(x.shape), window, rows, cols)
+    # The gradient goes to the first maximum of each window, as in TensorFlow.
+    per_position = (chosen * k.xp.expand_dims(grad, 3)).reshape(patches.shape)
     return _scatter_windows(k, per_position, list(x.shape), window, rows, cols)
-
 
 
 @register_kernel("MaxPoolGradGrad")
 def _max_pool_grad_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
     """``grad`` (shaped like ``x``) read at the first maximum of each window: shaped like ``y``."""
+    window, rows, cols, patches, chosen = _first_maxima(k, x)
+    n, out_h, out_w, _, _, c = patches.shape
+    if chosen is None:
+        return k.xp.zeros((n, out_h, out_w, c), dtype=grad.dtype)
+    grad_patches = _patches(k, _pad(k, grad, rows, cols, 0), window, rows, cols).reshape(chosen.shape)
+    return k.xp.sum(chosen * grad_patches, axis=3).astype(grad.dtype)
+
+
+def _first_maxima(k: Any, x: Any) -> tuple[tuple[int, int], Window, Window, Any, Any]:
+    """The pool's window and geometry, ``x``'s padded windows, and a mask that marks the first
+    maximum of each window (shape ``(n, out_h, out_w, window positions, c)``; ``None`` when
+    there are no windows): where MaxPool's gradient goes and where its gradient's gradient reads."""
     window = _pool_window(k)
     rows, cols = _geometry(k, x.shape[1], x.shape[2], window)
     patches = _patches(k, _pad(k, x, rows, cols, _lowest(x.dtype)), window, rows, cols)
-    n, out_h, out_w, _, _, c = patches.shape
     if patches.size == 0:
-        return k.xp.zeros((n, out_h, out_w, c), dtype=grad.dtype)
+        return window, rows, cols, patches, None
+    n, out_h, out_w, _, _, c = patches.shape
     positions = window[0] * window[1]
-    grad_patches = _patches(k, _pad(k, grad, rows, cols, 0), window, rows, cols).reshape(n, out_h, out_w, positions, c)
     first_max = k.xp.argmax(patches.reshape(n, out_h, out_w, positions, c), axis=3)
     chosen = k.xp.expand_dims(first_max, 3) == k.xp.arange(positions).reshape(1, 1, 1, -1, 1)
-    return k.xp.sum(chosen * grad_patches, axis=3).astype(grad.dtype)
+    return window, rows, cols, patches, chosen
+
 
 def _window_counts(k: Any, rows: Window, cols: Window, height: int, width: int, window: tuple[int, int],
                    dtype: Any) -> Any:

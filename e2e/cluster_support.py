@@ -90,9 +90,9 @@ class Namespace:
         return self.kubectl("logs", pod, check=False).stdout
 
     def wait_log(self, pod: str, pattern: str, timeout: float) -> re.Match[str]:
-        match: re.Match[str] = wait_for(f"{pod} to log {pattern!r}",
-                                        lambda: list(re.finditer(pattern, self.logs(pod)))[-1:] and
-                                        list(re.finditer(pattern, self.logs(pod)))[-1], timeout, interval=1.0)
+        """The first match of ``pattern`` in the pod's log, once there is one."""
+        match: re.Match[str] = wait_for(f"{pod} to log {pattern!r}", lambda: re.search(pattern, self.logs(pod)),
+                                        timeout, interval=1.0)
         return match
 
     def wait_running(self, pod: str, timeout: float = 180) -> None:
@@ -132,10 +132,10 @@ def example(name: str, **changes: Any) -> str:
                 command = container.get("command") or []
                 for flag, key in (("--steps", "steps"), ("--checkpoint-every", "checkpoint_every"),
                                   ("--log-every", "log_every")):
-                    if key in changes and command:
+                    if key in changes and command:  # no command: `tensorgrid server`, which trains nothing
                         if flag in command:
                             command[command.index(flag) + 1] = str(changes[key])
-                        elif command[-1].endswith(".py") or "/app/examples/" in " ".join(command):
+                        else:
                             command += [flag, str(changes[key])]
     return yaml.safe_dump_all(documents)
 

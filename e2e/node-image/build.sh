@@ -135,8 +135,10 @@ build_image "$coredns_image" scratch "$TOOLS/coredns:/coredns"
 gcc -static -Os -o "$context/work/pause" "$HERE/images/pause.c"
 build_image "$pause_image" scratch "$context/work/pause:/pause"
 build_image "$(image_for kube-proxy)" "$OS_BASE_IMAGE" \
-  "$K8S_BIN/kube-proxy:/usr/local/bin/kube-proxy.real" "$HERE/images/kube-proxy-wrapper:/usr/local/bin/kube-proxy" \
-  -- "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iptables conntrack > /dev/null && rm -rf /var/lib/apt/lists/* && chmod 0755 /usr/local/bin/kube-proxy"
+  "$K8S_BIN/kube-proxy:/usr/local/bin/kube-proxy.real" \
+  "$HERE/rootfs/usr/local/bin/select-iptables-backend:/usr/local/bin/select-iptables-backend" \
+  "$HERE/images/kube-proxy-wrapper:/usr/local/bin/kube-proxy" \
+  -- "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iptables conntrack > /dev/null && rm -rf /var/lib/apt/lists/* && chmod 0755 /usr/local/bin/kube-proxy /usr/local/bin/select-iptables-backend"
 rm -rf "$context/work"
 
 log "building $NODE_IMAGE"

@@ -238,6 +238,7 @@ def test_shell_scripts_pass_shellcheck() -> None:
     # The kind cluster of the end-to-end suite and its node image.
     scripts += ["e2e/cluster.sh", "e2e/node-image/build.sh", "e2e/node-image/images/kube-proxy-wrapper",
                 "e2e/node-image/rootfs/usr/local/bin/entrypoint",
+                "e2e/node-image/rootfs/usr/local/bin/select-iptables-backend",
                 "e2e/node-image/rootfs/usr/local/bin/tensorgrid-local-volumes"]
     result = subprocess.run([shellcheck, "-x", *scripts], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout

@@ -1,8 +1,10 @@
-"""Fixtures shared by the test suite: a fresh default graph per test, a session, a strict stand-in GPU."""
+"""Fixtures shared by the test suite: mutual TLS for every cluster, a fresh default graph per test,
+a session, a strict stand-in GPU."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any, Iterator
 
 import pytest
@@ -10,8 +12,27 @@ import pytest
 import cluster_processes
 import strict_cupy
 import tensorgrid as tf
+from tensorgrid.distributed import certificates
+from tensorgrid.distributed.transport import tls
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import cupy_backend
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_run_certificates() -> Iterator[str]:
+    """Every cluster of the run speaks mutual TLS, as users' clusters do: one CA made for
+    this run, and one certificate for ``localhost`` that every task process and this
+    process use through ``TENSORGRID_TLS_DIR`` (set here, inherited by the processes that
+    tests start). Yields the directory; removed at the end of the run. A run with
+    ``TENSORGRID_INSECURE=1`` and no ``TENSORGRID_TLS_DIR`` tests the opt-out instead."""
+    if os.environ.get(tls.TLS_DIR_ENV) or os.environ.get(tls.INSECURE_ENV) == "1":
+        yield os.environ.get(tls.TLS_DIR_ENV, "")
+        return
+    with tempfile.TemporaryDirectory(prefix="tensorgrid-test-tls-") as root, pytest.MonkeyPatch.context() as patch:
+        authority = certificates.new_authority("tensorgrid test run CA")
+        directory = certificates.write_task_directory(os.path.join(root, "tasks"), authority, "tensorgrid test task")
+        patch.setenv(tls.TLS_DIR_ENV, directory)
+        yield directory
 
 
 @pytest.fixture(autouse=True)

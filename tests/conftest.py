@@ -4,7 +4,6 @@ a session, a strict stand-in GPU."""
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any, Iterator
 
 import pytest
@@ -25,14 +24,8 @@ def test_run_certificates() -> Iterator[str]:
     process use through ``TENSORGRID_TLS_DIR`` (set here, inherited by the processes that
     tests start). Yields the directory; removed at the end of the run. A run with
     ``TENSORGRID_INSECURE=1`` and no ``TENSORGRID_TLS_DIR`` tests the opt-out instead."""
-    if os.environ.get(tls.TLS_DIR_ENV) or os.environ.get(tls.INSECURE_ENV) == "1":
-        yield os.environ.get(tls.TLS_DIR_ENV, "")
-        return
-    with tempfile.TemporaryDirectory(prefix="tensorgrid-test-tls-") as root, pytest.MonkeyPatch.context() as patch:
-        authority = certificates.new_authority("tensorgrid test run CA")
-        directory = certificates.write_task_directory(os.path.join(root, "tasks"), authority, "tensorgrid test task")
-        patch.setenv(tls.TLS_DIR_ENV, directory)
-        yield directory
+    with certificates.loopback_tls_for_this_process("tensorgrid test run") as directory:
+        yield directory or os.environ.get(tls.TLS_DIR_ENV, "")
 
 
 @pytest.fixture(autouse=True)

@@ -14,11 +14,13 @@ TrainingJob on its side: the operator and the runtime share no code.)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import ipaddress
 import os
-from typing import Sequence
+import tempfile
+from typing import Iterator, Sequence
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -35,6 +37,9 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """The names a task of a loopback cluster is dialed by (``localhost:port`` in its cluster spec)."""
 
 DEFAULT_VALIDITY = datetime.timedelta(days=30)
+
+TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
+INSECURE_ENV = "TENSORGRID_INSECURE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,3 +118,23 @@ def _general_name(name: str) -> x509.GeneralName:
         return x509.IPAddress(ipaddress.ip_address(name))
     except ValueError:
         return x509.DNSName(name)
+
+
+@contextlib.contextmanager
+def loopback_tls_for_this_process(label: str) -> Iterator[str]:
+    """Within the block, this process and every process it starts speak mutual TLS on
+    loopback: a fresh CA (``label`` names it) and one certificate for the loopback names,
+    in a temporary directory that ``TENSORGRID_TLS_DIR`` names until the block ends, when
+    both go. For programs that start loopback clusters themselves (the test suite,
+    benchmarks). Yields the directory; does nothing (yields "") when ``TENSORGRID_TLS_DIR``
+    is set already or ``TENSORGRID_INSECURE=1`` asks for no TLS."""
+    if os.environ.get(TLS_DIR_ENV) or os.environ.get(INSECURE_ENV) == "1":
+        yield ""
+        return
+    with tempfile.TemporaryDirectory(prefix="tensorgrid-tls-") as root:
+        directory = write_task_directory(os.path.join(root, "task"), new_authority(f"{label} CA"), label)
+        os.environ[TLS_DIR_ENV] = directory
+        try:
+            yield directory
+        finally:
+            os.environ.pop(TLS_DIR_ENV, None)

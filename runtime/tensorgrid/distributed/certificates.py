@@ -29,17 +29,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.oid import NameOID
 
-CA_FILE = "ca.crt"
-CERT_FILE = "tls.crt"
-KEY_FILE = "tls.key"
+from tensorgrid.distributed.transport import tls
+
+CA_FILE, CERT_FILE, KEY_FILE = tls.FILES
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """The names a task of a loopback cluster is dialed by (``localhost:port`` in its cluster spec)."""
 
 DEFAULT_VALIDITY = datetime.timedelta(days=30)
-
-TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
-INSECURE_ENV = "TENSORGRID_INSECURE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,13 +125,13 @@ def loopback_tls_for_this_process(label: str) -> Iterator[str]:
     both go. For programs that start loopback clusters themselves (the test suite,
     benchmarks). Yields the directory; does nothing (yields "") when ``TENSORGRID_TLS_DIR``
     is set already or ``TENSORGRID_INSECURE=1`` asks for no TLS."""
-    if os.environ.get(TLS_DIR_ENV) or os.environ.get(INSECURE_ENV) == "1":
+    if os.environ.get(tls.TLS_DIR_ENV) or os.environ.get(tls.INSECURE_ENV) == "1":
         yield ""
         return
     with tempfile.TemporaryDirectory(prefix="tensorgrid-tls-") as root:
         directory = write_task_directory(os.path.join(root, "task"), new_authority(f"{label} CA"), label)
-        os.environ[TLS_DIR_ENV] = directory
+        os.environ[tls.TLS_DIR_ENV] = directory
         try:
             yield directory
         finally:
-            os.environ.pop(TLS_DIR_ENV, None)
+            os.environ.pop(tls.TLS_DIR_ENV, None)

@@ -301,8 +301,11 @@ class DataServer:
         wrapped = self._tls.wrap_socket(conn, server_side=True)
         with self._lock:
             self._connections.discard(conn)
-            self._connections.add(wrapped)
-        if self._closed:
+            closed = self._closed
+            if not closed:
+                self._connections.add(wrapped)
+        if closed:
+            wrapped.close()
             raise OSError("the data channel closed")
         return wrapped
 

@@ -48,6 +48,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                              f"with each failure of that replica (default {defaults.retry_delay_seconds:g})")
     parser.add_argument("--max-retry-delay-seconds", type=float, default=defaults.max_retry_delay_seconds,
                         help=f"the longest retry wait (default {defaults.max_retry_delay_seconds:g})")
+    parser.add_argument("--progress-interval-seconds", type=float, default=defaults.progress_interval_seconds,
+                        help="read a running job's global step from its chief's and parameter servers' metrics into "
+                             f"status.progress this often; 0 turns it off (default "
+                             f"{defaults.progress_interval_seconds:g})")
     parser.add_argument("--remove-finalizers", action="store_true",
                         help="do not run: remove the operator's finalizer from every TrainingJob (in the --namespace "
                              "namespaces, or all) and exit, so that jobs and namespaces can be deleted without an "
@@ -57,6 +61,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     if not 0 <= args.retry_delay_seconds <= args.max_retry_delay_seconds:
         parser.error(f"--retry-delay-seconds {args.retry_delay_seconds:g} must be >= 0 and <= "
                      f"--max-retry-delay-seconds {args.max_retry_delay_seconds:g}")
+    if args.progress_interval_seconds < 0:
+        parser.error(f"--progress-interval-seconds {args.progress_interval_seconds:g} must be >= 0 (0: off)")
     return config.Settings(
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
@@ -69,6 +75,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         api_workers=args.api_workers,
         retry_delay_seconds=args.retry_delay_seconds,
         max_retry_delay_seconds=args.max_retry_delay_seconds,
+        progress_interval_seconds=args.progress_interval_seconds,
         verbose=args.verbose,
         remove_finalizers=args.remove_finalizers,
     )

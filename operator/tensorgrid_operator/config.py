@@ -39,6 +39,10 @@ class Settings:
     """The operator gives up on a watch the server did not end in time (a stalled connection) and watches anew."""
     watch_connect_timeout_seconds: float = 30.0
     """A watch connection that does not open within this long is tried again."""
+    progress_interval_seconds: float = 30.0
+    """How often a running job's metrics are read into ``status.progress``; 0 turns progress off."""
+    progress_timeout_seconds: float = 5.0
+    """The longest wait for one task's metrics page."""
     verbose: bool = False
     """Log every reconcile at debug level."""
     remove_finalizers: bool = False

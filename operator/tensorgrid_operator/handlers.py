@@ -20,6 +20,8 @@ import logging
 import os
 import random
 import time
+import urllib.error
+import urllib.request
 from typing import Any, Callable, Optional, TypeVar, cast
 
 import kopf
@@ -29,12 +31,15 @@ from tensorgrid_operator import creation
 from tensorgrid_operator import kube
 from tensorgrid_operator import metrics
 from tensorgrid_operator import policies
+from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
 
 T = TypeVar("T")
 JobKey = tuple[str, str]
 
+# States in which the job's metrics are read into status.progress.
+PROGRESS_STATES = ("Running", "Restarting")
 # After an unexpected API error, try again after this long (doubling, capped).
 ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -49,6 +54,8 @@ class _Runtime:
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     written_versions: dict[JobKey, str] = dataclasses.field(default_factory=dict)
     phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
+    progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
+    """When (monotonic) each running job's metrics are read next."""
 
 
 _settings = config.Settings()
@@ -199,6 +206,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         if runtime.wakers.get(key) is wake:
             del runtime.wakers[key]
         runtime.written_versions.pop(key, None)
+        runtime.progress_due.pop(key, None)
         runtime.phases.set(key, None)
 
 
@@ -218,9 +226,11 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
-        requeue_after = await _apply(runtime, key, job, plan, logger)
+        job, requeue_after = await _apply(runtime, key, job, plan, logger)
+        progress_after = await _update_progress(runtime, key, job, pods)
         resync = runtime.settings.resync_seconds
-        return resync if requeue_after is None else min(max(requeue_after, 0.0), resync)
+        due = [t for t in (requeue_after, progress_after) if t is not None]
+        return min(max(min(due), 0.0), resync) if due else resync
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
 
@@ -230,8 +240,11 @@ def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
 
 
 async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
-                 logger: kopf.Logger) -> Optional[float]:
-    """Apply a plan: status, deletions, creations, then what to say about them. Returns when to look again."""
+                 logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
+    """Apply a plan: status, deletions, creations, then what to say about them.
+
+    Returns the job as last written and when to look again.
+    """
     namespace, name = key
     k = runtime.kube
     if plan.status is not None:
@@ -269,7 +282,47 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     runtime.phases.set(key, (job.get("status") or {}).get("state"))
     if plan.delete_job:
         await _call(k.delete_job, job)
-    return outcome.requeue_after
+    return job, outcome.requeue_after
+
+
+async def _update_progress(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+                           pods: list[dict[str, Any]]) -> Optional[float]:
+    """Read the running job's metrics into ``status.progress`` when due; seconds until the next reading."""
+    interval = runtime.settings.progress_interval_seconds
+    status = job.get("status") or {}
+    if interval <= 0 or status.get("state") not in PROGRESS_STATES:
+        runtime.progress_due.pop(key, None)
+        return None
+    wait = runtime.progress_due.get(key, 0.0) - time.monotonic()
+    if wait > 0:
+        return wait
+    runtime.progress_due[key] = time.monotonic() + interval
+    try:
+        job_spec = spec_lib.parse_spec(job.get("spec") or {})
+    except ValueError:
+        return None
+    targets = progress.scrape_targets(job_spec, pods)
+    readings = await asyncio.gather(*(_call(_read_metrics, t, runtime.settings.progress_timeout_seconds)
+                                      for t in targets))
+    old = status.get("progress")
+    new = progress.next_progress(old, readings, datetime.datetime.now(datetime.timezone.utc))
+    if new is not None and new != old:
+        # A merge patch: keys the new progress no longer has are deleted by naming them null.
+        patch = {name: new.get(name) for name in set(old or {}) | set(new)}
+        job = await _call(runtime.kube.patch_status, job, {"progress": patch})
+        runtime.written_versions[key] = job["metadata"]["resourceVersion"]
+    return interval
+
+
+def _read_metrics(target: progress.Target, timeout: float) -> progress.Reading:
+    """GET one task's /metrics page (at most ``progress.MAX_PAGE_BYTES``)."""
+    try:
+        with urllib.request.urlopen(target.url, timeout=timeout) as response:  # noqa: S310 - http to a pod IP
+            text = response.read(progress.MAX_PAGE_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError) as e:  # URLError, timeouts and refused connections are OSErrors
+        reason = e.reason if isinstance(e, urllib.error.URLError) else e
+        return progress.Reading(target.pod, error=f"{target.pod}: could not read {target.url}: {reason}")
+    return progress.read_page(target.pod, text)
 
 
 def resolve_peering(settings: config.Settings) -> config.Settings:

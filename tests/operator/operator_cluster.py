@@ -145,10 +145,11 @@ def operator(controlplane: ControlPlane) -> Iterator[Operator]:
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = controlplane.kubeconfig  # kopf's own login reads it
     liveness = free_port()
-    # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays.
+    # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays;
+    # progress read every second.
     handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
                                        peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
-                                       max_retry_delay_seconds=4.0))
+                                       max_retry_delay_seconds=4.0, progress_interval_seconds=1.0))
     args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
             f"--liveness=http://127.0.0.1:{liveness}/healthz"]
     try:
@@ -218,8 +219,9 @@ class Namespace:
             self.name, field_selector=f"involvedObject.name={job},involvedObject.kind=TrainingJob").items)
         return list(items)
 
-    def set_phase(self, pod: str, phase: str, exit_code: Optional[int] = None, reason: str = "") -> None:
-        """What a kubelet reports: the phase and the main container's state."""
+    def set_phase(self, pod: str, phase: str, exit_code: Optional[int] = None, reason: str = "",
+                  pod_ip: Optional[str] = None) -> None:
+        """What a kubelet reports: the phase, the main container's state, and the pod's IP when given."""
         if exit_code is None:
             state: dict[str, Any] = {"running": {"startedAt": "2030-01-01T00:00:00Z"}}
         else:
@@ -229,6 +231,8 @@ class Namespace:
         body = {"status": {"phase": phase, "containerStatuses": [{
             "name": "tensorgrid", "image": "tensorgrid:test", "imageID": "", "ready": exit_code is None,
             "restartCount": 0, "started": exit_code is None, "state": state}]}}
+        if pod_ip is not None:
+            body["status"].update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
         self.cp.core.patch_namespaced_pod_status(pod, self.name, body)
 
     def run_all(self, job: str) -> None:

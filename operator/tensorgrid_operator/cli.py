@@ -48,6 +48,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                              f"with each failure of that replica (default {defaults.retry_delay_seconds:g})")
     parser.add_argument("--max-retry-delay-seconds", type=float, default=defaults.max_retry_delay_seconds,
                         help=f"the longest retry wait (default {defaults.max_retry_delay_seconds:g})")
+    parser.add_argument("--stuck-terminating-seconds", type=float, default=defaults.stuck_terminating_seconds,
+                        help="report a pod still terminating this long after its grace period (its node is likely "
+                             f"down or NotReady) on its job (default {defaults.stuck_terminating_seconds:g})")
+    parser.add_argument("--force-delete-stuck-pods", action="store_true",
+                        help="delete such pods with a grace period of 0 so their replicas are created again (if the "
+                             "node is only cut off, the old process may run on beside its replacement)")
     parser.add_argument("--progress-interval-seconds", type=float, default=defaults.progress_interval_seconds,
                         help="read a running job's global step from its chief's and parameter servers' metrics into "
                              f"status.progress this often; 0 turns it off (default "
@@ -61,6 +67,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     if not 0 <= args.retry_delay_seconds <= args.max_retry_delay_seconds:
         parser.error(f"--retry-delay-seconds {args.retry_delay_seconds:g} must be >= 0 and <= "
                      f"--max-retry-delay-seconds {args.max_retry_delay_seconds:g}")
+    if args.stuck_terminating_seconds < 0:
+        parser.error(f"--stuck-terminating-seconds {args.stuck_terminating_seconds:g} must be >= 0")
     if args.progress_interval_seconds < 0:
         parser.error(f"--progress-interval-seconds {args.progress_interval_seconds:g} must be >= 0 (0: off)")
     return config.Settings(
@@ -75,6 +83,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         api_workers=args.api_workers,
         retry_delay_seconds=args.retry_delay_seconds,
         max_retry_delay_seconds=args.max_retry_delay_seconds,
+        stuck_terminating_seconds=args.stuck_terminating_seconds,
+        force_delete_stuck_pods=args.force_delete_stuck_pods,
         progress_interval_seconds=args.progress_interval_seconds,
         verbose=args.verbose,
         remove_finalizers=args.remove_finalizers,

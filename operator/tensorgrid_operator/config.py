@@ -39,6 +39,10 @@ class Settings:
     """The operator gives up on a watch the server did not end in time (a stalled connection) and watches anew."""
     watch_connect_timeout_seconds: float = 30.0
     """A watch connection that does not open within this long is tried again."""
+    stuck_terminating_seconds: float = 300.0
+    """A pod still terminating this long after its grace period is reported stuck (condition, Warning event)."""
+    force_delete_stuck_pods: bool = False
+    """Delete pods stuck terminating with a grace period of 0, so their replicas are created again."""
     progress_interval_seconds: float = 30.0
     """How often a running job's metrics are read into ``status.progress``; 0 turns progress off."""
     progress_timeout_seconds: float = 5.0

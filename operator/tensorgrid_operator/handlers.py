@@ -34,6 +34,7 @@ from tensorgrid_operator import policies
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator import terminating
 
 T = TypeVar("T")
 JobKey = tuple[str, str]
@@ -222,7 +223,8 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
                                               _call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
-        plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings))
+        plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings),
+                                   _stuck_policy(runtime.settings))
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
@@ -233,6 +235,10 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         return min(max(min(due), 0.0), resync) if due else resync
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+
+
+def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
+    return terminating.StuckPolicy(settings.stuck_terminating_seconds, settings.force_delete_stuck_pods)
 
 
 def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
@@ -253,6 +259,7 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     await asyncio.gather(
         *(_call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
+        *(_call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
         *(_call(k.delete_service, namespace, svc) for svc in plan.delete_services))
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     objects = [("Service", svc) for svc in plan.create_services] + [("Pod", pod) for pod in plan.create_pods]

@@ -97,8 +97,10 @@ class Kube:
                 return  # AlreadyExists: an earlier reconcile (or another replica) made it
             raise _counted(operation, e)
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid))
+    def delete_pod(self, namespace: str, name: str, uid: str, force: bool = False) -> None:
+        """Delete the pod of that uid; ``force``: with a grace period of 0 (no wait for its kubelet)."""
+        body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid),
+                                                 grace_period_seconds=0 if force else None)
         try:
             self._core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
         except kube_exceptions.ApiException as e:

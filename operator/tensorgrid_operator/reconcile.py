@@ -29,6 +29,7 @@ from tensorgrid_operator import manifests
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
 from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator import terminating
 
 Obj = dict[str, Any]
 RT = spec_lib.ReplicaType
@@ -53,6 +54,8 @@ class Plan:
     delete_pods: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     """(name, uid): deleted with a uid precondition, so a newer pod of that name is never hit."""
     delete_services: list[str] = dataclasses.field(default_factory=list)
+    force_delete_pods: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    """(name, uid) of pods stuck terminating, deleted with a grace period of 0 (``terminating``)."""
     status: Optional[Obj] = None
     """The complete new status, or ``None`` when it did not change."""
     events: list[Event] = dataclasses.field(default_factory=list)
@@ -67,7 +70,7 @@ class Plan:
     @property
     def has_actions(self) -> bool:
         return bool(self.create_pods or self.create_services or self.delete_pods or self.delete_services
-                    or self.delete_job)
+                    or self.force_delete_pods or self.delete_job)
 
 
 @dataclasses.dataclass
@@ -86,6 +89,7 @@ class _Work:
     backoff: dict[str, Obj]
     """``status.replicaBackoff`` by replica: how many times in a row it failed, when it may be created again."""
     retry_delay: policies.RetryDelay
+    stuck: terminating.StuckPolicy
     start_time: Optional[datetime.datetime] = None
     """The startTime to write, when this reconcile (re)starts the active clock."""
     finished_now: bool = False
@@ -127,7 +131,8 @@ class _Work:
 
 
 def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],
-              now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay()) -> Plan:
+              now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay(),
+              stuck: terminating.StuckPolicy = terminating.StuckPolicy()) -> Plan:
     """The plan that moves the cluster from what is observed towards what ``job`` asks for."""
     meta = job["metadata"]
     old_status: Mapping[str, Any] = job.get("status") or {}
@@ -143,6 +148,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         epoch=int(old_status.get("restartEpoch") or 0),
         backoff={e["replica"]: dict(e) for e in old_status.get("replicaBackoff") or []},
         retry_delay=retry_delay,
+        stuck=stuck,
     )
     owned = [p for p in pods if podview.owned_by(p, meta["uid"])]
     foreign_names = {(p.get("metadata") or {}).get("name") for p in pods if not podview.owned_by(p, meta["uid"])}
@@ -507,6 +513,7 @@ def job_state(conditions: Sequence[Mapping[str, Any]]) -> str:
 def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spec_lib.JobSpec],
               views: Sequence[podview.PodView]) -> Plan:
     """Assemble the new status; keep ``plan.status`` ``None`` when it equals the old one."""
+    _stuck_terminating(work, views)
     now, plan = work.now, work.plan
     deleting = {uid for _, uid in plan.delete_pods}
     live = [v for v in views if v.key is not None and not v.terminating and v.uid not in deleting]
@@ -555,6 +562,26 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
             plan.all_running_seconds = max(0.0, (now - created).total_seconds())
     plan.status = None if status == dict(old_status) else status
     return plan
+
+
+def _stuck_terminating(work: _Work, views: Sequence[podview.PodView]) -> None:
+    """Say which pods are stuck terminating (a Warning when that changes); force-delete them if told to."""
+    stuck, due = terminating.stuck_pods(views, work.now, work.stuck)
+    if due is not None:
+        work.requeue(due)
+    previous = cond_lib.get_condition(work.conditions, cond_lib.STUCK_TERMINATING)
+    if not stuck:
+        if previous is not None and previous.get("status") == "True":
+            cond_lib.set_condition(work.conditions, cond_lib.STUCK_TERMINATING, False, "NoPodStuckTerminating",
+                                   "no pod of the job is stuck terminating", work.now)
+        return
+    message = terminating.describe(stuck, work.stuck)
+    if previous is None or previous.get("status") != "True" or previous.get("message") != message:
+        work.event("Warning", terminating.REASON, message)
+    cond_lib.set_condition(work.conditions, cond_lib.STUCK_TERMINATING, True, terminating.REASON, message, work.now)
+    if work.stuck.force_delete:
+        work.plan.force_delete_pods.extend((v.name, v.uid) for v in stuck)
+        work.requeue(work.stuck.after_seconds)  # look again, in case a deletion is lost
 
 
 def _backoff_to_keep(work: _Work, job_spec: Optional[spec_lib.JobSpec]) -> list[Obj]:

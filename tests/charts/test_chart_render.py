@@ -40,7 +40,8 @@ def test_defaults() -> None:
     container = pod["containers"][0]
     assert container["image"] == "tensorgrid-operator:0.1.0"
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
-                                 "--resync-seconds=60", "--api-workers=16"]
+                                 "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
+                                 "--stuck-terminating-seconds=300"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME

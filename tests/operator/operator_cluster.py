@@ -146,10 +146,11 @@ def operator(controlplane: ControlPlane) -> Iterator[Operator]:
     os.environ["KUBECONFIG"] = controlplane.kubeconfig  # kopf's own login reads it
     liveness = free_port()
     # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays;
-    # progress read every second.
+    # progress read every second; pods stuck terminating reported 2 s after their grace period.
     handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
                                        peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
-                                       max_retry_delay_seconds=4.0, progress_interval_seconds=1.0))
+                                       max_retry_delay_seconds=4.0, progress_interval_seconds=1.0,
+                                       stuck_terminating_seconds=2.0))
     args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
             f"--liveness=http://127.0.0.1:{liveness}/healthz"]
     try:

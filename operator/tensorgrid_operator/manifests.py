@@ -134,7 +134,7 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     ``restartPolicy`` is always ``Never``: the operator, not the kubelet, decides about
     restarts, so it sees every exit code and ``backoffLimit`` bounds every retry. The
     pod is labelled with the job's restart ``epoch``, so the pods of a run that a
-    whole-job restart replaced are known even after an operator crash.
+    whole-job restart (by an earlier operator) replaced are known even after an upgrade.
     """
     meta = job["metadata"]
     job_name, namespace = meta["name"], meta["namespace"]

@@ -22,7 +22,7 @@ JOBS_FAILED = prometheus_client.Counter(
     "tensorgrid_operator_jobs_failed_total", "TrainingJobs that failed.", ["namespace"], registry=REGISTRY)
 JOBS_RESTARTED = prometheus_client.Counter(
     "tensorgrid_operator_jobs_restarted_total",
-    "Restarts decided by the operator (one replica, or the whole job after a PS failure).",
+    "Replica restarts decided by the operator (collateral and disrupted replicas are not counted).",
     ["namespace"], registry=REGISTRY)
 JOBS = prometheus_client.Gauge(
     "tensorgrid_operator_jobs", "TrainingJobs this operator reconciles, by state.", ["phase"], registry=REGISTRY)

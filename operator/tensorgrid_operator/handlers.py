@@ -28,6 +28,7 @@ import kopf
 
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
+from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
 from tensorgrid_operator import metrics
 from tensorgrid_operator import policies
@@ -55,6 +56,8 @@ class _Runtime:
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     written_versions: dict[JobKey, str] = dataclasses.field(default_factory=dict)
     phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
+    job_objects: dict[JobKey, str] = dataclasses.field(default_factory=dict)
+    """Per job: "" once its NetworkPolicy and PodDisruptionBudget exist, else the last creation error."""
     progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
     """When (monotonic) each running job's metrics are read next."""
 
@@ -208,6 +211,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
             del runtime.wakers[key]
         runtime.written_versions.pop(key, None)
         runtime.progress_due.pop(key, None)
+        runtime.job_objects.pop(key, None)
         runtime.phases.set(key, None)
 
 
@@ -220,6 +224,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         job = await _call(k.get_job, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
+        await _ensure_job_objects(runtime, key, job)
         pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
                                               _call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -235,6 +240,44 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         return min(max(min(due), 0.0), resync) if due else resync
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+
+
+def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSettings:
+    return jobobjects.JobObjectSettings(settings.network_policy, settings.network_policy_metrics_from,
+                                        settings.ps_disruption_budget, settings.ps_anti_affinity)
+
+
+async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any]) -> None:
+    """Create the job's NetworkPolicy and PS PodDisruptionBudget once (an existing one is left as it is).
+
+    A refusal is said once per distinct message (a Warning event) and tried again at the next reconcile;
+    it does not stop the job's pods from being made.
+    """
+    if runtime.job_objects.get(key) == "" or (job.get("status") or {}).get("state") in ("Succeeded", "Failed"):
+        return
+    settings = _job_object_settings(runtime.settings)
+    wanted: list[tuple[str, Callable[[Any], None], dict[str, Any]]] = []
+    if settings.network_policy:
+        wanted.append(("NetworkPolicy", runtime.kube.create_network_policy, jobobjects.network_policy(job, settings)))
+    try:
+        budget = jobobjects.ps_disruption_budget(job, spec_lib.parse_spec(job.get("spec") or {}))
+    except ValueError:
+        budget = None  # the reconcile fails the job for its spec
+    if settings.ps_disruption_budget and budget is not None:
+        wanted.append(("PodDisruptionBudget", runtime.kube.create_pod_disruption_budget, budget))
+    results = await asyncio.gather(*(_call(create, obj) for _, create, obj in wanted), return_exceptions=True)
+    errors = []
+    for (kind, _, obj), result in zip(wanted, results):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result
+            code, message = kube.error_details(result)
+            errors.append((kind, f"could not create {kind} {obj['metadata']['name']}: {message} (HTTP {code})"))
+    text = "; ".join(message for _, message in errors)
+    if text and runtime.job_objects.get(key) != text:
+        for kind, message in errors:
+            kopf.event(_body(job), type="Warning", reason=f"FailedCreate{kind}", message=message)
+    runtime.job_objects[key] = text
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
@@ -262,7 +305,9 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
         *(_call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
         *(_call(k.delete_service, namespace, svc) for svc in plan.delete_services))
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
-    objects = [("Service", svc) for svc in plan.create_services] + [("Pod", pod) for pod in plan.create_pods]
+    pod_settings = _job_object_settings(runtime.settings)
+    objects = [("Service", svc) for svc in plan.create_services] + [
+        ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
     results = await asyncio.gather(
         *(_call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
         return_exceptions=True)

@@ -51,6 +51,8 @@ class Kube:
         self._api = kubernetes.client.ApiClient(configuration)
         self._core = kubernetes.client.CoreV1Api(self._api)
         self._custom = kubernetes.client.CustomObjectsApi(self._api)
+        self._networking = kubernetes.client.NetworkingV1Api(self._api)
+        self._policy = kubernetes.client.PolicyV1Api(self._api)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
@@ -88,6 +90,12 @@ class Kube:
 
     def create_service(self, service: Mapping[str, Any]) -> None:
         self._create("create_service", self._core.create_namespaced_service, service)
+
+    def create_network_policy(self, policy: Mapping[str, Any]) -> None:
+        self._create("create_network_policy", self._networking.create_namespaced_network_policy, policy)
+
+    def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> None:
+        self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
 
     def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
         try:

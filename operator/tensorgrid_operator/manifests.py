@@ -146,6 +146,8 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)
     annotations = dict(tmeta.get("annotations") or {})
     pod_spec["restartPolicy"] = "Never"
+    # Training needs no API access: no token in the pod unless the template asks for one.
+    pod_spec.setdefault("automountServiceAccountToken", False)
     container = main_container(pod_spec)
     if container is not None:
         main: Obj = dict(container)

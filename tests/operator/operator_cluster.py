@@ -32,6 +32,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"
 HACK = ROOT / "hack"
 T = TypeVar("T")
+# Where the operator under test is told Prometheus runs (the job's NetworkPolicy lets it reach the metrics port).
+PROMETHEUS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},)
 
 
 def binaries_dir() -> pathlib.Path:
@@ -63,6 +66,8 @@ class ControlPlane:
         self.api = kubernetes.client.ApiClient(configuration)
         self.core = kubernetes.client.CoreV1Api(self.api)
         self.custom = kubernetes.client.CustomObjectsApi(self.api)
+        self.networking = kubernetes.client.NetworkingV1Api(self.api)
+        self.policy = kubernetes.client.PolicyV1Api(self.api)
 
     def kubectl(self, *args: str, stdin: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([str(self.kubectl_path), "--kubeconfig", self.kubeconfig, *args], input=stdin,
@@ -150,7 +155,8 @@ def operator(controlplane: ControlPlane) -> Iterator[Operator]:
     handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
                                        peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
                                        max_retry_delay_seconds=4.0, progress_interval_seconds=1.0,
-                                       stuck_terminating_seconds=2.0))
+                                       stuck_terminating_seconds=2.0,
+                                       network_policy_metrics_from=PROMETHEUS_PEERS, ps_anti_affinity="preferred"))
     args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
             f"--liveness=http://127.0.0.1:{liveness}/healthz"]
     try:

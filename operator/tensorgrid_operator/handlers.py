@@ -31,6 +31,7 @@ from tensorgrid_operator import creation
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
 from tensorgrid_operator import metrics
+from tensorgrid_operator import observed
 from tensorgrid_operator import policies
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
@@ -39,6 +40,8 @@ from tensorgrid_operator import terminating
 
 T = TypeVar("T")
 JobKey = tuple[str, str]
+Obj = dict[str, Any]
+JobIndex = kopf.Index[JobKey, Obj]
 
 # States in which the job's metrics are read into status.progress.
 PROGRESS_STATES = ("Running", "Restarting")
@@ -56,6 +59,8 @@ class _Runtime:
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     written_versions: dict[JobKey, str] = dataclasses.field(default_factory=dict)
     phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
+    expectations: dict[JobKey, observed.Expectations] = dataclasses.field(default_factory=dict)
+    """Per job: what its last plans wrote that the indexes did not show yet."""
     job_objects: dict[JobKey, str] = dataclasses.field(default_factory=dict)
     """Per job: "" once its NetworkPolicy and PodDisruptionBudget exist, else the last creation error."""
     progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
@@ -160,6 +165,19 @@ async def job_event(*, body: kopf.Body, namespace: Optional[str], name: str, **_
     _wake(key)
 
 
+@kopf.index("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+def pods_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, Obj]:
+    """Every job's pods, kept by the pod watch: a reconcile reads them here, not with a LIST."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): dict(body)}
+
+
+@kopf.index("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body,
+                    **_: Any) -> dict[JobKey, Obj]:
+    """Every job's Services, kept by the Service watch."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): dict(body)}
+
+
 @kopf.on.event("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 async def pod_event(*, namespace: Optional[str], labels: kopf.Labels, **_: Any) -> None:
     _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
@@ -172,8 +190,10 @@ async def service_event(*, namespace: Optional[str], labels: kopf.Labels, **_: A
 
 @kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0)
 async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], name: str, logger: kopf.Logger,
-                     **_: Any) -> None:
+                     **kwargs: Any) -> None:
     """One loop per job: reconcile, then sleep until woken, a deadline, or the resync period."""
+    # kopf passes each index (live) as the keyword of its function's name.
+    pods_by_job, services_by_job = cast(JobIndex, kwargs["pods_by_job"]), cast(JobIndex, kwargs["services_by_job"])
     runtime = _rt()
     key = (namespace or "", name)
     wake = asyncio.Event()
@@ -189,7 +209,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         while not stopped:
             wake.clear()
             try:
-                delay = await _reconcile_once(runtime, key, logger)
+                delay = await _reconcile_once(runtime, key, logger, pods_by_job, services_by_job)
                 errors = 0
             except kube.Conflict:
                 delay = 0.0
@@ -212,10 +232,12 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         runtime.written_versions.pop(key, None)
         runtime.progress_due.pop(key, None)
         runtime.job_objects.pop(key, None)
+        runtime.expectations.pop(key, None)
         runtime.phases.set(key, None)
 
 
-async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -> Optional[float]:
+async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
+                          services_index: JobIndex) -> Optional[float]:
     """Read, decide, apply. Returns seconds until the next reconcile is due; ``None`` once the job is gone."""
     namespace, name = key
     started = time.monotonic()
@@ -225,8 +247,15 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
         await _ensure_job_objects(runtime, key, job)
-        pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
-                                              _call(k.list_services, namespace, name))
+        pods = [dict(p) for p in pods_index.get(key, [])]
+        services = [dict(s) for s in services_index.get(key, [])]
+        if observed.caught_up(runtime.expectations.get(key), pods, services):
+            runtime.expectations.pop(key, None)
+        else:
+            # The watches have not shown this operator's last writes yet: a consistent read.
+            metrics.CONSISTENT_READS.inc()
+            pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
+                                                  _call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
         plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings),
                                    _stuck_policy(runtime.settings))
@@ -318,6 +347,15 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
                 raise result  # cancelled: the operator is stopping
             code, message = kube.error_details(result)
             failures.append(creation.CreateFailure(kind, obj["metadata"]["name"], code, message))
+    failed = {(f.kind, f.name) for f in failures}
+    written = observed.Expectations(
+        pods=frozenset(p["metadata"]["name"] for p in plan.create_pods if ("Pod", p["metadata"]["name"]) not in failed),
+        services=frozenset(s["metadata"]["name"] for s in plan.create_services
+                           if ("Service", s["metadata"]["name"]) not in failed),
+        deleted_pods=frozenset(uid for _, uid in plan.delete_pods + plan.force_delete_pods),
+        deleted_services=frozenset(plan.delete_services))
+    if written:
+        runtime.expectations[key] = written.merged(runtime.expectations.get(key))
     outcome = creation.after_creates(job, plan, failures, datetime.datetime.now(datetime.timezone.utc),
                                      _retry_delay(runtime.settings))
     for failure in failures:

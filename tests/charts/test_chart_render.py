@@ -73,6 +73,10 @@ def test_network_policy_and_training_pod_values_reach_the_operator() -> None:
     flag = next(a for a in args({"networkPolicy": {"prometheus": only_namespace}})
                 if a.startswith("--network-policy-metrics-from="))
     assert json.loads(flag.split("=", 1)[1])[1] == only_namespace
+    outside = {"ipBlock": {"cidr": "192.0.2.0/24"}}
+    flag = next(a for a in args({"networkPolicy": {"extraMetricsPeers": [outside]}})
+                if a.startswith("--network-policy-metrics-from="))
+    assert json.loads(flag.split("=", 1)[1])[1:] == [outside]
     off = args({"networkPolicy": {"enabled": False}, "trainingPods": {"psDisruptionBudget": False,
                                                                       "psAntiAffinity": "required"}})
     assert "--no-network-policy" in off and "--no-ps-disruption-budget" in off and "--ps-anti-affinity=required" in off

@@ -85,7 +85,8 @@ derives the same set from the code and compares both ways):
 {{/*
 The peers the jobs' NetworkPolicies admit to the training pods' metrics port, as JSON:
 the operator's own pods (it reads the global step for status.progress) and, when
-networkPolicy.prometheus names them, Prometheus' namespaces and pods.
+networkPolicy.prometheus names them, Prometheus' namespaces and pods; then
+networkPolicy.extraMetricsPeers as given.
 */}}
 {{- define "tensorgrid-operator.metricsPeers" -}}
 {{- $operator := dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace)) "podSelector" (dict "matchLabels" (include "tensorgrid-operator.selectorLabels" . | fromYaml)) }}
@@ -97,6 +98,9 @@ networkPolicy.prometheus names them, Prometheus' namespaces and pods.
 {{- with .podSelector }}{{ $_ := set $prometheus "podSelector" . }}{{ end }}
 {{- $peers = append $peers $prometheus }}
 {{- end }}
+{{- end }}
+{{- range .Values.networkPolicy.extraMetricsPeers }}
+{{- $peers = append $peers . }}
 {{- end }}
 {{- toJson $peers }}
 {{- end }}

@@ -107,12 +107,23 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buffer)
 
 
+_MAX_BUFFERS_PER_SEND = 512
+"""Buffers handed to one ``sendmsg`` (Linux accepts up to 1024, IOV_MAX)."""
+
+
 def _send_message(sock: socket.socket, prefix: bytes, control: bytes, headers: bytes,
                   payloads: list[memoryview]) -> None:
-    sock.sendall(b"".join((prefix, control, headers)))
-    for payload in payloads:
-        if len(payload):
-            sock.sendall(payload)
+    """Sends a message with gathered writes: the frames and every payload in as few
+    ``sendmsg`` calls as the kernel takes them (one per step's push, usually), so a
+    push of seven tensors is not seven small TCP segments and seven system calls."""
+    pending = [memoryview(b"".join((prefix, control, headers)))]
+    pending.extend(payload for payload in payloads if len(payload))
+    while pending:
+        sent = sock.sendmsg(pending[:_MAX_BUFFERS_PER_SEND])
+        while pending and sent >= len(pending[0]):
+            sent -= len(pending.pop(0))
+        if sent:
+            pending[0] = pending[0][sent:]
 
 
 def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterable[tuple[str, Any]]) -> None:

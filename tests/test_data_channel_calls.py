@@ -108,12 +108,48 @@ def test_a_declared_tensor_above_the_limit_is_refused_before_allocating(server):
     assert _call(server, ECHO)[0] == 0
 
 
-@pytest.mark.parametrize("data_channel", ["1", "0"])
+@pytest.mark.parametrize("unix", ["1", "0"])
+def test_a_peer_on_this_machine_is_reached_over_the_unix_socket_unless_turned_off(monkeypatch, unix):
+    monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, unix)
+    tx = transport.Transport(transport.TransportConfig(data_host="127.0.0.1"))
+    tx.data_server.serve_calls({ECHO: _echo}, tx.pool, 1 << 30)
+    client = transport.Transport(transport.TransportConfig(data_channel=False))
+    try:
+        payload = np.random.default_rng(1).standard_normal(1 << 20).astype(np.float32)
+        for host in ("127.0.0.1", "localhost"):
+            code, _, received = client.call(host, tx.data_port, ECHO, b"", [("x", payload)])
+            assert code == 0 and np.array_equal(received[0].array, payload)
+        families = {conn.family for conn in tx.data_server._connections}
+        assert families == ({socket.AF_UNIX} if unix == "1" else {socket.AF_INET})
+    finally:
+        client.close()
+        tx.close()
+
+
+def test_the_unix_socket_serves_only_a_loopback_data_channel_and_is_gone_when_it_closes():
+    name = ports.local_data_socket(1)
+    assert name is not None and name.startswith("\0")
+    everywhere = data_channel.DataServer(host="")
+    loopback = data_channel.DataServer(host="127.0.0.1")
+    loopback.close()
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with pytest.raises(ConnectionRefusedError):
+        probe.connect(ports.local_data_socket(loopback.port))
+    probe.close()
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.connect(ports.local_data_socket(everywhere.port))  # every interface includes loopback
+    probe.close()
+    everywhere.close()
+
+
+@pytest.mark.parametrize("data_channel", ["1", "tcp", "0"])
 def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, data_channel):
-    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env={"TENSORGRID_DATA_CHANNEL": data_channel}) as c:
+    env = {"TENSORGRID_DATA_CHANNEL": "1", ports.LOCAL_SOCKETS_ENV: "0"} if data_channel == "tcp" else {
+        "TENSORGRID_DATA_CHANNEL": data_channel}
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env=env) as c:
         client = clients.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
         client.incarnation_quick()
-        assert bool(client._data_port) == (data_channel == "1")
+        assert bool(client._data_port) == (data_channel != "0")
         client.close()
         # d(sum(x @ w))/dw = 2 for every element; three steps of 0.5 each.
         np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))

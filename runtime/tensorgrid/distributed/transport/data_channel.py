@@ -144,6 +144,47 @@ def _receive_tensors(sock: socket.socket, headers: bytes, pool: buffers.BufferPo
     return tensors
 
 
+# ---------------------------------------------------------------------------- sockets
+
+def _no_delay(sock: socket.socket) -> None:
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _listen_local(port: int) -> Optional[socket.socket]:
+    """The Unix listener beside a data channel on loopback ``port`` (None: none here, or
+    its name is taken, which only a live process on the same port could do)."""
+    name = ports.local_data_socket(port)
+    if name is None:
+        return None
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(name)
+        listener.listen(128)
+    except OSError as e:
+        listener.close()
+        log.debug("data channel on port %d: no Unix socket for local peers (%s)", port, e)
+        return None
+    return listener
+
+
+def _connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socket.socket]:
+    """A connection to the Unix socket of a data channel on this machine's loopback, or
+    None (not loopback, no such socket: the caller dials TCP)."""
+    host, port = address
+    name = ports.local_data_socket(port)
+    if name is None or not ports.is_loopback(host) or host.strip("[]") == "::1":
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(name)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 # ---------------------------------------------------------------------------- server
 
 class Offer:
@@ -166,11 +207,18 @@ class DataServer:
     One thread accepts connections, one thread per connection serves its fetches or
     calls in order (``sendall`` from the offered buffer: no user-space copy).
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
+    Listening on IPv4 loopback or every interface, it also accepts peers of this
+    machine on its Unix socket (``ports.local_data_socket``), with a thread of its own.
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0) -> None:
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
+        self._listeners = [self._listener]
+        if host in ("", "127.0.0.1"):
+            local = _listen_local(self.port)
+            if local is not None:
+                self._listeners.append(local)
         self._io_timeout_s = io_timeout_s
         self._offers: dict[bytes, Offer] = {}
         self._next_expiry = math.inf
@@ -180,8 +228,10 @@ class DataServer:
         self._call_handlers: dict[int, CallHandler] = {}
         self._pool: Optional[buffers.BufferPool] = None
         self._max_tensor_bytes = 0
-        self._thread = threading.Thread(target=self._accept_loop, name=f"tensorgrid-data-{self.port}", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._accept_loop, args=(listener,), daemon=True,
+                                          name=f"tensorgrid-data-{self.port}") for listener in self._listeners]
+        for thread in self._threads:
+            thread.start()
 
     def offer(self, name: str, payload: memoryview, expires_at: Optional[float] = None) -> Offer:
         """Registers a payload (``wire.wire_payload``) for one fetch; keep it unmodified
@@ -232,21 +282,23 @@ class DataServer:
             connections = list(self._connections)
             offers = list(self._offers.values())
             self._offers.clear()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
+        for listener in self._listeners:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
         for conn in connections:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
         for offer in offers:
             offer.error = "the data channel closed"
             offer.done.set()
-        self._thread.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         while True:
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
             except OSError:
                 if self._closed:
                     return
@@ -263,7 +315,7 @@ class DataServer:
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _no_delay(conn)
             conn.settimeout(10.0)
             magic = _recv_exact(conn, len(FETCH_MAGIC))
             if magic == CALL_MAGIC and self._call_handlers:
@@ -442,8 +494,10 @@ class DataChannelClient:
                 sock.close()
 
     def _connect(self, address: tuple[str, int], timeout_s: float, magic: bytes) -> socket.socket:
-        sock = socket.create_connection(address, timeout=timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        """A new connection to the data channel at ``address``: through its Unix socket
+        when it is on this machine and has one, else TCP."""
+        sock = _connect_local(address, timeout_s) or socket.create_connection(address, timeout=timeout_s)
+        _no_delay(sock)
         sock.settimeout(self._io_timeout_s)
         sock.sendall(magic)
         return sock

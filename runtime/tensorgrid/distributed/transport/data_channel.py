@@ -53,6 +53,7 @@ import contextlib
 import enum
 import logging
 import math
+import os
 import secrets
 import socket
 import struct
@@ -168,9 +169,23 @@ def _listen_local(port: int) -> Optional[socket.socket]:
     return listener
 
 
+_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end of Unix socket ``sock`` runs as this
+    process's user, as the kernel says (SO_PEERCRED): only such a peer may use a data
+    channel's Unix socket, either way (anyone on the machine may bind or dial an abstract
+    name; a process of the same user could read this task's keys and memory anyway)."""
+    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size)
+    _, uid, _ = _PEER_CREDENTIALS.unpack(credentials)
+    return uid == os.getuid()
+
+
 def _connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socket.socket]:
     """A connection to the Unix socket of a data channel on this machine's loopback, or
-    None (not loopback, no such socket: the caller dials TCP)."""
+    None (not loopback, no such socket, or a socket of another user: the caller dials
+    TCP)."""
     host, port = address
     name = ports.local_data_socket(port)
     if name is None or not ports.is_loopback(host) or host.strip("[]") == "::1":
@@ -179,6 +194,9 @@ def _connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socke
     sock.settimeout(timeout_s)
     try:
         sock.connect(name)
+        if not same_user(sock):
+            log.warning("the Unix socket of the data channel on port %d belongs to another user: using TCP", port)
+            raise ConnectionRefusedError
     except OSError:
         sock.close()
         return None
@@ -207,15 +225,17 @@ class DataServer:
     One thread accepts connections, one thread per connection serves its fetches or
     calls in order (``sendall`` from the offered buffer: no user-space copy).
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
-    Listening on IPv4 loopback or every interface, it also accepts peers of this
-    machine on its Unix socket (``ports.local_data_socket``), with a thread of its own.
+    Listening on IPv4 loopback (a cluster on one machine: ``tensorgrid local``), it also
+    accepts peers on its Unix socket (``ports.local_data_socket``), with a thread of its
+    own; not when listening on every interface (a pod), where the socket would also be
+    reachable from the pod's other containers.
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0) -> None:
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
         self._listeners = [self._listener]
-        if host in ("", "127.0.0.1"):
+        if host == "127.0.0.1":
             local = _listen_local(self.port)
             if local is not None:
                 self._listeners.append(local)
@@ -304,6 +324,10 @@ class DataServer:
                     return
                 log.exception("data channel on port %d: accept failed", self.port)
                 time.sleep(0.1)
+                continue
+            if conn.family == socket.AF_UNIX and not same_user(conn):
+                log.warning("data channel on port %d: refused a local connection from another user", self.port)
+                conn.close()
                 continue
             with self._lock:
                 if self._closed:

@@ -179,7 +179,7 @@ def same_user(sock: socket.socket) -> bool:
     name; a process of the same user could read this task's keys and memory anyway)."""
     credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size)
     _, uid, _ = _PEER_CREDENTIALS.unpack(credentials)
-    return uid == os.getuid()
+    return bool(uid == os.getuid())
 
 
 def _connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socket.socket]:

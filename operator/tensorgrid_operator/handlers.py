@@ -26,7 +26,9 @@ import kopf
 
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
+from tensorgrid_operator import job_certificates
 from tensorgrid_operator import kube
+from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
@@ -234,6 +236,8 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     """Apply a plan: status, deletions, creations, then what to say about them. Returns when to look again."""
     namespace, name = key
     k = runtime.kube
+    if plan.create_pods:
+        await _ensure_tls_secret(k, job)  # before anything is written: the pods mount it
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
         job = await _call(k.patch_status, job, plan.status)
@@ -270,6 +274,30 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     if plan.delete_job:
         await _call(k.delete_job, job)
     return outcome.requeue_after
+
+
+async def _ensure_tls_secret(k: kube.Kube, job: dict[str, Any]) -> None:
+    """Creates the job's TLS Secret (job_certificates) unless it exists: made once per job,
+    never again, so its pods keep trusting each other across restarts. A Secret of that
+    name that is not the job's stops the creation of pods, with a warning event."""
+    meta = job["metadata"]
+    name = manifests.tls_secret_name(meta["name"])
+    secret = await _call(k.get_secret, meta["namespace"], name)
+    if secret is None:
+        secret = job_certificates.build_secret(job, spec_lib.parse_spec(job["spec"]))
+        try:
+            await _call(k.create_secret, secret)
+        except Exception as e:
+            code, message = kube.error_details(e)
+            kopf.event(_body(job), type="Warning", reason="FailedCreateSecret",
+                       message=f"could not create secret {name} for the job's TLS certificates: {message} ({code})")
+            raise
+        secret = await _call(k.get_secret, meta["namespace"], name)
+    if secret is not None and not job_certificates.owned_by(secret, job):
+        message = (f"secret {name} exists and is not this job's; the job's TLS certificates go there: delete or "
+                   f"rename it (if it belonged to a deleted job of the same name, it goes away shortly)")
+        kopf.event(_body(job), type="Warning", reason="FailedCreateSecret", message=message)
+        raise RuntimeError(message)
 
 
 def resolve_peering(settings: config.Settings) -> config.Settings:

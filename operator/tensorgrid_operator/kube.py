@@ -89,6 +89,18 @@ class Kube:
     def create_service(self, service: Mapping[str, Any]) -> None:
         self._create("create_service", self._core.create_namespaced_service, service)
 
+    def get_secret(self, namespace: str, name: str) -> Optional[Obj]:
+        try:
+            secret: Obj = _json(self._core.read_namespaced_secret(name, namespace, _preload_content=False))
+            return secret
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("get_secret", e)
+
+    def create_secret(self, secret: Mapping[str, Any]) -> None:
+        self._create("create_secret", self._core.create_namespaced_secret, secret)
+
     def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
         try:
             fn(obj["metadata"]["namespace"], obj, _preload_content=False)

@@ -24,6 +24,17 @@ PS_GRACE_ENV = "TENSORGRID_PS_GRACE_SECONDS"
 # training task has reported finishing, and the operator stops it when the job ends.
 ALL_WORKERS_PS_GRACE_SECONDS = 30 * 24 * 3600
 
+# Mutual TLS between a job's pods: the Secret of job_certificates.py, mounted into every
+# main container, whose runtime finds it through TLS_DIR_ENV.
+TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
+TLS_VOLUME = "tensorgrid-tls"
+TLS_MOUNT_PATH = "/var/run/tensorgrid/tls"
+
+
+def tls_secret_name(job_name: str) -> str:
+    """The Secret holding a job's CA certificate and its replicas' certificate and key."""
+    return f"{job_name}-tls"
+
 
 def owner_reference(job: Mapping[str, Any]) -> Obj:
     """Makes the job the controller of an object, so garbage collection follows the job."""
@@ -126,6 +137,22 @@ def _declare_port(container: Obj, name: str, number: int) -> None:
     ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
 
 
+def _mount_tls(main: Obj, pod_spec: Obj, job_name: str) -> None:
+    """Mounts the job's TLS Secret read-only into the main container and points the runtime at it.
+
+    A template that sets ``TENSORGRID_TLS_DIR`` itself (its own certificates, e.g. from
+    cert-manager) keeps its value, and the Secret is mounted all the same.
+    """
+    volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != TLS_VOLUME]
+    volumes.append({"name": TLS_VOLUME, "secret": {"secretName": tls_secret_name(job_name)}})
+    pod_spec["volumes"] = volumes
+    mounts = [m for m in main.get("volumeMounts") or [] if m.get("name") != TLS_VOLUME]
+    mounts.append({"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True})
+    main["volumeMounts"] = mounts
+    if TLS_DIR_ENV not in {e.get("name") for e in main.get("env") or []}:
+        _set_env(main, TLS_DIR_ENV, TLS_MOUNT_PATH)
+
+
 def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0) -> Obj:
     """The pod for one replica: the user's template plus names, labels, TF_CONFIG and ports.
 
@@ -155,6 +182,7 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         declared = {e.get("name") for e in main.get("env") or []}
         if key.rtype is spec_lib.ReplicaType.PS and grace is not None and PS_GRACE_ENV not in declared:
             _set_env(main, PS_GRACE_ENV, str(grace))  # a value in the template wins
+        _mount_tls(main, pod_spec, job_name)
         main["ports"] = [dict(p) for p in main.get("ports") or []]
         _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))
         _declare_port(main, spec_lib.DATA_PORT_NAME, data_port)

@@ -48,6 +48,7 @@ RBAC rules, exactly the API calls the operator makes (tests/charts/test_rbac.py
 derives the same set from the code and compares both ways):
 - operator/tensorgrid_operator/kube.py: read a TrainingJob, patch its status, delete
   it (ttlSecondsAfterFinished); list, create and delete its pods and Services;
+  get and create the Secret holding a job's TLS certificates (job_certificates.py);
 - operator/tensorgrid_operator/manifests.py: owner references with blockOwnerDeletion,
   which clusters enforcing owner-reference permissions (OpenShift, the
   OwnerReferencesPermissionEnforcement admission plugin) allow only with update on
@@ -69,6 +70,9 @@ derives the same set from the code and compares both ways):
 - apiGroups: [""]
   resources: ["pods", "services"]
   verbs: ["list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

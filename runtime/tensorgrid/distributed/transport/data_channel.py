@@ -57,6 +57,7 @@ import contextlib
 import enum
 import logging
 import math
+import os
 import secrets
 import socket
 import ssl
@@ -112,12 +113,28 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buffer)
 
 
+_MAX_BUFFERS_PER_SEND = 512
+"""Buffers handed to one ``sendmsg`` (Linux accepts up to 1024, IOV_MAX)."""
+
+
 def _send_message(sock: socket.socket, prefix: bytes, control: bytes, headers: bytes,
                   payloads: list[memoryview]) -> None:
-    sock.sendall(b"".join((prefix, control, headers)))
-    for payload in payloads:
-        if len(payload):
+    """Sends a message with gathered writes: the frames and every payload in as few
+    ``sendmsg`` calls as the kernel takes them (one per step's push, usually), so a
+    push of seven tensors is not seven small TCP segments and seven system calls."""
+    if isinstance(sock, ssl.SSLSocket):  # TLS has no gathered writes: it writes records
+        sock.sendall(b"".join((prefix, control, headers)))
+        for payload in payloads:
             sock.sendall(payload)
+        return
+    pending = [memoryview(b"".join((prefix, control, headers)))]
+    pending.extend(payload for payload in payloads if len(payload))
+    while pending:
+        sent = sock.sendmsg(pending[:_MAX_BUFFERS_PER_SEND])
+        while pending and sent >= len(pending[0]):
+            sent -= len(pending.pop(0))
+        if sent:
+            pending[0] = pending[0][sent:]
 
 
 def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterable[tuple[str, Any]]) -> None:
@@ -136,6 +153,64 @@ def _receive_tensors(sock: socket.socket, headers: bytes, pool: buffers.BufferPo
             _recv_exact_into(sock, payload.data)
         tensors.append(wire.ReceivedTensor(header.name, buffers.finish_payload(header, array, payload)))
     return tensors
+
+
+# ---------------------------------------------------------------------------- sockets
+
+def _no_delay(sock: socket.socket) -> None:
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _listen_local(port: int) -> Optional[socket.socket]:
+    """The Unix listener beside a data channel on loopback ``port`` (None: none here, or
+    its name is taken, which only a live process on the same port could do)."""
+    name = ports.local_data_socket(port)
+    if name is None:
+        return None
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(name)
+        listener.listen(128)
+    except OSError as e:
+        listener.close()
+        log.debug("data channel on port %d: no Unix socket for local peers (%s)", port, e)
+        return None
+    return listener
+
+
+_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end of Unix socket ``sock`` runs as this
+    process's user, as the kernel says (SO_PEERCRED): only such a peer may use a data
+    channel's Unix socket, either way (anyone on the machine may bind or dial an abstract
+    name; a process of the same user could read this task's keys and memory anyway)."""
+    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size)
+    _, uid, _ = _PEER_CREDENTIALS.unpack(credentials)
+    return bool(uid == os.getuid())
+
+
+def _connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socket.socket]:
+    """A connection to the Unix socket of a data channel on this machine's loopback, or
+    None (not loopback, no such socket, or a socket of another user: the caller dials
+    TCP)."""
+    host, port = address
+    name = ports.local_data_socket(port)
+    if name is None or not ports.is_loopback(host) or host.strip("[]") == "::1":
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(name)
+        if not same_user(sock):
+            log.warning("the Unix socket of the data channel on port %d belongs to another user: using TCP", port)
+            raise ConnectionRefusedError
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 # ---------------------------------------------------------------------------- server
@@ -160,14 +235,24 @@ class DataServer:
     One thread accepts connections, one thread per connection serves its fetches or
     calls in order (``sendall`` from the offered buffer: no user-space copy).
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
-    With ``tls`` (a server context requiring client certificates) a connection whose
-    handshake fails is dropped before anything is read.
+    Listening on IPv4 loopback (a cluster on one machine: ``tensorgrid local``), it also
+    accepts peers on its Unix socket (``ports.local_data_socket``), with a thread of its
+    own; not when listening on every interface (a pod), where the socket would also be
+    reachable from the pod's other containers. With ``tls`` (a server context requiring
+    client certificates) a TCP connection whose handshake fails is dropped before
+    anything is read; a Unix socket's peer is authenticated by the kernel instead
+    (``same_user``), and its bytes never leave this machine's memory.
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
                  tls: Optional[ssl.SSLContext] = None) -> None:
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
+        self._listeners = [self._listener]
+        if host == "127.0.0.1":
+            local = _listen_local(self.port)
+            if local is not None:
+                self._listeners.append(local)
         self._io_timeout_s = io_timeout_s
         self._tls = tls
         self._offers: dict[bytes, Offer] = {}
@@ -178,8 +263,10 @@ class DataServer:
         self._call_handlers: dict[int, CallHandler] = {}
         self._pool: Optional[buffers.BufferPool] = None
         self._max_tensor_bytes = 0
-        self._thread = threading.Thread(target=self._accept_loop, name=f"tensorgrid-data-{self.port}", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._accept_loop, args=(listener,), daemon=True,
+                                          name=f"tensorgrid-data-{self.port}") for listener in self._listeners]
+        for thread in self._threads:
+            thread.start()
 
     def offer(self, name: str, payload: memoryview, expires_at: Optional[float] = None) -> Offer:
         """Registers a payload (``wire.wire_payload``) for one fetch; keep it unmodified
@@ -230,26 +317,32 @@ class DataServer:
             connections = list(self._connections)
             offers = list(self._offers.values())
             self._offers.clear()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
+        for listener in self._listeners:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
         for conn in connections:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
         for offer in offers:
             offer.error = "the data channel closed"
             offer.done.set()
-        self._thread.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         while True:
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
             except OSError:
                 if self._closed:
                     return
                 log.exception("data channel on port %d: accept failed", self.port)
                 time.sleep(0.1)
+                continue
+            if conn.family == socket.AF_UNIX and not same_user(conn):
+                log.warning("data channel on port %d: refused a local connection from another user", self.port)
+                conn.close()
                 continue
             with self._lock:
                 if self._closed:
@@ -261,9 +354,9 @@ class DataServer:
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _no_delay(conn)
             conn.settimeout(10.0)
-            if self._tls is not None:
+            if self._tls is not None and conn.family != socket.AF_UNIX:
                 conn = self._handshake(conn)
             magic = _recv_exact(conn, len(FETCH_MAGIC))
             if magic == CALL_MAGIC and self._call_handlers:
@@ -461,14 +554,19 @@ class DataChannelClient:
                 sock.close()
 
     def _connect(self, address: tuple[str, int], timeout_s: float, magic: bytes) -> socket.socket:
-        sock = socket.create_connection(address, timeout=timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._tls is not None:
-            try:
-                sock = self._tls.wrap_socket(sock, server_hostname=address[0])
-            except OSError:
-                sock.close()
-                raise
+        """A new connection to the data channel at ``address``: through its Unix socket
+        when it is on this machine and has one (no TLS there: ``same_user``), else TCP,
+        mutual TLS when this client has credentials."""
+        sock = _connect_local(address, timeout_s)
+        if sock is None:
+            sock = socket.create_connection(address, timeout=timeout_s)
+            _no_delay(sock)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_hostname=address[0])
+                except OSError:
+                    sock.close()
+                    raise
         sock.settimeout(self._io_timeout_s)
         sock.sendall(magic)
         return sock

@@ -42,6 +42,8 @@ from tensorgrid.ops.indexing_ops import (
 )
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
+from tensorgrid.ops.cond_ops import cond
+from tensorgrid.ops.while_ops import while_loop
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients
 from tensorgrid.ops.init_ops import (

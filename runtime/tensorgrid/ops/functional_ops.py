@@ -98,7 +98,7 @@ def build(outer: graph_lib.Graph, name: str, fn: Callable[..., Any],
         result = fn(*packed) if isinstance(packed, (list, tuple)) else fn(packed)
         outputs: list[graph_lib.Tensor] = []
         targets: list[graph_lib.Operation] = []
-        leaves = []
+        leaves: list[Any] = []
         for leaf in flatten(result):
             if isinstance(leaf, graph_lib.Operation):
                 if not allow_operations:

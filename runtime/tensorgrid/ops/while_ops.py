@@ -80,9 +80,9 @@ def while_loop(
 
     def flat_body(*args: Any) -> Any:
         result = call(body, args)
-        if single and not isinstance(result, (list, tuple, dict)):
+        if not isinstance(result, (list, tuple, dict)) and isinstance(structure, (list, tuple)) and len(structure) == 1:
             result = [result]
-        elif not single and isinstance(structure, list) and isinstance(result, tuple):
+        if not single and isinstance(structure, list) and isinstance(result, tuple):
             result = list(result)
         functional_ops.assert_same_structure(structure, result, "loop_vars and the body's result")
         leaves = functional_ops.flatten(result)

@@ -7,3 +7,4 @@ Send ops to Recv ops.
 """
 
 from tensorgrid.execution import control_flow  # noqa: F401 - registers the If and While kernels
+from tensorgrid.execution import dataset_iterators  # noqa: F401 - registers the tf.data iterator kernels

@@ -10,6 +10,7 @@ where the iterator is placed. The end of the data is OutOfRangeError, which ends
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
@@ -197,7 +198,8 @@ class Dataset:
     # ------------------------------------------------------------ iterators and structure
     def make_one_shot_iterator(self) -> "Iterator":
         op = op_util.make_op("OneShotIterator", self._inputs, [(dtypes.resource, [])], "OneShotIterator",
-                             {"dataset": self._stages, "container": "", "shared_name": ""}, graph=self._graph())
+                             {"dataset": self._stages, "container": "", "shared_name": _iterator_name()},
+                             graph=self._graph())
         return Iterator(op.outputs[0], None, self._structure, self._types, self._shapes)
 
     def make_initializable_iterator(self, shared_name: Optional[str] = None) -> "Iterator":
@@ -219,6 +221,12 @@ class Dataset:
     @property
     def output_classes(self) -> Any:
         return _pack(self._structure, [graph_lib.Tensor] * len(self._types))
+
+
+def _iterator_name() -> str:
+    """A name no other graph's iterator has: an iterator is a resource of its task, and the
+    sessions of other programs on that task must not share it."""
+    return f"iterator_{uuid.uuid4().hex}"
 
 
 def _shape_components(shapes: Any, structure: Any) -> list[Any]:
@@ -247,7 +255,7 @@ class Iterator:
                   [tensor_shape.as_shape(s) for s in _shape_components(output_shapes, structure)])
         graph = graph_lib.get_default_graph()
         handle = op_util.make_tensor("Iterator", [], dtypes.resource, [], "Iterator",
-                                     {"container": graph.current_container, "shared_name": shared_name or ""})
+                                     {"container": graph.current_container, "shared_name": shared_name or _iterator_name()})
         return Iterator(handle, None, structure, types, shapes)
 
     @property

@@ -12,7 +12,7 @@ from tensorgrid import log_setup as _log_setup
 
 _log_setup.configure_default()
 
-from tensorgrid import data, distribute, initializers, nn, train
+from tensorgrid import data, distribute, initializers, nn, summary, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors

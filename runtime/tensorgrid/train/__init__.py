@@ -22,7 +22,7 @@ from tensorgrid.distributed.cluster import ClusterSpec
 from tensorgrid.distributed.server import Server
 from tensorgrid.train.basic_session_run_hooks import (
     CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
-    NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook,
+    NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook, SummarySaverHook,
 )
 from tensorgrid.train.coordinator import Coordinator
 from tensorgrid.train.device_setter import GreedyLoadBalancingStrategy, byte_size_load_fn, replica_device_setter

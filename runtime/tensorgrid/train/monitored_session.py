@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import summary_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import basic_session_run_hooks as hooks_lib
 from tensorgrid.train import coordinator as coordinator_lib
@@ -81,6 +82,10 @@ class Scaffold:
             self._local_init_op = _first_in_collection(keys.LOCAL_INIT_OP)
             if self._local_init_op is None:
                 self._local_init_op = control_flow_ops.group(variables.local_variables_initializer(), name="local_init")
+        if self._summary_op is None:
+            self._summary_op = _first_in_collection(keys.SUMMARY_OP)
+            if self._summary_op is None:
+                self._summary_op = summary_ops.merge_all()
         if self._saver is None:
             savers = graph.get_collection(keys.SAVERS)
             if savers:
@@ -370,8 +375,9 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
 ) -> MonitoredSession:
     """A MonitoredSession set up for distributed training (``tf.train.MonitoredTrainingSession``).
 
-    Summaries are not written (there is no summary writer); ``save_summaries_*`` are
-    accepted for compatibility.
+    The chief writes the summaries (``tf.summary.merge_all()`` unless the scaffold names a
+    summary op) to ``summary_dir`` or else ``checkpoint_dir`` every ``save_summaries_steps``
+    (default 100) steps or ``save_summaries_secs`` seconds.
     """
     if save_checkpoint_steps is _USE_DEFAULT and save_checkpoint_secs is _USE_DEFAULT:
         save_checkpoint_steps, save_checkpoint_secs = None, 600
@@ -379,6 +385,12 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
         save_checkpoint_secs = None
     elif save_checkpoint_steps is _USE_DEFAULT:
         save_checkpoint_steps = None
+    if save_summaries_steps is _USE_DEFAULT and save_summaries_secs is _USE_DEFAULT:
+        save_summaries_steps, save_summaries_secs = 100, None
+    elif save_summaries_secs is _USE_DEFAULT:
+        save_summaries_secs = None
+    elif save_summaries_steps is _USE_DEFAULT:
+        save_summaries_steps = None
     scaffold = scaffold or Scaffold()
     all_hooks: list[session_run_hook.SessionRunHook] = []
     if is_chief:
@@ -387,6 +399,12 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
         all_hooks.extend(chief_only_hooks or [])
         if log_step_count_steps and log_step_count_steps > 0 and training_util.get_global_step() is not None:
             all_hooks.append(hooks_lib.StepCounterHook(every_n_steps=log_step_count_steps))
+        summary_output = summary_dir or checkpoint_dir
+        if summary_output and (save_summaries_secs or save_summaries_steps) and \
+                training_util.get_global_step() is not None:
+            all_hooks.append(hooks_lib.SummarySaverHook(save_steps=save_summaries_steps or None,
+                                                        save_secs=None if save_summaries_steps else save_summaries_secs,
+                                                        output_dir=summary_output, scaffold=scaffold))
         if checkpoint_dir and (save_checkpoint_secs or save_checkpoint_steps):
             all_hooks.append(hooks_lib.CheckpointSaverHook(checkpoint_dir, save_secs=save_checkpoint_secs,
                                                            save_steps=save_checkpoint_steps, scaffold=scaffold))

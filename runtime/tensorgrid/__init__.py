@@ -12,7 +12,7 @@ from tensorgrid import log_setup as _log_setup
 
 _log_setup.configure_default()
 
-from tensorgrid import data, distribute, initializers, nn, summary, train
+from tensorgrid import data, distribute, initializers, losses, nn, summary, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
@@ -43,6 +43,7 @@ from tensorgrid.ops.indexing_ops import (
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
 from tensorgrid.ops.cond_ops import cond
+from tensorgrid.ops.logging_ops import Print
 from tensorgrid.ops.while_ops import while_loop
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients

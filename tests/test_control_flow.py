@@ -116,11 +116,14 @@ def side_effects(tf: Any) -> list[float]:
     with graph.as_default():
         taken = tf.Variable(0.0)
         not_taken = tf.Variable(0.0)
+        before = tf.Variable(0.0)
         x = tf.placeholder(tf.float64, [])
         flag = tf.placeholder(tf.bool, [])
+        count_runs = tf.assign_add(before, 1.0)
 
         def true_fn() -> Any:
-            with tf.control_dependencies([tf.assign_add(taken, 1.0)]):
+            # an op of the enclosing graph as a control dependency runs before the cond, whichever branch
+            with tf.control_dependencies([tf.assign_add(taken, 1.0), count_runs]):
                 return x * 3.0
 
         def false_fn() -> Any:
@@ -137,11 +140,11 @@ def side_effects(tf: Any) -> list[float]:
             values = [float(v) for v in sess.run([out, grad], {x: 2.0, flag: True})]
             values += [float(v) for v in sess.run([out, grad], {x: 2.0, flag: False})]
             values += [float(sess.run(looped))]
-            return values + [float(v) for v in sess.run([taken, not_taken, counter])]
+            return values + [float(v) for v in sess.run([taken, not_taken, counter, before])]
 
 
 def test_only_the_taken_branch_runs_its_side_effects(tf1: Any) -> None:
-    assert side_effects(tensorgrid) == side_effects(tf1) == [6.0, 3.0, 4.0, 4.0, 3.0, 1.0, 1.0, 3.0]
+    assert side_effects(tensorgrid) == side_effects(tf1) == [6.0, 3.0, 4.0, 4.0, 3.0, 1.0, 1.0, 3.0, 2.0]
 
 
 def test_an_assign_returned_by_a_branch_updates_the_variable() -> None:
@@ -209,3 +212,18 @@ def test_a_loop_past_its_shape_invariant_at_run_time_fails_clearly() -> None:
             assert sess.run(out, {new_shape: [2, -1]}).shape == (2, 4)
             with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[4, 1\] after an iteration"):
                 sess.run(out, {new_shape: [4, 1]})
+
+
+@pytest.mark.parametrize("branch", ["garbage", [[["a", "_Arg", [], "", [["index", "x"]], ["float32"], [()]]], ["a:0"], []],
+                                    [[], ["missing:0"], []]])
+def test_a_malformed_function_attribute_fails_the_step_not_the_process(branch: Any) -> None:
+    tf = tensorgrid
+    with tf.Graph().as_default() as graph:
+        pred = tf.placeholder(tf.bool, [])
+        good = tf.cond(pred, lambda: tf.constant(1.0), lambda: tf.constant(2.0))
+        bad = graph.create_op("If", [pred], [(tf.float32, [])], name="bad_if",
+                              attrs={"then_branch": branch, "else_branch": branch}).outputs[0]
+        with tf.Session() as sess:
+            with pytest.raises(tf.errors.InvalidArgumentError, match="bad_if"):
+                sess.run(bad, {pred: True})
+            assert sess.run(good, {pred: False}) == 2.0

@@ -13,7 +13,8 @@ crosses the wire like any other; ``function_from_attr`` rebuilds it.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import contextlib
+from typing import Any, Iterator, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
@@ -38,6 +39,9 @@ class FuncGraph(graph_lib.Graph):
         self.captured: list[graph_lib.Tensor] = []
         """The outer tensors captured, in the order of their arguments (after the explicit ones)."""
         self._arg_of_captured: dict[graph_lib.Tensor, graph_lib.Tensor] = {}
+        self.outer_control_inputs: list[graph_lib.Operation] = []
+        """Ops of enclosing graphs named in ``control_dependencies`` inside: the functional op
+        runs after them."""
 
     def add_arg(self, dtype: dtypes.DType, shape: Any, name: str = "arg") -> graph_lib.Tensor:
         op = self.create_op(ARG_OP_TYPE, [], [(dtype, shape)], name=name, attrs={"index": len(self.args)})
@@ -70,6 +74,26 @@ class FuncGraph(graph_lib.Graph):
         self._arg_of_captured[outer_tensor] = arg
         self.captured.append(outer_tensor)
         return arg
+
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs: Optional[Sequence[Any]]) -> Iterator[None]:
+        """As the Graph's, except that tensors and ops of enclosing graphs become control
+        inputs of the functional op (they run before it, whichever branch it takes)."""
+        if control_inputs is None:
+            with super().control_dependencies(None):
+                yield
+            return
+        inner = []
+        for c in control_inputs:
+            element = c._as_graph_element() if callable(getattr(c, "_as_graph_element", None)) else c
+            op = element.op if isinstance(element, graph_lib.Tensor) else element
+            if isinstance(op, graph_lib.Operation) and op.graph is not self and self.encloses(op.graph):
+                if op not in self.outer_control_inputs:
+                    self.outer_control_inputs.append(op)
+            else:
+                inner.append(c)
+        with super().control_dependencies(inner):
+            yield
 
     def capture_operation(self, op: graph_lib.Operation) -> graph_lib.Operation:
         """An Operation the function returns: it must be built inside the function."""
@@ -141,8 +165,11 @@ def function_from_attr(
             args[index] = op.outputs[0]
     if sorted(args) != list(range(len(args))):
         raise ValueError(f"function arguments have indices {sorted(args)}; expected 0..{len(args) - 1}")
-    outputs = [graph.get_tensor_by_name(name) for name in output_names]
-    targets = [graph.get_operation_by_name(name) for name in target_names]
+    try:
+        outputs = [graph.get_tensor_by_name(name) for name in output_names]
+        targets = [graph.get_operation_by_name(name) for name in target_names]
+    except (KeyError, ValueError, TypeError) as e:
+        raise ValueError(f"malformed function attribute: {e}") from None
     ordered_args = [args[i] for i in range(len(args))]
     if isinstance(graph, FuncGraph):
         graph.args = list(ordered_args)

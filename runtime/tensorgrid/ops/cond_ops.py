@@ -58,6 +58,7 @@ def cond(
              for a, b in zip(then_fn.outputs, else_fn.outputs)]
     op = op_util.make_op("If", [pred_t, *captured], specs, name=name or "cond", graph=outer,
                          attrs={"then_branch": then_fn.as_attr(), "else_branch": else_fn.as_attr()})
+    functional_ops.add_outer_control_inputs(op, [then_fn.graph, else_fn.graph])
     device = functional_ops.ref_device(captured, op.name)
     if device is not None:
         op._set_device(device)

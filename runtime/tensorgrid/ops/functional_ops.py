@@ -139,6 +139,17 @@ def unify_captures(graphs: Sequence[func_graph.FuncGraph], first_arg: int) -> li
     return union
 
 
+def add_outer_control_inputs(op: graph_lib.Operation, graphs: Sequence[func_graph.FuncGraph]) -> None:
+    """Makes ``op`` run after the enclosing graphs' ops its functions named as control dependencies
+    (those of graphs further out go on to the function ``op`` itself is built in)."""
+    for graph in graphs:
+        for control in graph.outer_control_inputs:
+            if control.graph is op.graph:
+                op._add_control_input(control)
+            elif isinstance(op.graph, func_graph.FuncGraph) and control not in op.graph.outer_control_inputs:
+                op.graph.outer_control_inputs.append(control)
+
+
 def ref_device(captured: Sequence[graph_lib.Tensor], op_name: str) -> Optional[str]:
     """The device of the variables captured by reference (the op must run beside them), or None."""
     devices = {t.op.device for t in captured if t.dtype.is_ref_dtype}

@@ -107,6 +107,7 @@ def while_loop(
         attrs={"cond": cond_fn.as_attr(), "body": body_fn.as_attr(), "num_loop_vars": len(flat),
                "shape_invariants": [s.as_tuple_or_none() for s in invariants],
                "parallel_iterations": parallel_iterations, "back_prop": bool(back_prop)})
+    functional_ops.add_outer_control_inputs(op, [cond_fn.graph, body_fn.graph])
     device = functional_ops.ref_device(captured, op.name)
     if device is not None:
         op._set_device(device)

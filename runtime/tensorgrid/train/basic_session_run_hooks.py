@@ -369,14 +369,18 @@ class SummarySaverHook(session_run_hook.SessionRunHook):
 
     def before_run(self, run_context: Any) -> Any:
         op = self._op()
-        self._requested = op is not None and (
-            self._next_step is None or self._timer.should_trigger_for_step(self._next_step))
+        if op is None:  # no summaries in the graph: nothing to fetch, nothing to write
+            self._requested = False
+            return None
+        self._requested = self._next_step is None or self._timer.should_trigger_for_step(self._next_step)
         fetches: dict[str, Any] = {"global_step": self._global_step}
         if self._requested:
             fetches["summary"] = op
         return session_run_hook.SessionRunArgs(fetches)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
+        if not run_values.results:
+            return
         global_step = int(run_values.results["global_step"])
         if self._requested:
             self._timer.update_last_triggered_step(global_step)

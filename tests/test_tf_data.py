@@ -47,13 +47,20 @@ def generator_pipeline(tf: Any) -> Any:
     return ds.map(lambda i, v: (i * 10, tf.reduce_sum(v))).batch(2), {}
 
 
+def zip_and_filter(tf: Any) -> Any:
+    features = tf.data.Dataset.from_tensor_slices(FEATURES).map(lambda x: x * 2.0)
+    labels = tf.data.Dataset.range(100, 107)
+    ds = tf.data.Dataset.zip({"x": features, "y": labels}).filter(lambda e: tf.equal(e["y"] % 2, 0))
+    return tf.data.Dataset.zip((ds, tf.data.Dataset.range(3).repeat())).batch(2), {}
+
+
 def shuffle_with_buffer_one(tf: Any) -> Any:
     return tf.data.Dataset.from_tensor_slices(LABELS).shuffle(1, seed=3).batch(3), {}
 
 
 PIPELINES: dict[str, Callable[[Any], Any]] = {f.__name__: f for f in (
     slices_map_batch, drop_remainder_repeat_take_skip, range_and_from_tensors, map_capturing_a_placeholder,
-    generator_pipeline, shuffle_with_buffer_one)}
+    generator_pipeline, shuffle_with_buffer_one, zip_and_filter)}
 
 
 def read_all(tf: Any, pipeline: Callable[[Any], Any], initializable: bool = False) -> tuple[list[Any], Any]:
@@ -160,6 +167,8 @@ def test_monitored_training_session_stops_at_the_end_of_the_data(tf1: Any) -> No
     (lambda tf: tf.data.Dataset.range(5).batch(0), ValueError, "batch_size must be a positive integer"),
     (lambda tf: tf.data.Dataset.range(5).shuffle(-2), ValueError, "buffer_size must be a positive integer"),
     (lambda tf: tf.data.Dataset.range(5).map(None), TypeError, "map_func must be callable"),
+    (lambda tf: tf.data.Dataset.range(5).filter(lambda i: i * 2), ValueError, "must return a boolean scalar"),
+    (lambda tf: tf.data.Dataset.zip([tf.data.Dataset.range(2)]), TypeError, "a tuple or dict of datasets"),
     (lambda tf: tf.data.Dataset.from_tensor_slices(3.0), ValueError, "rank >= 1"),
     (lambda tf: tf.data.Dataset.range("5"), TypeError, "1 to 3 integers"),
     (lambda tf: tf.data.Dataset.range(5).make_one_shot_iterator().initializer, ValueError, "has no initializer"),

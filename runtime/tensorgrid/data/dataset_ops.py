@@ -144,6 +144,19 @@ class Dataset:
         token = python_callables.register(flat_elements)
         return Dataset([["generator", token, len(arg_tensors)]], arg_tensors, structure, types, shapes)
 
+    @staticmethod
+    def zip(datasets: Any) -> "Dataset":  # noqa: A003 - TF's name
+        """Elements of ``datasets`` (a tuple or dict of datasets) side by side; ends with the shortest."""
+        members = [datasets[key] for key in sorted(datasets)] if isinstance(datasets, dict) else datasets
+        if not isinstance(datasets, (tuple, dict)) or not members or \
+                not all(isinstance(d, Dataset) for d in members):
+            raise TypeError(f"Dataset.zip takes a tuple or dict of datasets, got {datasets!r}")
+        structure = ({key: datasets[key]._structure for key in datasets} if isinstance(datasets, dict)
+                     else tuple(d._structure for d in members))
+        return Dataset([["zip", [[d._stages, len(d._inputs)] for d in members]]],
+                       [t for d in members for t in d._inputs], structure,
+                       [t for d in members for t in d._types], [s for d in members for s in d._shapes])
+
     # ------------------------------------------------------------ transformations
     def _then(self, stage: list[Any], inputs: Optional[list[graph_lib.Tensor]] = None, structure: Any = None,
               types: Optional[list[dtypes.DType]] = None,
@@ -166,6 +179,19 @@ class Dataset:
         structure = _structure_of(function.structure)
         return self._then(["map", function.as_attr(), len(captured)], captured, structure,
                           [t.dtype.base_dtype for t in function.outputs], [t.shape for t in function.outputs])
+
+    def filter(self, predicate: Callable[..., Any]) -> "Dataset":  # noqa: A003 - TF's name
+        """The elements for which ``predicate`` (returning a boolean scalar) holds."""
+        if not callable(predicate):
+            raise TypeError(f"predicate must be callable, got {predicate!r}")
+        specs = list(zip(self._types, self._shapes))
+        arg_structure = self._structure if isinstance(self._structure, (tuple, dict)) else None
+        function = functional_ops.build(self._graph(), "predicate", predicate, specs, arg_structure=arg_structure)
+        if len(function.outputs) != 1 or function.outputs[0].dtype.base_dtype != dtypes.bool_ or \
+                function.outputs[0].shape.ndims not in (None, 0):
+            raise ValueError(f"A filter predicate must return a boolean scalar tensor, got {function.outputs}")
+        captured = functional_ops.unify_captures([function.graph], first_arg=len(specs))
+        return self._then(["filter", function.as_attr(), len(captured)], captured)
 
     def batch(self, batch_size: Any, drop_remainder: bool = False) -> "Dataset":
         size = _positive(batch_size, "batch_size")

@@ -58,12 +58,18 @@ def _pipeline(state: IteratorState, stages: Sequence[Any], inputs: list[Any]) ->
     for stage in stages:
         kind, params = stage[0], list(stage[1:])
         if source is None:
-            source = _source(kind, params, inputs)
+            source = _zip(state, params, inputs) if kind == "zip" else _source(kind, params, inputs)
             continue
         source = _transformation(state, kind, params, inputs, source)
     if source is None:
         raise errors.InvalidArgumentError(None, None, "A dataset needs a source stage; got no stages")
     return source
+
+
+def _zip(state: IteratorState, params: list[Any], inputs: list[Any]) -> Source:
+    """Elements of several pipelines side by side, until the shortest ends."""
+    sources = [_pipeline(state, stages, _take(inputs, count)) for stages, count in params[0]]
+    return lambda: ([c for element in elements for c in element] for elements in zip(*[s() for s in sources]))
 
 
 def _take(inputs: list[Any], count: int) -> list[Any]:
@@ -96,7 +102,7 @@ def _source(kind: str, params: list[Any], inputs: list[Any]) -> Source:
         make = python_callables.lookup(token)
         return lambda: iter(make(*args))
     raise errors.InvalidArgumentError(None, None, f"Unknown dataset source {kind!r}; valid sources are "
-                                      "tensor_slices, tensors, range, generator")
+                                      "tensor_slices, tensors, range, generator, zip")
 
 
 def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: list[Any],
@@ -106,6 +112,12 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
         captured = _take(inputs, count)
         function = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
         return lambda: (list(function(state.step, [*element, *captured])) for element in upstream())
+    if kind == "filter":
+        attr, count = params
+        captured = _take(inputs, count)
+        predicate = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        return lambda: (element for element in upstream()
+                        if bool(np.asarray(predicate(state.step, [*element, *captured])[0])))
     if kind == "batch":
         size, drop_remainder = params
         return lambda: _batches(upstream(), size, drop_remainder)
@@ -121,8 +133,8 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
         return lambda: _skipped(upstream(), params[0])
     if kind == "prefetch":
         return upstream
-    raise errors.InvalidArgumentError(None, None, f"Unknown dataset transformation {kind!r}; valid are map, batch, "
-                                      "shuffle, repeat, take, skip, prefetch")
+    raise errors.InvalidArgumentError(None, None, f"Unknown dataset transformation {kind!r}; valid are map, filter, "
+                                      "batch, shuffle, repeat, take, skip, prefetch")
 
 
 def _batches(elements: Iterator[Element], size: int, drop_remainder: bool) -> Iterator[Element]:

@@ -10,6 +10,7 @@ checkpoint, while a model that survived is used as it is.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from typing import Any, Optional, Sequence
@@ -189,8 +190,32 @@ class WorkerSessionCreator(SessionCreator):
         return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
 
 
+class StepContext:
+    """What the function given to ``MonitoredSession.run_step_fn`` receives."""
+
+    def __init__(self, session: Any, run_with_hooks: Any) -> None:
+        self._session = session
+        self._run_with_hooks = run_with_hooks
+
+    @property
+    def session(self) -> Any:
+        """The raw session: runs here bypass the hooks."""
+        return self._session
+
+    def run_with_hooks(self, *args: Any, **kwargs: Any) -> Any:
+        """``MonitoredSession.run``: the hooks see this run."""
+        return self._run_with_hooks(*args, **kwargs)
+
+    def request_stop(self) -> None:
+        """Ends the step function and the session's ``with`` block at once (StopIteration, which
+        the block swallows, as in TensorFlow)."""
+        raise StopIteration("step_fn has requested the iterations to stop.")
+
+
 class MonitoredSession:
     """Runs steps through hooks, with queue runners, and recovery from preemption."""
+
+    StepContext = StepContext
 
     def __init__(self, session_creator: Optional[SessionCreator] = None,
                  hooks: Optional[Sequence[session_run_hook.SessionRunHook]] = None,
@@ -248,7 +273,28 @@ class MonitoredSession:
                 self._close_session_only()
                 self._create()
 
-    def _hooked_run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+    def run_step_fn(self, step_fn: Any) -> Any:
+        """Calls ``step_fn(step_context)`` (TF1's ``run_step_fn``): it runs what it likes through
+        ``step_context.session`` or ``step_context.run_with_hooks``; a preempted session is
+        recreated and ``step_fn`` called again; ``request_stop()`` ends the session's ``with`` block."""
+        names = [p.name for p in inspect.signature(step_fn).parameters.values()]
+        if names not in (["step_context"], ["self", "step_context"]):
+            raise ValueError("`step_fn` may either have one `step_context` argument, or `self` and `step_context` "
+                             f"arguments if it's an instance method. Got {tuple(names)} instead.")
+        while True:
+            try:
+                return step_fn(StepContext(self._sess, self._hooked_run))
+            except _PREEMPTION_ERRORS as e:
+                if not self._should_recover:
+                    raise
+                log.warning("A step function failed with %s: %s. The session will be recreated and the step "
+                            "function called again.", type(e).__name__, e)
+                self.recoveries += 1
+                self._close_session_only()
+                self._create()
+
+    def _hooked_run(self, fetches: Any, feed_dict: Any = None, options: Any = None,
+                    run_metadata: Any = None) -> Any:
         if self._closed:
             raise RuntimeError("Session is already closed.")
         if self.should_stop():

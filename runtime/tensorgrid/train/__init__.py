@@ -10,6 +10,7 @@ from tensorgrid.train.checkpoint_management import (
     latest_checkpoint, list_variables, load_checkpoint, load_variable, remove_checkpoint, update_checkpoint_state,
 )
 from tensorgrid.train.gradient_descent import GradientDescentOptimizer
+from tensorgrid.train.meta_graph import MetaGraphDef, export_meta_graph, import_meta_graph
 from tensorgrid.train.learning_rate_decay import (
     exponential_decay, inverse_time_decay, natural_exp_decay, piecewise_constant, polynomial_decay,
 )

@@ -6,7 +6,8 @@
 #                    tg-worker-0 (examples/distributed_digits.py) finding each other
 #                    by DNS through TF_CONFIG: the worker must exit 0 with a test
 #                    accuracy line, the PS must become healthy (the image's
-#                    HEALTHCHECK) and then exit 0 by itself when training ends
+#                    HEALTHCHECK) and then exit 0 by itself when training ends;
+#                    the tasks talk mutual TLS with certificates the image makes
 #   runtime-sync     the same program synchronous (SyncReplicasOptimizer) with a
 #                    chief, a worker and a PS, as examples/trainingjob-chief.yaml runs it
 #   cuda-path-check  the CUDA variant (built on a stand-in base) has cupy, finds no
@@ -119,17 +120,32 @@ cluster_training() {
   local jobs=("$@") cluster="" job t0=$SECONDS
   "$DOCKER" network rm "$NETWORK" > /dev/null 2>&1 || true
   "$DOCKER" network create "$NETWORK" > /dev/null
-  for job in "${jobs[@]}"; do cluster+="${cluster:+, }\"$job\": [\"tg-$job-0:2222\"]"; done
+  local hosts=()
+  for job in "${jobs[@]}"; do
+    cluster+="${cluster:+, }\"$job\": [\"tg-$job-0:2222\"]"
+    hosts+=("tg-$job-0")
+  done
   tf_config() { printf '{"cluster": {%s}, "task": {"type": "%s", "index": 0}}' "$cluster" "$1"; }
 
-  run_container tg-ps-0 --network "$NETWORK" --hostname tg-ps-0 "${HARDENED[@]}" \
+  # The tasks talk mutual TLS, as in a TrainingJob: a CA and a certificate naming every
+  # task, made by the image itself (its user owns them), mounted read-only into each task.
+  rm -rf "$WORK/tls" && mkdir -m 0777 "$WORK/tls"
+  "$DOCKER" run --rm "${HARDENED[@]}" -v "$WORK/tls:/tls" --entrypoint python "$RUNTIME_IMAGE" -c '
+import sys
+from tensorgrid.distributed import certificates
+authority = certificates.new_authority("smoke-images CA")
+certificates.write_task_directory("/tls/job", authority, "smoke-images", names=sys.argv[1:])
+' "${hosts[@]}" > /dev/null || die "the runtime image could not make the job's certificates"
+  local tls=(-v "$WORK/tls/job:/var/run/tensorgrid/tls:ro" -e TENSORGRID_TLS_DIR=/var/run/tensorgrid/tls)
+
+  run_container tg-ps-0 --network "$NETWORK" --hostname tg-ps-0 "${HARDENED[@]}" "${tls[@]}" \
     --health-interval 1s --health-start-period 60s -e TF_CONFIG="$(tf_config ps)" "$RUNTIME_IMAGE"
   wait_healthy tg-ps-0
   local trainers=()
   for job in "${jobs[@]}"; do
     [[ $job == ps ]] && continue
     trainers+=("tg-$job-0")
-    run_container "tg-$job-0" --network "$NETWORK" --hostname "tg-$job-0" "${HARDENED[@]}" \
+    run_container "tg-$job-0" --network "$NETWORK" --hostname "tg-$job-0" "${HARDENED[@]}" "${tls[@]}" \
       -e TF_CONFIG="$(tf_config "$job")" -e TENSORGRID_SYNC="$sync" \
       --entrypoint python "$RUNTIME_IMAGE" /app/examples/distributed_digits.py --steps "$steps"
   done

@@ -65,13 +65,16 @@ def _call(what: str, fn: Callable[[], T]) -> T:
 STATUS_TIMEOUT_SECONDS = 10.0
 
 
-def _status(what: str, stub: Any) -> worker_pb2.GetStatusResponse:
+def _status(what: str, stub: Any, wait_for_ready: bool = False) -> worker_pb2.GetStatusResponse:
     """GetStatus, bounded by our own deadline: a peer that does not answer in time is
     unavailable (a pod being replaced, a stale address), not a failed step, so callers
-    retry it as any other unavailable peer instead of ending the program."""
+    retry it as any other unavailable peer instead of ending the program.
+    ``wait_for_ready`` waits (within the deadline) for a channel that failed to
+    connect again, instead of failing at once while it backs off."""
     try:
         response: worker_pb2.GetStatusResponse = stub.GetStatus(worker_pb2.GetStatusRequest(),
-                                                                 timeout=STATUS_TIMEOUT_SECONDS)
+                                                                 timeout=STATUS_TIMEOUT_SECONDS,
+                                                                 wait_for_ready=wait_for_ready)
         return response
     except grpc.RpcError as e:
         if hasattr(e, "code") and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -127,7 +130,7 @@ class _Client:
         """Calls whose last reply on gRPC carried at least ``stream_min_bytes`` inline."""
         self._fallbacks = metrics.DATA_CHANNEL_FALLBACKS.labels(address)
 
-    def _learn_data_port(self) -> None:
+    def _learn_data_port(self, wait_for_ready: bool = False) -> None:
         """Asks the peer for its data channel port, when no earlier answer told it."""
 
     def _reaches_data_channel(self) -> bool:
@@ -169,7 +172,29 @@ class _Client:
     def _call_data_channel(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                            tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
         """Calls ``call`` on the peer's data channel; its error status becomes the same
-        OpError as from gRPC."""
+        OpError as from gRPC. When the peer's data channel cannot be reached and the
+        peer now advertises another port (it restarted), the call goes there at once."""
+        port = self._data_port
+        try:
+            return self._call_data_channel_once(what, call, request, tensors)
+        except errors.UnavailableError:
+            if not self._moved_from(port):
+                raise
+        log.info("%s now has its data channel on port %d (was %d): calling it there", self._peer,
+                 self._data_port, port)
+        return self._call_data_channel_once(what, call, request, tensors)
+
+    def _moved_from(self, port: int) -> bool:
+        """Whether the peer, asked again, advertises a reachable data channel on a port
+        other than ``port``."""
+        try:
+            self._learn_data_port(wait_for_ready=True)  # a restarted peer is up again: its call waits on
+        except errors.OpError:
+            return False
+        return self._data_port not in (0, port) and self._reaches_data_channel()
+
+    def _call_data_channel_once(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
+                                tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
         try:
             code, reply, received = self._tx.call(self.host, self._data_port, call.method,
                                                   request.SerializeToString(), tensors)
@@ -223,11 +248,11 @@ class WorkerClient(_Client):
         self.task = task
         self._signatures: dict[str, tuple[list[str], list[str]]] = {}
 
-    def _learn_data_port(self) -> None:
-        self.incarnation_quick()
+    def _learn_data_port(self, wait_for_ready: bool = False) -> None:
+        self.incarnation_quick(wait_for_ready)
 
-    def incarnation_quick(self) -> int:
-        response = _status(f"GetStatus of {self.task} at {self.address}", self._stub)
+    def incarnation_quick(self, wait_for_ready: bool = False) -> int:
+        response = _status(f"GetStatus of {self.task} at {self.address}", self._stub, wait_for_ready)
         if not response.device:
             raise errors.InternalError(None, None, f"{self.task} reported no devices")
         if response.data_port != self._data_port:

@@ -119,7 +119,7 @@ class _Client:
         self.address = address
         self.host = grpc_frames.host_of(address)
         self._peer = peer
-        self._channel = grpc.insecure_channel(address, options=grpc_frames.GRPC_OPTIONS)
+        self._channel = grpc.insecure_channel(address, options=grpc_frames.grpc_options())
         self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport()
         self._data_port = 0

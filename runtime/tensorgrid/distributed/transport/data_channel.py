@@ -62,6 +62,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from tensorgrid.distributed import ports
 from tensorgrid.distributed.transport import buffers
+from tensorgrid.distributed.transport import liveness
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
@@ -157,7 +158,9 @@ class DataServer:
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
     """
 
-    def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0) -> None:
+    def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
+                 liveness_settings: Optional[liveness.Liveness] = None) -> None:
+        self._liveness = liveness_settings or liveness.from_env()
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
         self._io_timeout_s = io_timeout_s
@@ -253,6 +256,7 @@ class DataServer:
     def _serve(self, conn: socket.socket) -> None:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            liveness.enable_tcp_keepalive(conn, self._liveness)  # an idle connection of a vanished client ends
             conn.settimeout(10.0)
             magic = _recv_exact(conn, len(FETCH_MAGIC))
             if magic == CALL_MAGIC and self._call_handlers:
@@ -328,7 +332,9 @@ class DataChannelClient:
     caller-provided buffers and makes calls, over connections pooled per peer and
     kind and reused (``recv_into``: no user-space copy)."""
 
-    def __init__(self, io_timeout_s: float = 300.0, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, io_timeout_s: float = 300.0, connect_timeout_s: float = 10.0,
+                 liveness_settings: Optional[liveness.Liveness] = None) -> None:
+        self._liveness = liveness_settings or liveness.from_env()
         self._io_timeout_s = io_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._idle: dict[tuple[str, int, bytes], list[socket.socket]] = {}
@@ -350,8 +356,8 @@ class DataChannelClient:
             sock, reused = self._checkout(address, CALL_MAGIC)
             replied = False
             try:
-                _send_message(sock, prefix, control, headers, payloads)
-                sock.settimeout(None)  # a step may take as long as it needs (as a gRPC call without deadline)
+                self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
+                self._await_reply(sock, host, port)
                 code, control_bytes, header_bytes = _CALL_REPLY.unpack(_recv_exact(sock, _CALL_REPLY.size))
                 sock.settimeout(self._io_timeout_s)
                 replied = True
@@ -369,6 +375,47 @@ class DataChannelClient:
             self._checkin(address, sock, CALL_MAGIC)
             return code, reply, received
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _send_watched(self, sock: socket.socket, parts: list[Any], host: str, port: int) -> None:
+        """Sends ``parts`` (bytes, memoryviews) in order; while the peer takes none of
+        them for ``reply_probe_s``, it must answer a probe (``_check_alive``)."""
+        sock.settimeout(self._liveness.reply_probe_s)
+        stalled = 0.0
+        for part in parts:
+            view = memoryview(part)
+            if view.format != "B" or view.ndim != 1:
+                view = view.cast("B")
+            while len(view):
+                try:
+                    view = view[sock.send(view):]
+                    stalled = 0.0
+                except socket.timeout:
+                    stalled += self._liveness.reply_probe_s
+                    self._check_alive(host, port, f"the peer took no data for {stalled:.0f} s")
+        sock.settimeout(self._io_timeout_s)
+
+    def _check_alive(self, host: str, port: int, symptom: str) -> None:
+        """TimeoutError naming the peer and ``symptom`` unless its data channel answers a
+        probe on a new connection within ``keepalive_timeout_s``: it is gone or frozen
+        without having closed the connection."""
+        reason = self.why_unreachable(host, port, timeout_s=self._liveness.keepalive_timeout_s)
+        if reason:
+            raise TimeoutError(f"{symptom}, and {reason}: the peer is gone or frozen")
+
+    def _await_reply(self, sock: socket.socket, host: str, port: int) -> None:
+        """Waits until a reply starts to arrive on ``sock``, however long the step takes
+        (as a gRPC call without deadline), as long as the peer answers a probe on a new
+        connection every ``reply_probe_s`` (``_check_alive``)."""
+        waited = 0.0
+        sock.settimeout(self._liveness.reply_probe_s)
+        while True:
+            try:
+                sock.recv(1, socket.MSG_PEEK)  # b"" (closed) is reported by the read that follows
+                break
+            except socket.timeout:
+                waited += self._liveness.reply_probe_s
+            self._check_alive(host, port, f"no reply after {waited:.0f} s")
+        sock.settimeout(self._io_timeout_s)
 
     def fetch(self, host: str, ref: tensor_pb2.DataChannelRef, into: memoryview, name: str = "") -> None:
         """Reads the payload of ``ref`` from ``host`` into ``into`` (exactly its size)."""
@@ -412,8 +459,13 @@ class DataChannelClient:
         except OSError as e:
             return f"connecting to {host}:{port} failed: {e}"
         try:
+            sock.settimeout(timeout_s)
             sock.sendall(bytes(TICKET_BYTES))
             (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
+            sock.settimeout(self._io_timeout_s)
+        except socket.timeout:
+            sock.close()
+            return f"{host}:{port} accepts connections but does not answer a probe within {timeout_s:g} s"
         except (OSError, EOFError) as e:
             sock.close()
             return f"{host}:{port} does not answer the data channel protocol: {e}"
@@ -433,6 +485,7 @@ class DataChannelClient:
     def _connect(self, address: tuple[str, int], timeout_s: float, magic: bytes) -> socket.socket:
         sock = socket.create_connection(address, timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        liveness.enable_tcp_keepalive(sock, self._liveness)
         sock.settimeout(self._io_timeout_s)
         sock.sendall(magic)
         return sock

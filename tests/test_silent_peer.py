@@ -97,3 +97,4 @@ def test_a_ps_that_answers_again_keeps_its_live_model(tmp_path):
         assert min(_global_steps(after)) >= reached
         assert cluster.task("worker", 1).wait(timeout=120) == 0, cluster.task("worker", 1).log()
         assert cluster.task("ps", 0).wait(timeout=120) == 0, cluster.task("ps", 0).log()
+

@@ -357,9 +357,7 @@ class DataChannelClient:
             replied = False
             try:
                 self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
-                self._await_reply(sock, host, port)
-                code, control_bytes, header_bytes = _CALL_REPLY.unpack(_recv_exact(sock, _CALL_REPLY.size))
-                sock.settimeout(self._io_timeout_s)
+                code, control_bytes, header_bytes = _CALL_REPLY.unpack(self._await_reply(sock, host, port))
                 replied = True
                 reply = _recv_exact(sock, control_bytes)
                 received = _receive_tensors(sock, _recv_exact(sock, header_bytes), pool, max_tensor_bytes)
@@ -378,7 +376,8 @@ class DataChannelClient:
 
     def _send_watched(self, sock: socket.socket, parts: list[Any], host: str, port: int) -> None:
         """Sends ``parts`` (bytes, memoryviews) in order; while the peer takes none of
-        them for ``reply_probe_s``, it must answer a probe (``_check_alive``)."""
+        them for ``reply_probe_s``, it must answer a probe (``_check_alive``). Leaves
+        that timeout on ``sock`` for ``_await_reply``."""
         sock.settimeout(self._liveness.reply_probe_s)
         stalled = 0.0
         for part in parts:
@@ -392,7 +391,6 @@ class DataChannelClient:
                 except socket.timeout:
                     stalled += self._liveness.reply_probe_s
                     self._check_alive(host, port, f"the peer took no data for {stalled:.0f} s")
-        sock.settimeout(self._io_timeout_s)
 
     def _check_alive(self, host: str, port: int, symptom: str) -> None:
         """TimeoutError naming the peer and ``symptom`` unless its data channel answers a
@@ -402,20 +400,25 @@ class DataChannelClient:
         if reason:
             raise TimeoutError(f"{symptom}, and {reason}: the peer is gone or frozen")
 
-    def _await_reply(self, sock: socket.socket, host: str, port: int) -> None:
-        """Waits until a reply starts to arrive on ``sock``, however long the step takes
-        (as a gRPC call without deadline), as long as the peer answers a probe on a new
-        connection every ``reply_probe_s`` (``_check_alive``)."""
+    def _await_reply(self, sock: socket.socket, host: str, port: int) -> bytes:
+        """The reply's fixed-size prefix, however long the step takes (as a gRPC call
+        without deadline), as long as the peer answers a probe on a new connection every
+        ``reply_probe_s`` (``_check_alive``; ``_send_watched`` set that timeout)."""
+        prefix = bytearray(_CALL_REPLY.size)
+        view = memoryview(prefix)
         waited = 0.0
-        sock.settimeout(self._liveness.reply_probe_s)
-        while True:
+        while len(view):
             try:
-                sock.recv(1, socket.MSG_PEEK)  # b"" (closed) is reported by the read that follows
-                break
+                received = sock.recv_into(view)
             except socket.timeout:
                 waited += self._liveness.reply_probe_s
-            self._check_alive(host, port, f"no reply after {waited:.0f} s")
+                self._check_alive(host, port, f"no reply after {waited:.0f} s")
+                continue
+            if received == 0:
+                raise EOFError(f"connection closed with {len(view)} bytes of the reply still expected")
+            view = view[received:]
         sock.settimeout(self._io_timeout_s)
+        return bytes(prefix)
 
     def fetch(self, host: str, ref: tensor_pb2.DataChannelRef, into: memoryview, name: str = "") -> None:
         """Reads the payload of ``ref`` from ``host`` into ``into`` (exactly its size)."""

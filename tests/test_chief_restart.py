@@ -15,6 +15,7 @@ import time
 import pytest
 
 from cluster_processes import LocalCluster
+from tensorgrid.distributed import ports
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -42,12 +43,16 @@ def _wait_for_step(task, at_least, timeout):
     pytest.fail(f"{task.job}:{task.index} did not reach global step {at_least}:\n{task.log()}")
 
 
-@pytest.mark.parametrize("mode", ["async", "sync"])
+@pytest.mark.parametrize("mode", ["async", "sync", "async-fixed-data-port"])
 def test_a_restarted_chief_keeps_the_live_model(tmp_path, mode):
+    """``async-fixed-data-port``: the chief's data channel has a fixed port, as on
+    Kubernetes, so its restart shows only in its incarnation."""
     flags = ["--steps", "2500", "--checkpoint-every", "100000", "--checkpoint-dir", str(tmp_path / "ckpt")]
     if mode == "sync":
         flags += ["--sync", "--learning-rate", "0.1"]
     with LocalCluster(tmp_path, {"ps": 1, "worker": 2}, start=False) as cluster:
+        if mode == "async-fixed-data-port":
+            cluster.task("worker", 0).extra_env = {"TENSORGRID_DATA_PORT": str(ports.free_ports(1)[0])}
         for job in ("ps", "worker"):
             for (j, _), task in cluster.tasks.items():
                 if j == job:

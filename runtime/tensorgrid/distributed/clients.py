@@ -123,6 +123,8 @@ class _Client:
         self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport()
         self._data_port = 0
+        self._incarnation = 0
+        """The peer's incarnation in its last GetStatus answer (0: none yet)."""
         self._reachable: Optional[bool] = None
         """Whether the peer's data channel answers; None: not probed since its port was learned."""
         self._unreachable_reason = ""
@@ -178,20 +180,23 @@ class _Client:
         try:
             return self._call_data_channel_once(what, call, request, tensors)
         except errors.UnavailableError:
-            if not self._moved_from(port):
+            if not self._restarted_since(port):
                 raise
-        log.info("%s now has its data channel on port %d (was %d): calling it there", self._peer,
+        log.info("%s restarted (its data channel is on port %d, was %d): calling it again", self._peer,
                  self._data_port, port)
         return self._call_data_channel_once(what, call, request, tensors)
 
-    def _moved_from(self, port: int) -> bool:
-        """Whether the peer, asked again, advertises a reachable data channel on a port
-        other than ``port``."""
+    def _restarted_since(self, port: int) -> bool:
+        """Whether the peer, asked again, is another process than the one called (a new
+        incarnation, or its data channel on a port other than ``port``) whose data
+        channel is reachable."""
+        incarnation = self._incarnation
         try:
             self._learn_data_port(wait_for_ready=True)  # a restarted peer is up again: its call waits on
         except errors.OpError:
             return False
-        return self._data_port not in (0, port) and self._reaches_data_channel()
+        moved = self._data_port not in (0, port) or self._incarnation not in (0, incarnation)
+        return moved and self._reaches_data_channel()
 
     def _call_data_channel_once(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                                 tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -258,7 +263,8 @@ class WorkerClient(_Client):
         if response.data_port != self._data_port:
             self._data_port = response.data_port
             self._reachable = None
-        return int(response.device[0].incarnation)
+        self._incarnation = int(response.device[0].incarnation)
+        return self._incarnation
 
     def devices(self) -> list[tuple[str, str]]:
         response = _status(f"GetStatus of {self.task}", self._stub)

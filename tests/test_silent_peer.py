@@ -83,9 +83,13 @@ def test_a_frozen_ps_is_reported_and_its_replacement_resumes_from_the_checkpoint
         assert ps.wait(timeout=120) == 0, ps.log()
 
 
-def test_a_ps_that_answers_again_keeps_its_live_model(tmp_path):
+@pytest.mark.parametrize("transport", ["data-channel", "grpc"])
+def test_a_ps_that_answers_again_keeps_its_live_model(tmp_path, transport):
+    """``grpc``: every call on gRPC (no data channel), where gRPC's keepalive pings find the
+    frozen peer."""
     flags = ["--steps", "3000", "--checkpoint-every", "100000", "--checkpoint-dir", str(tmp_path / "ckpt")]
-    with LocalCluster(tmp_path, {"ps": 1, "worker": 2}, start=False, extra_env=LIVENESS_ENV) as cluster:
+    env = dict(LIVENESS_ENV, TENSORGRID_DATA_CHANNEL="0" if transport == "grpc" else "1")
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 2}, start=False, extra_env=env) as cluster:
         _start(cluster, flags)
         chief = cluster.task("worker", 0)
         _freeze_until_detected(cluster)

@@ -25,6 +25,7 @@ import time
 from typing import Any, Mapping, Optional
 
 from tensorgrid.distributed import channels
+from tensorgrid.distributed.transport import liveness
 from tensorgrid.framework import errors
 
 log = logging.getLogger("tensorgrid.train")
@@ -56,22 +57,8 @@ class WatchSettings:
         on_missing = env.get(MISSING_ENV, "").strip() or defaults.on_missing
         if on_missing not in MISSING_CHOICES:
             raise ValueError(f"{MISSING_ENV}={on_missing!r}; valid values are {', '.join(MISSING_CHOICES)}")
-        return cls(report_s=_seconds(env, REPORT_ENV, defaults.report_s), on_missing=on_missing,
-                   fail_after_s=_seconds(env, FAIL_AFTER_ENV, defaults.fail_after_s))
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    value = env.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0.1 <= seconds <= 86400:
-        raise ValueError(f"{name}={value!r} is not a number of seconds from 0.1 to 86400; "
-                         f"leave it unset for the default of {default:g}")
-    return seconds
+        return cls(report_s=liveness.seconds_from_env(env, REPORT_ENV, defaults.report_s), on_missing=on_missing,
+                   fail_after_s=liveness.seconds_from_env(env, FAIL_AFTER_ENV, defaults.fail_after_s))
 
 
 class SyncReplicasWatch:

@@ -74,6 +74,7 @@ def grpc_options() -> list[tuple[str, Any]]:
     environment (``liveness.from_env``): what tasks' servers and channels use."""
     return GRPC_OPTIONS + liveness.grpc_options(liveness.from_env())
 
+
 _STATUS_BY_CODE = {status.value[0]: status for status in grpc.StatusCode}
 
 

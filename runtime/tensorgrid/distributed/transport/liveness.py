@@ -43,14 +43,11 @@ class Liveness:
     """Most seconds gRPC waits between attempts to reach a peer that went away (its
     default grows to 120 s); ``TENSORGRID_RECONNECT_BACKOFF_MAX_SECONDS``."""
 
-    @property
-    def silent_peer_bound_s(self) -> float:
-        """The longest a call waits on a peer that stopped answering: one probe interval
-        and one probe's timeout."""
-        return self.reply_probe_s + self.keepalive_timeout_s
 
-
-def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    """The number of seconds variable ``name`` of ``environ`` sets, or ``default`` when it
+    is unset or empty. ValueError naming the variable and its value unless it is a
+    number from 0.1 to 86400."""
     value = environ.get(name, "").strip()
     if not value:
         return default
@@ -71,10 +68,10 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Liveness:
     env = os.environ if environ is None else environ
     defaults = Liveness()
     return Liveness(
-        keepalive_s=_seconds(env, KEEPALIVE_ENV, defaults.keepalive_s),
-        keepalive_timeout_s=_seconds(env, KEEPALIVE_TIMEOUT_ENV, defaults.keepalive_timeout_s),
-        reply_probe_s=_seconds(env, REPLY_PROBE_ENV, defaults.reply_probe_s),
-        reconnect_backoff_max_s=_seconds(env, RECONNECT_BACKOFF_ENV, defaults.reconnect_backoff_max_s),
+        keepalive_s=seconds_from_env(env, KEEPALIVE_ENV, defaults.keepalive_s),
+        keepalive_timeout_s=seconds_from_env(env, KEEPALIVE_TIMEOUT_ENV, defaults.keepalive_timeout_s),
+        reply_probe_s=seconds_from_env(env, REPLY_PROBE_ENV, defaults.reply_probe_s),
+        reconnect_backoff_max_s=seconds_from_env(env, RECONNECT_BACKOFF_ENV, defaults.reconnect_backoff_max_s),
     )
 
 

@@ -66,13 +66,16 @@ def _call(what: str, fn: Callable[[], T]) -> T:
 STATUS_TIMEOUT_SECONDS = 10.0
 
 
-def _status(what: str, stub: Any) -> worker_pb2.GetStatusResponse:
+def _status(what: str, stub: Any, wait_for_ready: bool = False) -> worker_pb2.GetStatusResponse:
     """GetStatus, bounded by our own deadline: a peer that does not answer in time is
     unavailable (a pod being replaced, a stale address), not a failed step, so callers
-    retry it as any other unavailable peer instead of ending the program."""
+    retry it as any other unavailable peer instead of ending the program.
+    ``wait_for_ready`` waits (within the deadline) for a channel that failed to
+    connect again, instead of failing at once while it backs off."""
     try:
         response: worker_pb2.GetStatusResponse = stub.GetStatus(worker_pb2.GetStatusRequest(),
-                                                                 timeout=STATUS_TIMEOUT_SECONDS)
+                                                                 timeout=STATUS_TIMEOUT_SECONDS,
+                                                                 wait_for_ready=wait_for_ready)
         return response
     except grpc.RpcError as e:
         if hasattr(e, "code") and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -120,10 +123,12 @@ class _Client:
         self.host = grpc_frames.host_of(address)
         self._peer = peer
         credentials = tls.from_env()
-        self._channel = tls.open_channel(address, credentials, grpc_frames.GRPC_OPTIONS)
+        self._channel = tls.open_channel(address, credentials, grpc_frames.grpc_options())
         self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport(credentials)
         self._data_port = 0
+        self._incarnation = 0
+        """The peer's incarnation in its last GetStatus answer (0: none yet)."""
         self._reachable: Optional[bool] = None
         """Whether the peer's data channel answers; None: not probed since its port was learned."""
         self._unreachable_reason = ""
@@ -131,7 +136,7 @@ class _Client:
         """Calls whose last reply on gRPC carried at least ``stream_min_bytes`` inline."""
         self._fallbacks = metrics.DATA_CHANNEL_FALLBACKS.labels(address)
 
-    def _learn_data_port(self) -> None:
+    def _learn_data_port(self, wait_for_ready: bool = False) -> None:
         """Asks the peer for its data channel port, when no earlier answer told it."""
 
     def _reaches_data_channel(self) -> bool:
@@ -173,7 +178,32 @@ class _Client:
     def _call_data_channel(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                            tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
         """Calls ``call`` on the peer's data channel; its error status becomes the same
-        OpError as from gRPC."""
+        OpError as from gRPC. When the peer's data channel cannot be reached and the
+        peer now advertises another port (it restarted), the call goes there at once."""
+        port = self._data_port
+        try:
+            return self._call_data_channel_once(what, call, request, tensors)
+        except errors.UnavailableError:
+            if not self._restarted_since(port):
+                raise
+        log.info("%s restarted (its data channel is on port %d, was %d): calling it again", self._peer,
+                 self._data_port, port)
+        return self._call_data_channel_once(what, call, request, tensors)
+
+    def _restarted_since(self, port: int) -> bool:
+        """Whether the peer, asked again, is another process than the one called (a new
+        incarnation, or its data channel on a port other than ``port``) whose data
+        channel is reachable."""
+        incarnation = self._incarnation
+        try:
+            self._learn_data_port(wait_for_ready=True)  # a restarted peer is up again: its call waits on
+        except errors.OpError:
+            return False
+        moved = self._data_port not in (0, port) or self._incarnation not in (0, incarnation)
+        return moved and self._reaches_data_channel()
+
+    def _call_data_channel_once(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
+                                tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
         try:
             code, reply, received = self._tx.call(self.host, self._data_port, call.method,
                                                   request.SerializeToString(), tensors)
@@ -227,17 +257,18 @@ class WorkerClient(_Client):
         self.task = task
         self._signatures: dict[str, tuple[list[str], list[str]]] = {}
 
-    def _learn_data_port(self) -> None:
-        self.incarnation_quick()
+    def _learn_data_port(self, wait_for_ready: bool = False) -> None:
+        self.incarnation_quick(wait_for_ready)
 
-    def incarnation_quick(self) -> int:
-        response = _status(f"GetStatus of {self.task} at {self.address}", self._stub)
+    def incarnation_quick(self, wait_for_ready: bool = False) -> int:
+        response = _status(f"GetStatus of {self.task} at {self.address}", self._stub, wait_for_ready)
         if not response.device:
             raise errors.InternalError(None, None, f"{self.task} reported no devices")
         if response.data_port != self._data_port:
             self._data_port = response.data_port
             self._reachable = None
-        return int(response.device[0].incarnation)
+        self._incarnation = int(response.device[0].incarnation)
+        return self._incarnation
 
     def devices(self) -> list[tuple[str, str]]:
         response = _status(f"GetStatus of {self.task}", self._stub)

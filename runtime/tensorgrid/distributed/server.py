@@ -24,6 +24,7 @@ from tensorgrid.distributed import ports
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
+from tensorgrid.framework import errors
 from tensorgrid.kernels import numpy_backend
 
 if TYPE_CHECKING:
@@ -199,6 +200,19 @@ class Server:
                 client = clients.WorkerClient(address, task)
                 self._peers[task] = client
             return client
+
+    def unanswering_training_tasks(self) -> dict[str, str]:
+        """The cluster's other training tasks that do not answer GetStatus now, each
+        with the reason (for reports of missing replicas)."""
+        unanswering = {}
+        for job, index in cluster_lib.training_tasks(self.cluster):
+            task = cluster_lib.task_name(job, index)
+            if task != self.task:
+                try:
+                    self._client(task).incarnation_quick()
+                except errors.OpError as e:
+                    unanswering[task] = e.message
+        return unanswering
 
     # ------------------------------------------------------------------ end of training
     def report_training_finished(self) -> None:

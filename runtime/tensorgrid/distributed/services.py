@@ -332,7 +332,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     steps = StepHandlers(server.worker, server.master)
     tx.serve_calls(steps.data_channel_handlers())
     rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=128, thread_name_prefix="rpc"),
-                             options=grpc_frames.GRPC_OPTIONS)
+                             options=grpc_frames.grpc_options())
     rpc_server.add_generic_rpc_handlers((
         grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx, steps)),
         grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps)),

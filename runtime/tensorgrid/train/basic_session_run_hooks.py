@@ -12,6 +12,7 @@ import numpy as np
 from tensorgrid import metrics
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.summary import event_file
+from tensorgrid.train import checkpoint_management
 from tensorgrid.train import session_run_hook
 from tensorgrid.train import training_util
 
@@ -154,6 +155,7 @@ class CheckpointSaverHook(session_run_hook.SessionRunHook):
         self._scaffold = scaffold
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         self._listeners = list(listeners or [])
+        self._recovered = False
 
     def begin(self) -> None:
         self._global_step_tensor = _global_step_or_fail("CheckpointSaverHook")
@@ -163,6 +165,9 @@ class CheckpointSaverHook(session_run_hook.SessionRunHook):
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         global_step = int(session.run(self._global_step_tensor))
+        if not self._recovered:
+            self._recover_history()
+            self._recovered = True
         self._save(session, global_step)
         self._timer.update_last_triggered_step(global_step)
 
@@ -199,6 +204,24 @@ class CheckpointSaverHook(session_run_hook.SessionRunHook):
             )
         self._saver = savers[0]
         return self._saver
+
+    def _recover_history(self) -> None:
+        """Before this process's first save: the saver adopts the checkpoints the state
+        file lists (``recover_last_checkpoints``), so ``max_to_keep`` counts them after a
+        restart too, and what a process killed while saving left behind is deleted."""
+        saver = self._get_saver()
+        state = checkpoint_management.get_checkpoint_state(self._checkpoint_dir)
+        if state is not None and not saver.last_checkpoints:
+            saver.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
+        leftovers = checkpoint_management.leftovers_of_interrupted_saves(self._save_path, state)
+        for path in leftovers:
+            try:
+                os.unlink(path)
+            except OSError as e:
+                log.warning("could not delete %s, left by an interrupted checkpoint save: %s", path, e)
+        if leftovers:
+            log.info("Deleted %d files left in %s by interrupted checkpoint saves", len(leftovers),
+                     self._checkpoint_dir)
 
     def _save(self, session: Any, step: int) -> bool:
         for listener in self._listeners:

@@ -94,12 +94,20 @@ def atomic_write(path: str, write: Callable[[Any], None]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(temp)
         except OSError:
             pass
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk: no path
+            raise OSError(e.errno, f"{e.strerror} while writing checkpoint file", path) from e
         raise
+
+
+def is_temporary(name: str) -> bool:
+    """Whether file ``name`` is the temporary file of a write (``atomic_write``) that
+    did not finish."""
+    return _TEMP_MARKER in name
 
 
 def atomic_write_bytes(path: str, content: bytes) -> None:
@@ -153,7 +161,7 @@ def write_checkpoint(prefix: str, tensors: dict[str, Any]) -> Index:
     if previous is not None and previous != data_file:
         _unlink_quietly(os.path.join(directory, previous))
     for path in checkpoint_files(prefix):
-        if _TEMP_MARKER in os.path.basename(path):
+        if is_temporary(os.path.basename(path)):
             _unlink_quietly(path)  # left by an interrupted save of this prefix
     return index
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import re
 from typing import Any, Optional, Sequence
@@ -248,6 +249,43 @@ def remove_checkpoint(checkpoint_prefix: str, checkpoint_format_version: Any = N
     meta = f"{checkpoint_prefix}.{meta_graph_suffix}"
     if os.path.exists(meta):
         os.unlink(meta)
+
+
+def leftovers_of_interrupted_saves(save_path: str, state: Optional[CheckpointState],
+                                   latest_filename: Optional[str] = None) -> list[str]:
+    """Files in the directory of ``save_path`` that a process killed while saving
+    checkpoints ``<save_path>-<step>`` left behind: temporary files of unfinished
+    writes, and checkpoints that ``state`` (the directory's state file) no longer lists
+    but that were not deleted yet. Checkpoints up to ``state.last_preserved_timestamp``
+    (kept for good by ``keep_checkpoint_every_n_hours``) are never among them; without a
+    state file only temporary files are."""
+    directory = os.path.dirname(save_path) or "."
+    base = os.path.basename(save_path)
+    state_file = os.path.basename(_state_path(directory, latest_filename))
+    listed = {os.path.basename(p) for p in (state.all_model_checkpoint_paths if state else [])}
+    if state is not None:
+        listed.add(os.path.basename(state.model_checkpoint_path))
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    leftovers = []
+    for name in names:
+        path = os.path.join(os.path.dirname(save_path), name)
+        if checkpoint_format.is_temporary(name):
+            if name.startswith((base + "-", state_file)):
+                leftovers.append(path)
+            continue
+        match = re.fullmatch(re.escape(base) + r"-(\d+)(\.index|\.data|\.data\.1)", name)
+        if state is None or match is None or base + "-" + match.group(1) in listed:
+            continue
+        try:
+            modified = os.stat(checkpoint_format.index_path(path[:-len(match.group(2))])).st_mtime
+        except FileNotFoundError:
+            modified = math.inf  # data without its index: the index (the commit point) went first
+        if modified > state.last_preserved_timestamp:
+            leftovers.append(path)
+    return sorted(leftovers)
 
 
 # ---------------------------------------------------------------------- reading checkpoints

@@ -264,6 +264,7 @@ class MonitoredSession:
             except _PREEMPTION_ERRORS as e:
                 if not self._should_recover:
                     raise
+                self._raise_stop_reason()
                 log.warning(
                     "A step failed with %s: %s. This may be due to a preemption in a connected worker or "
                     "parameter server. The current session will be closed and a new one created.",
@@ -292,6 +293,15 @@ class MonitoredSession:
                 self.recoveries += 1
                 self._close_session_only()
                 self._create()
+
+    def _raise_stop_reason(self) -> None:
+        """Raises the error a hook's thread stopped training with (e.g. missing sync
+        replicas), unless it is one more preemption, which recovery handles."""
+        if self._coord is not None:
+            try:
+                self._coord.raise_requested_exception()
+            except _PREEMPTION_ERRORS:
+                pass
 
     def _hooked_run(self, fetches: Any, feed_dict: Any = None, options: Any = None,
                     run_metadata: Any = None) -> Any:

@@ -7,7 +7,10 @@ deliberate:
 - A chief that finds the model already initialized (the parameter servers kept
   running while the chief restarted) uses it as it is: it does not roll a live
   model back to its last checkpoint. A checkpoint is restored only when variables
-  are missing, e.g. after a parameter server restarted.
+  are missing, e.g. after a parameter server restarted. A peer that cannot be
+  reached while the chief checks (UnavailableError, AbortedError: a restarted
+  task) says nothing about the model, so the error is raised, not read as "not
+  initialized"; ``MonitoredSession`` retries the session's creation with backoff.
 - Waiting workers poll readiness with a short backoff (50 ms growing to 1 s) on one
   session, instead of closing it and sleeping 30 seconds between checks.
 """
@@ -24,7 +27,12 @@ from tensorgrid.framework import graph as graph_lib
 
 log = logging.getLogger("tensorgrid.train")
 
-_NOT_READY_YET = (errors.FailedPreconditionError, errors.UnavailableError, errors.AbortedError, errors.NotFoundError)
+_NOT_INITIALIZED = (errors.FailedPreconditionError, errors.NotFoundError)
+"""Errors of a readiness check that mean the model is not initialized (a variable
+read before its initializer ran, a resource not created yet)."""
+_NOT_REACHABLE = (errors.UnavailableError, errors.AbortedError)
+"""Errors of a readiness check that mean a task could not be asked (down, restarting);
+a waiting worker polls on, a chief raises them instead of restoring."""
 
 
 class SessionManager:
@@ -50,7 +58,7 @@ class SessionManager:
         """A session for the chief, with the model live, restored, or freshly initialized."""
         sess = self._new_session(master, config)
         global_ready_op = self._ready_for_local_init_op if self._ready_for_local_init_op is not None else self._ready_op
-        ready, _ = self._model_ready(sess, global_ready_op)
+        ready, _ = self._model_ready(sess, global_ready_op, peers_must_answer=True)
         if ready and self._ready_op is not None:
             self.last_preparation = "live"
             log.info("Model is already initialized on the parameter servers: using it without restoring")
@@ -66,10 +74,10 @@ class SessionManager:
             if init_fn is not None:
                 init_fn(sess)
             self.last_preparation = "initialized"
-        ok, message = self._try_run_local_init_op(sess)
+        ok, message = self._try_run_local_init_op(sess, peers_must_answer=True)
         if not ok:
             raise RuntimeError(f"Init operations did not make model ready for local_init: {message}")
-        ok, message = self._model_ready(sess, self._ready_op)
+        ok, message = self._model_ready(sess, self._ready_op, peers_must_answer=True)
         if not ok:
             raise RuntimeError(
                 f"Init operations did not make model ready. Init op: {getattr(init_op, 'name', None)}, "
@@ -136,22 +144,26 @@ class SessionManager:
         saver.restore(sess, latest)
         return True
 
-    def _try_run_local_init_op(self, sess: Any) -> tuple[bool, str]:
+    def _try_run_local_init_op(self, sess: Any, peers_must_answer: bool = False) -> tuple[bool, str]:
         if self._local_init_op is None:
             return True, ""
-        ready, message = self._model_ready(sess, self._ready_for_local_init_op)
+        ready, message = self._model_ready(sess, self._ready_for_local_init_op, peers_must_answer)
         if not ready:
             return False, message
         sess.run(self._local_init_op, feed_dict=self._local_init_feed_dict)
         return True, ""
 
     @staticmethod
-    def _model_ready(sess: Any, ready_op: Any) -> tuple[bool, str]:
+    def _model_ready(sess: Any, ready_op: Any, peers_must_answer: bool = False) -> tuple[bool, str]:
+        """Whether ``ready_op`` reports every variable initialized, and if not, why. With
+        ``peers_must_answer`` an unreachable task raises its error (the chief must not
+        read it as "not initialized"); without, it is one more reason to wait."""
         if ready_op is None:
             return True, ""
+        not_ready = _NOT_INITIALIZED if peers_must_answer else (*_NOT_INITIALIZED, *_NOT_REACHABLE)
         try:
             names = sess.run(ready_op)
-        except _NOT_READY_YET as e:
+        except not_ready as e:
             return False, f"{type(e).__name__}: {e}"
         if names is None or len(names) == 0:
             return True, ""

@@ -26,6 +26,7 @@ from tensorgrid.ops import variables
 from tensorgrid.train import optimizer as optimizer_lib
 from tensorgrid.train import queue_runner
 from tensorgrid.train import session_run_hook
+from tensorgrid.train import sync_replicas_watch
 
 log = logging.getLogger("tensorgrid.train")
 
@@ -174,10 +175,17 @@ class _SyncReplicasOptimizerHook(session_run_hook.SessionRunHook):
         if not opt._gradients_applied:
             raise ValueError("SyncReplicasOptimizer.apply_gradient should be called before using the hook.")
         self._ready_for_local_init_op = opt.ready_for_local_init_op
+        self._watch: Optional[sync_replicas_watch.SyncReplicasWatch] = None
         if self._is_chief:
             self._local_init_op: Any = opt.chief_init_op
             self._q_runner: Optional[queue_runner.QueueRunner] = opt.get_chief_queue_runner()
             self._init_tokens_op: Any = opt.get_init_tokens_op(self._num_tokens)
+            if opt._accumulator_list:
+                accumulator, device = opt._accumulator_list[0]
+                with graph_lib.get_default_graph().device(device):
+                    gradients_in = accumulator.num_accumulated()
+                self._watch = sync_replicas_watch.SyncReplicasWatch(opt._global_step, gradients_in,
+                                                                    opt._replicas_to_aggregate)
         else:
             self._local_init_op = opt.local_step_init_op
             self._q_runner = None
@@ -194,3 +202,5 @@ class _SyncReplicasOptimizerHook(session_run_hook.SessionRunHook):
             session.run(self._init_tokens_op)
         if self._q_runner is not None:
             self._q_runner.create_threads(session, coord=coord, daemon=True, start=True)
+        if self._watch is not None:
+            self._watch.start(session, coord)

@@ -68,6 +68,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from tensorgrid.distributed import ports
 from tensorgrid.distributed.transport import buffers
+from tensorgrid.distributed.transport import liveness
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
@@ -117,24 +118,34 @@ _MAX_BUFFERS_PER_SEND = 512
 """Buffers handed to one ``sendmsg`` (Linux accepts up to 1024, IOV_MAX)."""
 
 
+def _as_bytes(part: Any) -> memoryview:
+    view = memoryview(part)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def _send_some(sock: socket.socket, pending: list[memoryview]) -> None:
+    """Sends what the kernel takes now of ``pending`` (byte views, in order) and drops
+    it from the list: a gathered write (``sendmsg``) of every part, so a push of seven
+    tensors is one system call rather than seven; TLS has no gathered writes (it writes
+    records), so there, the first part."""
+    if isinstance(sock, ssl.SSLSocket):
+        sent = sock.send(pending[0])
+    else:
+        sent = sock.sendmsg(pending[:_MAX_BUFFERS_PER_SEND])
+    while pending and sent >= len(pending[0]):
+        sent -= len(pending.pop(0))
+    if sent:
+        pending[0] = pending[0][sent:]
+
+
 def _send_message(sock: socket.socket, prefix: bytes, control: bytes, headers: bytes,
                   payloads: list[memoryview]) -> None:
-    """Sends a message with gathered writes: the frames and every payload in as few
-    ``sendmsg`` calls as the kernel takes them (one per step's push, usually), so a
-    push of seven tensors is not seven small TCP segments and seven system calls."""
-    if isinstance(sock, ssl.SSLSocket):  # TLS has no gathered writes: it writes records
-        sock.sendall(b"".join((prefix, control, headers)))
-        for payload in payloads:
-            sock.sendall(payload)
-        return
+    """Sends a message: its frames and every payload, in as few system calls as the
+    kernel takes them (``_send_some``)."""
     pending = [memoryview(b"".join((prefix, control, headers)))]
-    pending.extend(payload for payload in payloads if len(payload))
+    pending.extend(_as_bytes(payload) for payload in payloads if len(payload))
     while pending:
-        sent = sock.sendmsg(pending[:_MAX_BUFFERS_PER_SEND])
-        while pending and sent >= len(pending[0]):
-            sent -= len(pending.pop(0))
-        if sent:
-            pending[0] = pending[0][sent:]
+        _send_some(sock, pending)
 
 
 def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterable[tuple[str, Any]]) -> None:
@@ -257,7 +268,9 @@ class DataServer:
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
-                 tls: Optional[ssl.SSLContext] = None) -> None:
+                 tls: Optional[ssl.SSLContext] = None,
+                 liveness_settings: Optional[liveness.Liveness] = None) -> None:
+        self._liveness = liveness_settings or liveness.from_env()
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
         self._listeners = [self._listener]
@@ -367,6 +380,8 @@ class DataServer:
     def _serve(self, conn: socket.socket) -> None:
         try:
             _tune(conn)
+            if conn.family != socket.AF_UNIX:  # a local peer's end closes when its process dies
+                liveness.enable_tcp_keepalive(conn, self._liveness)  # an idle connection of a vanished client ends
             conn.settimeout(10.0)
             if self._tls is not None and conn.family != socket.AF_UNIX:
                 conn = self._handshake(conn)
@@ -462,7 +477,9 @@ class DataChannelClient:
     must show a certificate of the CA naming the host dialed."""
 
     def __init__(self, io_timeout_s: float = 300.0, connect_timeout_s: float = 10.0,
-                 tls: Optional[ssl.SSLContext] = None) -> None:
+                 tls: Optional[ssl.SSLContext] = None,
+                 liveness_settings: Optional[liveness.Liveness] = None) -> None:
+        self._liveness = liveness_settings or liveness.from_env()
         self._io_timeout_s = io_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._tls = tls
@@ -485,10 +502,8 @@ class DataChannelClient:
             sock, reused = self._checkout(address, CALL_MAGIC)
             replied = False
             try:
-                _send_message(sock, prefix, control, headers, payloads)
-                sock.settimeout(None)  # a step may take as long as it needs (as a gRPC call without deadline)
-                code, control_bytes, header_bytes = _CALL_REPLY.unpack(_recv_exact(sock, _CALL_REPLY.size))
-                sock.settimeout(self._io_timeout_s)
+                self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
+                code, control_bytes, header_bytes = _CALL_REPLY.unpack(self._await_reply(sock, host, port))
                 replied = True
                 reply = _recv_exact(sock, control_bytes)
                 received = _receive_tensors(sock, _recv_exact(sock, header_bytes), pool, max_tensor_bytes)
@@ -504,6 +519,49 @@ class DataChannelClient:
             self._checkin(address, sock, CALL_MAGIC)
             return code, reply, received
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _send_watched(self, sock: socket.socket, parts: list[Any], host: str, port: int) -> None:
+        """Sends ``parts`` (bytes, memoryviews) in order; while the peer takes none of
+        them for ``reply_probe_s``, it must answer a probe (``_check_alive``). Leaves
+        that timeout on ``sock`` for ``_await_reply``."""
+        sock.settimeout(self._liveness.reply_probe_s)
+        stalled = 0.0
+        pending = [view for view in map(_as_bytes, parts) if len(view)]
+        while pending:
+            try:
+                _send_some(sock, pending)
+                stalled = 0.0
+            except socket.timeout:
+                stalled += self._liveness.reply_probe_s
+                self._check_alive(host, port, f"the peer took no data for {stalled:.0f} s")
+
+    def _check_alive(self, host: str, port: int, symptom: str) -> None:
+        """TimeoutError naming the peer and ``symptom`` unless its data channel answers a
+        probe on a new connection within ``keepalive_timeout_s``: it is gone or frozen
+        without having closed the connection."""
+        reason = self.why_unreachable(host, port, timeout_s=self._liveness.keepalive_timeout_s)
+        if reason:
+            raise TimeoutError(f"{symptom}, and {reason}: the peer is gone or frozen")
+
+    def _await_reply(self, sock: socket.socket, host: str, port: int) -> bytes:
+        """The reply's fixed-size prefix, however long the step takes (as a gRPC call
+        without deadline), as long as the peer answers a probe on a new connection every
+        ``reply_probe_s`` (``_check_alive``; ``_send_watched`` set that timeout)."""
+        prefix = bytearray(_CALL_REPLY.size)
+        view = memoryview(prefix)
+        waited = 0.0
+        while len(view):
+            try:
+                received = sock.recv_into(view)
+            except socket.timeout:
+                waited += self._liveness.reply_probe_s
+                self._check_alive(host, port, f"no reply after {waited:.0f} s")
+                continue
+            if received == 0:
+                raise EOFError(f"connection closed with {len(view)} bytes of the reply still expected")
+            view = view[received:]
+        sock.settimeout(self._io_timeout_s)
+        return bytes(prefix)
 
     def fetch(self, host: str, ref: tensor_pb2.DataChannelRef, into: memoryview, name: str = "") -> None:
         """Reads the payload of ``ref`` from ``host`` into ``into`` (exactly its size)."""
@@ -547,8 +605,13 @@ class DataChannelClient:
         except OSError as e:
             return f"connecting to {host}:{port} failed: {e}"
         try:
+            sock.settimeout(timeout_s)
             sock.sendall(bytes(TICKET_BYTES))
             (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
+            sock.settimeout(self._io_timeout_s)
+        except socket.timeout:
+            sock.close()
+            return f"{host}:{port} accepts connections but does not answer a probe within {timeout_s:g} s"
         except (OSError, EOFError) as e:
             sock.close()
             return f"{host}:{port} does not answer the data channel protocol: {e}"
@@ -567,11 +630,12 @@ class DataChannelClient:
 
     def _connect(self, address: tuple[str, int], timeout_s: float, magic: bytes) -> socket.socket:
         """A new connection to the data channel at ``address``: through its Unix socket
-        when it is on this machine and has one (no TLS there: ``same_user``), else TCP,
-        mutual TLS when this client has credentials."""
+        when it is on this machine and has one (no TLS there: ``same_user``), else TCP
+        with keepalive, mutual TLS when this client has credentials."""
         sock = _connect_local(address, timeout_s)
         if sock is None:
             sock = socket.create_connection(address, timeout=timeout_s)
+            liveness.enable_tcp_keepalive(sock, self._liveness)
             if self._tls is not None:
                 try:
                     sock = self._tls.wrap_socket(sock, server_hostname=address[0])

@@ -56,6 +56,7 @@ from google.protobuf import message_factory
 
 from tensorgrid.distributed.transport import buffers
 from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import liveness
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
@@ -66,6 +67,13 @@ GRPC_OPTIONS: list[tuple[str, Any]] = [
 ]
 """Options for every tensorgrid gRPC server and channel: no message-size limit. Chunks
 stay at ``chunk_bytes``; this only keeps a large GraphDef (big constants) from failing."""
+
+
+def grpc_options() -> list[tuple[str, Any]]:
+    """``GRPC_OPTIONS`` with keepalive and capped reconnect backoff from this process's
+    environment (``liveness.from_env``): what tasks' servers and channels use."""
+    return GRPC_OPTIONS + liveness.grpc_options(liveness.from_env())
+
 
 _STATUS_BY_CODE = {status.value[0]: status for status in grpc.StatusCode}
 

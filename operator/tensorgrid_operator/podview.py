@@ -104,6 +104,13 @@ def _main_terminated(pod: Mapping[str, Any]) -> bool:
     return "exitCode" in (state.get("terminated") or {})
 
 
+def _other_container_alive(pod: Mapping[str, Any]) -> bool:
+    """Whether a container besides the main one has not terminated (a sidecar)."""
+    main = _main_container_status(pod, strict=True)
+    return any(cs is not main and not ((cs.get("state") or {}).get("terminated"))
+               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def _exit(pod: Mapping[str, Any]) -> tuple[Optional[int], str]:
     """The main container's exit code and reason; else the first failed container's."""
     status = pod.get("status") or {}
@@ -151,9 +158,12 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
     exit_code, reason = _exit(pod)
     stuck_reason, stuck_message = _stuck(pod)
     phase = (pod.get("status") or {}).get("phase") or "Pending"
-    sidecar_running = phase not in TERMINAL_PHASES and _main_terminated(pod)
-    if sidecar_running:
+    main_ended = phase not in TERMINAL_PHASES and _main_terminated(pod)
+    if main_ended:
         phase = "Succeeded" if exit_code == 0 else "Failed"
+    # Not a pod whose only container just exited and whose phase the kubelet has not
+    # updated yet: that pod holds nothing, and cleanPodPolicy Running must leave it be.
+    sidecar_running = main_ended and _other_container_alive(pod)
     return PodView(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),

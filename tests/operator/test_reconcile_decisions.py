@@ -123,6 +123,20 @@ def test_a_sidecar_does_not_keep_a_finished_replica_running(replica: str, code: 
         assert sim.pods[replica]["metadata"]["uid"] != uid
 
 
+def test_a_finished_pod_whose_phase_lags_its_container_is_kept_by_clean_pod_policy_running() -> None:
+    # The kubelet reports the container's exit before the pod's phase: a job finishing then
+    # must not delete that pod (its log is what users read) as if a sidecar kept it running.
+    sim = started(make_job(ps=1, workers=2))
+    uids = {name: pod["metadata"]["uid"] for name, pod in sim.pods.items()}
+    for name in ("mnist-worker-0", "mnist-worker-1"):
+        sim.pods[name]["status"] = {"phase": "Running", "containerStatuses": [
+            {"name": "tensorgrid", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}
+    plan = sim.step()
+    assert sim.status["state"] == "Succeeded"
+    assert not any(name.startswith("mnist-worker") for name, _ in plan.delete_pods)
+    assert ("mnist-ps-0", uids["mnist-ps-0"]) in plan.delete_pods  # still running: cleaned up
+
+
 def test_the_sidecar_ending_first_decides_nothing() -> None:
     sim = started(with_sidecar(make_job(ps=1, workers=2)))
     sim.pods["mnist-worker-0"]["status"] = {"phase": "Running", "containerStatuses": [

@@ -127,6 +127,16 @@ class Kube:
                 return  # gone already, or a newer pod of that name (uid precondition)
             raise _counted("delete_pod", e)
 
+    def patch_pod_metadata(self, namespace: str, name: str, uid: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of a pod's metadata, applied only to the pod of that uid."""
+        body = {"metadata": {**patch.get("metadata", {}), "uid": uid}}  # a uid in the patch is a precondition
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status in (404, 409):
+                return  # gone already, or a newer pod of that name
+            raise _counted("patch_pod", e)
+
     def delete_service(self, namespace: str, name: str) -> None:
         try:
             self._core.delete_namespaced_service(name, namespace, _preload_content=False)

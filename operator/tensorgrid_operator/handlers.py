@@ -343,6 +343,12 @@ def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
     return policies.RetryDelay(settings.retry_delay_seconds, settings.max_retry_delay_seconds)
 
 
+def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """A reconcile's complete new status as a merge patch: fields it dropped (the startTime of a
+    suspended job) are named null, which removes them."""
+    return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
+
+
 async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
                  logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
@@ -355,7 +361,7 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
         await _ensure_tls_secret(k, job)  # before anything is written: the pods mount it
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
-        job = await _call(k.patch_status, job, plan.status)
+        job = await _call(k.patch_status, job, _replacing(job, plan.status))
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
     await asyncio.gather(*(_call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
@@ -395,7 +401,7 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     for event in outcome.events:
         kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
     if outcome.status is not None:
-        job = await _call(k.patch_status, job, outcome.status)
+        job = await _call(k.patch_status, job, _replacing(job, outcome.status))
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     metrics.count_transitions(namespace, outcome.transitions)
     if plan.all_running_seconds is not None:

@@ -22,6 +22,8 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 POD_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 POD_GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+# The scheduling gate Kueue's webhook puts on a queued pod and removes when it admits the group.
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
 # Label values are at most 63 characters; the group name is also the Workload's name.
 MAX_LABEL_VALUE = 63
 UID_PART = 8

@@ -39,7 +39,8 @@ RT = spec_lib.ReplicaType
 # The API server refused to create a pod or Service (quota, admission, an outage): retried after a delay.
 FAILED_CREATE = "FailedCreate"
 # Reasons of Running=False that name why pods do not run (the State column shows them).
-NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, FAILED_CREATE)
+NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, FAILED_CREATE,
+                       podview.SCHEDULING_GATED)
 # What happens when a parameter server is lost, however it was lost (docs/operator.md, "PS failures").
 PS_RECOVERY = ("the parameter server is recreated alone; the chief restores the latest checkpoint into it and "
                "the workers reconnect")
@@ -498,6 +499,15 @@ def _running_conditions(work: _Work, job_spec: spec_lib.JobSpec, desired: Mappin
             work.event("Warning", reason, message)
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, reason, message, now)
         return
+    gated = [by_name[s] for s in waiting if s in by_name and by_name[s].scheduling_gates]
+    if gated:
+        # Waiting to be admitted (Kueue's gate until it admits the pod group): not a fault.
+        message = _gated_message(gated)
+        previous = cond_lib.get_condition(work.conditions, cond_lib.RUNNING)
+        if previous is None or previous.get("reason") != podview.SCHEDULING_GATED:
+            work.event("Normal", podview.SCHEDULING_GATED, message)
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, podview.SCHEDULING_GATED, message, now)
+        return
     refused = [work.backoff[s] for s in sorted(waiting) if s not in by_name and work.refused(s)]
     if refused:
         message = refused_message(work.job["metadata"]["name"], refused)
@@ -521,6 +531,18 @@ def refused_message(job_name: str, entries: Sequence[Mapping[str, Any]]) -> str:
     shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
     also = f"; also refused: {shown}" if others else ""
     return f"{entries[0]['message']}{also}; next attempt at {min(str(e['nextRetryTime']) for e in entries)}"
+
+
+def _gated_message(gated: Sequence[podview.PodView]) -> str:
+    """``pods a, b wait for the removal of their scheduling gates: kueue.x-k8s.io/admission``."""
+    names = [v.name for v in gated]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    gates = sorted({g for v in gated for g in v.scheduling_gates})
+    message = (f"{'pod' if len(names) == 1 else 'pods'} {shown} wait for the removal of scheduling gates "
+               f"{', '.join(gates)}")
+    if kueue.ADMISSION_GATE in gates:
+        message += f" (Kueue removes {kueue.ADMISSION_GATE} when it admits the job's pod group)"
+    return message
 
 
 def _stuck_message(stuck: Sequence[podview.PodView]) -> str:

@@ -128,3 +128,23 @@ def test_a_queued_job_is_one_kueue_pod_group(operator: Operator, namespace: Name
     pods = namespace.wait_pods("gang", {"gang-worker-0"})  # cleanPodPolicy Running deleted the others
     wait_for(lambda: namespace.pods("gang")["gang-worker-0"]["metadata"]["annotations"].get(
         kueue.RETRIABLE_IN_GROUP_ANNOTATION) == "false", 15, "the pod group closed for Kueue")
+
+
+def test_pods_held_by_the_admission_gate_wait_without_a_warning(operator: Operator, namespace: Namespace) -> None:
+    """The test plays Kueue: the pods are created gated (as its webhook gates them), then the gate is removed."""
+    manifest = job_manifest("gated", ps=1, workers=1)
+    manifest["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: "team-a"}
+    for entry in manifest["spec"]["replicaSpecs"].values():
+        entry["template"]["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}]
+    namespace.apply(manifest)
+    names = {"gated-ps-0", "gated-worker-0"}
+    namespace.wait_pods("gated", names)
+    namespace.wait_state("gated", "SchedulingGated")
+    assert kueue.ADMISSION_GATE in namespace.condition("gated", "Running")["message"]
+    for name in names:  # admitted: Kueue removes its gate
+        namespace.cp.core.patch_namespaced_pod(name, namespace.name, {"spec": {"schedulingGates": None}})
+    namespace.wait_state("gated", "Unschedulable")  # the scheduler now sees them (and no nodes)
+    namespace.run_all("gated")
+    namespace.wait_state("gated", "Running")
+    events = namespace.events("gated")
+    assert [e["type"] for e in events if e["reason"] == "SchedulingGated"] == ["Normal"]

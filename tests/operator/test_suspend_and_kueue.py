@@ -129,7 +129,8 @@ def test_crd_suspend_and_managed_by() -> None:
     assert spec["properties"]["suspend"] == {**spec["properties"]["suspend"], "type": "boolean", "default": False}
     managed_by = spec["properties"]["managedBy"]
     assert managed_by["maxLength"] == spec_lib.MAX_MANAGED_BY_LENGTH
-    assert {"rule": "self == oldSelf", "message": "spec.managedBy is immutable"} in managed_by["x-kubernetes-validations"]
+    immutable = {"rule": "self == oldSelf", "message": "spec.managedBy is immutable"}
+    assert immutable in managed_by["x-kubernetes-validations"]
     assert any("has(self.managedBy) == has(oldSelf.managedBy)" in r["rule"] for r in spec["x-kubernetes-validations"])
     assert spec_lib.CONTROLLER_NAME in managed_by["description"]
 
@@ -205,3 +206,34 @@ def test_unqueued_finished_job_patches_no_pod() -> None:
 
 def test_close_group_is_an_action() -> None:
     assert reconcile.Plan(close_group_pods=[("p", "u")]).has_actions
+
+
+# --- pods waiting for admission -----------------------------------------------------------------
+
+def test_pods_held_by_kueue_s_gate_show_the_job_waiting_for_admission() -> None:
+    sim = Sim(queued(make_job(ps=1, workers=2)))
+    sim.step()
+    for pod in sim.pods.values():  # what Kueue's webhook does to a queued pod
+        pod["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}]
+    sim.step()
+    assert sim.status["state"] == "SchedulingGated"
+    running = sim.condition("Running")
+    assert running["status"] == "False" and running["reason"] == "SchedulingGated"
+    assert "mnist-ps-0, mnist-worker-0, mnist-worker-1" in running["message"]
+    assert "Kueue removes kueue.x-k8s.io/admission" in running["message"]
+    events = [e for e in sim.events if e.reason == "SchedulingGated"]
+    assert len(events) == 1 and events[0].type == "Normal"
+    sim.step()
+    assert len([e for e in sim.events if e.reason == "SchedulingGated"]) == 1  # said once
+    for pod in sim.pods.values():  # admitted: the gates are gone
+        pod["spec"].pop("schedulingGates")
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
+
+
+def test_a_gate_on_a_running_pod_is_not_waiting() -> None:
+    sim = started(make_job(ps=1, workers=1))
+    sim.pods["mnist-ps-0"]["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
+    sim.step()
+    assert sim.status["state"] == "Running"

@@ -168,10 +168,15 @@ def _managed_here(spec: kopf.Spec, **_: Any) -> bool:
 
 
 @kopf.on.event(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL)
-async def job_event(*, body: kopf.Body, namespace: Optional[str], name: str, logger: kopf.Logger, **_: Any) -> None:
+async def job_event(*, event: kopf.RawEvent, body: kopf.Body, namespace: Optional[str], name: str,
+                    logger: kopf.Logger, **_: Any) -> None:
     key = (namespace or "", name)
     if not spec_lib.managed_here(body.spec):
-        _say_managed_elsewhere(body, logger)
+        if event.get("type") == "DELETED":
+            if _runtime is not None:
+                _runtime.managed_elsewhere.discard(str(body.metadata.get("uid")))
+        else:
+            _say_managed_elsewhere(body, logger)
         return
     if _runtime is not None and body.metadata.get("resourceVersion") == _runtime.written_versions.get(key):
         return  # the echo of our own status patch: nothing new to see

@@ -129,11 +129,13 @@ class Kube:
 
     def patch_pod_metadata(self, namespace: str, name: str, uid: str, patch: Mapping[str, Any]) -> None:
         """A merge patch of a pod's metadata, applied only to the pod of that uid."""
-        body = {"metadata": {**patch.get("metadata", {}), "uid": uid}}  # a uid in the patch is a precondition
+        # The uid in the patch is a precondition: for a newer pod of that name the API server
+        # answers 422 "metadata.uid: field is immutable" and changes nothing.
+        body = {"metadata": {**patch.get("metadata", {}), "uid": uid}}
         try:
             self._core.patch_namespaced_pod(name, namespace, body, _preload_content=False)
         except kube_exceptions.ApiException as e:
-            if e.status in (404, 409):
+            if e.status == 404 or (e.status == 422 and "metadata.uid" in str(e.body)):
                 return  # gone already, or a newer pod of that name
             raise _counted("patch_pod", e)
 

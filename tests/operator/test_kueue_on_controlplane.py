@@ -148,3 +148,24 @@ def test_pods_held_by_the_admission_gate_wait_without_a_warning(operator: Operat
     namespace.wait_state("gated", "Running")
     events = namespace.events("gated")
     assert [e["type"] for e in events if e["reason"] == "SchedulingGated"] == ["Normal"]
+
+
+def test_closing_a_group_touches_only_the_pod_of_that_uid(namespace: Namespace) -> None:
+    """The annotation patch carries the uid read: a newer pod of the same name is left alone."""
+    from tensorgrid_operator import kube
+
+    client = kube.Kube(kube.load_config(namespace.cp.kubeconfig), pool_size=2)
+    try:
+        pod = namespace.cp.core.create_namespaced_pod(namespace.name, {
+            "metadata": {"name": "newer", "labels": {spec_lib.LABEL_JOB_NAME: "x"}},
+            "spec": {"containers": [{"name": "tensorgrid", "image": "tensorgrid:test"}]}})
+        client.patch_pod_metadata(namespace.name, "newer", "00000000-0000-0000-0000-000000000000",
+                                  kueue.close_group_patch())
+        assert not (namespace.pods()["newer"]["metadata"].get("annotations") or {})
+        client.patch_pod_metadata(namespace.name, "gone", "00000000-0000-0000-0000-000000000000",
+                                  kueue.close_group_patch())  # a pod already gone: nothing to do
+        client.patch_pod_metadata(namespace.name, "newer", pod.metadata.uid, kueue.close_group_patch())
+        annotations = namespace.pods()["newer"]["metadata"]["annotations"]
+        assert annotations == {kueue.RETRIABLE_IN_GROUP_ANNOTATION: "false"}
+    finally:
+        client.close()

@@ -31,6 +31,7 @@ from tensorgrid_operator import creation
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
+from tensorgrid_operator import kueue
 from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import observed
@@ -67,6 +68,8 @@ class _Runtime:
     """Per job: "" once its NetworkPolicy and PodDisruptionBudget exist, else the last creation error."""
     progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
     """When (monotonic) each running job's metrics are read next."""
+    managed_elsewhere: set[str] = dataclasses.field(default_factory=set)
+    """uids of the jobs whose spec.managedBy names another controller, once said so."""
 
 
 _settings = config.Settings()
@@ -159,12 +162,37 @@ async def cleanup(**_: Any) -> None:
         _runtime = None
 
 
+def _managed_here(spec: kopf.Spec, **_: Any) -> bool:
+    """kopf filter: only jobs whose spec.managedBy is absent or names this operator get a daemon."""
+    return spec_lib.managed_here(spec)
+
+
 @kopf.on.event(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL)
-async def job_event(*, body: kopf.Body, namespace: Optional[str], name: str, **_: Any) -> None:
+async def job_event(*, event: kopf.RawEvent, body: kopf.Body, namespace: Optional[str], name: str,
+                    logger: kopf.Logger, **_: Any) -> None:
     key = (namespace or "", name)
+    if not spec_lib.managed_here(body.spec):
+        if event.get("type") == "DELETED":
+            if _runtime is not None:
+                _runtime.managed_elsewhere.discard(str(body.metadata.get("uid")))
+        else:
+            _say_managed_elsewhere(body, logger)
+        return
     if _runtime is not None and body.metadata.get("resourceVersion") == _runtime.written_versions.get(key):
         return  # the echo of our own status patch: nothing new to see
     _wake(key)
+
+
+def _say_managed_elsewhere(body: kopf.Body, logger: kopf.Logger) -> None:
+    """Once per job and operator run: a log line and an event saying the job is left alone."""
+    uid = str(body.metadata.get("uid"))
+    if _runtime is None or uid in _runtime.managed_elsewhere or body.metadata.get("deletionTimestamp"):
+        return
+    _runtime.managed_elsewhere.add(uid)
+    message = (f"spec.managedBy is {spec_lib.managed_by(body.spec)!r}, not {spec_lib.CONTROLLER_NAME!r}: "
+               f"this operator leaves the job, its pods and its status to that controller")
+    logger.info("%s", message)
+    kopf.event(body, type="Normal", reason="ManagedElsewhere", message=message)
 
 
 @kopf.index("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
@@ -190,7 +218,8 @@ async def service_event(*, namespace: Optional[str], labels: kopf.Labels, **_: A
     _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
 
 
-@kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0)
+# No daemon, and so no finalizer, for a job another controller manages (spec.managedBy).
+@kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0, when=_managed_here)
 async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], name: str, logger: kopf.Logger,
                      **kwargs: Any) -> None:
     """One loop per job: reconcile, then sleep until woken, a deadline, or the resync period."""
@@ -319,6 +348,12 @@ def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
     return policies.RetryDelay(settings.retry_delay_seconds, settings.max_retry_delay_seconds)
 
 
+def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """A reconcile's complete new status as a merge patch: fields it dropped (the startTime of a
+    suspended job) are named null, which removes them."""
+    return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
+
+
 async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
                  logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
@@ -331,8 +366,11 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
         await _ensure_tls_secret(k, job)  # before anything is written: the pods mount it
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
-        job = await _call(k.patch_status, job, plan.status)
+        job = await _call(k.patch_status, job, _replacing(job, plan.status))
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
+    # Before the deletions: Kueue must know the group is over before it sees its pods go.
+    await asyncio.gather(*(_call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
+                           for pod_name, uid in plan.close_group_pods))
     await asyncio.gather(
         *(_call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
         *(_call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
@@ -368,7 +406,7 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     for event in outcome.events:
         kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
     if outcome.status is not None:
-        job = await _call(k.patch_status, job, outcome.status)
+        job = await _call(k.patch_status, job, _replacing(job, outcome.status))
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     metrics.count_transitions(namespace, outcome.transitions)
     if plan.all_running_seconds is not None:

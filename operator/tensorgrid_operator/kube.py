@@ -127,6 +127,18 @@ class Kube:
                 return  # gone already, or a newer pod of that name (uid precondition)
             raise _counted("delete_pod", e)
 
+    def patch_pod_metadata(self, namespace: str, name: str, uid: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of a pod's metadata, applied only to the pod of that uid."""
+        # The uid in the patch is a precondition: for a newer pod of that name the API server
+        # answers 422 "metadata.uid: field is immutable" and changes nothing.
+        body = {"metadata": {**patch.get("metadata", {}), "uid": uid}}
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body, _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status == 404 or (e.status == 422 and "metadata.uid" in str(e.body)):
+                return  # gone already, or a newer pod of that name
+            raise _counted("patch_pod", e)
+
     def delete_service(self, namespace: str, name: str) -> None:
         try:
             self._core.delete_namespaced_service(name, namespace, _preload_content=False)

@@ -12,6 +12,7 @@ import copy
 import json
 from typing import Any, Mapping, Optional
 
+from tensorgrid_operator import kueue
 from tensorgrid_operator import spec as spec_lib
 
 Obj = dict[str, Any]
@@ -172,6 +173,11 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
     labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)
     annotations = dict(tmeta.get("annotations") or {})
+    # A job submitted to a Kueue queue: every pod joins its one pod group (the job's labels win).
+    group_labels, group_annotations = kueue.pod_metadata(
+        job, sum(job_spec.replicas(rtype) for rtype in spec_lib.REPLICA_TYPES))
+    labels.update(group_labels)
+    annotations.update(group_annotations)
     pod_spec["restartPolicy"] = "Never"
     # Training needs no API access: no token in the pod unless the template asks for one.
     pod_spec.setdefault("automountServiceAccountToken", False)

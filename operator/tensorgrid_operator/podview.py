@@ -22,6 +22,9 @@ STUCK_WAITING_REASONS = frozenset({
     "CreateContainerConfigError", "CreateContainerError",
 })
 UNSCHEDULABLE = "Unschedulable"
+# A pod held by scheduling gates (``spec.schedulingGates``): Kueue's ``kueue.x-k8s.io/admission``
+# until it admits the job's pod group, or another admission controller's.
+SCHEDULING_GATED = "SchedulingGated"
 # Pods the cluster stopped, not the program: the kubelet's node-pressure evictions and
 # graceful node shutdowns (phase Failed, reason below, often exit code 0 or 143), and
 # any pod with the DisruptionTarget condition (preemption, eviction, taint manager).
@@ -55,6 +58,8 @@ class PodView:
     """``metadata.deletionTimestamp``: when the grace period of a terminating pod ends."""
     node: str = ""
     """The node the pod is bound to (``spec.nodeName``); empty while unscheduled."""
+    scheduling_gates: tuple[str, ...] = ()
+    """The names of the pod's scheduling gates: the scheduler ignores it until they are removed."""
 
     @property
     def active(self) -> bool:
@@ -179,4 +184,6 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         sidecar_running=sidecar_running,
         deletion_time=conditions.parse_time(meta.get("deletionTimestamp")),
         node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        scheduling_gates=tuple(str(g.get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []
+                               if phase == "Pending"),
     )

@@ -27,6 +27,7 @@ import datetime
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator import kueue
 from tensorgrid_operator import manifests
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
@@ -38,7 +39,8 @@ RT = spec_lib.ReplicaType
 # The API server refused to create a pod or Service (quota, admission, an outage): retried after a delay.
 FAILED_CREATE = "FailedCreate"
 # Reasons of Running=False that name why pods do not run (the State column shows them).
-NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, FAILED_CREATE)
+NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, FAILED_CREATE,
+                       podview.SCHEDULING_GATED)
 # What happens when a parameter server is lost, however it was lost (docs/operator.md, "PS failures").
 PS_RECOVERY = ("the parameter server is recreated alone; the chief restores the latest checkpoint into it and "
                "the workers reconnect")
@@ -61,6 +63,9 @@ class Plan:
     delete_services: list[str] = dataclasses.field(default_factory=list)
     force_delete_pods: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     """(name, uid) of pods stuck terminating, deleted with a grace period of 0 (``terminating``)."""
+    close_group_pods: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    """(name, uid) of a finished Kueue-queued job's pods to annotate ``retriable-in-group: "false"``
+    (``kueue``), before any deletion: Kueue then releases the group's quota."""
     status: Optional[Obj] = None
     """The complete new status, or ``None`` when it did not change."""
     events: list[Event] = dataclasses.field(default_factory=list)
@@ -75,7 +80,7 @@ class Plan:
     @property
     def has_actions(self) -> bool:
         return bool(self.create_pods or self.create_services or self.delete_pods or self.delete_services
-                    or self.force_delete_pods or self.delete_job)
+                    or self.force_delete_pods or self.close_group_pods or self.delete_job)
 
 
 @dataclasses.dataclass
@@ -101,6 +106,8 @@ class _Work:
     """The startTime to write, when this reconcile (re)starts the active clock."""
     finished_now: bool = False
     """Whether the job reached Succeeded or Failed in this reconcile."""
+    suspended: bool = False
+    """Whether the job is suspended: ``status.startTime`` is cleared, as a suspended Job's is."""
 
     def event(self, etype: str, reason: str, message: str) -> None:
         self.plan.events.append(Event(etype, reason, message))
@@ -173,19 +180,21 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
 
     if _finished(work.conditions):
         _after_finish(work, job_spec, views, own_services)
+        _close_kueue_group(work, owned)
         return _conclude(work, old_status, job_spec, views)
 
     desired = {k.short_name: k for k in spec_lib.all_replicas(job_spec)}
     _delete_undesired(work, views, own_services, desired)
 
-    if job_spec.run_policy.suspend:
-        _suspend(work, views, own_services)
+    if job_spec.suspended:
+        _suspend(work, job_spec, views, own_services)
         return _conclude(work, old_status, job_spec, views)
 
     start_time = cond_lib.parse_time(old_status.get("startTime"))
     if cond_lib.is_true(work.conditions, cond_lib.SUSPENDED):
         cond_lib.set_condition(work.conditions, cond_lib.SUSPENDED, False, "Resumed", "the job was resumed", now)
-        work.event("Normal", "Resumed", "spec.runPolicy.suspend is false: recreating the job's pods")
+        work.event("Normal", "Resumed", "the job is no longer suspended: recreating the job's pods, which "
+                                        "resume from the latest checkpoint")
         start_time = None  # the active deadline counts from the resume
     if start_time is None:
         start_time = now
@@ -197,6 +206,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         if now >= due:
             _finish(work, job_spec, views, own_services, cond_lib.FAILED, "DeadlineExceeded",
                     f"the job ran longer than activeDeadlineSeconds ({deadline}s)", stop_all=True)
+            _close_kueue_group(work, owned)
             return _conclude(work, old_status, job_spec, views)
         work.requeue((due - now).total_seconds())
 
@@ -210,6 +220,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
     if outcome is not None:
         ctype, reason, message = outcome
         _finish(work, job_spec, views, own_services, ctype, reason, message)
+        _close_kueue_group(work, owned)
         return _conclude(work, old_status, job_spec, views)
 
     _create_missing(work, job_spec, desired, by_name, own_services, foreign_names)
@@ -343,19 +354,32 @@ def _delete_undesired(work: _Work, views: Sequence[podview.PodView], services: s
         work.event("Normal", "DeletedStale", f"deleted objects of replicas the spec does not have: {', '.join(names)}")
 
 
-def _suspend(work: _Work, views: Sequence[podview.PodView], services: set[str]) -> None:
+def _suspend(work: _Work, job_spec: spec_lib.JobSpec, views: Sequence[podview.PodView], services: set[str]) -> None:
+    """Delete the unfinished replicas' pods; restart counts and retry delays stay as they are."""
+    work.suspended = True
     doomed = [v for v in views if v.active]
     for view in doomed:
         work.delete_pod(view)
     doomed_services = sorted(s for s in services if s in {v.name for v in doomed})
     work.plan.delete_services.extend(doomed_services)
-    if cond_lib.set_condition(work.conditions, cond_lib.SUSPENDED, True, "Suspended", "spec.runPolicy.suspend is true",
-                              work.now):
-        work.event("Normal", "Suspended", "spec.runPolicy.suspend is true: the job's pods are deleted")
+    message = f"{job_spec.suspended_by} is true"
+    if kueue.queue_name(work.job) is not None:
+        # Kueue admits this job's pods, not the job: nothing would ever resume it.
+        message += (f"; Kueue does not resume TrainingJobs: set it to false to let queue "
+                    f"{kueue.queue_name(work.job)} admit the job's pods")
+    if cond_lib.set_condition(work.conditions, cond_lib.SUSPENDED, True, "Suspended", message, work.now):
+        work.event("Normal", "Suspended", f"{message}: the job's pods are deleted")
     cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "Suspended", "the job is suspended", work.now)
     cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, False, "Suspended", "the job is suspended", work.now)
     if doomed:
         work.event("Normal", "DeletedPods", f"suspended: deleted pods {', '.join(v.name for v in doomed)}")
+
+
+def _close_kueue_group(work: _Work, pods: Sequence[Mapping[str, Any]]) -> None:
+    """A finished job's Kueue pod group is over: no replacement comes for the pods it deletes."""
+    for pod in pods:
+        if kueue.needs_group_closed(work.job, pod):
+            work.plan.close_group_pods.append((pod["metadata"]["name"], pod["metadata"]["uid"]))
 
 
 def _finish(work: _Work, job_spec: Optional[spec_lib.JobSpec], views: Sequence[podview.PodView], services: set[str],
@@ -475,6 +499,15 @@ def _running_conditions(work: _Work, job_spec: spec_lib.JobSpec, desired: Mappin
             work.event("Warning", reason, message)
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, reason, message, now)
         return
+    gated = [by_name[s] for s in waiting if s in by_name and by_name[s].scheduling_gates]
+    if gated:
+        # Waiting to be admitted (Kueue's gate until it admits the pod group): not a fault.
+        message = _gated_message(gated)
+        previous = cond_lib.get_condition(work.conditions, cond_lib.RUNNING)
+        if previous is None or previous.get("reason") != podview.SCHEDULING_GATED:
+            work.event("Normal", podview.SCHEDULING_GATED, message)
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, podview.SCHEDULING_GATED, message, now)
+        return
     refused = [work.backoff[s] for s in sorted(waiting) if s not in by_name and work.refused(s)]
     if refused:
         message = refused_message(work.job["metadata"]["name"], refused)
@@ -498,6 +531,18 @@ def refused_message(job_name: str, entries: Sequence[Mapping[str, Any]]) -> str:
     shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
     also = f"; also refused: {shown}" if others else ""
     return f"{entries[0]['message']}{also}; next attempt at {min(str(e['nextRetryTime']) for e in entries)}"
+
+
+def _gated_message(gated: Sequence[podview.PodView]) -> str:
+    """``pods a, b wait for the removal of their scheduling gates: kueue.x-k8s.io/admission``."""
+    names = [v.name for v in gated]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    gates = sorted({g for v in gated for g in v.scheduling_gates})
+    message = (f"{'pod' if len(names) == 1 else 'pods'} {shown} wait for the removal of scheduling gates "
+               f"{', '.join(gates)}")
+    if kueue.ADMISSION_GATE in gates:
+        message += f" (Kueue removes {kueue.ADMISSION_GATE} when it admits the job's pod group)"
+    return message
 
 
 def _stuck_message(stuck: Sequence[podview.PodView]) -> str:
@@ -562,6 +607,8 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
     status["observedGeneration"] = work.job["metadata"].get("generation", 0)
     if work.start_time is not None:
         status["startTime"] = cond_lib.format_time(work.start_time)
+    if work.suspended:
+        status.pop("startTime", None)
     if work.finished_now:
         status["completionTime"] = cond_lib.format_time(now)
     status["state"] = job_state(work.conditions)

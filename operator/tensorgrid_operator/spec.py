@@ -43,6 +43,11 @@ METRICS_PORT = 9090
 MAX_NAME_LENGTH = 63
 DEFAULT_BACKOFF_LIMIT = 6
 
+# spec.managedBy (as batch/v1 Job's): absent or this value, the operator reconciles the job;
+# any other value (MultiKueue's ``kueue.x-k8s.io/multikueue``) and it leaves the job alone.
+CONTROLLER_NAME = "tensorgrid.io/trainingjob-controller"
+MAX_MANAGED_BY_LENGTH = 63
+
 
 class ReplicaType(str, enum.Enum):
     """A role in the training cluster; the value is the key under ``spec.replicaSpecs``."""
@@ -101,7 +106,7 @@ class RunPolicy:
     ttl_seconds_after_finished: Optional[int] = None
     """Seconds after completion after which the TrainingJob itself is deleted."""
     suspend: bool = False
-    """When true, the job's pods are deleted; setting it back to false recreates them."""
+    """Kubeflow TFJob's spec.runPolicy.suspend: the same as ``JobSpec.suspend`` (either one suspends)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +114,18 @@ class JobSpec:
     replica_specs: Mapping[ReplicaType, ReplicaSpec]
     run_policy: RunPolicy
     success_policy: SuccessPolicy
+    suspend: bool = False
+    """spec.suspend (as batch/v1 Job's): when true, the job's pods are deleted; false again recreates them."""
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the job is suspended, by spec.suspend or by Kubeflow's spec.runPolicy.suspend."""
+        return self.suspend or self.run_policy.suspend
+
+    @property
+    def suspended_by(self) -> str:
+        """The field that suspends the job, for messages (``spec.suspend`` when both do)."""
+        return "spec.suspend" if self.suspend else "spec.runPolicy.suspend"
 
     def replicas(self, rtype: ReplicaType) -> int:
         spec = self.replica_specs.get(rtype)
@@ -176,7 +193,18 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         suspend=bool(run.get("suspend", False)),
     )
     success = _enum(SuccessPolicy, raw.get("successPolicy", SuccessPolicy.CHIEF.value), "spec.successPolicy")
-    return JobSpec(replica_specs, run_policy, success)
+    return JobSpec(replica_specs, run_policy, success, suspend=bool(raw.get("suspend", False)))
+
+
+def managed_by(raw_spec: Mapping[str, Any]) -> str:
+    """The controller that owns the job's pods and status: spec.managedBy, this operator when absent."""
+    value = raw_spec.get("managedBy")
+    return CONTROLLER_NAME if value is None else str(value)
+
+
+def managed_here(raw_spec: Mapping[str, Any]) -> bool:
+    """Whether this operator reconciles the job (spec.managedBy absent or ``CONTROLLER_NAME``)."""
+    return managed_by(raw_spec) == CONTROLLER_NAME
 
 
 def _optional_int(value: Any) -> Optional[int]:

@@ -49,6 +49,7 @@ derives the same set from the code and compares both ways):
 - operator/tensorgrid_operator/kube.py: read a TrainingJob, patch its status, delete
   it (ttlSecondsAfterFinished); list, create and delete its pods and Services;
   get and create the Secret holding a job's TLS certificates (job_certificates.py);
+  patch a finished Kueue-queued job's pods (kueue.py: retriable-in-group "false");
 - operator/tensorgrid_operator/manifests.py: owner references with blockOwnerDeletion,
   which clusters enforcing owner-reference permissions (OpenShift, the
   OwnerReferencesPermissionEnforcement admission plugin) allow only with update on
@@ -70,7 +71,10 @@ derives the same set from the code and compares both ways):
   resources: ["trainingjobs/finalizers"]
   verbs: ["update"]
 - apiGroups: [""]
-  resources: ["pods", "services"]
+  resources: ["pods"]
+  verbs: ["list", "watch", "create", "delete", "patch"]
+- apiGroups: [""]
+  resources: ["services"]
   verbs: ["list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["secrets"]

@@ -40,7 +40,7 @@ from tensorgrid.ops.array_ops import concat, expand_dims, split, squeeze, stack,
 from tensorgrid.ops.indexing_ops import (
     gather, newaxis, one_hot, slice, strided_slice, unsorted_segment_sum, where,
 )
-from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
+from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue, SparseConditionalAccumulator
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
 from tensorgrid.ops.cond_ops import cond
 from tensorgrid.ops.logging_ops import Print

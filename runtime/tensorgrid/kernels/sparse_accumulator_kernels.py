@@ -3,8 +3,11 @@
 ``tf.SparseConditionalAccumulator`` is the IndexedSlices twin of the dense
 ConditionalAccumulator: replicas apply ``(indices, values)`` pairs tagged with the
 step they were computed at, stale ones are dropped, and a take hands back the rows
-touched since the last take with each row averaged over the gradients that touched
-it (TF's per-row mean), in order of first appearance. Only those rows are ever held,
+touched since the last take, sorted by index, each averaged over the gradients that
+touched it (TF's per-row mean). TF merges each gradient into the sorted rows assuming
+its indices are sorted and distinct (a gather's gradient often is neither, and then a
+row can come back twice, each part divided by its own count); here a gradient's
+indices may come in any order, repeated ones summed first. Only those rows are ever held,
 so a 1,000,000-row table costs the PS what the batches touched, not the table.
 Blocking and cancellation follow the dense accumulator (``data_flow_kernels``).
 """
@@ -125,8 +128,10 @@ class SparseConditionalAccumulator:
                                      numpy.concatenate([v for _, v in self._parts]))
         if self.reduction == "MEAN":
             # Each part has distinct indices, so a row's count is the number of gradients that touched it.
-            touched, counts = numpy.unique(numpy.concatenate([i for i, _ in self._parts]), return_counts=True)
-            divisor = counts[numpy.searchsorted(touched, indices)].astype(values.dtype).reshape((-1,) + (1,) * (values.ndim - 1))
+            # Each part's indices are distinct, so a row's count is the number of gradients that touched it;
+            # ``numpy.unique`` sorts as ``_coalesced`` does, so the counts line up with ``indices``.
+            _, counts = numpy.unique(numpy.concatenate([i for i, _ in self._parts]), return_counts=True)
+            divisor = counts.astype(values.dtype).reshape((-1,) + (1,) * (values.ndim - 1))
             values = values / divisor
         rows: list[int] = [-1, *values.shape[1:]]
         if self.shape is not None and len(self.shape) == values.ndim:
@@ -143,16 +148,15 @@ class SparseConditionalAccumulator:
 
 
 def _coalesced(indices: Any, values: Any) -> tuple[Any, Any]:
-    """Sums the rows of repeated indices; the distinct indices keep their order of first appearance."""
-    distinct, first, inverse = numpy.unique(indices, return_index=True, return_inverse=True)
-    if distinct.shape[0] == indices.shape[0]:
+    """Sorts by index and sums the rows of repeated indices."""
+    if indices.shape[0] == 0:
         return indices, values
-    order = numpy.argsort(first)
-    position = numpy.empty_like(order)
-    position[order] = numpy.arange(order.shape[0])
-    summed = numpy.zeros((distinct.shape[0],) + values.shape[1:], values.dtype)
-    numpy.add.at(summed, position[inverse.reshape(-1)], values)
-    return distinct[order], summed
+    order = numpy.argsort(indices, kind="stable")
+    ordered = indices[order]
+    starts = numpy.flatnonzero(numpy.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    if starts.shape[0] == ordered.shape[0]:
+        return ordered, values[order]
+    return ordered[starts], numpy.add.reduceat(values[order], starts, axis=0)
 
 
 @register_kernel("SparseConditionalAccumulator", host_only=True)

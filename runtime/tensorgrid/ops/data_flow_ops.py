@@ -185,9 +185,9 @@ class ConditionalAccumulator:
 class SparseConditionalAccumulator(ConditionalAccumulator):
     """Averages IndexedSlices gradients row by row for the current global step (``tf.SparseConditionalAccumulator``).
 
-    A take returns the rows touched since the last take, each the mean of the gradients
-    that touched it (or their sum with ``reduction_type="SUM"``), in order of first
-    appearance; repeated indices within one gradient are summed first.
+    A take returns the rows touched since the last take, sorted by index, each the mean
+    of the gradients that touched it (or their sum with ``reduction_type="SUM"``);
+    repeated indices within one gradient are summed first.
     """
 
     def __init__(self, dtype: Any, shape: Any = None, shared_name: Optional[str] = None,
@@ -224,7 +224,7 @@ class SparseConditionalAccumulator(ConditionalAccumulator):
             return op_util.make_op("SparseAccumulatorApplyGradient", inputs, [], name or "SparseAccumulatorApplyGradient",
                                    {"has_known_shape": grad_shape is not None})
 
-    def take_grad(self, num_required: Any, name: Optional[str] = None) -> Any:  # type: ignore[override]
+    def take_grad(self, num_required: Any, name: Optional[str] = None) -> Any:
         """The aggregated gradient as TF's (indices, values, shape) triple."""
         n = op_util.to_tensor(num_required, dtype=dtypes.int32)
         rows = self._shape[1:] if self._shape.ndims else tensor_shape.unknown_shape()

@@ -31,7 +31,8 @@ def _padded(values: list[Any], shape: Sequence[int], pad: Any, component: int) -
                     f"{component} of element {i} has size {have} in dimension {d}, the padded shape {want}")
     batch = np.full([len(arrays), *target], pad, dtype=arrays[0].dtype if pad.dtype != object else object)
     for i, array in enumerate(arrays):
-        batch[(i, *[slice(0, n) for n in array.shape])] = array
+        region: tuple[Any, ...] = (i, *[slice(0, n) for n in array.shape])
+        batch[region] = array
     return batch
 
 

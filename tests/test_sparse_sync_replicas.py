@@ -175,7 +175,8 @@ def _train_sync(lib: Any, target: str, partitioned: bool, feeds_per_step: Any, c
         for global_step, feeds in enumerate(feeds_per_step):
             for ids, upstream in feeds:
                 sess.run(m["train_op"], {m["ids"]: ids, m["upstream"]: upstream})
-            _wait_until(lambda: sess.run(m["step"]) == global_step + 1, f"global step {global_step + 1}")
+            target = global_step + 1
+            _wait_until(lambda: sess.run(m["step"]) == target, f"global step {target}")
             if global_step == 0:  # a backup replica's gradient computed at step 0 is dropped
                 sess.run(m["train_op"], {m["ids"]: STALE[0], m["upstream"]: STALE[1]})
         return np.asarray(sess.run(table))

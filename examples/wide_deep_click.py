@@ -12,7 +12,10 @@ tables, and each step reads and updates only the rows its batch looks up. Run::
   ``tf.nn.embedding_lookup_sparse`` over a partitioned 1,000,000 x 1 weight table;
 - logit = wide + deep, sigmoid cross-entropy, Adagrad. The gradients of both tables
   are IndexedSlices: only the looked-up rows travel, and Adagrad moves only them on
-  the PS. The two workers train asynchronously (between-graph replication).
+  the PS. The two workers train asynchronously (between-graph replication), or
+  synchronously with ``--sync`` (``tensorgrid local --sync``): a SyncReplicasOptimizer
+  averages both workers' IndexedSlices row by row in a SparseConditionalAccumulator on
+  each table's PS, so a synchronous step moves only the rows the batches touched too.
 
 The data are synthetic and seeded: ids drawn with a heavy head (as real traffic is),
 clicks drawn from a hidden logistic model over the ids: a constant guess scores a loss
@@ -25,6 +28,7 @@ exits with status 1 if it did not fall.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any, Optional, Sequence
@@ -113,6 +117,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--log-every", type=int, default=100, help="local steps between loss reports")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", choices=("tensorgrid", "tensorflow"), default="tensorgrid")
+    parser.add_argument("--sync", action="store_true", default=os.environ.get("TENSORGRID_SYNC") == "1",
+                        help="synchronous training with SyncReplicasOptimizer (default: $TENSORGRID_SYNC)")
     return parser.parse_args(argv)
 
 
@@ -135,18 +141,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tf.device(tf.train.replica_device_setter(worker_device=f"/job:{job}/task:{index}", cluster=cluster)):
         ids, cross, clicks, loss = build_model(tf, args.seed)
         global_step = tf.train.get_or_create_global_step()
-        train_op = tf.train.AdagradOptimizer(args.learning_rate).minimize(loss, global_step=global_step)
+        optimizer = tf.train.AdagradOptimizer(args.learning_rate)
+        hooks = [tf.train.StopAtStepHook(last_step=args.steps)]
+        if args.sync:
+            replicas = len(cluster.as_dict()["worker"])
+            optimizer = tf.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=replicas,
+                                                       total_num_replicas=replicas)
+            hooks.append(optimizer.make_session_run_hook(is_chief))
+        train_op = optimizer.minimize(loss, global_step=global_step)
 
     data = ClickData(args.seed, stream=index)
     config = tf.ConfigProto(device_filters=["/job:ps", f"/job:{job}/task:{index}"])
-    print(f"{job}:{index} {'(chief) ' if is_chief else ''}training to global step {args.steps}: "
+    print(f"{job}:{index} {'(chief) ' if is_chief else ''}training {'sync' if args.sync else 'async'} to global "
+          f"step {args.steps}: "
           f"embeddings {VOCABULARY} x {EMBEDDING_DIM} in 2 parts on {len(cluster.as_dict()['ps'])} PS", flush=True)
     started = time.perf_counter()
     window: list[float] = []
     reports: list[float] = []
     local_steps = 0
     with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, config=config,
-                                           hooks=[tf.train.StopAtStepHook(last_step=args.steps)],
+                                           hooks=hooks,
                                            log_step_count_steps=0) as sess:
         while not sess.should_stop():
             batch_ids, batch_cross, batch_clicks = data.batch(args.batch_size)

@@ -88,3 +88,21 @@ def test_wide_and_deep_example_trains_a_million_row_table_on_two_ps(tmp_path: An
     trends = re.findall(r"worker:\d loss fell from (\S+) to (\S+)", result.stdout)
     assert trends, result.stdout
     assert all(float(last) < float(first) < 0.69 for first, last in trends)
+
+
+def test_wide_and_deep_example_trains_synchronously_with_sparse_aggregation(tmp_path: Any) -> None:
+    """``--sync``: every global step averages both workers' IndexedSlices in SparseConditionalAccumulators."""
+    program = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                           "wide_deep_click.py")
+    result = subprocess.run(
+        [sys.executable, "-m", "tensorgrid", "local", "--ps", "2", "--workers", "2", "--sync", "--",
+         sys.executable, program, "--steps", "300", "--log-every", "50"],
+        capture_output=True, text=True, timeout=170)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "training sync to global step 300" in result.stdout
+    # Each global step aggregates two accepted gradients (as in TF, a fast worker may give both), so the
+    # workers' local steps add up to at least twice the global steps.
+    steps = [int(re.search(rf"worker:{w} done: (\d+) local steps", result.stdout).group(1)) for w in (0, 1)]
+    assert min(steps) > 0 and sum(steps) >= 2 * 300, result.stdout
+    trends = re.findall(r"worker:\d loss fell from (\S+) to (\S+)", result.stdout)
+    assert len(trends) == 2, result.stdout

@@ -55,3 +55,29 @@ def test_a_generator_pipeline_on_another_process_fails_clearly(tmp_path: Any) ->
             with pytest.raises(tf.errors.OpError, match="runs only in the process that built its graph"):
                 sess.run(element)
             assert sess.run(tf.constant(3) * 2) == 6  # the worker keeps serving
+
+
+def test_a_tfrecord_pipeline_reads_its_files_on_the_task_it_is_placed_on(tmp_path: Any) -> None:
+    """The worker process opens the files (named by a fed placeholder) and interleaves them;
+    the records (strings) reach the client across the process boundary."""
+    paths = []
+    for f in range(2):
+        paths.append(str(tmp_path / f"shard{f}.tfrecord"))
+        with tf.io.TFRecordWriter(paths[-1], options="GZIP") as writer:
+            for r in range(3):
+                writer.write(f"shard{f}-{r}".encode())
+    with LocalCluster(tmp_path, {"worker": 1}) as cluster, tf.Graph().as_default():
+        with tf.device("/job:worker/task:0"):
+            names = tf.placeholder(tf.string, [None])
+            dataset = tf.data.TFRecordDataset(names, compression_type="GZIP", num_parallel_reads=2).batch(4)
+            iterator = dataset.make_initializable_iterator()
+            batch = iterator.get_next()
+        with tf.Session(cluster.target("worker")) as sess:
+            sess.run(iterator.initializer, {names: paths})
+            assert list(sess.run(batch)) == [b"shard0-0", b"shard1-0", b"shard0-1", b"shard1-1"]
+            assert list(sess.run(batch)) == [b"shard0-2", b"shard1-2"]
+            with pytest.raises(tf.errors.OutOfRangeError):
+                sess.run(batch)
+            sess.run(iterator.initializer, {names: [str(tmp_path / "absent.tfrecord")]})
+            with pytest.raises(tf.errors.NotFoundError, match="absent.tfrecord"):
+                sess.run(batch)

@@ -12,6 +12,9 @@ from tensorgrid import log_setup as _log_setup
 
 _log_setup.configure_default()
 
+import types as _types
+
+from tensorgrid.data import tf_record_io as _tf_record_io
 from tensorgrid import data, distribute, initializers, losses, nn, summary, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
@@ -40,7 +43,7 @@ from tensorgrid.ops.array_ops import concat, expand_dims, split, squeeze, stack,
 from tensorgrid.ops.indexing_ops import (
     gather, newaxis, one_hot, slice, strided_slice, unsorted_segment_sum, where,
 )
-from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
+from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue, SparseConditionalAccumulator
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
 from tensorgrid.ops.cond_ops import cond
 from tensorgrid.ops.logging_ops import Print
@@ -127,6 +130,14 @@ def set_random_seed(seed):  # type: ignore[no-untyped-def]
     """Sets the graph-level seed: random ops without their own seed become deterministic."""
     get_default_graph().seed = seed
 
+
+io = _types.SimpleNamespace(
+    TFRecordWriter=_tf_record_io.TFRecordWriter, TFRecordOptions=_tf_record_io.TFRecordOptions,
+    TFRecordCompressionType=_tf_record_io.TFRecordCompressionType,
+    tf_record_iterator=_tf_record_io.tf_record_iterator)
+"""``tf.io``: TFRecord files."""
+python_io = io
+"""``tf.python_io`` (TF1's older name for the same)."""
 
 sub = subtract
 mul = multiply

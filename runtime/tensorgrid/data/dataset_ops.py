@@ -10,6 +10,7 @@ where the iterator is placed. The end of the data is OutOfRangeError, which ends
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any, Callable, Iterable, Optional
 
@@ -20,6 +21,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import python_callables
 from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import array_ops
 from tensorgrid.ops import functional_ops
 from tensorgrid.ops import op_util
 
@@ -65,7 +67,7 @@ def _pack(structure: Any, leaves: list[Any]) -> Any:
     return build(structure)
 
 
-def _positive(value: Any, what: str, allow_autotune: bool = False) -> int:
+def positive(value: Any, what: str, allow_autotune: bool = False) -> int:
     number = op_util.static_int(value, "Dataset", what)
     if number < 1 and not (allow_autotune and number == AUTOTUNE):
         raise ValueError(f"{what} must be a positive integer, got {number}")
@@ -170,7 +172,7 @@ class Dataset:
         if not callable(map_func):
             raise TypeError(f"map_func must be callable, got {map_func!r}")
         if num_parallel_calls is not None:
-            _positive(num_parallel_calls, "num_parallel_calls", allow_autotune=True)
+            positive(num_parallel_calls, "num_parallel_calls", allow_autotune=True)
         outer = self._graph()
         specs = list(zip(self._types, self._shapes))
         arg_structure = self._structure if isinstance(self._structure, (tuple, dict)) else None
@@ -194,14 +196,93 @@ class Dataset:
         return self._then(["filter", function.as_attr(), len(captured)], captured)
 
     def batch(self, batch_size: Any, drop_remainder: bool = False) -> "Dataset":
-        size = _positive(batch_size, "batch_size")
+        size = positive(batch_size, "batch_size")
         first = size if drop_remainder else None
         return self._then(["batch", size, bool(drop_remainder)], structure=self._structure, types=self._types,
                           shapes=[tensor_shape.TensorShape([first]).concatenate(s) for s in self._shapes])
 
+    def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,
+                     drop_remainder: bool = False) -> "Dataset":
+        """Batches of elements padded to ``padded_shapes`` (a None or -1 dimension: the batch's largest)."""
+        size = positive(batch_size, "batch_size")
+        if padded_shapes is None:
+            shapes = list(self._shapes)
+        else:
+            shapes = [tensor_shape.as_shape(s) for s in _shape_components(padded_shapes, self._structure)]
+        if len(shapes) != len(self._types):
+            raise ValueError(f"padded_shapes has {len(shapes)} shapes for {len(self._types)} components")
+        for i, (shape, element) in enumerate(zip(shapes, self._shapes)):
+            if shape.ndims is None:
+                raise ValueError(f"padded_shapes[{i}] must have a known rank, got {shape}")
+            if not shape.is_compatible_with(element) and not (
+                    element.ndims in (None, shape.ndims) and all(
+                        p is None or e is None or e <= p for p, e in zip(shape.as_list(), element.as_list()
+                                                                       if element.ndims else [None] * shape.ndims))):
+                raise ValueError(f"The padded shape {shape} is not compatible with the shape {element} of "
+                                 f"component {i}")
+        if padding_values is None:
+            pads = [array_ops.zeros([], dtype=t) if t != dtypes.string else op_util.to_tensor(b"") for t in self._types]
+        else:
+            pads = [op_util.to_tensor(v, dtype=t) for v, t in zip(_components(padding_values), self._types)]
+            if len(pads) != len(self._types) or any(p.shape.ndims not in (None, 0) for p in pads):
+                raise ValueError(f"padding_values must hold one scalar per component ({len(self._types)}), "
+                                 f"got {padding_values!r}")
+        first = size if drop_remainder else None
+        stage = ["padded_batch", size, bool(drop_remainder), [[-1 if d is None else d for d in s.as_list()] for s in shapes]]
+        return self._then(stage, pads, self._structure, self._types,
+                          [tensor_shape.TensorShape([first]).concatenate(s) for s in shapes])
+
+    def concatenate(self, dataset: "Dataset") -> "Dataset":
+        """This dataset's elements, then ``dataset``'s (same structure and types)."""
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"concatenate takes a Dataset, got {dataset!r}")
+        if self._types != dataset._types or _structure_of(self._structure) != _structure_of(dataset._structure):
+            raise TypeError(f"Types of the datasets to concatenate differ: {self.output_types} and "
+                            f"{dataset.output_types}")
+        shapes = [tensor_shape.TensorShape(None if a.ndims is None or a.ndims != b.ndims else
+                                           [x if x == y else None for x, y in zip(a.as_list(), b.as_list())])
+                  for a, b in zip(self._shapes, dataset._shapes)]
+        return self._then(["concatenate", dataset._stages, len(dataset._inputs)], list(dataset._inputs),
+                          self._structure, self._types, shapes)
+
+    def flat_map(self, map_func: Callable[..., Any]) -> "Dataset":
+        """The elements of the dataset ``map_func`` makes of each element, one dataset after another."""
+        return self._nested("flat_map", map_func, 1, 1)
+
+    def interleave(self, map_func: Callable[..., Any], cycle_length: Any = AUTOTUNE, block_length: Any = 1,
+                   num_parallel_calls: Any = None) -> "Dataset":
+        """The datasets ``map_func`` makes, ``cycle_length`` at a time, ``block_length`` elements from each in
+        turn (TF's order; ``cycle_length=AUTOTUNE`` is this machine's CPU count, as TensorFlow's)."""
+        cycle = positive(cycle_length, "cycle_length", allow_autotune=True)
+        if cycle == AUTOTUNE:
+            cycle = os.cpu_count() or 1
+        if num_parallel_calls is not None:
+            positive(num_parallel_calls, "num_parallel_calls", allow_autotune=True)
+        return self._nested("interleave", map_func, cycle, positive(block_length, "block_length"))
+
+    def _nested(self, what: str, map_func: Callable[..., Any], cycle: int, block: int) -> "Dataset":
+        if not callable(map_func):
+            raise TypeError(f"map_func must be callable, got {map_func!r}")
+        made: list[Dataset] = []
+
+        def nested_inputs(*args: Any) -> Any:
+            nested = map_func(*args)
+            if not isinstance(nested, Dataset):
+                raise TypeError(f"`map_func` of {what} must return a Dataset, got {type(nested).__name__}")
+            made.append(nested)
+            return list(nested._inputs) or [array_ops.zeros([], dtype=dtypes.int32)]
+
+        specs = list(zip(self._types, self._shapes))
+        arg_structure = self._structure if isinstance(self._structure, (tuple, dict)) else None
+        function = functional_ops.build(self._graph(), "map_func", nested_inputs, specs, arg_structure=arg_structure)
+        captured = functional_ops.unify_captures([function.graph], first_arg=len(specs))
+        nested = made[0]
+        stage = ["interleave", function.as_attr(), len(captured), nested._stages, len(nested._inputs), cycle, block]
+        return self._then(stage, captured, nested._structure, nested._types, nested._shapes)
+
     def shuffle(self, buffer_size: Any, seed: Optional[int] = None,
                 reshuffle_each_iteration: Optional[bool] = None) -> "Dataset":
-        size = _positive(buffer_size, "buffer_size")
+        size = positive(buffer_size, "buffer_size")
         graph_seed = self._graph().seed
         if seed is None and graph_seed is not None:
             seed = int(graph_seed) + len(self._stages)
@@ -218,7 +299,7 @@ class Dataset:
         return self._then(["skip", op_util.static_int(count, "Dataset.skip", "count")])
 
     def prefetch(self, buffer_size: Any) -> "Dataset":
-        _positive(buffer_size, "buffer_size", allow_autotune=True)
+        positive(buffer_size, "buffer_size", allow_autotune=True)
         return self._then(["prefetch"])
 
     # ------------------------------------------------------------ iterators and structure

@@ -16,10 +16,12 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import numpy as np
 
 from tensorgrid.execution import control_flow
+from tensorgrid.execution import dataset_batching
 from tensorgrid.framework import errors
 from tensorgrid.framework import python_callables
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import registry as kernel_registry
+from tensorgrid.kernels import tf_record
 
 Element = list[Any]
 Source = Callable[[], Iterator[Element]]
@@ -101,8 +103,48 @@ def _source(kind: str, params: list[Any], inputs: list[Any]) -> Source:
         args = [np.asarray(a) for a in _take(inputs, count)]
         make = python_callables.lookup(token)
         return lambda: iter(make(*args))
+    if kind in ("tfrecord_files", "text_line_files"):
+        compression, parallel = params
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.asarray(_take(inputs, 1)[0]).reshape(-1)]
+        read = tf_record.read_records if kind == "tfrecord_files" else tf_record.read_lines
+        files: list[Source] = [_file_source(read, name, compression) for name in names]
+        return lambda: interleaved(iter(files), max(parallel, 1), 1)
     raise errors.InvalidArgumentError(None, None, f"Unknown dataset source {kind!r}; valid sources are "
-                                      "tensor_slices, tensors, range, generator, zip")
+                                      "tensor_slices, tensors, range, generator, zip, tfrecord_files, text_line_files")
+
+
+def _file_source(read: Callable[[str, str], Iterator[bytes]], name: str, compression: str) -> Source:
+    return lambda: ([np.array(item, dtype=object)] for item in read(name, compression))
+
+
+def interleaved(sources: Iterator[Source], cycle_length: int, block_length: int) -> Iterator[Element]:
+    """TensorFlow's interleave order (its InterleaveDatasetOp, step for step): up to ``cycle_length``
+    sources open at once, ``block_length`` elements from each in turn; a slot that runs out is
+    refilled from the next source when the cycle comes back to it."""
+    current: list[Optional[Iterator[Element]]] = [None] * cycle_length
+    end_of_input, num_open, index, block = False, 0, 0, 0
+    while not end_of_input or num_open > 0:
+        open_element = current[index]
+        if open_element is not None:
+            item = next(open_element, None)
+            if item is not None:
+                yield item
+                block += 1
+                if block == block_length:
+                    block, index = 0, (index + 1) % cycle_length
+                continue
+            current[index] = None
+            num_open -= 1
+            block, index = 0, (index + 1) % cycle_length
+        elif not end_of_input:
+            source = next(sources, None)
+            if source is None:
+                end_of_input = True
+            else:
+                current[index] = source()
+                num_open += 1
+        else:
+            block, index = 0, (index + 1) % cycle_length
 
 
 def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: list[Any],
@@ -133,8 +175,28 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
         return lambda: _skipped(upstream(), params[0])
     if kind == "prefetch":
         return upstream
+    if kind == "padded_batch":
+        size, drop_remainder, shapes = params
+        pads = [np.asarray(p) for p in _take(inputs, len(shapes))]
+        return lambda: dataset_batching.padded_batches(upstream(), size, drop_remainder, shapes, pads)
+    if kind == "concatenate":
+        stages, count = params
+        following = _pipeline(state, stages, _take(inputs, count))
+        return lambda: itertools.chain(upstream(), following())
+    if kind == "interleave":
+        attr, count, stages, nested_count, cycle, block = params
+        captured = _take(inputs, count)
+        make_inputs = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+
+        def sources() -> Iterator[Source]:
+            for element in upstream():
+                values = make_inputs(state.step, [*element, *captured])
+                yield _pipeline(state, stages, list(values[:nested_count]))
+
+        return lambda: interleaved(sources(), cycle, block)
     raise errors.InvalidArgumentError(None, None, f"Unknown dataset transformation {kind!r}; valid are map, filter, "
-                                      "batch, shuffle, repeat, take, skip, prefetch")
+                                      "batch, padded_batch, shuffle, repeat, take, skip, prefetch, concatenate, "
+                                      "interleave")
 
 
 def _batches(elements: Iterator[Element], size: int, drop_remainder: bool) -> Iterator[Element]:

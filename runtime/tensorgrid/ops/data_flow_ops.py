@@ -1,23 +1,27 @@
 """``tf.FIFOQueue`` and ``tf.ConditionalAccumulator``: shared state that steps can wait on.
 
-Both are resources named by ``shared_name`` in their device's container, so the
+``tf.SparseConditionalAccumulator`` does for IndexedSlices what the dense
+accumulator does for tensors. All are resources named by ``shared_name`` in their device's container, so the
 sessions of all workers reach the same queue. Every op on a queue or accumulator is
-colocated with it. SyncReplicasOptimizer is built from these two.
+colocated with it. SyncReplicasOptimizer is built from these.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import op_util
 
 for _op_type in ("FIFOQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
                  "QueueSizeV2", "QueueCloseV2", "ConditionalAccumulator", "AccumulatorApplyGradient",
-                 "AccumulatorTakeGradient", "AccumulatorSetGlobalStep", "AccumulatorNumAccumulated"):
+                 "AccumulatorTakeGradient", "AccumulatorSetGlobalStep", "AccumulatorNumAccumulated",
+                 "SparseConditionalAccumulator", "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient"):
     op_registry.register_op(_op_type, stateful=True)
     op_registry.NotDifferentiable(_op_type)
 
@@ -176,6 +180,68 @@ class ConditionalAccumulator:
         with self._colocated():
             return op_util.make_tensor("AccumulatorNumAccumulated", [self._handle], dtypes.int32, [],
                                        name or "AccumulatorNumAccumulated")
+
+
+class SparseConditionalAccumulator(ConditionalAccumulator):
+    """Averages IndexedSlices gradients row by row for the current global step (``tf.SparseConditionalAccumulator``).
+
+    A take returns the rows touched since the last take, sorted by index, each the mean
+    of the gradients that touched it (or their sum with ``reduction_type="SUM"``);
+    repeated indices within one gradient are summed first.
+    """
+
+    def __init__(self, dtype: Any, shape: Any = None, shared_name: Optional[str] = None,
+                 name: str = "sparse_conditional_accumulator", reduction_type: str = "MEAN") -> None:
+        if reduction_type not in ("MEAN", "SUM"):
+            raise ValueError(f"reduction_type must be 'MEAN' or 'SUM', got {reduction_type!r}")
+        self._dtype = dtypes.as_dtype(dtype).base_dtype
+        self._shape = tensor_shape.as_shape(shape)
+        graph = graph_lib.get_default_graph()
+        self._handle = op_util.make_tensor(
+            "SparseConditionalAccumulator", [], dtypes.resource, [], name,
+            {"dtype": self._dtype.name, "shape": self._shape.as_tuple_or_none(), "reduction_type": reduction_type,
+             "container": graph.current_container, "shared_name": shared_name or ""},
+        )
+
+    def apply_indexed_slices_grad(self, grad: Any, local_step: Any = 0, name: Optional[str] = None) -> graph_lib.Operation:
+        """Applies an IndexedSlices gradient computed at ``local_step``."""
+        if not isinstance(grad, indexed_slices.IndexedSlices):
+            raise TypeError(f"apply_indexed_slices_grad takes a tf.IndexedSlices, got {type(grad).__name__}")
+        return self.apply_grad(grad.indices, grad.values, grad.dense_shape, local_step, name)
+
+    def apply_grad(self, grad_indices: Any, grad_values: Any, grad_shape: Any = None,  # type: ignore[override]
+                   local_step: Any = 0, name: Optional[str] = None) -> graph_lib.Operation:
+        values = op_util.to_tensor(grad_values, dtype=self._dtype)
+        if values.shape.ndims == 0:
+            raise ValueError(f"Accumulator {self.name}: grad_values must have rank >= 1, got a scalar")
+        if self._shape.ndims and values.shape.ndims is not None and \
+                not self._shape[1:].is_compatible_with(values.shape[1:]):
+            raise ValueError(f"Accumulator {self.name} has shape {self._shape}, got rows of shape {values.shape[1:]}")
+        inputs = [self._handle, _int64(local_step), _int64(grad_indices), values]
+        if grad_shape is not None:
+            inputs.append(_int64(grad_shape))
+        with self._colocated():
+            return op_util.make_op("SparseAccumulatorApplyGradient", inputs, [], name or "SparseAccumulatorApplyGradient",
+                                   {"has_known_shape": grad_shape is not None})
+
+    def take_grad(self, num_required: Any, name: Optional[str] = None) -> Any:
+        """The aggregated gradient as TF's (indices, values, shape) triple."""
+        n = op_util.to_tensor(num_required, dtype=dtypes.int32)
+        rows = self._shape[1:] if self._shape.ndims else tensor_shape.unknown_shape()
+        specs = [(dtypes.int64, [None]), (self._dtype, tensor_shape.TensorShape([None]).concatenate(rows)),
+                 (dtypes.int64, [self._shape.ndims] if self._shape.ndims else [None])]
+        with self._colocated():
+            op = op_util.make_op("SparseAccumulatorTakeGradient", [self._handle, n], specs,
+                                 name or "SparseAccumulatorTakeGradient")
+        return SparseAccumulatorTakeGradient(op.outputs[0], op.outputs[1], op.outputs[2])
+
+    def take_indexed_slices_grad(self, num_required: Any, name: Optional[str] = None) -> indexed_slices.IndexedSlices:
+        """The aggregated gradient as an IndexedSlices, ready for an optimizer's sparse update."""
+        taken = self.take_grad(num_required, name)
+        return indexed_slices.IndexedSlices(taken.values, taken.indices, taken.shape)
+
+
+SparseAccumulatorTakeGradient = collections.namedtuple("SparseAccumulatorTakeGradient", ["indices", "values", "shape"])
 
 
 def _int64(value: Any) -> graph_lib.Tensor:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import threading
 import time
 from typing import Any, Optional
@@ -19,39 +18,12 @@ from typing import Any, Optional
 import numpy as np
 
 from tensorgrid.kernels import summary_kernels
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), the checksum of TFRecord files."""
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+from tensorgrid.kernels import tf_record
 
 
 def tfrecord(data: bytes) -> bytes:
     """One TFRecord: the framing TensorFlow's record reader checks."""
-    length = struct.pack("<Q", len(data))
-    return (length + struct.pack("<I", _masked(crc32c(length))) + data
-            + struct.pack("<I", _masked(crc32c(data))))
+    return tf_record.frame(data)
 
 
 def event(wall_time: float, step: int = 0, file_version: Optional[str] = None,

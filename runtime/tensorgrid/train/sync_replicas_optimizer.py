@@ -1,7 +1,8 @@
 """``tf.train.SyncReplicasOptimizer``: synchronous data-parallel training with parameter servers.
 
 Each worker pushes its gradients into one ConditionalAccumulator per variable (on
-that variable's PS) tagged with the step it computed them at; accumulators drop
+that variable's PS; a SparseConditionalAccumulator for an IndexedSlices gradient, so
+an embedding table's update carries only the rows the batches touched) tagged with the step it computed them at; accumulators drop
 gradients older than the current step. The chief's queue runner waits until
 ``replicas_to_aggregate`` gradients are in every accumulator, applies their mean
 with the wrapped optimizer, bumps the global step, and puts one token per replica
@@ -18,6 +19,7 @@ from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import data_flow_ops
@@ -88,10 +90,18 @@ class SyncReplicasOptimizer(optimizer_lib.Optimizer):
                     if grad is None:
                         aggregated_grads.append(None)
                         continue
-                    accumulator = data_flow_ops.ConditionalAccumulator(
-                        grad.dtype, shape=var.get_shape(), shared_name=var.name + "/grad_accum")
-                    train_ops.append(accumulator.apply_grad(grad, local_step=self._local_step))
-                    aggregated_grads.append(accumulator.take_grad(self._replicas_to_aggregate))
+                    accumulator: data_flow_ops.ConditionalAccumulator
+                    if isinstance(grad, indexed_slices.IndexedSlices):
+                        # Only the rows the replicas touched travel and are averaged, row by row.
+                        accumulator = data_flow_ops.SparseConditionalAccumulator(
+                            grad.dtype, shape=var.get_shape(), shared_name=var.name + "/grad_accum")
+                        train_ops.append(accumulator.apply_indexed_slices_grad(grad, local_step=self._local_step))
+                        aggregated_grads.append(accumulator.take_indexed_slices_grad(self._replicas_to_aggregate))
+                    else:
+                        accumulator = data_flow_ops.ConditionalAccumulator(
+                            grad.dtype, shape=var.get_shape(), shared_name=var.name + "/grad_accum")
+                        train_ops.append(accumulator.apply_grad(grad, local_step=self._local_step))
+                        aggregated_grads.append(accumulator.take_grad(self._replicas_to_aggregate))
                     self._accumulator_list.append((accumulator, var.device))
             with graph.device(global_step.device), graph.name_scope(""):
                 update_op = self._opt.apply_gradients(list(zip(aggregated_grads, var_list)), global_step)

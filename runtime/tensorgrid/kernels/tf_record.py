@@ -1,0 +1,190 @@
+"""The TFRecord file format: framing, CRC-32C, compression; what event files and TFRecordDataset share.
+
+A record is its length (8 bytes, little-endian), the masked CRC-32C of those 8 bytes,
+the data, and the masked CRC-32C of the data; a file is records back to back, the
+whole file optionally a GZIP or ZLIB stream (TensorFlow's ``compression_type``).
+Reading checks both checksums, so a truncated or corrupted file is a DataLossError
+naming the file and offset, never silently short data. The CRC is table-driven
+Python (no C extension is needed): about 4 MB/s on this project's VM.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from typing import IO, Any, Iterator
+
+from tensorgrid.framework import errors
+
+COMPRESSION_TYPES = ("", "GZIP", "ZLIB")
+"""What ``compression_type`` may be (None means "")."""
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), the checksum of TFRecord files."""
+    crc = 0xFFFFFFFF
+    table = _CRC_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame(data: bytes) -> bytes:
+    """One TFRecord: the framing TensorFlow's record reader checks."""
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data))
+
+
+def compression(value: Any) -> str:
+    """``compression_type`` checked: None, "", "GZIP" or "ZLIB"."""
+    name = "" if value is None else value
+    if isinstance(name, bytes):
+        name = name.decode()
+    if name not in COMPRESSION_TYPES:
+        raise ValueError(f"Not a valid compression_type: {value!r}; valid are None, '', 'GZIP' and 'ZLIB'")
+    return str(name)
+
+
+class _ZlibReader:
+    """A ZLIB-compressed file read as a stream of its uncompressed bytes."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj()
+        self._pending = b""
+
+    def read(self, size: int) -> bytes:
+        while len(self._pending) < size and not self._inflate.eof:
+            chunk = self._raw.read(1 << 16)
+            self._pending += self._inflate.decompress(chunk) if chunk else self._inflate.flush()
+            if not chunk:
+                break
+        out, self._pending = self._pending[:size], self._pending[size:]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def open_for_reading(path: str, compression_type: str) -> Any:
+    """The file's (uncompressed) bytes; a missing file is a NotFoundError naming it."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except FileNotFoundError:
+        raise errors.NotFoundError(None, None, f"{path}; No such file or directory") from None
+    except OSError as exc:
+        raise errors.PermissionDeniedError(None, None, f"{path}: {exc.strerror}") from None
+    if compression_type == "GZIP":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression_type == "ZLIB":
+        return _ZlibReader(raw)
+    return raw
+
+
+class _ZlibWriter:
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._deflate = zlib.compressobj()
+
+    def write(self, data: bytes) -> None:
+        self._raw.write(self._deflate.compress(data))
+
+    def flush(self) -> None:
+        self._raw.write(self._deflate.flush(zlib.Z_SYNC_FLUSH))
+        self._raw.flush()
+
+    def close(self) -> None:
+        self._raw.write(self._deflate.flush())
+        self._raw.close()
+
+
+def open_for_writing(path: str, compression_type: str) -> Any:
+    raw = open(path, "wb")  # noqa: SIM115 - closed by the caller
+    if compression_type == "GZIP":
+        return gzip.GzipFile(fileobj=raw, mode="wb")
+    if compression_type == "ZLIB":
+        return _ZlibWriter(raw)
+    return raw
+
+
+def _read_exactly(stream: Any, size: int, path: str, offset: int, what: str) -> bytes:
+    try:
+        data = stream.read(size)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise errors.DataLossError(None, None, f"{path}: cannot decompress at record offset {offset}: {exc}") from None
+    if len(data) != size:
+        raise errors.DataLossError(None, None, f"truncated record at {offset} in {path}: {what} needs {size} bytes, "
+                                   f"{len(data)} left")
+    return bytes(data)
+
+
+def read_records(path: str, compression_type: str = "") -> Iterator[bytes]:
+    """The records of one file in order, each checked against its two checksums."""
+    stream = open_for_reading(path, compression_type)
+    offset = 0
+    try:
+        while True:
+            try:
+                header = stream.read(12)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise errors.DataLossError(None, None, f"{path}: cannot decompress at record offset {offset}: "
+                                           f"{exc}") from None
+            if not header:
+                return
+            if len(header) < 12:
+                header += _read_exactly(stream, 12 - len(header), path, offset, "the header")
+            length_bytes, (length_crc,) = header[:8], struct.unpack("<I", header[8:])
+            if masked_crc(length_bytes) != length_crc:
+                raise errors.DataLossError(None, None, f"corrupted record at {offset} in {path} (Is this even a "
+                                           "TFRecord file?)")
+            (length,) = struct.unpack("<Q", length_bytes)
+            data = _read_exactly(stream, length, path, offset, "the data")
+            (data_crc,) = struct.unpack("<I", _read_exactly(stream, 4, path, offset, "the data's checksum"))
+            if masked_crc(data) != data_crc:
+                raise errors.DataLossError(None, None, f"corrupted record at {offset} in {path}: the data's "
+                                           "checksum does not match")
+            yield data
+            offset += 16 + length
+    finally:
+        stream.close()
+
+
+def read_lines(path: str, compression_type: str = "") -> Iterator[bytes]:
+    """The lines of a text file without their line ends ("\\n", or "\\r\\n"), as TextLineDataset gives them."""
+    stream = open_for_reading(path, compression_type)
+    try:
+        pending = b""
+        while True:
+            try:
+                chunk = stream.read(1 << 16)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise errors.DataLossError(None, None, f"{path}: cannot decompress: {exc}") from None
+            if not chunk:
+                break
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                yield line[:-1] if line.endswith(b"\r") else line
+        if pending:
+            yield pending[:-1] if pending.endswith(b"\r") else pending
+    finally:
+        stream.close()

@@ -24,6 +24,7 @@ from google.protobuf import message as message_lib
 
 from tensorgrid import metrics
 from tensorgrid.distributed import graph_codec
+from tensorgrid.distributed import limits
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import step_calls
 from tensorgrid.distributed import transport
@@ -116,7 +117,8 @@ class _Client:
         self.address = address
         self.host = grpc_frames.host_of(address)
         self._peer = peer
-        self._channel = grpc.insecure_channel(address, options=grpc_frames.GRPC_OPTIONS)
+        self._channel = grpc.insecure_channel(address, options=grpc_frames.channel_options(
+            limits.ServerLimits.from_env().grpc_max_message_bytes))
         self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport()
         self._data_port = 0

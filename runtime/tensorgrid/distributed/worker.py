@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid import metrics
+from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.execution import executor
 from tensorgrid.execution import rendezvous as rendezvous_lib
@@ -54,8 +55,8 @@ class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
     deadlock two tasks waiting on each other.
     """
 
-    def __init__(self, worker: "Worker") -> None:
-        super().__init__()
+    def __init__(self, worker: "Worker", limits: limits_lib.ServerLimits) -> None:
+        super().__init__(ttl_s=limits.rendezvous_ttl_s, max_bytes=limits.rendezvous_max_bytes)
         self._worker = worker
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="push")
         self._outbox: dict[int, dict[str, list[tuple[str, Any]]]] = {}
@@ -107,17 +108,18 @@ class Worker:
     """Runs graph partitions on this task's devices."""
 
     def __init__(self, task: str, peer: Callable[[str], worker_interface.WorkerInterface], placement: Any = None,
-                 recv_timeout: float = 3600.0) -> None:
+                 limits: Optional[limits_lib.ServerLimits] = None) -> None:
         self.task = task
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
         self.resources = resources_lib.ResourceManager()
-        self.rendezvous = _PeerRendezvous(self)
+        self.limits = limits or limits_lib.ServerLimits()
+        self.rendezvous = _PeerRendezvous(self, self.limits)
         self._peer = peer
         self._placement = placement or executor.default_placement(allow_soft_placement=True)
         self._graphs: dict[str, _RegisteredGraph] = {}
         self._lock = threading.Lock()
         self._handles = itertools.count(1)
-        self._recv_timeout = recv_timeout
+        self._recv_timeout = self.limits.recv_tensor_timeout_s
         self._running: dict[int, list[executor.StepContext]] = {}
         self.steps_run = 0
         self._steps_metric = metrics.STEPS.labels(task)
@@ -217,7 +219,8 @@ class Worker:
 
     # ------------------------------------------------------------------ tensors for peers
     def recv_tensor(self, step_id: int, key: str, timeout: Optional[float] = None) -> Any:
-        """The value a Send of this task produced for ``key`` in ``step_id`` (waits for it)."""
+        """The value a Send of this task produced for ``key`` in ``step_id``: waits for it
+        up to ``timeout``, at most ``ServerLimits.recv_tensor_timeout_s``."""
         fields = key.split(";")
         if len(fields) != 5:
             raise errors.InvalidArgumentError(None, None, f"Malformed rendezvous key {key!r}: expected 5 ';'-separated fields")
@@ -231,7 +234,7 @@ class Worker:
                 f"{self.task} restarted: tensor {fields[3]} was requested from incarnation {incarnation:016x}, "
                 f"the task now runs incarnation {self.incarnation:016x}",
             )
-        return self.rendezvous.take(step_id, key, timeout or self._recv_timeout)
+        return self.rendezvous.take(step_id, key, min(timeout or self._recv_timeout, self._recv_timeout))
 
     def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
         """Tensors a peer's Sends produced for this task (the receiving end of PushTensors)."""

@@ -77,6 +77,9 @@ _CALL_REQUEST = struct.Struct("<BII")  # method, control bytes, header bundle by
 _CALL_REPLY = struct.Struct("<III")  # status, control bytes, header bundle bytes
 MAX_CALL_CONTROL_BYTES = 64 << 20
 MAX_CALL_HEADER_BYTES = 64 << 20
+MIN_BYTES_PER_S = 1 << 20
+"""The slowest a server lets a call's control bytes, headers and payloads arrive, on
+average (after the header timeout): a peer trickling bytes is dropped, not served forever."""
 
 
 class Method(enum.IntEnum):
@@ -93,17 +96,22 @@ status number, 0: OK), the reply's control bytes (the error message when not OK)
 its tensors."""
 
 
-def _recv_exact_into(sock: socket.socket, view: memoryview) -> None:
+def _recv_exact_into(sock: socket.socket, view: memoryview, deadline: Optional[float] = None) -> None:
+    """Fills ``view`` from ``sock``; with a ``deadline`` (a ``time.monotonic()`` instant),
+    TimeoutError once it passes, however steadily a slow peer trickles bytes (the
+    socket's own timeout bounds only each wait)."""
     while len(view):
         received = sock.recv_into(view)
         if received == 0:
             raise EOFError(f"connection closed with {len(view)} bytes still expected")
         view = view[received:]
+        if deadline is not None and len(view) and time.monotonic() > deadline:
+            raise TimeoutError(f"peer too slow: {len(view)} bytes still expected past the deadline")
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: Optional[float] = None) -> bytes:
     buffer = bytearray(n)
-    _recv_exact_into(sock, memoryview(buffer))
+    _recv_exact_into(sock, memoryview(buffer), deadline)
     return bytes(buffer)
 
 
@@ -121,14 +129,16 @@ def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterabl
 
 
 def _receive_tensors(sock: socket.socket, headers: bytes, pool: buffers.BufferPool,
-                     max_tensor_bytes: int) -> list[wire.ReceivedTensor]:
+                     max_tensor_bytes: int, min_bytes_per_s: Optional[float] = None) -> list[wire.ReceivedTensor]:
     """Reads the payloads announced by a header bundle from ``sock`` straight into
-    arrays from ``pool`` (``recv_into``: no user-space copy)."""
+    arrays from ``pool`` (``recv_into``: no user-space copy). With ``min_bytes_per_s``
+    (servers), a payload arriving slower than that on average is a TimeoutError."""
     tensors = []
     for header, dtype, shape in wire.decode_headers(headers, max_tensor_bytes):
         array, payload = buffers.allocate_checked(pool, header, dtype, shape)
         if payload.size:
-            _recv_exact_into(sock, payload.data)
+            deadline = None if min_bytes_per_s is None else time.monotonic() + 1.0 + payload.size / min_bytes_per_s
+            _recv_exact_into(sock, payload.data, deadline)
         tensors.append(wire.ReceivedTensor(header.name, buffers.finish_payload(header, array, payload)))
     return tensors
 
@@ -155,12 +165,25 @@ class DataServer:
     One thread accepts connections, one thread per connection serves its fetches or
     calls in order (``sendall`` from the offered buffer: no user-space copy).
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
+
+    Bounded for clients outside the job (docs/limits.md): at most ``max_connections``
+    open connections (one more is closed at once); an opening, ticket or call header
+    must arrive whole within ``header_timeout_s`` of its first byte, and the rest of a
+    call at ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s``
+    between calls is closed (clients reconnect).
     """
 
-    def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0) -> None:
+    def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0, *,
+                 max_connections: int = 512, header_timeout_s: float = 10.0, idle_timeout_s: float = 600.0) -> None:
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
         self._io_timeout_s = io_timeout_s
+        self._max_connections = max_connections
+        self._header_timeout_s = header_timeout_s
+        self._idle_timeout_s = idle_timeout_s
+        self.refused_connections = 0
+        """Connections closed at once because ``max_connections`` were open (for tests)."""
+        self._last_refusal_log = -math.inf
         self._offers: dict[bytes, Offer] = {}
         self._next_expiry = math.inf
         self._connections: set[socket.socket] = set()
@@ -246,22 +269,56 @@ class DataServer:
                 if self._closed:
                     conn.close()
                     return
-                self._connections.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), name=f"tensorgrid-data-{self.port}-conn",
-                             daemon=True).start()
+                full = len(self._connections) >= self._max_connections
+                if not full:
+                    self._connections.add(conn)
+            if full:
+                self._refuse(conn)
+                continue
+            try:
+                threading.Thread(target=self._serve, args=(conn,), name=f"tensorgrid-data-{self.port}-conn",
+                                 daemon=True).start()
+            except RuntimeError as e:  # "can't start new thread": refuse this one, keep accepting
+                with self._lock:
+                    self._connections.discard(conn)
+                conn.close()
+                log.error("data channel on port %d: cannot start a thread for a connection (%s); closed it", self.port, e)
+                time.sleep(0.1)
+
+    def _refuse(self, conn: socket.socket) -> None:
+        """Closes a connection beyond ``max_connections`` (its client falls back to gRPC)."""
+        conn.close()
+        self.refused_connections += 1
+        now = time.monotonic()
+        if now - self._last_refusal_log > 60.0:
+            self._last_refusal_log = now
+            log.warning("data channel on port %d: %d connections are open, the limit (TENSORGRID_DATA_MAX_CONNECTIONS);"
+                        " closing new ones (%d so far)", self.port, self._max_connections, self.refused_connections)
+
+    def _next_request(self, conn: socket.socket, size: int) -> bytes:
+        """The next ``size``-byte request header of a connection: waits up to
+        ``idle_timeout_s`` for its first byte, then ``header_timeout_s`` for the rest."""
+        buffer = bytearray(size)
+        conn.settimeout(self._idle_timeout_s)
+        received = conn.recv_into(buffer)
+        if received == 0:
+            raise EOFError("connection closed between requests")
+        conn.settimeout(self._header_timeout_s)
+        if received < size:
+            _recv_exact_into(conn, memoryview(buffer)[received:], time.monotonic() + self._header_timeout_s)
+        return bytes(buffer)
 
     def _serve(self, conn: socket.socket) -> None:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.settimeout(10.0)
-            magic = _recv_exact(conn, len(FETCH_MAGIC))
+            conn.settimeout(self._header_timeout_s)
+            magic = _recv_exact(conn, len(FETCH_MAGIC), time.monotonic() + self._header_timeout_s)
             if magic == CALL_MAGIC and self._call_handlers:
                 return self._serve_calls(conn)
             if magic != FETCH_MAGIC:
                 return  # not a tensorgrid peer (or calls are not served here): drop it without a word
             while True:
-                conn.settimeout(None)  # an idle pooled connection may wait for its next fetch indefinitely
-                ticket = _recv_exact(conn, TICKET_BYTES)
+                ticket = self._next_request(conn, TICKET_BYTES)
                 with self._lock:
                     offer = self._offers.pop(ticket, None)
                 conn.settimeout(self._io_timeout_s)
@@ -277,7 +334,9 @@ class DataServer:
                 finally:
                     offer.done.set()
         except (OSError, EOFError):
-            pass  # the peer went away; its gRPC call reports the failure
+            pass  # the peer went away, was too slow or idle; its gRPC call reports the failure
+        except Exception:  # noqa: BLE001 - a bug must not leak the connection or its slot
+            log.exception("data channel on port %d: serving a connection failed", self.port)
         finally:
             with self._lock:
                 self._connections.discard(conn)
@@ -287,9 +346,7 @@ class DataServer:
         """The calls of one connection, in order; a malformed one is answered and ends it."""
         assert self._pool is not None
         while True:
-            conn.settimeout(None)  # an idle pooled connection may wait for its next call indefinitely
-            prefix = _recv_exact(conn, _CALL_REQUEST.size)
-            conn.settimeout(self._io_timeout_s)
+            prefix = self._next_request(conn, _CALL_REQUEST.size)
             method, control_bytes, header_bytes = _CALL_REQUEST.unpack(prefix)
             handler = self._call_handlers.get(method)
             if handler is None:
@@ -302,12 +359,15 @@ class DataServer:
                             f"call declares {control_bytes} control and {header_bytes} header bytes, above the "
                             f"limits of {MAX_CALL_CONTROL_BYTES} and {MAX_CALL_HEADER_BYTES}".encode(), ())
                 return
-            control = _recv_exact(conn, control_bytes)
-            headers = _recv_exact(conn, header_bytes)
+            deadline = time.monotonic() + self._header_timeout_s + (control_bytes + header_bytes) / MIN_BYTES_PER_S
+            control = _recv_exact(conn, control_bytes, deadline)
+            headers = _recv_exact(conn, header_bytes, deadline)
+            conn.settimeout(self._io_timeout_s)
             try:
-                tensors = _receive_tensors(conn, headers, self._pool, self._max_tensor_bytes)
-            except wire.TransportError as e:
-                _send_reply(conn, e.code, str(e).encode(), ())
+                tensors = _receive_tensors(conn, headers, self._pool, self._max_tensor_bytes, MIN_BYTES_PER_S)
+            except (wire.TransportError, ValueError) as e:  # ValueError: numpy refused what a header declares
+                code = e.code if isinstance(e, wire.TransportError) else errors.InvalidArgumentError.code
+                _send_reply(conn, code, str(e).encode(), ())
                 return  # the rest of the stream cannot be trusted
             try:
                 code, reply, reply_tensors = handler(control, tensors)

@@ -143,6 +143,18 @@ def _receive_tensors(sock: socket.socket, headers: bytes, pool: buffers.BufferPo
     return tensors
 
 
+def _linger(conn: socket.socket, seconds: float = 1.0) -> None:
+    """Ends a connection after an error reply so that the reply arrives: closing a socket
+    whose peer's bytes are still unread sends a reset, which discards the reply on the
+    way. Sends FIN, then reads and drops what the peer still sends, for ``seconds`` at most."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(seconds)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and conn.recv(1 << 16):
+            pass
+
+
 # ---------------------------------------------------------------------------- server
 
 class Offer:
@@ -353,12 +365,12 @@ class DataServer:
                 _send_reply(conn, errors.UnimplementedError.code,
                             f"method {method} is not served on this data channel; methods are "
                             f"{sorted(self._call_handlers)}".encode(), ())
-                return
+                return _linger(conn)
             if control_bytes > MAX_CALL_CONTROL_BYTES or header_bytes > MAX_CALL_HEADER_BYTES:
                 _send_reply(conn, errors.InvalidArgumentError.code,
                             f"call declares {control_bytes} control and {header_bytes} header bytes, above the "
                             f"limits of {MAX_CALL_CONTROL_BYTES} and {MAX_CALL_HEADER_BYTES}".encode(), ())
-                return
+                return _linger(conn)
             deadline = time.monotonic() + self._header_timeout_s + (control_bytes + header_bytes) / MIN_BYTES_PER_S
             control = _recv_exact(conn, control_bytes, deadline)
             headers = _recv_exact(conn, header_bytes, deadline)
@@ -368,7 +380,7 @@ class DataServer:
             except (wire.TransportError, ValueError) as e:  # ValueError: numpy refused what a header declares
                 code = e.code if isinstance(e, wire.TransportError) else errors.InvalidArgumentError.code
                 _send_reply(conn, code, str(e).encode(), ())
-                return  # the rest of the stream cannot be trusted
+                return _linger(conn)  # the rest of the stream cannot be trusted
             try:
                 code, reply, reply_tensors = handler(control, tensors)
             except Exception as e:  # noqa: BLE001 - answered to the caller, the server goes on

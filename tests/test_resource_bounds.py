@@ -344,3 +344,27 @@ def test_a_string_header_is_counted_as_the_memory_it_decodes_to():
     assert wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES)[1] == (1000,)
     with pytest.raises(wire.TensorTooLarge, match="1000 strings of 48 bytes each"):
         wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES - 1)
+
+
+def test_a_thread_that_cannot_start_never_stops_the_accept_loop(monkeypatch):
+    server = data_channel.DataServer("127.0.0.1")
+    original = threading.Thread
+    failures = []
+
+    class FailingOnce(original):  # type: ignore[misc, valid-type]
+        def start(self) -> None:
+            if self.name.endswith("-conn") and not failures:
+                failures.append(self.name)
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", FailingOnce)
+    client = data_channel.DataChannelClient()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as refused:
+            assert _closed_by_peer(refused)
+        assert failures
+        assert client.why_unreachable("127.0.0.1", server.port) == ""  # the next connection is served
+    finally:
+        client.close()
+        server.close()

@@ -176,13 +176,17 @@ def test_a_flood_of_idle_and_trickling_data_channel_connections_does_not_stop_tr
                 break
             time.sleep(0.4)
         assert dropped or _closed_by_peer(trickling), "a client trickling its call header was not dropped"
+        # A new connection is served while the flood holds every slot: it takes the slot of
+        # the connection that waited longest (the probe gets the unknown-ticket answer).
+        flood += [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(32)]
+        probe = data_channel.DataChannelClient()
+        assert probe.why_unreachable("127.0.0.1", port) == ""
+        probe.close()
         assert all(_closed_by_peer(sock) for sock in flood[:24]), "idle connections were not closed"
         training.advance(20)
     finally:
         for sock in flood:
             sock.close()
-    # A fresh connection is served once the flood is gone: the probe gets the unknown-ticket answer.
-    assert clients.transport.data_channel.DataChannelClient().why_unreachable("127.0.0.1", port) == ""
 
 
 def test_bad_data_channel_headers_are_answered_with_a_status(cluster, training):
@@ -344,6 +348,27 @@ def test_a_string_header_is_counted_as_the_memory_it_decodes_to():
     assert wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES)[1] == (1000,)
     with pytest.raises(wire.TensorTooLarge, match="1000 strings of 48 bytes each"):
         wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES - 1)
+
+
+def test_a_new_connection_beyond_the_limit_closes_the_longest_waiting_one():
+    server = data_channel.DataServer("127.0.0.1", max_connections=2)
+    try:
+        oldest = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        oldest.sendall(data_channel.FETCH_MAGIC)
+        time.sleep(0.2)  # let the server read its opening: it then waits for a ticket
+        newer = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        newer.sendall(data_channel.FETCH_MAGIC)
+        newest = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        newest.sendall(data_channel.FETCH_MAGIC + bytes(data_channel.TICKET_BYTES))
+        assert struct.unpack("<Q", _read(newest, 8))[0] == 0xFFFFFFFFFFFFFFFF  # served
+        assert _closed_by_peer(oldest)
+        newer.sendall(bytes(data_channel.TICKET_BYTES))
+        assert struct.unpack("<Q", _read(newer, 8))[0] == 0xFFFFFFFFFFFFFFFF  # untouched
+        assert server.evicted_connections == 1 and server.refused_connections == 0
+        for sock in (oldest, newer, newest):
+            sock.close()
+    finally:
+        server.close()
 
 
 def test_a_thread_that_cannot_start_never_stops_the_accept_loop(monkeypatch):

@@ -37,8 +37,9 @@ class ServerLimits:
     frames, so only graphs with large constants come near it.
     ``TENSORGRID_GRPC_MAX_MESSAGE_BYTES``."""
     data_max_connections: int = 512
-    """Open data-channel connections a task serves at once; one more is closed at once
-    (its client falls back to gRPC). ``TENSORGRID_DATA_MAX_CONNECTIONS``."""
+    """Open data-channel connections a task serves at once; a new one closes the one
+    that waited longest for a request, or is closed when all are busy (its client falls
+    back to gRPC). ``TENSORGRID_DATA_MAX_CONNECTIONS``."""
     data_header_timeout_s: float = 10.0
     """Time a data-channel client has to send a whole opening, fetch ticket or call
     header once it started one: a client trickling bytes is dropped.

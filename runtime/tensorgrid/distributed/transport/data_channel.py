@@ -179,10 +179,13 @@ class DataServer:
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
 
     Bounded for clients outside the job (docs/limits.md): at most ``max_connections``
-    open connections (one more is closed at once); an opening, ticket or call header
-    must arrive whole within ``header_timeout_s`` of its first byte, and the rest of a
-    call at ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s``
-    between calls is closed (clients reconnect).
+    open connections; a new one beyond them closes the connection that has waited
+    longest for its next request (idle, or still sending its opening or header: no
+    request of it was read, so its client's retry is safe), or is closed itself when
+    every connection is busy. An opening, ticket or call header must arrive whole
+    within ``header_timeout_s`` of its first byte, and the rest of a call at
+    ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s`` between
+    calls is closed (clients reconnect).
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0, *,
@@ -194,11 +197,16 @@ class DataServer:
         self._header_timeout_s = header_timeout_s
         self._idle_timeout_s = idle_timeout_s
         self.refused_connections = 0
-        """Connections closed at once because ``max_connections`` were open (for tests)."""
+        """Connections closed at once because ``max_connections`` busy ones were open (for tests)."""
+        self.evicted_connections = 0
+        """Waiting connections closed to make room for new ones (for tests)."""
         self._last_refusal_log = -math.inf
         self._offers: dict[bytes, Offer] = {}
         self._next_expiry = math.inf
         self._connections: set[socket.socket] = set()
+        self._waiting: dict[socket.socket, float] = {}
+        """Connections waiting for a request (or reading its header), longest-waiting first."""
+        self._evicted: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = False
         self._call_handlers: dict[int, CallHandler] = {}
@@ -281,9 +289,20 @@ class DataServer:
                 if self._closed:
                     conn.close()
                     return
-                full = len(self._connections) >= self._max_connections
+                victim = None
+                if len(self._connections) - len(self._evicted) >= self._max_connections:
+                    victim = next(iter(self._waiting), None)
+                    if victim is not None:
+                        del self._waiting[victim]
+                        self._evicted.add(victim)
+                        self.evicted_connections += 1
+                full = len(self._connections) - len(self._evicted) >= self._max_connections
                 if not full:
                     self._connections.add(conn)
+                    self._waiting[conn] = time.monotonic()
+            if victim is not None:
+                with contextlib.suppress(OSError):
+                    victim.shutdown(socket.SHUT_RDWR)  # its thread sees the end and frees the slot
             if full:
                 self._refuse(conn)
                 continue
@@ -293,12 +312,14 @@ class DataServer:
             except RuntimeError as e:  # "can't start new thread": refuse this one, keep accepting
                 with self._lock:
                     self._connections.discard(conn)
+                    self._waiting.pop(conn, None)
                 conn.close()
                 log.error("data channel on port %d: cannot start a thread for a connection (%s); closed it", self.port, e)
                 time.sleep(0.1)
 
     def _refuse(self, conn: socket.socket) -> None:
-        """Closes a connection beyond ``max_connections`` (its client falls back to gRPC)."""
+        """Closes a connection beyond ``max_connections`` busy ones (its client's call fails
+        UNAVAILABLE, and its later calls fall back to gRPC)."""
         conn.close()
         self.refused_connections += 1
         now = time.monotonic()
@@ -311,6 +332,8 @@ class DataServer:
         """The next ``size``-byte request header of a connection: waits up to
         ``idle_timeout_s`` for its first byte, then ``header_timeout_s`` for the rest."""
         buffer = bytearray(size)
+        with self._lock:
+            self._waiting[conn] = time.monotonic()
         conn.settimeout(self._idle_timeout_s)
         received = conn.recv_into(buffer)
         if received == 0:
@@ -318,13 +341,23 @@ class DataServer:
         conn.settimeout(self._header_timeout_s)
         if received < size:
             _recv_exact_into(conn, memoryview(buffer)[received:], time.monotonic() + self._header_timeout_s)
+        self._end_wait(conn)
         return bytes(buffer)
+
+    def _end_wait(self, conn: socket.socket) -> None:
+        """Marks ``conn`` busy with a request; EOFError if it was evicted meanwhile (then
+        its request is dropped unread, so the client's retry cannot run it twice)."""
+        with self._lock:
+            if conn in self._evicted:
+                raise EOFError("connection closed to make room for a new one")
+            self._waiting.pop(conn, None)
 
     def _serve(self, conn: socket.socket) -> None:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.settimeout(self._header_timeout_s)
             magic = _recv_exact(conn, len(FETCH_MAGIC), time.monotonic() + self._header_timeout_s)
+            self._end_wait(conn)
             if magic == CALL_MAGIC and self._call_handlers:
                 return self._serve_calls(conn)
             if magic != FETCH_MAGIC:
@@ -352,6 +385,8 @@ class DataServer:
         finally:
             with self._lock:
                 self._connections.discard(conn)
+                self._waiting.pop(conn, None)
+                self._evicted.discard(conn)
             conn.close()
 
     def _serve_calls(self, conn: socket.socket) -> None:

@@ -42,6 +42,7 @@ LIMITS = {
     "TENSORGRID_GRPC_MAX_MESSAGE_BYTES": str(16 * MiB),
     "TENSORGRID_SESSION_IDLE_TIMEOUT_S": "4",
     "TENSORGRID_MAX_SESSIONS": "8",
+    "TENSORGRID_MAX_REGISTERED_GRAPHS": "40",
 }
 PS = "/job:ps/replica:0/task:0"
 
@@ -309,6 +310,27 @@ def test_idle_sessions_expire_and_their_number_is_bounded(cluster, training):
         master.run_step(handles[0], {}, [], [])
     training.advance(20)
     master.close()
+
+
+def test_registered_graphs_are_bounded_and_unused_ones_forgotten(cluster, training):
+    from tensorgrid.framework import graph_def as graph_def_lib
+
+    ps = clients.WorkerClient(cluster.task("ps").address, PS)
+    tiny = graph_def_lib.GraphDef(nodes=[graph_def_lib.NodeDef("c", "NoOp", [], "", {}, [], [])])
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="TENSORGRID_MAX_REGISTERED_GRAPHS=40"):
+        for i in range(41):
+            ps.register_graph(f"outsider{i}", tiny, [], [], ["c"])
+    training.advance(20)  # its partitions, used every step, stay registered
+    deadline = time.monotonic() + 60
+    while True:  # the outsider's partitions, unused for the 4 s idle timeout, make room again
+        try:
+            ps.register_graph("outsider-late", tiny, [], [], ["c"])
+            break
+        except tf.errors.ResourceExhaustedError:
+            assert time.monotonic() < deadline, "unused graph partitions were never forgotten"
+            time.sleep(0.5)
+    ps.close()
+    training.advance(20)
 
 
 def test_remote_feeds_are_checked_against_the_fed_tensor(cluster):

@@ -61,11 +61,18 @@ class ServerLimits:
     """Total bytes of pushed tensors waiting to be taken; above it the oldest are dropped
     first (as for ``rendezvous_ttl_s``). ``TENSORGRID_RENDEZVOUS_MAX_BYTES``."""
     session_idle_timeout_s: float = 3600.0
-    """A master session with no step, extension or other call for this long is closed
-    (NOT_FOUND afterwards); every step keeps it alive. ``TENSORGRID_SESSION_IDLE_TIMEOUT_S``."""
+    """A master session with no step, extension or other call for this long and no step
+    running is closed (NOT_FOUND afterwards); every step keeps it alive. A worker forgets
+    a graph partition unused for as long when it needs room.
+    ``TENSORGRID_SESSION_IDLE_TIMEOUT_S``."""
     max_sessions: int = 1024
     """Open master sessions; CreateSession beyond it first closes idle-expired ones,
     then is refused with RESOURCE_EXHAUSTED. ``TENSORGRID_MAX_SESSIONS``."""
+    max_registered_graphs: int = 16384
+    """Graph partitions registered on a worker (one per session, step signature and
+    task); RegisterGraph beyond it first forgets partitions unused for
+    ``session_idle_timeout_s``, then is refused with RESOURCE_EXHAUSTED.
+    ``TENSORGRID_MAX_REGISTERED_GRAPHS``."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

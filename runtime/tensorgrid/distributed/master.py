@@ -9,8 +9,8 @@ graphs are gone), the step fails with AbortedError, the plans using it are dropp
 and the next step re-registers: MonitoredTrainingSession recovers from that.
 
 Sessions are bounded (``ServerLimits``): one with no call for
-``session_idle_timeout_s`` and no step running is closed when a new session is
-created, and at most ``max_sessions`` are open. Fed values are checked against the
+``session_idle_timeout_s`` and no step running is closed (when it is next used, or
+when a new session is created), and at most ``max_sessions`` are open. Fed values are checked against the
 fed tensor's dtype and shape before a step runs.
 """
 
@@ -168,12 +168,16 @@ class Master:
     def _session(self, handle: str) -> _MasterSession:
         with self._lock:
             session = self._sessions.get(handle)
+        now = time.monotonic()
+        if session is not None and now - session.last_used > self.limits.session_idle_timeout_s and not session.running:
+            self.close_session(handle)
+            session = None
         if session is None:
             raise errors.NotFoundError(
                 None, None, f"Session handle {handle!r} is not known to this master (it was closed, idle for "
                 f"{self.limits.session_idle_timeout_s:g} s (TENSORGRID_SESSION_IDLE_TIMEOUT_S), or the task restarted)"
             )
-        session.last_used = time.monotonic()
+        session.last_used = now
         return session
 
     # ------------------------------------------------------------------ steps

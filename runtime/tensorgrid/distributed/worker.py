@@ -44,6 +44,7 @@ class _RegisteredGraph:
     plan: executor.Plan
     feed_names: list[str]
     fetch_names: list[str]
+    last_used: float = dataclasses.field(default_factory=time.monotonic)
 
 
 class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
@@ -159,8 +160,21 @@ class Worker:
             raise errors.InvalidArgumentError(None, None, f"Invalid graph partition: {e}") from None
         handle = f"{session_handle}/g{next(self._handles)}"
         with self._lock:
+            self._make_room_for_a_graph()
             self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches))
         return handle
+
+    def _make_room_for_a_graph(self) -> None:
+        """Bounds the registered partitions (lock held): forgets those unused for
+        ``session_idle_timeout_s`` (a master re-registers one it still needs, after an
+        AbortedError), then refuses a new one beyond ``max_registered_graphs``."""
+        horizon = time.monotonic() - self.limits.session_idle_timeout_s
+        for handle in [h for h, g in self._graphs.items() if g.last_used < horizon]:
+            del self._graphs[handle]
+        if len(self._graphs) >= self.limits.max_registered_graphs:
+            raise errors.ResourceExhaustedError(
+                None, None, f"{self.task} has {len(self._graphs)} registered graph partitions, its limit "
+                f"(TENSORGRID_MAX_REGISTERED_GRAPHS={self.limits.max_registered_graphs}); close sessions or raise it")
 
     def signature(self, handle: str) -> tuple[list[str], list[str]]:
         """The feed and fetch names a registered partition takes and returns, in order."""
@@ -170,6 +184,8 @@ class Worker:
     def _registered(self, handle: str) -> _RegisteredGraph:
         with self._lock:
             registered = self._graphs.get(handle)
+            if registered is not None:
+                registered.last_used = time.monotonic()
         if registered is None:
             raise errors.NotFoundError(
                 None, None,

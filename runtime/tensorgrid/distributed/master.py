@@ -10,8 +10,8 @@ and the next step re-registers: MonitoredTrainingSession recovers from that.
 
 Sessions are bounded (``ServerLimits``): one with no call for
 ``session_idle_timeout_s`` and no step running is closed (when it is next used, or
-when a new session is created), and at most ``max_sessions`` are open. Fed values are checked against the
-fed tensor's dtype and shape before a step runs.
+when a new session is created), and at most ``max_sessions`` are open. Fed values
+are checked against the fed tensor's dtype and shape before a step runs.
 """
 
 from __future__ import annotations
@@ -391,19 +391,19 @@ def _import(graph_def: graph_def_lib.GraphDef, graph: graph_lib.Graph) -> graph_
 
 def _check_feed(tensor: graph_lib.Tensor, value: Any) -> None:
     """InvalidArgumentError unless a fed array has the fed tensor's dtype and a shape
-    compatible with its static shape. Values fed in-process that are not numpy arrays
-    (Python numbers, device arrays) are converted by the kernels as in a local session."""
+    compatible with its static shape. Values fed in-process that are not numpy arrays of
+    a tensorgrid dtype (Python numbers, device arrays) are left to the kernels, as in a
+    local session."""
     if not isinstance(value, np.ndarray):
         return
     wanted = tensor.dtype.base_dtype
     try:
         got = dtypes.as_dtype(value.dtype)
     except TypeError:
-        got = None
+        return  # no tensorgrid dtype (numpy text, in-process only: the wire carries none)
     if got != wanted:
-        shown = got.name if got is not None else str(value.dtype)
         raise errors.InvalidArgumentError(
-            None, None, f"Cannot feed value of dtype {shown} to tensor {tensor.name!r} of dtype {wanted.name}")
+            None, None, f"Cannot feed value of dtype {got.name} to tensor {tensor.name!r} of dtype {wanted.name}")
     if not tensor.shape.is_compatible_with(value.shape):
         raise errors.InvalidArgumentError(
             None, None, f"Cannot feed value of shape {value.shape} to tensor {tensor.name!r}, which has shape "

@@ -122,6 +122,11 @@ def _status(cluster, job: str) -> worker_pb2.GetStatusResponse:
         channel.close()
 
 
+def _outsider_connection(port: int) -> socket.socket:
+    """A connection from another address than the cluster's (127.0.0.2: a second host)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=30, source_address=("127.0.0.2", 0))
+
+
 def _closed_by_peer(sock: socket.socket, timeout: float = 60.0) -> bool:
     """Whether the server closes ``sock`` within ``timeout`` (reading until it does)."""
     sock.settimeout(timeout)
@@ -161,7 +166,7 @@ def _rss_bytes(pid: int) -> int:
 
 def test_a_flood_of_idle_and_trickling_data_channel_connections_does_not_stop_training(cluster, training):
     port = _status(cluster, "ps").data_port
-    flood = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(48)]  # the limit is 32
+    flood = [_outsider_connection(port) for _ in range(48)]  # the limit is 32
     try:
         for sock in flood[:24]:
             sock.sendall(data_channel.CALL_MAGIC)  # then idle: closed after TENSORGRID_DATA_IDLE_TIMEOUT_S
@@ -177,9 +182,10 @@ def test_a_flood_of_idle_and_trickling_data_channel_connections_does_not_stop_tr
                 break
             time.sleep(0.4)
         assert dropped or _closed_by_peer(trickling), "a client trickling its call header was not dropped"
-        # A new connection is served while the flood holds every slot: it takes the slot of
-        # the connection that waited longest (the probe gets the unknown-ticket answer).
-        flood += [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(32)]
+        # More connections from the outsider's address evict only its own; a new connection
+        # of a peer is served while the flood holds every slot (the probe gets the
+        # unknown-ticket answer) and the training's pooled connections stay.
+        flood += [_outsider_connection(port) for _ in range(32)]
         probe = data_channel.DataChannelClient()
         assert probe.why_unreachable("127.0.0.1", port) == ""
         probe.close()
@@ -372,22 +378,25 @@ def test_a_string_header_is_counted_as_the_memory_it_decodes_to():
         wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES - 1)
 
 
-def test_a_new_connection_beyond_the_limit_closes_the_longest_waiting_one():
-    server = data_channel.DataServer("127.0.0.1", max_connections=2)
-    try:
-        oldest = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-        oldest.sendall(data_channel.FETCH_MAGIC)
+def test_a_new_connection_beyond_the_limit_closes_the_busiest_address_longest_waiting_one():
+    server = data_channel.DataServer("127.0.0.1", max_connections=3)
+
+    def connect(source: str) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=30, source_address=(source, 0))
+        sock.sendall(data_channel.FETCH_MAGIC)
         time.sleep(0.2)  # let the server read its opening: it then waits for a ticket
-        newer = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-        newer.sendall(data_channel.FETCH_MAGIC)
-        newest = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-        newest.sendall(data_channel.FETCH_MAGIC + bytes(data_channel.TICKET_BYTES))
-        assert struct.unpack("<Q", _read(newest, 8))[0] == 0xFFFFFFFFFFFFFFFF  # served
+        return sock
+
+    try:
+        peer = connect("127.0.0.1")  # waiting longest, but its address holds one connection
+        oldest, newer = connect("127.0.0.2"), connect("127.0.0.2")
+        newest = connect("127.0.0.2")
+        for served in (newest, newer, peer):
+            served.sendall(bytes(data_channel.TICKET_BYTES))
+            assert struct.unpack("<Q", _read(served, 8))[0] == 0xFFFFFFFFFFFFFFFF  # the unknown-ticket answer
         assert _closed_by_peer(oldest)
-        newer.sendall(bytes(data_channel.TICKET_BYTES))
-        assert struct.unpack("<Q", _read(newer, 8))[0] == 0xFFFFFFFFFFFFFFFF  # untouched
         assert server.evicted_connections == 1 and server.refused_connections == 0
-        for sock in (oldest, newer, newest):
+        for sock in (peer, oldest, newer, newest):
             sock.close()
     finally:
         server.close()

@@ -49,6 +49,7 @@ connection stays usable.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import enum
 import logging
@@ -181,8 +182,9 @@ class DataServer:
     Bounded for clients outside the job (docs/limits.md): at most ``max_connections``
     open connections; a new one beyond them closes the connection that has waited
     longest for its next request (idle, or still sending its opening or header: no
-    request of it was read, so its client's retry is safe), or is closed itself when
-    every connection is busy. An opening, ticket or call header must arrive whole
+    request of it was read, so its client's retry is safe) among those of the client
+    address holding the most connections, or is closed itself when every connection
+    is busy. An opening, ticket or call header must arrive whole
     within ``header_timeout_s`` of its first byte, and the rest of a call at
     ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s`` between
     calls is closed (clients reconnect).
@@ -207,6 +209,9 @@ class DataServer:
         self._waiting: dict[socket.socket, float] = {}
         """Connections waiting for a request (or reading its header), longest-waiting first."""
         self._evicted: set[socket.socket] = set()
+        self._host_of: dict[socket.socket, str] = {}
+        self._per_host: collections.Counter[str] = collections.Counter()
+        """Open connections by the client's address, whose busiest loses one first at the limit."""
         self._lock = threading.Lock()
         self._closed = False
         self._call_handlers: dict[int, CallHandler] = {}
@@ -278,7 +283,7 @@ class DataServer:
     def _accept_loop(self) -> None:
         while True:
             try:
-                conn, _ = self._listener.accept()
+                conn, peer = self._listener.accept()
             except OSError:
                 if self._closed:
                     return
@@ -291,15 +296,13 @@ class DataServer:
                     return
                 victim = None
                 if len(self._connections) - len(self._evicted) >= self._max_connections:
-                    victim = next(iter(self._waiting), None)
-                    if victim is not None:
-                        del self._waiting[victim]
-                        self._evicted.add(victim)
-                        self.evicted_connections += 1
+                    victim = self._choose_victim()
                 full = len(self._connections) - len(self._evicted) >= self._max_connections
                 if not full:
                     self._connections.add(conn)
                     self._waiting[conn] = time.monotonic()
+                    self._host_of[conn] = str(peer[0])
+                    self._per_host[str(peer[0])] += 1
             if victim is not None:
                 with contextlib.suppress(OSError):
                     victim.shutdown(socket.SHUT_RDWR)  # its thread sees the end and frees the slot
@@ -311,11 +314,40 @@ class DataServer:
                                  daemon=True).start()
             except RuntimeError as e:  # "can't start new thread": refuse this one, keep accepting
                 with self._lock:
-                    self._connections.discard(conn)
-                    self._waiting.pop(conn, None)
+                    self._forget(conn)
                 conn.close()
                 log.error("data channel on port %d: cannot start a thread for a connection (%s); closed it", self.port, e)
                 time.sleep(0.1)
+
+    def _choose_victim(self) -> Optional[socket.socket]:
+        """At the limit (lock held): marks evicted, and returns, the connection waiting
+        longest for a request among those of the client address holding the most
+        connections (a flood from one address evicts only its own), else the longest
+        waiting of all; None when every connection is busy with a request."""
+        busiest = max(self._per_host, key=self._per_host.__getitem__, default=None)
+        victim = next((c for c in self._waiting if self._host_of.get(c) == busiest), None)
+        if victim is None:
+            victim = next(iter(self._waiting), None)
+        if victim is not None:
+            del self._waiting[victim]
+            self._evicted.add(victim)
+            host = self._host_of.pop(victim, "")
+            self._per_host[host] -= 1
+            if self._per_host[host] <= 0:
+                del self._per_host[host]
+            self.evicted_connections += 1
+        return victim
+
+    def _forget(self, conn: socket.socket) -> None:
+        """Drops every record of a connection that ended (lock held)."""
+        self._connections.discard(conn)
+        self._waiting.pop(conn, None)
+        self._evicted.discard(conn)
+        host = self._host_of.pop(conn, None)
+        if host is not None:
+            self._per_host[host] -= 1
+            if self._per_host[host] <= 0:
+                del self._per_host[host]
 
     def _refuse(self, conn: socket.socket) -> None:
         """Closes a connection beyond ``max_connections`` busy ones (its client's call fails
@@ -384,9 +416,7 @@ class DataServer:
             log.exception("data channel on port %d: serving a connection failed", self.port)
         finally:
             with self._lock:
-                self._connections.discard(conn)
-                self._waiting.pop(conn, None)
-                self._evicted.discard(conn)
+                self._forget(conn)
             conn.close()
 
     def _serve_calls(self, conn: socket.socket) -> None:

@@ -181,4 +181,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Tasks talk mutual TLS, as users' do: a CA for this run, inherited by every task it starts.
+    with training.certificates.loopback_tls_for_this_process("tensorgrid benchmark"):
+        sys.exit(main())

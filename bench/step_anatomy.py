@@ -145,4 +145,6 @@ def report(hidden: int, steps: int, cluster: dict[str, list[str]]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Tasks talk mutual TLS, as users' do: a CA for this run, inherited by every task it starts.
+    with training.certificates.loopback_tls_for_this_process("tensorgrid benchmark"):
+        main()

@@ -51,6 +51,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from tensorgrid.distributed import certificates
 from tensorgrid.distributed import ports
 
 BATCH = 64
@@ -228,11 +229,11 @@ class PortTaken(RuntimeError):
     channel, which binds a random port) took it between choosing and binding."""
 
 
-def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool) -> dict[str, Any]:
+def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool, tls: bool = True) -> dict[str, Any]:
     """``run_case_once``, again on new ports if a port was taken meanwhile (up to 3 times)."""
     for attempt in range(3):
         try:
-            return run_case_once(case, backend, duration, keep_openblas_env)
+            return run_case_once(case, backend, duration, keep_openblas_env, tls=tls)
         except PortTaken:
             if attempt == 2:
                 raise
@@ -240,13 +241,18 @@ def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool)
 
 
 def run_case_once(case: Case, backend: str, duration: float, keep_openblas_env: bool,
-                  timeout: float = 300.0) -> dict[str, Any]:
-    """Starts the cluster of ``case`` on ``backend``, measures one window, stops it; returns the figures."""
+                  timeout: float = 300.0, tls: bool = True) -> dict[str, Any]:
+    """Starts the cluster of ``case`` on ``backend``, measures one window, stops it; returns the figures.
+    tensorgrid's tasks talk mutual TLS (this process's ``TENSORGRID_TLS_DIR``), or plaintext
+    (``TENSORGRID_INSECURE=1``) when ``tls`` is false."""
     ports = free_ports(case.ps + case.workers)
     cluster = {"ps": [f"127.0.0.1:{p}" for p in ports[:case.ps]],
                "worker": [f"127.0.0.1:{p}" for p in ports[case.ps:]]}
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"tg-bench-{backend}-"))
     env = child_env(keep_openblas_env)
+    if not tls:
+        env.pop("TENSORGRID_TLS_DIR", None)
+        env["TENSORGRID_INSECURE"] = "1"
     processes: list[subprocess.Popen[bytes]] = []
     tasks = [("ps", i) for i in range(case.ps)] + [("worker", i) for i in range(case.workers)]
     try:
@@ -417,4 +423,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Tasks talk mutual TLS, as users' do: a CA for this run, inherited by every task it starts.
+    with certificates.loopback_tls_for_this_process("tensorgrid benchmark"):
+        sys.exit(main())

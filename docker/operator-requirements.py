@@ -14,7 +14,7 @@ import sys
 import tomllib
 
 # Core dependencies (project.dependencies) that tensorgrid_operator imports.
-OPERATOR_CORE = ("prometheus-client",)
+OPERATOR_CORE = ("prometheus-client", "cryptography")
 
 
 def requirement_name(requirement: str) -> str:

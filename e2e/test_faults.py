@@ -1,11 +1,13 @@
-"""Disruptions a training job meets on a real cluster: a worker pod deleted, the PS deleted
-(resumes from the checkpoint on its PersistentVolumeClaim), the PS evicted through the
-Eviction API (what `kubectl drain` does); and the ways a user learns what is wrong: a
+"""Disruptions a training job meets on a real cluster: a worker pod deleted (with the job's
+progress in its status), the PS deleted (resumes from the checkpoint on its
+PersistentVolumeClaim), the PS evicted through the Eviction API (what `kubectl drain` does:
+refused while the job's PodDisruptionBudget stands); and the ways a user learns what is wrong: a
 manifest the API server rejects, an image that does not exist."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import kubernetes
 
@@ -22,6 +24,12 @@ def _train_long(ns: Namespace) -> None:
 
 def test_a_deleted_worker_does_not_stop_the_job(ns: Namespace) -> None:
     _train_long(ns)
+    # The operator reads the training's progress from the PS's and chief's metrics into the status.
+    def read_progress() -> dict[str, Any]:
+        return dict((ns.job("digits-async").get("status") or {}).get("progress") or {})
+
+    progress = wait_for("status.progress", lambda: (p := read_progress()).get("globalStep") and p, 120)
+    assert progress["targetStep"] == 30000, progress
     old_uid = ns.pod("digits-async-worker-1").metadata.uid
     ns.kubectl("delete", "pod", "digits-async-worker-1", "--wait=false")
     wait_for("a new digits-async-worker-1", lambda: any(
@@ -52,6 +60,14 @@ def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
     old_uid = ns.pod("digits-async-ps-0").metadata.uid
     eviction = kubernetes.client.V1Eviction(
         metadata=kubernetes.client.V1ObjectMeta(name="digits-async-ps-0", namespace=ns.name))
+    # The job's PodDisruptionBudget keeps a drain off its Ready PS ...
+    try:
+        ns.core.create_namespaced_pod_eviction("digits-async-ps-0", ns.name, eviction)
+        raise AssertionError("the PS was evicted despite the job's PodDisruptionBudget")
+    except kubernetes.client.exceptions.ApiException as e:
+        assert e.status == 429, e
+    # ... until an administrator lifts it.
+    ns.kubectl("delete", "poddisruptionbudget", "digits-async-ps")
     ns.core.create_namespaced_pod_eviction("digits-async-ps-0", ns.name, eviction)
     wait_for("a new digits-async-ps-0", lambda: any(
         p.metadata.name == "digits-async-ps-0" and p.metadata.uid != old_uid for p in ns.pods()), 120)

@@ -1,4 +1,5 @@
-"""Fixtures shared by the test suite: a fresh default graph per test, a session, a strict stand-in GPU."""
+"""Fixtures shared by the test suite: mutual TLS for every cluster, a fresh default graph per test,
+a session, a strict stand-in GPU."""
 
 from __future__ import annotations
 
@@ -10,8 +11,21 @@ import pytest
 import cluster_processes
 import strict_cupy
 import tensorgrid as tf
+from tensorgrid.distributed import certificates
+from tensorgrid.distributed.transport import tls
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import cupy_backend
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_run_certificates() -> Iterator[str]:
+    """Every cluster of the run speaks mutual TLS, as users' clusters do: one CA made for
+    this run, and one certificate for ``localhost`` that every task process and this
+    process use through ``TENSORGRID_TLS_DIR`` (set here, inherited by the processes that
+    tests start). Yields the directory; removed at the end of the run. A run with
+    ``TENSORGRID_INSECURE=1`` and no ``TENSORGRID_TLS_DIR`` tests the opt-out instead."""
+    with certificates.loopback_tls_for_this_process("tensorgrid test run") as directory:
+        yield directory or os.environ.get(tls.TLS_DIR_ENV, "")
 
 
 @pytest.fixture(autouse=True)

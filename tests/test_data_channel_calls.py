@@ -17,6 +17,7 @@ from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import ports
 from tensorgrid.distributed import transport
 from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import tensor_pb2
 from tensorgrid.v1 import worker_pb2
@@ -80,11 +81,23 @@ def test_an_error_status_comes_back_and_the_connection_stays_usable(server):
     assert _call(server, ECHO, b"x")[:2] == (0, b"echo:x")
 
 
-def _raw_call(port, payload):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+def _raw_call(port, payload, tls_context=None):
+    """Raw bytes as one call; through TLS with ``tls_context`` (a member of the job sending bad input)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as plain:
+        sock = tls_context.wrap_socket(plain, server_hostname="127.0.0.1") if tls_context else plain
         sock.sendall(b"TGC1" + payload)
-        code, size, _ = struct.unpack("<III", sock.recv(12, socket.MSG_WAITALL))
-        return code, sock.recv(size, socket.MSG_WAITALL).decode()
+        code, size, _ = struct.unpack("<III", _read_exact(sock, 12))
+        return code, _read_exact(sock, size).decode()
+
+
+def _read_exact(sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError(f"connection closed after {len(data)} of {size} bytes")
+        data += chunk
+    return data
 
 
 @pytest.mark.parametrize("payload, status, message", [
@@ -125,10 +138,11 @@ def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tm
         client.incarnation_quick()
         control = b"\xff\xff not a RunGraphRequest"
         run_graph = data_channel.Method.RUN_GRAPH
-        code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(control), 0) + control)
+        member = tls.from_env().client_context
+        code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(control), 0) + control, member)
         assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "RunGraph" in text
         request = worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1).SerializeToString()
-        code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(request), 0) + request)
+        code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(request), 0) + request, member)
         assert code == grpc.StatusCode.NOT_FOUND.value[0] and "nope" in text
         client.close()
         np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))

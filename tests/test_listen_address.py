@@ -61,6 +61,18 @@ def test_a_loopback_task_is_not_reachable_from_other_interfaces(monkeypatch):
         server.stop()
 
 
+def test_a_loopback_tasks_metrics_are_not_reachable_from_other_interfaces(monkeypatch):
+    monkeypatch.delenv(ports.BIND_ADDRESS_ENV, raising=False)
+    external = _external_ipv4()
+    port, metrics_port = ports.free_ports(2)
+    server = tf.train.Server({"ps": [f"localhost:{port}"]}, job_name="ps", task_index=0, metrics_port=metrics_port)
+    try:
+        assert _reachable("127.0.0.1", metrics_port)
+        assert not _reachable(external, metrics_port), f"metrics port {metrics_port} answers on {external}"
+    finally:
+        server.stop()
+
+
 def test_a_task_named_by_its_address_listens_on_every_interface(monkeypatch):
     monkeypatch.delenv(ports.BIND_ADDRESS_ENV, raising=False)
     external = _external_ipv4()

@@ -25,6 +25,7 @@ from tensorgrid.distributed import clients
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.execution import rendezvous as rendezvous_lib
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
@@ -49,8 +50,15 @@ PS = "/job:ps/replica:0/task:0"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with LocalCluster(tmp_path_factory.mktemp("bounds"), {"ps": 1, "worker": 1}, extra_env=LIMITS) as c:
-        yield c
+    """The cluster without TLS (``TENSORGRID_INSECURE=1``, the documented opt-out, here
+    for every process of the module): where an outsider reaches every parser and every
+    resource. With mutual TLS (the default) an outsider cannot get past the handshake;
+    ``test_an_outsider_without_a_certificate_cannot_hold_the_data_channel`` covers that."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(tls.INSECURE_ENV, "1")
+        env.delenv(tls.TLS_DIR_ENV, raising=False)
+        with LocalCluster(tmp_path_factory.mktemp("bounds"), {"ps": 1, "worker": 1}, extra_env=LIMITS) as c:
+            yield c
 
 
 class BackgroundTraining:
@@ -424,3 +432,35 @@ def test_a_thread_that_cannot_start_never_stops_the_accept_loop(monkeypatch):
     finally:
         client.close()
         server.close()
+
+
+def test_an_outsider_without_a_certificate_cannot_hold_the_data_channel(tmp_path, monkeypatch, test_run_certificates):
+    """With mutual TLS (the default), what an outsider can still hold is connections that
+    never finish a handshake: they are bounded like any other, by address first."""
+    assert test_run_certificates, "this test needs the test run's certificates (conftest.py), not the opt-out"
+    monkeypatch.setenv(tls.TLS_DIR_ENV, test_run_certificates)  # the module's insecure cluster may still be up
+    monkeypatch.delenv(tls.INSECURE_ENV, raising=False)
+    credentials = tls.from_env()
+    assert credentials is not None
+    env = {"TENSORGRID_DATA_MAX_CONNECTIONS": "16", "TENSORGRID_DATA_HEADER_TIMEOUT_S": "2"}
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env=env) as cluster:
+        channel = tls.open_channel(cluster.task("ps").address, credentials, grpc_frames.GRPC_OPTIONS)
+        port = grpc_frames.Stub(channel, worker_pb2.DESCRIPTOR.services_by_name["Worker"]).GetStatus(
+            worker_pb2.GetStatusRequest(), timeout=30).data_port
+        channel.close()
+        training = BackgroundTraining(cluster.target("worker"))
+        training.advance(5)
+        flood = [_outsider_connection(port) for _ in range(40)]  # no TLS handshake: silent, or plaintext
+        try:
+            for sock in flood[::2]:
+                sock.sendall(data_channel.CALL_MAGIC)
+            member = data_channel.DataChannelClient(tls=credentials.client_context)
+            assert member.why_unreachable("localhost", port) == ""  # a member's new connection is served
+            member.close()
+            training.advance(20)
+            assert all(_closed_by_peer(sock) for sock in flood), "connections without a handshake were kept"
+            training.advance(20)
+        finally:
+            for sock in flood:
+                sock.close()
+            training.close()

@@ -8,6 +8,7 @@ import tensorgrid as tf
 from cluster_processes import LocalCluster
 from tensorgrid.distributed import clients
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
@@ -22,8 +23,9 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def raw(cluster):
-    """Raw-bytes callables on the worker task, bypassing every client-side check."""
-    channel = grpc.insecure_channel(cluster.task("worker").address, options=grpc_frames.GRPC_OPTIONS)
+    """Raw-bytes callables on the worker task, bypassing every client-side check (with the
+    test run's certificates: a member of the job sending bad input)."""
+    channel = tls.open_channel(cluster.task("worker").address, tls.from_env(), grpc_frames.GRPC_OPTIONS)
 
     def call(service, method, payload, timeout=10):
         return channel.unary_unary(f"/tensorgrid.v1.{service}/{method}")(payload, timeout=timeout)

@@ -5,9 +5,11 @@ tensorgrid_operator``), the CRD in ``crds/``, and what is re-exported here. Insi
 ``spec`` (names, labels, the typed spec), ``manifests`` (pods, Services, TF_CONFIG),
 ``exitcodes`` (the ExitCode policy table), ``reconcile`` (every decision, pure: the
 flow, with ``policies`` for the verdicts, ``podview`` for reading pods,
-``conditions`` for Kubernetes-style conditions and ``creation`` for refused
-creations), ``kube`` (API calls), ``metrics``, ``config``, and ``handlers`` (the only
-module that imports kopf). The operator never imports the runtime package
+``conditions`` for Kubernetes-style conditions, ``creation`` for refused
+creations and ``terminating`` for pods stuck Terminating), ``progress`` (training
+progress from the job's metrics), ``jobobjects`` (NetworkPolicy, PodDisruptionBudget,
+pod defaults), ``observed`` (when kopf's indexes may be trusted), ``kube`` (API calls),
+``metrics``, ``config``, and ``handlers`` (the only module that imports kopf). The operator never imports the runtime package
 ``tensorgrid``: the two share contracts (TF_CONFIG, ports, labels), not code.
 """
 

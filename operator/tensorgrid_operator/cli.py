@@ -11,6 +11,7 @@ import sys
 from typing import Optional, Sequence
 
 from tensorgrid_operator import config
+from tensorgrid_operator import jobobjects
 from tensorgrid_operator import uninstall
 
 
@@ -48,6 +49,29 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                              f"with each failure of that replica (default {defaults.retry_delay_seconds:g})")
     parser.add_argument("--max-retry-delay-seconds", type=float, default=defaults.max_retry_delay_seconds,
                         help=f"the longest retry wait (default {defaults.max_retry_delay_seconds:g})")
+    parser.add_argument("--stuck-terminating-seconds", type=float, default=defaults.stuck_terminating_seconds,
+                        help="report a pod still terminating this long after its grace period (its node is likely "
+                             f"down or NotReady) on its job (default {defaults.stuck_terminating_seconds:g})")
+    parser.add_argument("--force-delete-stuck-pods", action="store_true",
+                        help="delete such pods with a grace period of 0 so their replicas are created again (if the "
+                             "node is only cut off, the old process may run on beside its replacement)")
+    parser.add_argument("--network-policy", action=argparse.BooleanOptionalAction, default=defaults.network_policy,
+                        help="create a NetworkPolicy per job: ingress to its pods only from its own pods, and to "
+                             "their metrics port from --network-policy-metrics-from (default on)")
+    parser.add_argument("--network-policy-metrics-from", default="[]",
+                        help="JSON list of NetworkPolicy peers (podSelector, namespaceSelector, ipBlock) allowed to "
+                             "the training pods' metrics port: Prometheus and the operator's own pods (default: none)")
+    parser.add_argument("--ps-disruption-budget", action=argparse.BooleanOptionalAction,
+                        default=defaults.ps_disruption_budget,
+                        help="create a PodDisruptionBudget per job keeping voluntary evictions (drains) off its Ready "
+                             "parameter servers (default on)")
+    parser.add_argument("--ps-anti-affinity", choices=jobobjects.ANTI_AFFINITY_MODES, default=defaults.ps_anti_affinity,
+                        help="keep a job's parameter servers on different nodes, as a preference or a requirement, "
+                             "unless the PS template has its own podAntiAffinity (default off)")
+    parser.add_argument("--progress-interval-seconds", type=float, default=defaults.progress_interval_seconds,
+                        help="read a running job's global step from its chief's and parameter servers' metrics into "
+                             f"status.progress this often; 0 turns it off (default "
+                             f"{defaults.progress_interval_seconds:g})")
     parser.add_argument("--remove-finalizers", action="store_true",
                         help="do not run: remove the operator's finalizer from every TrainingJob (in the --namespace "
                              "namespaces, or all) and exit, so that jobs and namespaces can be deleted without an "
@@ -57,6 +81,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     if not 0 <= args.retry_delay_seconds <= args.max_retry_delay_seconds:
         parser.error(f"--retry-delay-seconds {args.retry_delay_seconds:g} must be >= 0 and <= "
                      f"--max-retry-delay-seconds {args.max_retry_delay_seconds:g}")
+    try:
+        metrics_peers = jobobjects.parse_metrics_peers(args.network_policy_metrics_from)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.stuck_terminating_seconds < 0:
+        parser.error(f"--stuck-terminating-seconds {args.stuck_terminating_seconds:g} must be >= 0")
+    if args.progress_interval_seconds < 0:
+        parser.error(f"--progress-interval-seconds {args.progress_interval_seconds:g} must be >= 0 (0: off)")
     return config.Settings(
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
@@ -69,6 +101,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         api_workers=args.api_workers,
         retry_delay_seconds=args.retry_delay_seconds,
         max_retry_delay_seconds=args.max_retry_delay_seconds,
+        network_policy=args.network_policy,
+        network_policy_metrics_from=metrics_peers,
+        ps_disruption_budget=args.ps_disruption_budget,
+        ps_anti_affinity=args.ps_anti_affinity,
+        stuck_terminating_seconds=args.stuck_terminating_seconds,
+        force_delete_stuck_pods=args.force_delete_stuck_pods,
+        progress_interval_seconds=args.progress_interval_seconds,
         verbose=args.verbose,
         remove_finalizers=args.remove_finalizers,
     )

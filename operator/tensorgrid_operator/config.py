@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 
 @dataclasses.dataclass
@@ -39,6 +39,23 @@ class Settings:
     """The operator gives up on a watch the server did not end in time (a stalled connection) and watches anew."""
     watch_connect_timeout_seconds: float = 30.0
     """A watch connection that does not open within this long is tried again."""
+    stuck_terminating_seconds: float = 300.0
+    """A pod still terminating this long after its grace period is reported stuck (condition, Warning event)."""
+    force_delete_stuck_pods: bool = False
+    """Delete pods stuck terminating with a grace period of 0, so their replicas are created again."""
+    network_policy: bool = True
+    """Create a NetworkPolicy per job: ingress only from the job's pods, and to the metrics port from
+    ``network_policy_metrics_from``."""
+    network_policy_metrics_from: tuple[Mapping[str, Any], ...] = ()
+    """NetworkPolicy peers allowed to the training pods' metrics port (Prometheus, the operator's pods)."""
+    ps_disruption_budget: bool = True
+    """Create a PodDisruptionBudget per job that keeps voluntary evictions off its Ready parameter servers."""
+    ps_anti_affinity: str = "off"
+    """``off``, ``preferred`` or ``required``: anti-affinity of a job's parameter servers across nodes."""
+    progress_interval_seconds: float = 30.0
+    """How often a running job's metrics are read into ``status.progress``; 0 turns progress off."""
+    progress_timeout_seconds: float = 5.0
+    """The longest wait for one task's metrics page."""
     verbose: bool = False
     """Log every reconcile at debug level."""
     remove_finalizers: bool = False

@@ -20,21 +20,33 @@ import logging
 import os
 import random
 import time
+import urllib.error
+import urllib.request
 from typing import Any, Callable, Optional, TypeVar, cast
 
 import kopf
 
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
+from tensorgrid_operator import job_certificates
+from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
+from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
+from tensorgrid_operator import observed
 from tensorgrid_operator import policies
+from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator import terminating
 
 T = TypeVar("T")
 JobKey = tuple[str, str]
+Obj = dict[str, Any]
+JobIndex = kopf.Index[JobKey, Obj]
 
+# States in which the job's metrics are read into status.progress.
+PROGRESS_STATES = ("Running", "Restarting")
 # After an unexpected API error, try again after this long (doubling, capped).
 ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -49,6 +61,12 @@ class _Runtime:
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     written_versions: dict[JobKey, str] = dataclasses.field(default_factory=dict)
     phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
+    expectations: dict[JobKey, observed.Expectations] = dataclasses.field(default_factory=dict)
+    """Per job: what its last plans wrote that the indexes did not show yet."""
+    job_objects: dict[JobKey, str] = dataclasses.field(default_factory=dict)
+    """Per job: "" once its NetworkPolicy and PodDisruptionBudget exist, else the last creation error."""
+    progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
+    """When (monotonic) each running job's metrics are read next."""
 
 
 _settings = config.Settings()
@@ -149,6 +167,19 @@ async def job_event(*, body: kopf.Body, namespace: Optional[str], name: str, **_
     _wake(key)
 
 
+@kopf.index("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+def pods_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, Obj]:
+    """Every job's pods, kept by the pod watch: a reconcile reads them here, not with a LIST."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): dict(body)}
+
+
+@kopf.index("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body,
+                    **_: Any) -> dict[JobKey, Obj]:
+    """Every job's Services, kept by the Service watch."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): dict(body)}
+
+
 @kopf.on.event("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 async def pod_event(*, namespace: Optional[str], labels: kopf.Labels, **_: Any) -> None:
     _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
@@ -161,8 +192,10 @@ async def service_event(*, namespace: Optional[str], labels: kopf.Labels, **_: A
 
 @kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0)
 async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], name: str, logger: kopf.Logger,
-                     **_: Any) -> None:
+                     **kwargs: Any) -> None:
     """One loop per job: reconcile, then sleep until woken, a deadline, or the resync period."""
+    # kopf passes each index (live) as the keyword of its function's name.
+    pods_by_job, services_by_job = cast(JobIndex, kwargs["pods_by_job"]), cast(JobIndex, kwargs["services_by_job"])
     runtime = _rt()
     key = (namespace or "", name)
     wake = asyncio.Event()
@@ -178,7 +211,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         while not stopped:
             wake.clear()
             try:
-                delay = await _reconcile_once(runtime, key, logger)
+                delay = await _reconcile_once(runtime, key, logger, pods_by_job, services_by_job)
                 errors = 0
             except kube.Conflict:
                 delay = 0.0
@@ -199,10 +232,14 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         if runtime.wakers.get(key) is wake:
             del runtime.wakers[key]
         runtime.written_versions.pop(key, None)
+        runtime.progress_due.pop(key, None)
+        runtime.job_objects.pop(key, None)
+        runtime.expectations.pop(key, None)
         runtime.phases.set(key, None)
 
 
-async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -> Optional[float]:
+async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
+                          services_index: JobIndex) -> Optional[float]:
     """Read, decide, apply. Returns seconds until the next reconcile is due; ``None`` once the job is gone."""
     namespace, name = key
     started = time.monotonic()
@@ -211,18 +248,71 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger) -
         job = await _call(k.get_job, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
-        pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
-                                              _call(k.list_services, namespace, name))
+        await _ensure_job_objects(runtime, key, job)
+        pods = [dict(p) for p in pods_index.get(key, [])]
+        services = [dict(s) for s in services_index.get(key, [])]
+        if observed.caught_up(runtime.expectations.get(key), pods, services):
+            runtime.expectations.pop(key, None)
+        else:
+            # The watches have not shown this operator's last writes yet: a consistent read.
+            metrics.CONSISTENT_READS.inc()
+            pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
+                                                  _call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
-        plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings))
+        plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings),
+                                   _stuck_policy(runtime.settings))
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
-        requeue_after = await _apply(runtime, key, job, plan, logger)
+        job, requeue_after = await _apply(runtime, key, job, plan, logger)
+        progress_after = await _update_progress(runtime, key, job, pods)
         resync = runtime.settings.resync_seconds
-        return resync if requeue_after is None else min(max(requeue_after, 0.0), resync)
+        due = [t for t in (requeue_after, progress_after) if t is not None]
+        return min(max(min(due), 0.0), resync) if due else resync
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+
+
+def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSettings:
+    return jobobjects.JobObjectSettings(settings.network_policy, settings.network_policy_metrics_from,
+                                        settings.ps_disruption_budget, settings.ps_anti_affinity)
+
+
+async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any]) -> None:
+    """Create the job's NetworkPolicy and PS PodDisruptionBudget once (an existing one is left as it is).
+
+    A refusal is said once per distinct message (a Warning event) and tried again at the next reconcile;
+    it does not stop the job's pods from being made.
+    """
+    if runtime.job_objects.get(key) == "" or (job.get("status") or {}).get("state") in ("Succeeded", "Failed"):
+        return
+    settings = _job_object_settings(runtime.settings)
+    wanted: list[tuple[str, Callable[[Any], None], dict[str, Any]]] = []
+    if settings.network_policy:
+        wanted.append(("NetworkPolicy", runtime.kube.create_network_policy, jobobjects.network_policy(job, settings)))
+    try:
+        budget = jobobjects.ps_disruption_budget(job, spec_lib.parse_spec(job.get("spec") or {}))
+    except ValueError:
+        budget = None  # the reconcile fails the job for its spec
+    if settings.ps_disruption_budget and budget is not None:
+        wanted.append(("PodDisruptionBudget", runtime.kube.create_pod_disruption_budget, budget))
+    results = await asyncio.gather(*(_call(create, obj) for _, create, obj in wanted), return_exceptions=True)
+    errors = []
+    for (kind, _, obj), result in zip(wanted, results):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result
+            code, message = kube.error_details(result)
+            errors.append((kind, f"could not create {kind} {obj['metadata']['name']}: {message} (HTTP {code})"))
+    text = "; ".join(message for _, message in errors)
+    if text and runtime.job_objects.get(key) != text:
+        for kind, message in errors:
+            kopf.event(_body(job), type="Warning", reason=f"FailedCreate{kind}", message=message)
+    runtime.job_objects[key] = text
+
+
+def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
+    return terminating.StuckPolicy(settings.stuck_terminating_seconds, settings.force_delete_stuck_pods)
 
 
 def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
@@ -230,19 +320,27 @@ def _retry_delay(settings: config.Settings) -> policies.RetryDelay:
 
 
 async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
-                 logger: kopf.Logger) -> Optional[float]:
-    """Apply a plan: status, deletions, creations, then what to say about them. Returns when to look again."""
+                 logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
+    """Apply a plan: status, deletions, creations, then what to say about them.
+
+    Returns the job as last written and when to look again.
+    """
     namespace, name = key
     k = runtime.kube
+    if plan.create_pods:
+        await _ensure_tls_secret(k, job)  # before anything is written: the pods mount it
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
         job = await _call(k.patch_status, job, plan.status)
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     await asyncio.gather(
         *(_call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
+        *(_call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
         *(_call(k.delete_service, namespace, svc) for svc in plan.delete_services))
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
-    objects = [("Service", svc) for svc in plan.create_services] + [("Pod", pod) for pod in plan.create_pods]
+    pod_settings = _job_object_settings(runtime.settings)
+    objects = [("Service", svc) for svc in plan.create_services] + [
+        ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
     results = await asyncio.gather(
         *(_call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
         return_exceptions=True)
@@ -253,6 +351,15 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
                 raise result  # cancelled: the operator is stopping
             code, message = kube.error_details(result)
             failures.append(creation.CreateFailure(kind, obj["metadata"]["name"], code, message))
+    failed = {(f.kind, f.name) for f in failures}
+    written = observed.Expectations(
+        pods=frozenset(p["metadata"]["name"] for p in plan.create_pods if ("Pod", p["metadata"]["name"]) not in failed),
+        services=frozenset(s["metadata"]["name"] for s in plan.create_services
+                           if ("Service", s["metadata"]["name"]) not in failed),
+        deleted_pods=frozenset(uid for _, uid in plan.delete_pods + plan.force_delete_pods),
+        deleted_services=frozenset(plan.delete_services))
+    if written:
+        runtime.expectations[key] = written.merged(runtime.expectations.get(key))
     outcome = creation.after_creates(job, plan, failures, datetime.datetime.now(datetime.timezone.utc),
                                      _retry_delay(runtime.settings))
     for failure in failures:
@@ -269,7 +376,71 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     runtime.phases.set(key, (job.get("status") or {}).get("state"))
     if plan.delete_job:
         await _call(k.delete_job, job)
-    return outcome.requeue_after
+    return job, outcome.requeue_after
+
+
+async def _update_progress(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+                           pods: list[dict[str, Any]]) -> Optional[float]:
+    """Read the running job's metrics into ``status.progress`` when due; seconds until the next reading."""
+    interval = runtime.settings.progress_interval_seconds
+    status = job.get("status") or {}
+    if interval <= 0 or status.get("state") not in PROGRESS_STATES:
+        runtime.progress_due.pop(key, None)
+        return None
+    wait = runtime.progress_due.get(key, 0.0) - time.monotonic()
+    if wait > 0:
+        return wait
+    runtime.progress_due[key] = time.monotonic() + interval
+    try:
+        job_spec = spec_lib.parse_spec(job.get("spec") or {})
+    except ValueError:
+        return None
+    targets = progress.scrape_targets(job_spec, pods)
+    readings = await asyncio.gather(*(_call(_read_metrics, t, runtime.settings.progress_timeout_seconds)
+                                      for t in targets))
+    old = status.get("progress")
+    new = progress.next_progress(old, readings, datetime.datetime.now(datetime.timezone.utc))
+    if new is not None and new != old:
+        # A merge patch: keys the new progress no longer has are deleted by naming them null.
+        patch = {name: new.get(name) for name in set(old or {}) | set(new)}
+        job = await _call(runtime.kube.patch_status, job, {"progress": patch})
+        runtime.written_versions[key] = job["metadata"]["resourceVersion"]
+    return interval
+
+
+def _read_metrics(target: progress.Target, timeout: float) -> progress.Reading:
+    """GET one task's /metrics page (at most ``progress.MAX_PAGE_BYTES``)."""
+    try:
+        with urllib.request.urlopen(target.url, timeout=timeout) as response:  # noqa: S310 - http to a pod IP
+            text = response.read(progress.MAX_PAGE_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError) as e:  # URLError, timeouts and refused connections are OSErrors
+        reason = e.reason if isinstance(e, urllib.error.URLError) else e
+        return progress.Reading(target.pod, error=f"{target.pod}: could not read {target.url}: {reason}")
+    return progress.read_page(target.pod, text)
+
+
+async def _ensure_tls_secret(k: kube.Kube, job: dict[str, Any]) -> None:
+    """Creates the job's TLS Secret (job_certificates) unless it exists: made once per job,
+    never again, so its pods keep trusting each other across restarts. A Secret of that
+    name that is not the job's stops the creation of pods, with a warning event."""
+    meta = job["metadata"]
+    name = manifests.tls_secret_name(meta["name"])
+    secret = await _call(k.get_secret, meta["namespace"], name)
+    if secret is None:
+        secret = job_certificates.build_secret(job, spec_lib.parse_spec(job["spec"]))
+        try:
+            await _call(k.create_secret, secret)
+        except Exception as e:
+            code, message = kube.error_details(e)
+            kopf.event(_body(job), type="Warning", reason="FailedCreateSecret",
+                       message=f"could not create secret {name} for the job's TLS certificates: {message} ({code})")
+            raise
+        secret = await _call(k.get_secret, meta["namespace"], name)
+    if secret is not None and not job_certificates.owned_by(secret, job):
+        message = (f"secret {name} exists and is not this job's; the job's TLS certificates go there: delete or "
+                   f"rename it (if it belonged to a deleted job of the same name, it goes away shortly)")
+        kopf.event(_body(job), type="Warning", reason="FailedCreateSecret", message=message)
+        raise RuntimeError(message)
 
 
 def resolve_peering(settings: config.Settings) -> config.Settings:

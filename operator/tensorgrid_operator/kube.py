@@ -51,6 +51,8 @@ class Kube:
         self._api = kubernetes.client.ApiClient(configuration)
         self._core = kubernetes.client.CoreV1Api(self._api)
         self._custom = kubernetes.client.CustomObjectsApi(self._api)
+        self._networking = kubernetes.client.NetworkingV1Api(self._api)
+        self._policy = kubernetes.client.PolicyV1Api(self._api)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
@@ -89,6 +91,23 @@ class Kube:
     def create_service(self, service: Mapping[str, Any]) -> None:
         self._create("create_service", self._core.create_namespaced_service, service)
 
+    def get_secret(self, namespace: str, name: str) -> Optional[Obj]:
+        try:
+            secret: Obj = _json(self._core.read_namespaced_secret(name, namespace, _preload_content=False))
+            return secret
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("get_secret", e)
+
+    def create_secret(self, secret: Mapping[str, Any]) -> None:
+        self._create("create_secret", self._core.create_namespaced_secret, secret)
+    def create_network_policy(self, policy: Mapping[str, Any]) -> None:
+        self._create("create_network_policy", self._networking.create_namespaced_network_policy, policy)
+
+    def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> None:
+        self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
+
     def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
         try:
             fn(obj["metadata"]["namespace"], obj, _preload_content=False)
@@ -97,8 +116,10 @@ class Kube:
                 return  # AlreadyExists: an earlier reconcile (or another replica) made it
             raise _counted(operation, e)
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid))
+    def delete_pod(self, namespace: str, name: str, uid: str, force: bool = False) -> None:
+        """Delete the pod of that uid; ``force``: with a grace period of 0 (no wait for its kubelet)."""
+        body = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid),
+                                                 grace_period_seconds=0 if force else None)
         try:
             self._core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
         except kube_exceptions.ApiException as e:

@@ -24,6 +24,17 @@ PS_GRACE_ENV = "TENSORGRID_PS_GRACE_SECONDS"
 # training task has reported finishing, and the operator stops it when the job ends.
 ALL_WORKERS_PS_GRACE_SECONDS = 30 * 24 * 3600
 
+# Mutual TLS between a job's pods: the Secret of job_certificates.py, mounted into every
+# main container, whose runtime finds it through TLS_DIR_ENV.
+TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
+TLS_VOLUME = "tensorgrid-tls"
+TLS_MOUNT_PATH = "/var/run/tensorgrid/tls"
+
+
+def tls_secret_name(job_name: str) -> str:
+    """The Secret holding a job's CA certificate and its replicas' certificate and key."""
+    return f"{job_name}-tls"
+
 
 def owner_reference(job: Mapping[str, Any]) -> Obj:
     """Makes the job the controller of an object, so garbage collection follows the job."""
@@ -62,11 +73,13 @@ def replica_port(job_spec: spec_lib.JobSpec, rtype: spec_lib.ReplicaType, name: 
     """A port of a replica type: the main container's port of that name, else the default.
 
     The defaults: 2222 for gRPC (``tensorgrid``), the gRPC port + 1 for the data channel
-    (``tensorgrid-data``).
+    (``tensorgrid-data``), 9090 for the metrics (``metrics``).
     """
     declared = _declared_port(job_spec, rtype, name)
     if declared is not None:
         return declared
+    if name == spec_lib.METRICS_PORT_NAME:
+        return spec_lib.METRICS_PORT
     return replica_port(job_spec, rtype) + 1 if name == spec_lib.DATA_PORT_NAME else spec_lib.DEFAULT_PORT
 
 
@@ -126,13 +139,29 @@ def _declare_port(container: Obj, name: str, number: int) -> None:
     ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
 
 
+def _mount_tls(main: Obj, pod_spec: Obj, job_name: str) -> None:
+    """Mounts the job's TLS Secret read-only into the main container and points the runtime at it.
+
+    A template that sets ``TENSORGRID_TLS_DIR`` itself (its own certificates, e.g. from
+    cert-manager) keeps its value, and the Secret is mounted all the same.
+    """
+    volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != TLS_VOLUME]
+    volumes.append({"name": TLS_VOLUME, "secret": {"secretName": tls_secret_name(job_name)}})
+    pod_spec["volumes"] = volumes
+    mounts = [m for m in main.get("volumeMounts") or [] if m.get("name") != TLS_VOLUME]
+    mounts.append({"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True})
+    main["volumeMounts"] = mounts
+    if TLS_DIR_ENV not in {e.get("name") for e in main.get("env") or []}:
+        _set_env(main, TLS_DIR_ENV, TLS_MOUNT_PATH)
+
+
 def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0) -> Obj:
     """The pod for one replica: the user's template plus names, labels, TF_CONFIG and ports.
 
     ``restartPolicy`` is always ``Never``: the operator, not the kubelet, decides about
     restarts, so it sees every exit code and ``backoffLimit`` bounds every retry. The
     pod is labelled with the job's restart ``epoch``, so the pods of a run that a
-    whole-job restart replaced are known even after an operator crash.
+    whole-job restart (by an earlier operator) replaced are known even after an upgrade.
     """
     meta = job["metadata"]
     job_name, namespace = meta["name"], meta["namespace"]
@@ -144,21 +173,25 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)
     annotations = dict(tmeta.get("annotations") or {})
     pod_spec["restartPolicy"] = "Never"
+    # Training needs no API access: no token in the pod unless the template asks for one.
+    pod_spec.setdefault("automountServiceAccountToken", False)
     container = main_container(pod_spec)
     if container is not None:
         main: Obj = dict(container)
         _set_env(main, "TF_CONFIG", tf_config(job_name, namespace, job_spec, key))
-        _set_env(main, "TENSORGRID_METRICS_PORT", str(spec_lib.METRICS_PORT))
+        metrics_port = replica_port(job_spec, key.rtype, spec_lib.METRICS_PORT_NAME)
+        _set_env(main, "TENSORGRID_METRICS_PORT", str(metrics_port))
         data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
         _set_env(main, "TENSORGRID_DATA_PORT", str(data_port))
         grace = ps_grace_seconds(job_spec)
         declared = {e.get("name") for e in main.get("env") or []}
         if key.rtype is spec_lib.ReplicaType.PS and grace is not None and PS_GRACE_ENV not in declared:
             _set_env(main, PS_GRACE_ENV, str(grace))  # a value in the template wins
+        _mount_tls(main, pod_spec, job_name)
         main["ports"] = [dict(p) for p in main.get("ports") or []]
         _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))
         _declare_port(main, spec_lib.DATA_PORT_NAME, data_port)
-        _declare_port(main, spec_lib.METRICS_PORT_NAME, spec_lib.METRICS_PORT)
+        _declare_port(main, spec_lib.METRICS_PORT_NAME, metrics_port)
         pod_spec["containers"] = [main if c is container else c for c in pod_spec["containers"]]
     metadata: Obj = {
         "name": spec_lib.pod_name(job_name, key),
@@ -182,6 +215,7 @@ def build_service(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_
     selector = replica_labels(job_name, key, None)
     port = replica_port(job_spec, key.rtype)
     data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
+    metrics_port = replica_port(job_spec, key.rtype, spec_lib.METRICS_PORT_NAME)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -198,8 +232,8 @@ def build_service(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_
             "ports": [
                 {"name": spec_lib.PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"},
                 {"name": spec_lib.DATA_PORT_NAME, "port": data_port, "targetPort": data_port, "protocol": "TCP"},
-                {"name": spec_lib.METRICS_PORT_NAME, "port": spec_lib.METRICS_PORT,
-                 "targetPort": spec_lib.METRICS_PORT, "protocol": "TCP"},
+                {"name": spec_lib.METRICS_PORT_NAME, "port": metrics_port, "targetPort": metrics_port,
+                 "protocol": "TCP"},
             ],
         },
     }

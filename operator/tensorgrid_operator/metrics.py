@@ -22,7 +22,7 @@ JOBS_FAILED = prometheus_client.Counter(
     "tensorgrid_operator_jobs_failed_total", "TrainingJobs that failed.", ["namespace"], registry=REGISTRY)
 JOBS_RESTARTED = prometheus_client.Counter(
     "tensorgrid_operator_jobs_restarted_total",
-    "Restarts decided by the operator (one replica, or the whole job after a PS failure).",
+    "Replica restarts decided by the operator (collateral and disrupted replicas are not counted).",
     ["namespace"], registry=REGISTRY)
 JOBS = prometheus_client.Gauge(
     "tensorgrid_operator_jobs", "TrainingJobs this operator reconciles, by state.", ["phase"], registry=REGISTRY)
@@ -34,6 +34,10 @@ TIME_TO_ALL_PODS_RUNNING = prometheus_client.Histogram(
     "tensorgrid_operator_time_to_all_pods_running_seconds",
     "From a job's creation to every one of its pods first running.",
     buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600), registry=REGISTRY)
+CONSISTENT_READS = prometheus_client.Counter(
+    "tensorgrid_operator_consistent_reads_total",
+    "Reconciles that listed a job's pods and Services because the watches did not show the operator's last "
+    "writes yet (the others read kopf's indexes).", registry=REGISTRY)
 API_ERRORS = prometheus_client.Counter(
     "tensorgrid_operator_api_errors_total",
     "Kubernetes API calls that failed unexpectedly (not 404 on delete, not 409 AlreadyExists on create).",

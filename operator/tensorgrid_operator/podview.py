@@ -9,8 +9,10 @@ reading a pod live in one place.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any, Mapping, Optional
 
+from tensorgrid_operator import conditions
 from tensorgrid_operator import manifests
 from tensorgrid_operator import spec as spec_lib
 
@@ -49,6 +51,10 @@ class PodView:
     """The restart epoch the pod was created in (its label; 0 without one)."""
     sidecar_running: bool = False
     """The main container ended but the pod still runs: a sidecar (an injected istio-proxy) keeps it up."""
+    deletion_time: Optional[datetime.datetime] = None
+    """``metadata.deletionTimestamp``: when the grace period of a terminating pod ends."""
+    node: str = ""
+    """The node the pod is bound to (``spec.nodeName``); empty while unscheduled."""
 
     @property
     def active(self) -> bool:
@@ -161,4 +167,6 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         disrupted=_disruption(pod),
         epoch=_epoch(meta.get("labels") or {}),
         sidecar_running=sidecar_running,
+        deletion_time=conditions.parse_time(meta.get("deletionTimestamp")),
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
     )

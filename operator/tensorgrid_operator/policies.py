@@ -18,6 +18,9 @@ RT = spec_lib.ReplicaType
 
 # Replica types whose permanent failure fails the job (an evaluator's does not).
 FATAL_TYPES = frozenset({RT.CHIEF, RT.WORKER, RT.PS})
+# A chief or worker that fails this soon after a parameter server was last seen down failed
+# because of it (its calls to the PS broke): recreated without counting against backoffLimit.
+PS_COLLATERAL_SECONDS = 120.0
 
 
 def retry_verdict(policy: spec_lib.RestartPolicy, succeeded: bool, exit_code: Optional[int],
@@ -41,6 +44,28 @@ def retry_verdict(policy: spec_lib.RestartPolicy, succeeded: bool, exit_code: Op
     if verdict is exitcodes.ExitClass.RETRYABLE:
         return True, f"{code} is retryable under restartPolicy ExitCode"
     return False, f"{code} is permanent under restartPolicy ExitCode"
+
+
+def ps_down(view: Optional[Any]) -> bool:
+    """Whether a parameter server's pod (a ``podview.PodView``, ``None`` when there is none) serves no one now."""
+    return view is None or view.terminating or view.phase != "Running"
+
+
+def collateral_of_ps_loss(key: spec_lib.ReplicaKey, policy: spec_lib.RestartPolicy, succeeded: bool,
+                          ps_loss: Optional[Mapping[str, Any]], now: datetime.datetime) -> str:
+    """Why a failed chief or worker is collateral of a parameter server's loss; empty when it is not.
+
+    ``restartPolicy: Never`` is kept: such a replica is not recreated whatever the cause.
+    """
+    if succeeded or key.rtype not in (RT.CHIEF, RT.WORKER) or policy is spec_lib.RestartPolicy.NEVER \
+            or not ps_loss:
+        return ""
+    seen = conditions.parse_time(ps_loss.get("lastSeenDown"))
+    if seen is None or (now - seen).total_seconds() > PS_COLLATERAL_SECONDS:
+        return ""
+    replicas = ", ".join(ps_loss.get("replicas") or [])
+    return (f"it failed within {PS_COLLATERAL_SECONDS:g}s of parameter server {replicas} being down (last seen "
+            f"down at {ps_loss['lastSeenDown']}): collateral of that loss, not counted against backoffLimit")
 
 
 def decides_success(job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> bool:

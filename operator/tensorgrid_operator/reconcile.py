@@ -12,9 +12,11 @@ crash half-way through applying a plan, converges to the same place.
 What must survive pods disappearing lives in ``status`` and is carried forward here:
 the record of finished replicas (a completed pod that is deleted is never re-run),
 restart counts (``backoffLimit`` bounds every retry), the uids of failed pods
-whose restart was already counted (a repeated reconcile does not count it twice), and
-the restart epoch (the pods of a run that a whole-job restart replaced are deleted even
-when the deletions of that restart were lost), and each failed replica's retry delay
+whose restart was already counted (a repeated reconcile does not count it twice),
+the restart epoch (the pods of a run that a whole-job restart by an earlier operator
+replaced are deleted even when the deletions of that restart were lost), when a
+parameter server was last seen down (``status.parameterServerLoss``: workers failing
+soon after are collateral), and each failed replica's retry delay
 (``status.replicaBackoff``: it is created again only when its delay is over).
 """
 
@@ -29,6 +31,7 @@ from tensorgrid_operator import manifests
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
 from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator import terminating
 
 Obj = dict[str, Any]
 RT = spec_lib.ReplicaType
@@ -36,6 +39,9 @@ RT = spec_lib.ReplicaType
 FAILED_CREATE = "FailedCreate"
 # Reasons of Running=False that name why pods do not run (the State column shows them).
 NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, FAILED_CREATE)
+# What happens when a parameter server is lost, however it was lost (docs/operator.md, "PS failures").
+PS_RECOVERY = ("the parameter server is recreated alone; the chief restores the latest checkpoint into it and "
+               "the workers reconnect")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +59,8 @@ class Plan:
     delete_pods: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     """(name, uid): deleted with a uid precondition, so a newer pod of that name is never hit."""
     delete_services: list[str] = dataclasses.field(default_factory=list)
+    force_delete_pods: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    """(name, uid) of pods stuck terminating, deleted with a grace period of 0 (``terminating``)."""
     status: Optional[Obj] = None
     """The complete new status, or ``None`` when it did not change."""
     events: list[Event] = dataclasses.field(default_factory=list)
@@ -67,7 +75,7 @@ class Plan:
     @property
     def has_actions(self) -> bool:
         return bool(self.create_pods or self.create_services or self.delete_pods or self.delete_services
-                    or self.delete_job)
+                    or self.force_delete_pods or self.delete_job)
 
 
 @dataclasses.dataclass
@@ -86,6 +94,9 @@ class _Work:
     backoff: dict[str, Obj]
     """``status.replicaBackoff`` by replica: how many times in a row it failed, when it may be created again."""
     retry_delay: policies.RetryDelay
+    stuck: terminating.StuckPolicy
+    ps_loss: Optional[Obj]
+    """``status.parameterServerLoss``: which parameter servers were last seen down, and when."""
     start_time: Optional[datetime.datetime] = None
     """The startTime to write, when this reconcile (re)starts the active clock."""
     finished_now: bool = False
@@ -127,7 +138,8 @@ class _Work:
 
 
 def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],
-              now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay()) -> Plan:
+              now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay(),
+              stuck: terminating.StuckPolicy = terminating.StuckPolicy()) -> Plan:
     """The plan that moves the cluster from what is observed towards what ``job`` asks for."""
     meta = job["metadata"]
     old_status: Mapping[str, Any] = job.get("status") or {}
@@ -143,6 +155,8 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         epoch=int(old_status.get("restartEpoch") or 0),
         backoff={e["replica"]: dict(e) for e in old_status.get("replicaBackoff") or []},
         retry_delay=retry_delay,
+        stuck=stuck,
+        ps_loss=old_status.get("parameterServerLoss"),
     )
     owned = [p for p in pods if podview.owned_by(p, meta["uid"])]
     foreign_names = {(p.get("metadata") or {}).get("name") for p in pods if not podview.owned_by(p, meta["uid"])}
@@ -186,24 +200,17 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
             return _conclude(work, old_status, job_spec, views)
         work.requeue((due - now).total_seconds())
 
-    # A whole-job restart whose status landed but whose deletions did not: finish it first.
+    # A whole-job restart (by an earlier operator) whose status landed but whose deletions did not.
     _delete_old_epochs(work, views, announce=True)
     by_name = {v.key.short_name: v for v in views if v.key is not None}
-    restart_job_reason = _observe_outcomes(work, job_spec, desired, by_name)
+    _note_ps_loss(work, desired, by_name)
+    _observe_outcomes(work, job_spec, desired, by_name)
 
     outcome = _outcome(work, job_spec)
     if outcome is not None:
         ctype, reason, message = outcome
         _finish(work, job_spec, views, own_services, ctype, reason, message)
         return _conclude(work, old_status, job_spec, views)
-
-    if restart_job_reason:
-        work.epoch += 1
-        _delete_old_epochs(work, views, announce=False)
-        cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "JobRestarting", restart_job_reason, now)
-        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "JobRestarting", restart_job_reason, now)
-        work.event("Warning", "JobRestarting", restart_job_reason)
-        plan.transitions.append("restarted")
 
     _create_missing(work, job_spec, desired, by_name, own_services, foreign_names)
     _running_conditions(work, job_spec, desired, by_name)
@@ -230,10 +237,20 @@ def _delete_old_epochs(work: _Work, views: Sequence[podview.PodView], announce: 
                                             f"{work.epoch}): {', '.join(v.name for v in old)}")
 
 
+def _note_ps_loss(work: _Work, desired: Mapping[str, spec_lib.ReplicaKey],
+                  by_name: Mapping[str, podview.PodView]) -> None:
+    """Remember when a parameter server of a job that ran was last seen down (``status.parameterServerLoss``)."""
+    if not (work.job.get("status") or {}).get("allPodsRunningTime"):
+        return  # a PS still starting up is not a loss: workers failing then are judged as usual
+    down = sorted(spec_lib.pod_name(work.job["metadata"]["name"], key) for short, key in desired.items()
+                  if key.rtype is RT.PS and short not in work.finished and policies.ps_down(by_name.get(short)))
+    if down:
+        work.ps_loss = {"replicas": down, "lastSeenDown": cond_lib.format_time(work.now)}
+
+
 def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[str, spec_lib.ReplicaKey],
-                      by_name: Mapping[str, podview.PodView]) -> str:
-    """Record finished replicas and schedule restarts; returns why the whole job restarts, if it does."""
-    restart_job_reason = ""
+                      by_name: Mapping[str, podview.PodView]) -> None:
+    """Record finished replicas and schedule restarts."""
     limit = job_spec.run_policy.backoff_limit
     for short, key in desired.items():
         view = by_name.get(short)
@@ -252,9 +269,16 @@ def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[
                        f"recreating {view.name}, stopped by the cluster ({view.disrupted}); "
                        f"not counted against backoffLimit")
             continue
+        collateral = policies.collateral_of_ps_loss(key, policy, succeeded, work.ps_loss, work.now)
+        if collateral:
+            # A worker that failed because its parameter server went away: recreated, not counted.
+            work.delete_pod(view)
+            entry = work.back_off(short, "ReplicaRestarting", collateral)
+            message = f"restarting {view.name}: {collateral}; {policies.retry_note(entry, work.now)}"
+            cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
+            work.event("Normal", "ReplicaRestarting", message)
+            continue
         retry, why = policies.retry_verdict(policy, succeeded, view.exit_code, policies.decides_success(job_spec, key))
-        if retry and restart_job_reason:
-            continue  # goes down with the whole-job restart, uncounted
         if retry and work.total_restarts() >= limit:
             _record(work, key, view, cond_lib.FAILED, "BackoffLimitExceeded",
                     f"{why}, but the job already used its {limit} retries (backoffLimit)")
@@ -268,19 +292,14 @@ def _observe_outcomes(work: _Work, job_spec: spec_lib.JobSpec, desired: Mapping[
         work.restarted_uids[view.uid] = view.name
         work.delete_pod(view)
         budget = f"retry {work.total_restarts()} of {limit}"
+        entry = work.back_off(short, "ReplicaRestarting", why)
+        message = f"restarting {view.name}: {why} ({budget}; {policies.retry_note(entry, work.now)})"
         if key.rtype is RT.PS:
-            entry = work.back_off(short, "JobRestarting", why)
-            restart_job_reason = (f"{view.name} ended ({why}): a parameter server's state is gone, so every pod "
-                                  f"is recreated and training resumes from the latest checkpoint ({budget}; "
-                                  f"{policies.retry_note(entry, work.now)})")
-        else:
-            entry = work.back_off(short, "ReplicaRestarting", why)
-            message = f"restarting {view.name}: {why} ({budget}; {policies.retry_note(entry, work.now)})"
-            cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
-            cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "ReplicaRestarting", message, work.now)
-            work.event("Warning", "ReplicaRestarting", message)
-            work.plan.transitions.append("restarted")
-    return restart_job_reason
+            message += f"; {PS_RECOVERY}"
+        cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "ReplicaRestarting", message, work.now)
+        work.event("Warning", "ReplicaRestarting", message)
+        work.plan.transitions.append("restarted")
 
 
 def _record(work: _Work, key: spec_lib.ReplicaKey, view: podview.PodView, outcome: str, reason: str,
@@ -507,6 +526,7 @@ def job_state(conditions: Sequence[Mapping[str, Any]]) -> str:
 def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spec_lib.JobSpec],
               views: Sequence[podview.PodView]) -> Plan:
     """Assemble the new status; keep ``plan.status`` ``None`` when it equals the old one."""
+    _stuck_terminating(work, views)
     now, plan = work.now, work.plan
     deleting = {uid for _, uid in plan.delete_pods}
     live = [v for v in views if v.key is not None and not v.terminating and v.uid not in deleting]
@@ -536,6 +556,8 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
                                       if u in observed_uids), key=lambda r: (r["name"], r["uid"]))
     status["restarts"] = work.total_restarts()
     status["restartEpoch"] = work.epoch
+    if work.ps_loss is not None:
+        status["parameterServerLoss"] = work.ps_loss
     status["replicaBackoff"] = _backoff_to_keep(work, job_spec)
     status["observedGeneration"] = work.job["metadata"].get("generation", 0)
     if work.start_time is not None:
@@ -555,6 +577,26 @@ def _conclude(work: _Work, old_status: Mapping[str, Any], job_spec: Optional[spe
             plan.all_running_seconds = max(0.0, (now - created).total_seconds())
     plan.status = None if status == dict(old_status) else status
     return plan
+
+
+def _stuck_terminating(work: _Work, views: Sequence[podview.PodView]) -> None:
+    """Say which pods are stuck terminating (a Warning when that changes); force-delete them if told to."""
+    stuck, due = terminating.stuck_pods(views, work.now, work.stuck)
+    if due is not None:
+        work.requeue(due)
+    previous = cond_lib.get_condition(work.conditions, cond_lib.STUCK_TERMINATING)
+    if not stuck:
+        if previous is not None and previous.get("status") == "True":
+            cond_lib.set_condition(work.conditions, cond_lib.STUCK_TERMINATING, False, "NoPodStuckTerminating",
+                                   "no pod of the job is stuck terminating", work.now)
+        return
+    message = terminating.describe(stuck, work.stuck)
+    if previous is None or previous.get("status") != "True" or previous.get("message") != message:
+        work.event("Warning", terminating.REASON, message)
+    cond_lib.set_condition(work.conditions, cond_lib.STUCK_TERMINATING, True, terminating.REASON, message, work.now)
+    if work.stuck.force_delete:
+        work.plan.force_delete_pods.extend((v.name, v.uid) for v in stuck)
+        work.requeue(work.stuck.after_seconds)  # look again, in case a deletion is lost
 
 
 def _backoff_to_keep(work: _Work, job_spec: Optional[spec_lib.JobSpec]) -> list[Obj]:

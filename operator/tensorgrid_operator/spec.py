@@ -95,7 +95,7 @@ class RunPolicy:
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
     """Which pods to delete when the job finishes."""
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT
-    """Retries (pod or whole-job restarts) allowed before the job fails."""
+    """Retries (replica restarts) allowed before the job fails."""
     active_deadline_seconds: Optional[int] = None
     """Seconds from start (or resume) after which the job fails and its pods stop."""
     ttl_seconds_after_finished: Optional[int] = None

@@ -4,6 +4,12 @@ Starts one process per task with its own ``TF_CONFIG`` (free ports on 127.0.0.1)
 streams every task's output with a ``[job:index]`` prefix, and when the chief exits
 gives the other tasks a moment to finish, stops whatever is still running, and
 exits with the chief's status.
+
+Tasks talk mutual TLS: each run makes a fresh CA (its key only in memory) and one
+certificate per task for the loopback names, in a temporary directory removed when the
+run ends; each task finds its own through ``TENSORGRID_TLS_DIR``. With
+``TENSORGRID_INSECURE=1`` (and no ``TENSORGRID_TLS_DIR``) no certificates are made and the
+tasks run without TLS, warning so.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import IO, Optional, Sequence
 
+from tensorgrid.distributed import certificates
 from tensorgrid.distributed import ports
+from tensorgrid.distributed.transport import tls
 
 _COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33"}
 
@@ -73,6 +82,22 @@ def run(spec: LocalClusterSpec, command: Sequence[str], out: IO[str] = sys.stdou
     if spec.workers < 0 or spec.ps < 0 or (spec.workers == 0 and not spec.chief):
         raise ValueError(f"A cluster needs at least one worker or a chief, got --ps {spec.ps} --workers {spec.workers}")
     cluster = cluster_for(spec)
+    insecure = not os.environ.get(tls.TLS_DIR_ENV) and os.environ.get(tls.INSECURE_ENV) == "1"
+    with tempfile.TemporaryDirectory(prefix="tensorgrid-local-tls-") as tls_root:
+        task_tls_dirs = {} if insecure else _task_certificates(cluster, tls_root)
+        return _run_tasks(spec, cluster, task_tls_dirs, command, out)
+
+
+def _task_certificates(cluster: dict[str, list[str]], root: str) -> dict[tuple[str, int], str]:
+    """A fresh CA for this run and a certificate per task under ``root``: each task's ``TENSORGRID_TLS_DIR``."""
+    authority = certificates.new_authority("tensorgrid local CA")
+    return {(job, index): certificates.write_task_directory(os.path.join(root, f"{job}-{index}"), authority,
+                                                            f"tensorgrid local {job}:{index}")
+            for job, addresses in cluster.items() for index in range(len(addresses))}
+
+
+def _run_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_dirs: dict[tuple[str, int], str],
+               command: Sequence[str], out: IO[str]) -> int:
     color = out.isatty() and not os.environ.get("NO_COLOR")
     lock = threading.Lock()
     tasks: list[_Task] = []
@@ -87,6 +112,8 @@ def run(spec: LocalClusterSpec, command: Sequence[str], out: IO[str] = sys.stdou
                                            "environment": "cloud"})
             env["PYTHONUNBUFFERED"] = "1"
             env["TENSORGRID_SYNC"] = "1" if spec.sync else "0"
+            if task_tls_dirs:
+                env[tls.TLS_DIR_ENV] = task_tls_dirs[(job, index)]
             argv = list(command)
             if job == "ps" and spec.ps_server:
                 argv = [sys.executable, "-m", "tensorgrid", "server"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator, Optional
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -36,6 +36,10 @@ DATA_CHANNEL_FALLBACKS = Counter(
     "tensorgrid_data_channel_fallbacks",
     "Calls this task sent over gRPC because the peer's data channel could not be reached.",
     ["peer"], registry=REGISTRY)
+# The operator reads it (with tensorgrid_global_step) into the TrainingJob's status.progress.
+TARGET_STEP = Gauge("tensorgrid_target_step",
+                    "The global step at which this task's StopAtStepHook ends the training (0: no such hook).",
+                    registry=REGISTRY)
 TENSORS_RECEIVED = Counter("tensorgrid_tensors_received", "Tensors this task received from peers or clients.",
                            registry=REGISTRY)
 

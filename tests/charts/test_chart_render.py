@@ -33,14 +33,16 @@ def test_every_object_is_labelled_and_placed(name: str) -> None:
 def test_defaults() -> None:
     manifests = render({})
     kinds = sorted(m["kind"] for m in manifests)
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
-                     "ServiceAccount"]
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                     "Deployment", "Service", "ServiceAccount"]  # the operator's, and edit and view (aggregated)
     deployment = one(manifests, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["image"] == "tensorgrid-operator:0.1.0"
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
-                                 "--resync-seconds=60", "--api-workers=16"]
+                                 "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
+                                 "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
+                                 "--ps-anti-affinity=off"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME
@@ -49,6 +51,36 @@ def test_defaults() -> None:
     assert service["metadata"]["name"] == f"{FULLNAME}-metrics"
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+OPERATOR_AS_METRICS_PEER = "--network-policy-metrics-from=" + json.dumps([{
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NAMESPACE}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/instance": "tg", "app.kubernetes.io/name": "tensorgrid-operator"}}}],
+    separators=(",", ":"))
+
+
+def test_network_policy_and_training_pod_values_reach_the_operator() -> None:
+    def args(values: dict[str, object]) -> list[str]:
+        return list(one(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    flag = next(a for a in args({"networkPolicy": {"prometheus": prometheus}})
+                if a.startswith("--network-policy-metrics-from="))
+    peers = json.loads(flag.split("=", 1)[1])
+    assert peers[1] == prometheus and len(peers) == 2
+    only_namespace = {"namespaceSelector": prometheus["namespaceSelector"]}
+    flag = next(a for a in args({"networkPolicy": {"prometheus": only_namespace}})
+                if a.startswith("--network-policy-metrics-from="))
+    assert json.loads(flag.split("=", 1)[1])[1] == only_namespace
+    outside = {"ipBlock": {"cidr": "192.0.2.0/24"}}
+    flag = next(a for a in args({"networkPolicy": {"extraMetricsPeers": [outside]}})
+                if a.startswith("--network-policy-metrics-from="))
+    assert json.loads(flag.split("=", 1)[1])[1:] == [outside]
+    off = args({"networkPolicy": {"enabled": False}, "trainingPods": {"psDisruptionBudget": False,
+                                                                      "psAntiAffinity": "required"}})
+    assert "--no-network-policy" in off and "--no-ps-disruption-budget" in off and "--ps-anti-affinity=required" in off
+    assert not [a for a in off if a.startswith("--network-policy-metrics-from")]
 
 
 def test_pod_is_hardened_and_probed() -> None:
@@ -97,7 +129,7 @@ def test_standalone_recreates_and_drops_metrics() -> None:
     assert "--standalone" in container["args"] and "--metrics-port=off" in container["args"]
     assert [p["name"] for p in container["ports"]] == ["liveness"]
     assert not by_kind(manifests, "Service") and not by_kind(manifests, "ClusterKopfPeering")
-    rules = one(manifests, "ClusterRole")["rules"]
+    rules = [r for role in by_kind(manifests, "ClusterRole") for r in role["rules"]]
     assert not [r for r in rules if r["apiGroups"] == ["kopf.dev"]]
 
 

@@ -191,6 +191,12 @@ def test_the_code_scan_sees_the_calls() -> None:
     assert owner_reference_needs() == {("tensorgrid.io", "trainingjobs/finalizers", "update")}
 
 
+def operator_cluster_roles(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ClusterRoles bound to the operator (not those aggregated into the default user roles)."""
+    return [r for r in by_kind(manifests, "ClusterRole")
+            if not any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in r["metadata"]["labels"])]
+
+
 def _compare(granted_set: set[Triple], needed: set[Triple], what: str) -> None:
     extra, missing = granted_set - needed, needed - granted_set
     assert not extra and not missing, (f"{what}: granted but never used: {sorted(extra)}; "
@@ -204,7 +210,7 @@ def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
     peering = values.get("peering", {}).get("enabled", True)
     assert not by_kind(manifests, "Role")
     needed = operator_api_calls() | owner_reference_needs() | kopf_needs(False, peering)
-    _compare(granted(by_kind(manifests, "ClusterRole")), needed, "ClusterRole")
+    _compare(granted(operator_cluster_roles(manifests)), needed, "ClusterRole")
 
 
 @pytest.mark.parametrize("peering", [True, False])
@@ -212,11 +218,44 @@ def test_roles_per_namespace_are_exactly_what_the_operator_uses(peering: bool) -
     manifests = render({"watchNamespaces": ["tg-team-a", "tg-team-b"], "peering": {"enabled": peering}})
     needed = operator_api_calls() | owner_reference_needs() | kopf_needs(True, peering)
     cluster_needed = {t for t in needed if t[1] in CLUSTER_SCOPED}
-    _compare(granted(by_kind(manifests, "ClusterRole")), cluster_needed, "ClusterRole")
+    _compare(granted(operator_cluster_roles(manifests)), cluster_needed, "ClusterRole")
     roles = by_kind(manifests, "Role")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["tg-team-a", "tg-team-b"]
     for role in roles:
         _compare(granted([role]), needed - cluster_needed, f"Role in {role['metadata']['namespace']}")
+
+
+def test_aggregated_roles_let_edit_manage_and_view_read_trainingjobs() -> None:
+    manifests = render({})
+    roles = {r["metadata"]["name"]: r for r in by_kind(manifests, "ClusterRole")}
+    edit, view = roles[f"{FULLNAME}-edit"], roles[f"{FULLNAME}-view"]
+    assert {k: v for k, v in edit["metadata"]["labels"].items() if k.startswith("rbac.")} == {
+        "rbac.authorization.k8s.io/aggregate-to-admin": "true", "rbac.authorization.k8s.io/aggregate-to-edit": "true"}
+    assert {k: v for k, v in view["metadata"]["labels"].items() if k.startswith("rbac.")} == {
+        "rbac.authorization.k8s.io/aggregate-to-view": "true"}
+    assert ("tensorgrid.io", "trainingjobs", "create") in granted([edit])
+    assert not {t for t in granted([edit]) | granted([view]) if t[1] == "trainingjobs/status" and t[2] != "get"
+                and t[2] not in ("list", "watch")}, "users never write the status"
+    assert {t[2] for t in granted([view])} == {"get", "list", "watch"}
+    assert not [r for r in by_kind(render({"rbac": {"aggregateToDefaultRoles": False}}), "ClusterRole")
+                if r["metadata"]["name"].endswith(("-edit", "-view"))]
+
+
+def test_aggregated_roles_reach_the_default_roles_on_a_real_api_server(controlplane: ControlPlane) -> None:
+    cp = controlplane
+    if cp.kubectl("get", "namespace", RELEASE_NAMESPACE, check=False).returncode != 0:
+        cp.kubectl("create", "namespace", RELEASE_NAMESPACE)
+    roles = [r for r in by_kind(render({}), "ClusterRole") if r["metadata"]["name"].endswith(("-edit", "-view"))]
+    cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(roles))
+
+    def can(role: str, verb: str) -> bool:
+        rules = json.loads(cp.kubectl("get", "clusterrole", role, "-o", "json").stdout).get("rules") or []
+        return any("tensorgrid.io" in r.get("apiGroups", []) and "trainingjobs" in r.get("resources", [])
+                   and verb in r.get("verbs", []) for r in rules)
+
+    wait_for(lambda: can("edit", "create") and can("admin", "delete") and can("view", "list"), 30,
+             "the aggregation controller to add TrainingJobs to edit, admin and view")
+    assert not can("view", "create")
 
 
 # --- the operator under exactly the chart's RBAC, on a real API server -----------------------------
@@ -304,6 +343,9 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         wait_for(lambda: _names(cp, job_namespace, "pods,services") == {
             "pod/rbac-ps-0", "pod/rbac-worker-0", "service/rbac-ps-0", "service/rbac-worker-0"}, 60,
             "the job's pods and Services", lambda: _names(cp, job_namespace, "pods,services"))
+        kinds = "networkpolicies,poddisruptionbudgets"
+        assert _names(cp, job_namespace, kinds) == {"networkpolicy.networking.k8s.io/rbac",
+                                                    "poddisruptionbudget.policy/rbac-ps"}
         _finish_as_kubelet(cp, job_namespace, "rbac-worker-0")
         # Succeeded (status patch, events), PS pod deleted, then deleted by its TTL of 0 (finalizer removed).
         wait_for(lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", check=False).returncode != 0, 60,

@@ -181,7 +181,8 @@ def test_operator_image_installs_what_the_operator_imports() -> None:
     requirements = _load_script("operator-requirements.py")
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     names = {requirements.requirement_name(r) for r in requirements.operator_requirements(pyproject)}
-    distributions = {"kopf": "kopf", "kubernetes": "kubernetes", "prometheus_client": "prometheus-client"}
+    distributions = {"kopf": "kopf", "kubernetes": "kubernetes", "prometheus_client": "prometheus-client",
+                     "cryptography": "cryptography"}
     imported = set()
     for path in (ROOT / "operator" / "tensorgrid_operator").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

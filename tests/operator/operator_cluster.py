@@ -32,6 +32,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"
 HACK = ROOT / "hack"
 T = TypeVar("T")
+# Where the operator under test is told Prometheus runs (the job's NetworkPolicy lets it reach the metrics port).
+PROMETHEUS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},)
 
 
 def binaries_dir() -> pathlib.Path:
@@ -63,6 +66,8 @@ class ControlPlane:
         self.api = kubernetes.client.ApiClient(configuration)
         self.core = kubernetes.client.CoreV1Api(self.api)
         self.custom = kubernetes.client.CustomObjectsApi(self.api)
+        self.networking = kubernetes.client.NetworkingV1Api(self.api)
+        self.policy = kubernetes.client.PolicyV1Api(self.api)
 
     def kubectl(self, *args: str, stdin: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([str(self.kubectl_path), "--kubeconfig", self.kubeconfig, *args], input=stdin,
@@ -145,10 +150,13 @@ def operator(controlplane: ControlPlane) -> Iterator[Operator]:
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = controlplane.kubeconfig  # kopf's own login reads it
     liveness = free_port()
-    # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays.
+    # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays;
+    # progress read every second; pods stuck terminating reported 2 s after their grace period.
     handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
                                        peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
-                                       max_retry_delay_seconds=4.0))
+                                       max_retry_delay_seconds=4.0, progress_interval_seconds=1.0,
+                                       stuck_terminating_seconds=2.0,
+                                       network_policy_metrics_from=PROMETHEUS_PEERS, ps_anti_affinity="preferred"))
     args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
             f"--liveness=http://127.0.0.1:{liveness}/healthz"]
     try:
@@ -218,8 +226,9 @@ class Namespace:
             self.name, field_selector=f"involvedObject.name={job},involvedObject.kind=TrainingJob").items)
         return list(items)
 
-    def set_phase(self, pod: str, phase: str, exit_code: Optional[int] = None, reason: str = "") -> None:
-        """What a kubelet reports: the phase and the main container's state."""
+    def set_phase(self, pod: str, phase: str, exit_code: Optional[int] = None, reason: str = "",
+                  pod_ip: Optional[str] = None) -> None:
+        """What a kubelet reports: the phase, the main container's state, and the pod's IP when given."""
         if exit_code is None:
             state: dict[str, Any] = {"running": {"startedAt": "2030-01-01T00:00:00Z"}}
         else:
@@ -229,6 +238,8 @@ class Namespace:
         body = {"status": {"phase": phase, "containerStatuses": [{
             "name": "tensorgrid", "image": "tensorgrid:test", "imageID": "", "ready": exit_code is None,
             "restartCount": 0, "started": exit_code is None, "state": state}]}}
+        if pod_ip is not None:
+            body["status"].update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
         self.cp.core.patch_namespaced_pod_status(pod, self.name, body)
 
     def run_all(self, job: str) -> None:

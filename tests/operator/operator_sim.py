@@ -18,6 +18,7 @@ from tensorgrid_operator import conditions
 from tensorgrid_operator import creation
 from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
+from tensorgrid_operator import terminating
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
 _uids = itertools.count(1)
@@ -71,6 +72,8 @@ class Sim:
         self.outcome: Optional[creation.Outcome] = None
         """What the last applied plan's creations came to."""
         self.job_deleted = False
+        self.stuck = terminating.StuckPolicy()
+        """When terminating pods count as stuck and whether they are force-deleted."""
         self.refuse: dict[tuple[str, str], tuple[Optional[int], str]] = {}
         """(kind, name) -> (HTTP status, message) of the creations the API server refuses."""
 
@@ -86,7 +89,7 @@ class Sim:
     def plan(self) -> reconcile.Plan:
         """Reconcile without applying."""
         return reconcile.reconcile(self.job, list(self.pods.values()), list(self.services.values()), self.now,
-                                   self.retry_delay)
+                                   self.retry_delay, self.stuck)
 
     def step(self, seconds: float = 0.0) -> reconcile.Plan:
         """Advance the clock, reconcile, and apply the plan."""
@@ -100,7 +103,7 @@ class Sim:
         if status and plan.status is not None:
             self.job["status"] = copy.deepcopy(plan.status)
         if deletes:
-            for name, uid in plan.delete_pods:
+            for name, uid in plan.delete_pods + plan.force_delete_pods:
                 if name in self.pods and self.pods[name]["metadata"]["uid"] == uid:
                     del self.pods[name]
             for name in plan.delete_services:

@@ -96,22 +96,29 @@ def test_worker_failure_under_each_restart_policy(operator: Operator, namespace:
 
 
 def test_backoff_limit_and_ps_restart(operator: Operator, namespace: Namespace) -> None:
-    """A PS failure restarts every pod; the next failure is over budget and fails the job."""
+    """A crashed PS is recreated alone; a worker failing with it is collateral; the next PS crash is over budget."""
     namespace.apply(job_manifest("budget", ps=1, workers=2, policy="OnFailure", run_policy={"backoffLimit": 1}))
     names = {"budget-ps-0", "budget-worker-0", "budget-worker-1"}
     first = namespace.wait_pods("budget", names)
     namespace.run_all("budget")
     namespace.wait_state("budget", "Running")
     namespace.set_phase("budget-ps-0", "Failed", 137, "OOMKilled")
-    wait_for(lambda: {p["metadata"]["uid"] for p in namespace.pods("budget").values()}.isdisjoint(
-        {p["metadata"]["uid"] for p in first.values()}) and len(namespace.pods("budget")) == 3,
-        20, "every pod recreated after the PS failure")
+    wait_for(lambda: namespace.pods("budget").get("budget-ps-0", first["budget-ps-0"])["metadata"]["uid"]
+             != first["budget-ps-0"]["metadata"]["uid"], 20, "the PS recreated")
+    pods = namespace.pods("budget")
+    assert all(pods[w]["metadata"]["uid"] == first[w]["metadata"]["uid"] for w in ("budget-worker-0", "budget-worker-1"))
     status = namespace.status("budget")
     assert status["replicaStatuses"]["PS"]["restarts"] == 1
-    assert namespace.condition("budget", "Restarting")["reason"] == "JobRestarting"
+    assert "recreated alone" in namespace.condition("budget", "Restarting")["message"]
+    assert status["parameterServerLoss"]["replicas"] == ["budget-ps-0"]
+
+    namespace.set_phase("budget-worker-1", "Failed", 1)  # its PS had just gone: collateral, not counted
+    wait_for(lambda: namespace.pods("budget").get("budget-worker-1", first["budget-worker-1"])["metadata"]["uid"]
+             != first["budget-worker-1"]["metadata"]["uid"], 20, "the collateral worker recreated")
+    assert namespace.status("budget")["restarts"] == 1
     namespace.run_all("budget")
     namespace.wait_state("budget", "Running")
-    namespace.set_phase("budget-worker-1", "Failed", 137)
+    namespace.set_phase("budget-ps-0", "Failed", 137)
     namespace.wait_state("budget", "Failed")
     assert namespace.condition("budget", "Failed")["reason"] == "BackoffLimitExceeded"
     assert namespace.status("budget")["restarts"] == 1

@@ -217,7 +217,7 @@ def test_backoff_limit_exhausted() -> None:
     assert "backoffLimit" in sim.condition("Failed")["message"]
 
 
-def test_whole_job_restarts_count_against_the_same_budget() -> None:
+def test_ps_restarts_count_against_the_same_budget() -> None:
     sim = started(make_job(ps=1, workers=2, policy="OnFailure", run_policy={"backoffLimit": 1}))
     sim.set_phase("mnist-ps-0", "Failed", 137)
     sim.step()
@@ -225,7 +225,7 @@ def test_whole_job_restarts_count_against_the_same_budget() -> None:
     sim.run_all()
     sim.step()
     sim.set_phase("mnist-worker-1", "Failed", 1)
-    sim.step()
+    sim.step(policies.PS_COLLATERAL_SECONDS + 1)  # long after the PS came back: the worker's own failure
     assert sim.condition("Failed")["reason"] == "BackoffLimitExceeded"
 
 
@@ -326,66 +326,89 @@ def test_disruptions_and_vanished_pods_are_recreated_at_once() -> None:
     assert sim.status["replicaBackoff"] == []
 
 
-# --- PS failure: the whole job restarts -------------------------------------------------------
+# --- PS failure: the PS is recreated alone; workers failing with it are collateral ------------
 
-def test_ps_failure_restarts_the_whole_job() -> None:
+def test_a_crashed_ps_is_recreated_alone_and_counted() -> None:
     sim = started(make_job(ps=2, workers=3, policy="ExitCode"))
-    sim.set_phase("mnist-worker-2", "Succeeded", 0)
-    sim.step()
+    workers = {n: p["metadata"]["uid"] for n, p in sim.pods.items() if "worker" in n}
     sim.set_phase("mnist-ps-1", "Failed", 137)
-    sim.set_phase("mnist-worker-1", "Failed", 143)  # dies with its PS: not a separate retry
     plan = sim.step()
-    assert {n for n, _ in plan.delete_pods} == {"mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"}
-    assert sim.condition("Restarting")["reason"] == "JobRestarting"
-    assert "latest checkpoint" in sim.condition("Restarting")["message"]
-    assert sim.status["replicaStatuses"]["PS"]["restarts"] == 1
-    assert sim.status["restarts"] == 1
+    assert [n for n, _ in plan.delete_pods] == ["mnist-ps-1"]
+    restarting = sim.condition("Restarting")
+    assert restarting["reason"] == "ReplicaRestarting" and "recreated alone" in restarting["message"]
+    assert sim.status["replicaStatuses"]["PS"]["restarts"] == 1 and sim.status["restarts"] == 1
+    assert sim.status["parameterServerLoss"] == {"replicas": ["mnist-ps-1"], "lastSeenDown": "2030-01-01T00:00:00Z"}
     assert sim.step(FIRST_DELAY - 1).create_pods == [], "while the PS waits, every replica does"
     plan = sim.step(1)
-    assert {p["metadata"]["name"] for p in plan.create_pods} == {
-        "mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"}  # worker-2 finished: never re-run
+    assert [p["metadata"]["name"] for p in plan.create_pods] == ["mnist-ps-1"]
+    assert {n: p["metadata"]["uid"] for n, p in sim.pods.items() if "worker" in n} == workers
     sim.run_all()
     sim.step()
     assert sim.status["state"] == "Running"
+
+
+@pytest.mark.parametrize("how", ["crashed", "deleted", "evicted"])
+def test_workers_failing_with_their_ps_are_collateral_however_the_ps_was_lost(how: str) -> None:
+    """Exit 1 is permanent under ExitCode, but not when the worker's PS had just gone."""
+    sim = started(make_job(ps=1, workers=3, policy="ExitCode"))
+    if how == "crashed":
+        sim.set_phase("mnist-ps-0", "Failed", 137)
+    elif how == "deleted":
+        del sim.pods["mnist-ps-0"]
+    else:
+        sim.set_phase("mnist-ps-0", "Failed", 143)
+        sim.pods["mnist-ps-0"]["status"].update(reason="Evicted", message="low on memory")
+    sim.step()
+    restarts = sim.status["restarts"]
+    sim.set_phase("mnist-worker-1", "Failed", 1)
+    sim.step(30)
+    sim.set_phase("mnist-worker-2", "Failed", 1)
+    sim.step(30)
+    assert sim.status["restarts"] == restarts == (1 if how == "crashed" else 0)
+    assert sim.status["finishedReplicas"] == [] and sim.status["state"] != "Failed"
+    assert sum("collateral" in e.message for e in sim.events if e.reason == "ReplicaRestarting") == 2
+    sim.step(FIRST_DELAY * 4)
+    assert set(sim.pods) == {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"}
+
+
+def test_a_worker_failing_long_after_the_ps_came_back_is_judged_as_usual() -> None:
+    sim = started(make_job(ps=1, workers=2, policy="ExitCode"))
+    del sim.pods["mnist-ps-0"]
+    sim.step()
+    sim.run_all()
+    sim.step()
+    sim.set_phase("mnist-worker-1", "Failed", 1)
+    sim.step(policies.PS_COLLATERAL_SECONDS + 1)
+    assert sim.status["state"] == "Failed"
+
+
+def test_a_worker_failing_while_the_job_first_starts_is_not_collateral() -> None:
+    sim = Sim(make_job(ps=1, workers=2, policy="ExitCode"))
+    sim.step()
+    sim.set_phase("mnist-worker-1", "Failed", 1)  # the PS is still Pending: no loss, the program failed
+    sim.step()
+    assert sim.status["state"] == "Failed" and "parameterServerLoss" not in sim.status
 
 
 def epochs(sim: Sim) -> dict[str, str]:
     return {name: pod["metadata"]["labels"][spec_lib.LABEL_RESTART_EPOCH] for name, pod in sim.pods.items()}
 
 
-def test_a_whole_job_restart_survives_lost_deletions() -> None:
-    """The status (epoch 1) is written, the deletions are lost: the next pass deletes every old-epoch pod."""
+def test_pods_of_an_earlier_restart_epoch_are_deleted_but_finished_ones() -> None:
+    """A job an earlier operator restarted whole (status.restartEpoch 1) whose deletions were lost."""
     sim = started(make_job(ps=1, workers=3, policy="OnFailure"))
-    assert set(epochs(sim).values()) == {"0"} and sim.status["restartEpoch"] == 0
     sim.set_phase("mnist-worker-2", "Succeeded", 0)
     sim.step()
-    sim.set_phase("mnist-ps-0", "Failed", 137)
-    first = sim.plan()
-    sim.apply(first, deletes=False, creates=False)  # the operator died after the status PATCH
-    assert sim.status["restartEpoch"] == 1 and sim.status["restarts"] == 1
-    sim.set_phase("mnist-ps-0", "Failed", 137)
-    second = sim.step()
-    assert {name for name, _ in second.delete_pods} == {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
-    assert "DeletedPods" in [e.reason for e in second.events]
-    assert sim.status["restarts"] == 1, "the restart is not counted twice"
+    sim.job["status"]["restartEpoch"] = 1
+    plan = sim.step()
+    assert {name for name, _ in plan.delete_pods} == {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+    assert "DeletedPods" in [e.reason for e in plan.events]
     sim.step(FIRST_DELAY)
     assert epochs(sim) == {"mnist-ps-0": "1", "mnist-worker-0": "1", "mnist-worker-1": "1", "mnist-worker-2": "0"}
     sim.run_all()
     sim.step()
     assert sim.status["state"] == "Running"
-    sim.settle()  # the finished worker of epoch 0 stays, and nothing else moves
-
-
-def test_an_old_epoch_pod_that_ends_after_the_restart_decides_nothing() -> None:
-    """A worker of the restarted run exits 0 before its deletion lands: it is re-run, not recorded."""
-    sim = started(make_job(ps=1, workers=2, policy="OnFailure"))
-    sim.set_phase("mnist-ps-0", "Failed", 137)
-    sim.apply(sim.plan(), deletes=False, creates=False)
-    sim.set_phase("mnist-worker-0", "Succeeded", 0)  # the chief, trained against the lost PS
-    sim.step()
-    assert sim.status["state"] != "Succeeded" and sim.status["finishedReplicas"] == []
-    sim.step(FIRST_DELAY)
-    assert set(epochs(sim).values()) == {"1"} and len(sim.pods) == 3
+    sim.settle()
 
 
 def test_pods_without_an_epoch_label_are_of_epoch_zero() -> None:

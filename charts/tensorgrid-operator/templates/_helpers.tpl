@@ -48,10 +48,13 @@ RBAC rules, exactly the API calls the operator makes (tests/charts/test_rbac.py
 derives the same set from the code and compares both ways):
 - operator/tensorgrid_operator/kube.py: read a TrainingJob, patch its status, delete
   it (ttlSecondsAfterFinished); list, create and delete its pods and Services;
+  get and create the Secret holding a job's TLS certificates (job_certificates.py);
 - operator/tensorgrid_operator/manifests.py: owner references with blockOwnerDeletion,
   which clusters enforcing owner-reference permissions (OpenShift, the
   OwnerReferencesPermissionEnforcement admission plugin) allow only with update on
   trainingjobs/finalizers;
+- operator/tensorgrid_operator/kube.py, jobobjects.py: create each job's NetworkPolicy
+  and PodDisruptionBudget;
 - kopf (handlers.py): list and watch TrainingJobs, pods and Services; patch
   TrainingJobs (its finalizer); create Events (kopf.event); list, watch and patch
   the peering object; list and watch CRDs and, when given namespaces, namespaces.
@@ -70,8 +73,40 @@ derives the same set from the code and compares both ways):
   resources: ["pods", "services"]
   verbs: ["list", "watch", "create", "delete"]
 - apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create"]
+- apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create"]
+{{- end }}
+
+{{/*
+The peers the jobs' NetworkPolicies admit to the training pods' metrics port, as JSON:
+the operator's own pods (it reads the global step for status.progress) and, when
+networkPolicy.prometheus names them, Prometheus' namespaces and pods; then
+networkPolicy.extraMetricsPeers as given.
+*/}}
+{{- define "tensorgrid-operator.metricsPeers" -}}
+{{- $operator := dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace)) "podSelector" (dict "matchLabels" (include "tensorgrid-operator.selectorLabels" . | fromYaml)) }}
+{{- $peers := list $operator }}
+{{- with .Values.networkPolicy.prometheus }}
+{{- if or .namespaceSelector .podSelector }}
+{{- $prometheus := dict }}
+{{- with .namespaceSelector }}{{ $_ := set $prometheus "namespaceSelector" . }}{{ end }}
+{{- with .podSelector }}{{ $_ := set $prometheus "podSelector" . }}{{ end }}
+{{- $peers = append $peers $prometheus }}
+{{- end }}
+{{- end }}
+{{- range .Values.networkPolicy.extraMetricsPeers }}
+{{- $peers = append $peers . }}
+{{- end }}
+{{- toJson $peers }}
 {{- end }}
 
 {{/*

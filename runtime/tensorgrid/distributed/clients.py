@@ -29,6 +29,7 @@ from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import step_calls
 from tensorgrid.distributed import transport
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph_def as graph_def_lib
@@ -83,18 +84,20 @@ def _status(what: str, stub: Any) -> worker_pb2.GetStatusResponse:
 
 # ---------------------------------------------------------------------- state shared by a process's clients
 
-_client_transport: Optional[transport.Transport] = None
+_client_transports: dict[Optional[tls.Credentials], transport.Transport] = {}
 _shared_lock = threading.Lock()
 _warned_peers: set[str] = set()
 
 
-def _shared_transport() -> transport.Transport:
-    """Receiving side only (buffer pool and data-channel client); no data server needed."""
-    global _client_transport
+def _shared_transport(credentials: Optional[tls.Credentials]) -> transport.Transport:
+    """Receiving side only (buffer pool and data-channel client), one per set of credentials;
+    no data server needed."""
     with _shared_lock:
-        if _client_transport is None:
-            _client_transport = transport.Transport(transport.TransportConfig(data_channel=False))
-        return _client_transport
+        shared = _client_transports.get(credentials)
+        if shared is None:
+            shared = _client_transports[credentials] = transport.Transport(
+                transport.TransportConfig(data_channel=False), credentials)
+        return shared
 
 
 def _warn_once(peer: str, message: str) -> None:
@@ -117,10 +120,11 @@ class _Client:
         self.address = address
         self.host = grpc_frames.host_of(address)
         self._peer = peer
-        self._channel = grpc.insecure_channel(address, options=grpc_frames.channel_options(
+        credentials = tls.from_env()
+        self._channel = tls.open_channel(address, credentials, grpc_frames.channel_options(
             limits.ServerLimits.from_env().grpc_max_message_bytes))
         self._stub = grpc_frames.Stub(self._channel, service)
-        self._tx = _shared_transport()
+        self._tx = _shared_transport(credentials)
         self._data_port = 0
         self._reachable: Optional[bool] = None
         """Whether the peer's data channel answers; None: not probed since its port was learned."""

@@ -35,6 +35,7 @@ from tensorgrid.distributed import transport
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import master_pb2
@@ -324,8 +325,10 @@ def serve(server: server_lib.Server, port: int) -> Serving:
 
     The data channel listens on ``TENSORGRID_DATA_PORT`` when set, else on a free port
     (``ports``); ``TENSORGRID_DATA_CHANNEL=0`` turns it off, and peers then send the
-    task everything over gRPC. ValueError for a bad ``TENSORGRID_DATA_PORT``,
-    RuntimeError when a port cannot be bound.
+    task everything over gRPC. Both speak mutual TLS with the certificates of
+    ``TENSORGRID_TLS_DIR`` (``transport.tls``): tls.InsecureNotAllowedError without them
+    unless ``TENSORGRID_INSECURE=1``. ValueError for a bad ``TENSORGRID_DATA_PORT`` or
+    certificates, RuntimeError when a port cannot be bound.
     """
     data_port = ports.data_port_from_env()
     if data_port and data_port == port:
@@ -334,11 +337,12 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     enabled = os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"
     host = ports.listen_host(server.address)
     limits = server.limits
+    credentials = tls.from_env()
     try:
         tx = transport.Transport(transport.TransportConfig(
             data_channel=enabled, data_host=host, data_port=data_port, max_tensor_bytes=limits.max_tensor_bytes,
             data_max_connections=limits.data_max_connections, data_header_timeout_s=limits.data_header_timeout_s,
-            data_idle_timeout_s=limits.data_idle_timeout_s))
+            data_idle_timeout_s=limits.data_idle_timeout_s), credentials)
     except OSError as e:
         where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
         raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
@@ -355,7 +359,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         f"[{host}]:{port}" if ":" in host else f"{host}:{port}",)
     for address in candidates:
         try:
-            bound = rpc_server.add_insecure_port(address)
+            bound = tls.add_port(rpc_server, address, credentials)
         except RuntimeError:
             bound = 0
         if bound:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from tensorgrid import metrics
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.train import session_run_hook
 from tensorgrid.train import training_util
@@ -82,6 +83,8 @@ class StopAtStepHook(session_run_hook.SessionRunHook):
     def after_create_session(self, session: Any, coord: Any) -> None:
         if self._num_steps is not None and self._last_step is None:
             self._last_step = int(session.run(self._global_step_tensor)) + self._num_steps
+        if self._last_step is not None:
+            metrics.TARGET_STEP.set(self._last_step)  # progress for the operator's status and dashboards
 
     def before_run(self, run_context: session_run_hook.SessionRunContext) -> session_run_hook.SessionRunArgs:
         return session_run_hook.SessionRunArgs(self._global_step_tensor)

@@ -14,6 +14,9 @@ module imports only the ones listed before it; ``.importlinter`` checks it):
   sockets, no gRPC.
 - ``data_channel``: the raw TCP data channel, for payloads fetched by ticket and for
   the calls of every step; its module docstring is the byte-level protocol. No gRPC.
+- ``tls``: mutual TLS for both protocols: where a task's certificates are
+  (``TENSORGRID_TLS_DIR``), the opt-out, and the credentials of gRPC and of the data
+  channel made from them. Imports none of the modules above or below.
 - ``grpc_frames``: frames on gRPC: ``FrameWriter`` and the frame reader, and
   ``generic_handler`` and ``Stub``, which serve and call a service of
   ``tensorgrid.v1`` with raw frames.
@@ -36,6 +39,7 @@ from google.protobuf import message as message_lib
 from tensorgrid.distributed.transport import buffers
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import tensor_pb2
 
@@ -95,19 +99,24 @@ class Transport:
     streaming method, ``.bundle()`` it for a unary one); receivers decode with
     ``read_frames`` / ``read_message``, which take either form; ``call`` makes a call
     on a peer's data channel. Thread-safe: one instance serves every call of the
-    task. ``close()`` stops the data channel.
+    task. ``close()`` stops the data channel. With ``credentials`` its data channel
+    connections, both ways, are mutual TLS (``tls``); without, plaintext.
     """
 
-    def __init__(self, config: Optional[TransportConfig] = None) -> None:
+    def __init__(self, config: Optional[TransportConfig] = None,
+                 credentials: Optional[tls.Credentials] = None) -> None:
         self.config = config or TransportConfig()
+        self.credentials = credentials
         self.pool = buffers.BufferPool(self.config.pool_bytes)
         self.data_server: Optional[data_channel.DataServer] = None
         if self.config.data_channel:
             self.data_server = data_channel.DataServer(
                 self.config.data_host, self.config.data_port, self.config.data_channel_timeout_s,
+                tls=credentials.server_context if credentials is not None else None,
                 max_connections=self.config.data_max_connections, header_timeout_s=self.config.data_header_timeout_s,
                 idle_timeout_s=self.config.data_idle_timeout_s)
-        self.data_client = data_channel.DataChannelClient(self.config.data_channel_timeout_s)
+        self.data_client = data_channel.DataChannelClient(
+            self.config.data_channel_timeout_s, tls=credentials.client_context if credentials is not None else None)
 
     @property
     def data_port(self) -> int:

@@ -12,6 +12,10 @@ straight into the destination array. Two uses share one listening port per task:
   and one reply on a pooled connection: one socket round trip (about 0.05 ms)
   instead of a gRPC call (about 0.25-0.3 ms, with two thread hand-offs in grpcio).
 
+Every connection is mutual TLS when the task has credentials (``tls.py``): the server
+requires a client certificate of the job's CA, the client checks the server's against
+the CA and the host it dialed; the protocol below runs inside TLS.
+
 Byte-level protocol (the one definition; docs/data-channel.md has the message table).
 Integers are little-endian unsigned. A client opens a connection and sends a 4-byte
 magic naming its kind; the server drops any other opening without a word.
@@ -56,6 +60,7 @@ import logging
 import math
 import secrets
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -181,20 +186,25 @@ class DataServer:
 
     Bounded for clients outside the job (docs/limits.md): at most ``max_connections``
     open connections; a new one beyond them closes the connection that has waited
-    longest for its next request (idle, or still sending its opening or header: no
-    request of it was read, so its client's retry is safe) among those of the client
-    address holding the most connections, or is closed itself when every connection
-    is busy. An opening, ticket or call header must arrive whole
+    longest for its next request (idle, in its TLS handshake, or still sending its
+    opening or header: no request of it was read, so its client's retry is safe) among
+    those of the client address holding the most connections, or is closed itself when
+    every connection is busy. An opening, ticket or call header must arrive whole
     within ``header_timeout_s`` of its first byte, and the rest of a call at
     ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s`` between
     calls is closed (clients reconnect).
+
+    With ``tls`` (a server context requiring client certificates) a connection whose
+    handshake fails is dropped before anything is read.
     """
 
-    def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0, *,
-                 max_connections: int = 512, header_timeout_s: float = 10.0, idle_timeout_s: float = 600.0) -> None:
+    def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
+                 tls: Optional[ssl.SSLContext] = None, *, max_connections: int = 512, header_timeout_s: float = 10.0,
+                 idle_timeout_s: float = 600.0) -> None:
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
         self._io_timeout_s = io_timeout_s
+        self._tls = tls
         self._max_connections = max_connections
         self._header_timeout_s = header_timeout_s
         self._idle_timeout_s = idle_timeout_s
@@ -388,6 +398,8 @@ class DataServer:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.settimeout(self._header_timeout_s)
+            if self._tls is not None:
+                conn = self._handshake(conn)
             magic = _recv_exact(conn, len(FETCH_MAGIC), time.monotonic() + self._header_timeout_s)
             self._end_wait(conn)
             if magic == CALL_MAGIC and self._call_handlers:
@@ -411,13 +423,35 @@ class DataServer:
                 finally:
                     offer.done.set()
         except (OSError, EOFError):
-            pass  # the peer went away, was too slow or idle; its gRPC call reports the failure
+            pass  # the peer went away, failed the TLS handshake, was too slow or idle; its gRPC call reports it
         except Exception:  # noqa: BLE001 - a bug must not leak the connection or its slot
             log.exception("data channel on port %d: serving a connection failed", self.port)
         finally:
             with self._lock:
                 self._forget(conn)
             conn.close()
+
+    def _handshake(self, conn: socket.socket) -> socket.socket:
+        """The TLS side of ``conn``, which replaces it in every record of connections
+        (``close`` shuts them down, the limit evicts them); ssl.SSLError (an OSError) when
+        the client shows no certificate of the CA."""
+        assert self._tls is not None
+        wrapped = self._tls.wrap_socket(conn, server_side=True)
+        with self._lock:
+            evicted = conn in self._evicted
+            host = self._host_of.get(conn)
+            self._forget(conn)
+            closed = self._closed or evicted
+            if not closed:
+                self._connections.add(wrapped)
+                self._waiting[wrapped] = time.monotonic()
+                if host is not None:
+                    self._host_of[wrapped] = host
+                    self._per_host[host] += 1
+        if closed:
+            wrapped.close()
+            raise OSError("the data channel closed" if not evicted else "connection closed to make room for a new one")
+        return wrapped
 
     def _serve_calls(self, conn: socket.socket) -> None:
         """The calls of one connection, in order; a malformed one is answered and ends it."""
@@ -463,11 +497,15 @@ class DataServer:
 class DataChannelClient:
     """The calling side of the data channel: fetches payloads by ticket into
     caller-provided buffers and makes calls, over connections pooled per peer and
-    kind and reused (``recv_into``: no user-space copy)."""
+    kind and reused (``recv_into``: no user-space copy). With ``tls`` (a client context
+    holding this task's certificate) every connection is mutual TLS, and the server
+    must show a certificate of the CA naming the host dialed."""
 
-    def __init__(self, io_timeout_s: float = 300.0, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, io_timeout_s: float = 300.0, connect_timeout_s: float = 10.0,
+                 tls: Optional[ssl.SSLContext] = None) -> None:
         self._io_timeout_s = io_timeout_s
         self._connect_timeout_s = connect_timeout_s
+        self._tls = tls
         self._idle: dict[tuple[str, int, bytes], list[socket.socket]] = {}
         self._lock = threading.Lock()
 
@@ -570,6 +608,12 @@ class DataChannelClient:
     def _connect(self, address: tuple[str, int], timeout_s: float, magic: bytes) -> socket.socket:
         sock = socket.create_connection(address, timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            try:
+                sock = self._tls.wrap_socket(sock, server_hostname=address[0])
+            except OSError:
+                sock.close()
+                raise
         sock.settimeout(self._io_timeout_s)
         sock.sendall(magic)
         return sock

@@ -1,0 +1,41 @@
+"""The progress contract between the halves: what a task's /metrics page says, the operator reads.
+
+A parameter server holding ``global_step`` serves it on its metrics port; the chief's
+StopAtStepHook exports its last step. The operator's parser (``tensorgrid_operator.progress``)
+reads both from the pages as served over HTTP.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+
+import tensorgrid as tf
+from tensorgrid.distributed import ports
+from tensorgrid_operator import progress
+
+
+def test_the_operator_reads_the_global_step_and_target_a_training_serves(monkeypatch):
+    ps_port, worker_port, metrics_port = ports.free_ports(3)
+    spec = {"ps": [f"localhost:{ps_port}"], "worker": [f"localhost:{worker_port}"]}
+    monkeypatch.setenv("TENSORGRID_METRICS_PORT", str(metrics_port))
+    ps = tf.train.Server(spec, "ps", 0)
+    monkeypatch.delenv("TENSORGRID_METRICS_PORT")
+    worker = tf.train.Server(spec, "worker", 0)
+    try:
+        graph = tf.Graph()
+        with graph.as_default():
+            with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                step = tf.train.get_or_create_global_step()
+                w = tf.get_variable("w", [4], initializer=tf.zeros_initializer())
+                train = tf.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf.square(w - 1.0)),
+                                                                      global_step=step)
+            hooks = [tf.train.StopAtStepHook(last_step=7)]
+            with tf.train.MonitoredTrainingSession(master=worker.target, is_chief=True, hooks=hooks) as sess:
+                while not sess.should_stop():
+                    sess.run(train)
+        page = urllib.request.urlopen(f"http://localhost:{metrics_port}/metrics", timeout=10).read().decode()
+        reading = progress.read_page("ps-0", page)
+        assert (reading.global_step, reading.target_step, reading.error) == (7, 7, "")
+    finally:
+        worker.stop()
+        ps.stop()

@@ -84,13 +84,17 @@ CASES = {case.name: case for case in (
     Case("workers1", workers=1),
     Case("workers4", workers=4),
 )}
-BACKENDS = ("tensorgrid", "tensorflow")
+BACKENDS = ("tensorgrid", "tensorflow", "tensorflow-1thread")
+PEERS = BACKENDS[1:]
+"""TensorFlow at its two usual settings: its default thread pools, and one intra-op and one
+inter-op thread per task (what a tuned user sets for several tasks on few cores). The ratio
+is taken against whichever is faster in the run."""
 
 
 # ----------------------------------------------------------------------------- one task (a child process)
 
 def import_tf(backend: str) -> Any:
-    if backend == "tensorflow":
+    if backend.startswith("tensorflow"):
         import tensorflow.compat.v1 as tf
 
         tf.disable_v2_behavior()
@@ -116,6 +120,9 @@ def run_task(args: argparse.Namespace) -> int:
     job, index = args.job, args.index
     filters = ["/job:ps", f"/job:{job}/task:{index}"]
     config = tf.ConfigProto(device_filters=filters)
+    if args.backend == "tensorflow-1thread":
+        config = tf.ConfigProto(device_filters=filters, intra_op_parallelism_threads=1,
+                                inter_op_parallelism_threads=1)
     server = tf.train.Server(cluster, job_name=job, task_index=index, config=config)
     if job == "ps":
         server.join()
@@ -342,28 +349,35 @@ def summarize(case: Case, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": mine,
         }
     ratio = None
-    if len(by_backend) == 2:
+    peers = [b for b in PEERS if b in by_backend]
+    if "tensorgrid" in by_backend and peers:
+        best = max(peers, key=lambda b: by_backend[b]["worker_steps_per_s"])
         pairs = [a["worker_steps_per_s"] / b["worker_steps_per_s"]
-                 for a, b in zip(by_backend["tensorgrid"]["runs"], by_backend["tensorflow"]["runs"])]
-        ratio = {"of_medians": by_backend["tensorgrid"]["worker_steps_per_s"]
-                 / by_backend["tensorflow"]["worker_steps_per_s"],
-                 "median_of_paired_runs": statistics.median(pairs), "paired_runs": pairs}
+                 for a, b in zip(by_backend["tensorgrid"]["runs"], by_backend[best]["runs"])]
+        mine = sorted(r["worker_steps_per_s"] for r in by_backend["tensorgrid"]["runs"])
+        theirs = sorted(r["worker_steps_per_s"] for r in by_backend[best]["runs"])
+        ratio = {"against": best,
+                 "of_medians": by_backend["tensorgrid"]["worker_steps_per_s"] / by_backend[best]["worker_steps_per_s"],
+                 "median_of_paired_runs": statistics.median(pairs), "paired_runs": pairs,
+                 "spread": {"tensorgrid": [mine[0], mine[-1]], best: [theirs[0], theirs[-1]]}}
     return {"case": dataclasses.asdict(case), "description": case.describe(), "backends": by_backend,
             "ratio_tensorgrid_vs_tensorflow": ratio}
 
 
 def table(report: dict[str, Any]) -> str:
     lines = [
-        "| case | backend | global steps/s | worker steps/s (sum) | per worker | step p50 ms | CPU ms per step "
-        "| **tensorgrid / TF** |",
-        "|---|---|---|---|---|---|---|---|",
+        "| case | backend | global steps/s | worker steps/s (sum, median) | min-max | per worker | step p50 ms "
+        "| CPU ms per step | **tensorgrid / best TF** |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["cases"]:
         ratio = row["ratio_tensorgrid_vs_tensorflow"]
         for backend, figures in row["backends"].items():
-            shown = f"**{ratio['of_medians']:.2f}**" if ratio and backend == "tensorgrid" else ""
+            shown = f"**{ratio['of_medians']:.2f}** (vs {ratio['against']})" if ratio and backend == "tensorgrid" else ""
+            spread = sorted(r["worker_steps_per_s"] for r in figures["runs"])
             lines.append(f"| {row['description']} | {backend} | {figures['global_steps_per_s']:.1f} | "
-                         f"{figures['worker_steps_per_s']:.1f} | {figures['per_worker_steps_per_s']:.1f} | "
+                         f"{figures['worker_steps_per_s']:.1f} | {spread[0]:.0f}-{spread[-1]:.0f} | "
+                         f"{figures['per_worker_steps_per_s']:.1f} | "
                          f"{figures['step_p50_ms']:.2f} | {figures['cpu_ms_per_worker_step']:.2f} | {shown} |")
     return "\n".join(lines)
 
@@ -381,7 +395,7 @@ def main() -> int:
     task.add_argument("--run-dir", required=True)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
-    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated, from tensorgrid, tensorflow")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, from {', '.join(BACKENDS)}")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case and backend, interleaved (default 3)")
     parser.add_argument("--duration", type=float, default=8.0, help="seconds in each measuring window (default 8)")
     parser.add_argument("--keep-openblas-env", action="store_true",
@@ -404,7 +418,7 @@ def main() -> int:
     for case in cases:
         runs = []
         for repeat in range(args.repeats):
-            order = backends if repeat % 2 == 0 else list(reversed(backends))
+            order = backends[repeat % len(backends):] + backends[:repeat % len(backends)]
             for backend in order:
                 result = run_case(case, backend, args.duration, args.keep_openblas_env)
                 runs.append(result)

@@ -2,7 +2,10 @@
 tensors arrive intact, errors come back as statuses, bad input is answered and the
 server keeps serving, and a task without a data channel is reached over gRPC."""
 
+import os
 import socket
+import subprocess
+import sys
 import struct
 
 import grpc
@@ -121,12 +124,50 @@ def test_a_declared_tensor_above_the_limit_is_refused_before_allocating(server):
     assert _call(server, ECHO)[0] == 0
 
 
-@pytest.mark.parametrize("data_channel", ["1", "0"])
+@pytest.mark.parametrize("unix", ["1", "0"])
+def test_a_peer_on_this_machine_is_reached_over_the_unix_socket_unless_turned_off(monkeypatch, unix):
+    monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, unix)
+    tx = transport.Transport(transport.TransportConfig(data_host="127.0.0.1"))
+    tx.data_server.serve_calls({ECHO: _echo}, tx.pool, 1 << 30)
+    client = transport.Transport(transport.TransportConfig(data_channel=False))
+    try:
+        payload = np.random.default_rng(1).standard_normal(1 << 20).astype(np.float32)
+        for host in ("127.0.0.1", "localhost"):
+            code, _, received = client.call(host, tx.data_port, ECHO, b"", [("x", payload)])
+            assert code == 0 and np.array_equal(received[0].array, payload)
+        families = {conn.family for conn in tx.data_server._connections}
+        assert families == ({socket.AF_UNIX} if unix == "1" else {socket.AF_INET})
+    finally:
+        client.close()
+        tx.close()
+
+
+def test_only_a_data_channel_on_loopback_has_a_unix_socket_and_it_is_gone_when_it_closes():
+    everywhere = data_channel.DataServer(host="")  # a pod: other containers share its network
+    loopback = data_channel.DataServer(host="127.0.0.1")
+    for server in (everywhere, loopback):
+        name = ports.local_data_socket(server.port)
+        assert name is not None and name.startswith("\0")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.connect(ports.local_data_socket(loopback.port))
+    probe.close()
+    loopback.close()
+    for closed_or_none in (loopback, everywhere):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with pytest.raises(ConnectionRefusedError):
+            probe.connect(ports.local_data_socket(closed_or_none.port))
+        probe.close()
+    everywhere.close()
+
+
+@pytest.mark.parametrize("data_channel", ["1", "tcp", "0"])
 def test_training_steps_cross_tasks_with_and_without_data_channels(tmp_path, data_channel):
-    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env={"TENSORGRID_DATA_CHANNEL": data_channel}) as c:
+    env = {"TENSORGRID_DATA_CHANNEL": "1", ports.LOCAL_SOCKETS_ENV: "0"} if data_channel == "tcp" else {
+        "TENSORGRID_DATA_CHANNEL": data_channel}
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env=env) as c:
         client = clients.WorkerClient(c.task("worker").address, "/job:worker/replica:0/task:0")
         client.incarnation_quick()
-        assert bool(client._data_port) == (data_channel == "1")
+        assert bool(client._data_port) == (data_channel != "0")
         client.close()
         # d(sum(x @ w))/dw = 2 for every element; three steps of 0.5 each.
         np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
@@ -166,3 +207,64 @@ def test_intra_op_parallelism_threads_sizes_the_blas_pool():
         assert blas and all(p["num_threads"] == 1 for p in blas)
     finally:
         server.stop()
+
+
+_AS_ANOTHER_USER = """
+import os, socket, sys, time
+os.setgid(65534); os.setuid(65534)  # nobody
+mode, name = sys.argv[1], "\\0" + sys.argv[2]
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+if mode == "dial":
+    sock.connect(name)
+    sock.settimeout(5)
+    try:
+        sock.sendall(bytes.fromhex(sys.argv[3]))  # a valid probe: a data channel answers it
+        answer = sock.recv(1)
+    except ConnectionError:
+        answer = b""
+    print("refused" if answer == b"" else "served", flush=True)
+else:
+    sock.bind(name)
+    sock.listen(8)
+    print("bound", flush=True)
+    time.sleep(30)
+"""
+
+
+def _as_another_user(mode: str, name: str) -> subprocess.Popen:
+    if os.geteuid() != 0:
+        message = "becoming another user needs root"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs as root: {message}")
+        pytest.skip(message)
+    probe = data_channel.FETCH_MAGIC + bytes(data_channel.TICKET_BYTES)
+    return subprocess.Popen([sys.executable, "-c", _AS_ANOTHER_USER, mode, name.lstrip("\0"), probe.hex()],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_the_unix_socket_refuses_another_user_and_a_client_never_talks_to_another_users_socket(monkeypatch):
+    tx = transport.Transport(transport.TransportConfig(data_host="127.0.0.1"))
+    tx.data_server.serve_calls({ECHO: _echo}, tx.pool, 1 << 30)
+    try:
+        dialer = _as_another_user("dial", ports.local_data_socket(tx.data_port))
+        assert dialer.communicate(timeout=30)[0].strip() == "refused"
+        assert not any(conn.family == socket.AF_UNIX for conn in tx.data_server._connections)
+    finally:
+        tx.close()
+    # A squatter of another user holds the name of a port where a data channel listens on TCP only.
+    monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, "0")
+    tcp_only = transport.Transport(transport.TransportConfig(data_host="127.0.0.1"))
+    tcp_only.data_server.serve_calls({ECHO: _echo}, tcp_only.pool, 1 << 30)
+    monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, "1")
+    squatter = _as_another_user("bind", ports.local_data_socket(tcp_only.data_port))
+    client = transport.Transport(transport.TransportConfig(data_channel=False))
+    try:
+        assert squatter.stdout.readline().strip() == "bound"
+        code, _, received = client.call("127.0.0.1", tcp_only.data_port, ECHO, b"", [("x", np.arange(3.0))])
+        assert code == 0 and received[0].array.tolist() == [0.0, 1.0, 2.0]
+        assert {conn.family for conn in tcp_only.data_server._connections} == {socket.AF_INET}
+    finally:
+        squatter.kill()
+        squatter.wait()
+        client.close()
+        tcp_only.close()

@@ -90,9 +90,12 @@ def test_a_client_refuses_a_server_of_another_ca(cluster, other_ca):
 
 
 @pytest.mark.parametrize("outsider", ["plaintext", "another CA"])
-def test_data_channel_refuses_a_client_outside_the_job(cluster, other_ca, outsider):
+def test_data_channel_refuses_a_client_outside_the_job(cluster, other_ca, outsider, monkeypatch):
     own = tls.from_env()
     assert own is not None
+    # The outsider dials TCP, as from another machine. (On this machine the channel's Unix
+    # socket admits processes of the tasks' own user only: test_data_channel_calls.py.)
+    monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, "0")
     if outsider == "plaintext":
         client = data_channel.DataChannelClient(connect_timeout_s=5, io_timeout_s=5)
     else:
@@ -106,11 +109,13 @@ def test_data_channel_refuses_a_client_outside_the_job(cluster, other_ca, outsid
                         buffers.BufferPool(0), 1 << 20)
     finally:
         client.close()
-    member = data_channel.DataChannelClient(connect_timeout_s=5, io_timeout_s=5, tls=own.client_context)
-    try:
-        assert member.why_unreachable("localhost", cluster.data_port) == ""
-    finally:
-        member.close()
+    for unix in ("0", "1"):  # a member is served over TLS, or over the Unix socket without it
+        monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, unix)
+        member = data_channel.DataChannelClient(connect_timeout_s=5, io_timeout_s=5, tls=own.client_context)
+        try:
+            assert member.why_unreachable("localhost", cluster.data_port) == ""
+        finally:
+            member.close()
     np.testing.assert_allclose(cluster_processes.train_three_steps(cluster.target("worker")), -2.0)
 
 

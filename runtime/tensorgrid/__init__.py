@@ -12,7 +12,7 @@ from tensorgrid import log_setup as _log_setup
 
 _log_setup.configure_default()
 
-from tensorgrid import data, distribute, initializers, nn, train
+from tensorgrid import data, distribute, initializers, losses, nn, summary, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
@@ -28,7 +28,7 @@ from tensorgrid.framework.dtypes import (
 from tensorgrid.framework.graph import (
     Graph, GraphKeys, Operation, Tensor, get_default_graph, get_default_session, reset_default_graph,
 )
-from tensorgrid.framework.importer import import_graph_def
+from tensorgrid.framework.graph_import import import_graph_def
 from tensorgrid.framework.op_registry import NotDifferentiable, RegisterGradient, no_gradient
 from tensorgrid.framework.tensor_conversion import convert_to_tensor, register_tensor_conversion_function
 from tensorgrid.framework.tensor_shape import Dimension, TensorShape
@@ -42,6 +42,9 @@ from tensorgrid.ops.indexing_ops import (
 )
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
+from tensorgrid.ops.cond_ops import cond
+from tensorgrid.ops.logging_ops import Print
+from tensorgrid.ops.while_ops import while_loop
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients
 from tensorgrid.ops.init_ops import (

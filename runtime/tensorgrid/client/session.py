@@ -17,10 +17,12 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from tensorgrid.client import config as config_lib
+from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
 from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.ops import array_ops
 
 
 # ---------------------------------------------------------------------- fetch structures
@@ -82,6 +84,15 @@ class _FetchStructure:
 
 # ---------------------------------------------------------------------- feeds
 
+def _string_feed(tensor: graph_lib.Tensor, value: Any, array: np.ndarray) -> np.ndarray:
+    """Text fed to a string tensor, as the bytes objects string tensors hold."""
+    if array.dtype.kind not in "USO" or (
+            array.dtype == object and not all(isinstance(v, (str, bytes)) for v in array.reshape(-1).tolist())):
+        raise TypeError(f"Cannot feed value {value!r} to Tensor {tensor.name!r} of dtype string: "
+                        "feed str or bytes (or arrays of them)")
+    return array_ops.as_string_array(array)
+
+
 def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
     if isinstance(value, graph_lib.Tensor) or hasattr(value, "_as_graph_element"):
         raise TypeError(
@@ -90,7 +101,9 @@ def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
         )
     wanted = tensor.dtype.base_dtype
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
-    if array.dtype == object:
+    if wanted == dtypes.string:
+        array = _string_feed(tensor, value, array)
+    elif array.dtype == object:
         raise TypeError(f"Cannot feed value {value!r} of unsupported type to Tensor {tensor.name!r} of dtype {wanted.name}")
     if array.dtype != wanted.as_numpy_dtype:
         kind, target_kind = array.dtype.kind, np.dtype(wanted.as_numpy_dtype).kind

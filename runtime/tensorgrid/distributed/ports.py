@@ -2,7 +2,8 @@
 channel listens.
 
 A task listens on two ports: its gRPC port (from the cluster spec) and its data
-channel (``transport/data_channel.py``). The data channel's port is
+channel (``transport/data_channel.py``; on 127.0.0.1 also a Unix socket for peers on the
+same machine, ``local_data_socket``). The data channel's port is
 ``TENSORGRID_DATA_PORT`` when set (Kubernetes declares it, conventionally 2223 beside
 the gRPC port 2222); otherwise a free port of ``DATA_PORT_RANGE``, so that many tasks
 of a loopback cluster never collide. Either way the bound port is what the task
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import socket
 from typing import Mapping, Optional
 
@@ -93,6 +95,31 @@ def listen_host(own_address: str) -> str:
     if configured:
         return "" if configured in ("0.0.0.0", "::", "*") else configured.strip("[]")
     host = own_address.rpartition(":")[0].strip("[]").lower()
-    if host in _LOOPBACK_NAMES or host.startswith("127.") or host == "::1":
+    if is_loopback(host):
         return "::1" if host == "::1" else "127.0.0.1"
     return ""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, no port) is this machine's loopback."""
+    host = host.strip("[]").lower()
+    return host in _LOOPBACK_NAMES or host.startswith("127.") or host == "::1"
+
+
+LOCAL_SOCKETS_ENV = "TENSORGRID_DATA_CHANNEL_UNIX"
+
+
+def local_data_socket(port: int) -> Optional[str]:
+    """The Unix socket of the data channel listening on IPv4 loopback ``port``, for peers on
+    this machine, or None where there is none (not Linux, or ``TENSORGRID_DATA_CHANNEL_UNIX=0``).
+
+    An abstract socket (Linux): no file, gone with the process, reachable from the
+    same network namespace as the loopback port itself, so it reaches exactly what
+    127.0.0.1:``port`` reaches. Tasks on one machine (``tensorgrid local``) exchange their
+    tensors through it: a Unix socket moves a payload with the same two copies as
+    loopback TCP but without TCP's segmenting, acknowledgements and soft interrupts,
+    about a tenth of a training step's CPU (docs/limits.md).
+    """
+    if not sys.platform.startswith("linux") or os.environ.get(LOCAL_SOCKETS_ENV, "1").strip() == "0":
+        return None
+    return f"\0tensorgrid-data-127.0.0.1:{port}"

@@ -108,6 +108,7 @@ class Server:
 
         port = int(self.address.rsplit(":", 1)[1])
         numpy_backend.limit_threads(self.intra_op_threads)
+        numpy_backend.keep_freed_memory()
         self._serving = services.serve(self, port)
         self.port = self._serving.port
         self._started = True

@@ -5,3 +5,6 @@ op's device; the resource manager keeps variables, queues and accumulators in na
 containers shared by every session on the task; the rendezvous hands tensors from
 Send ops to Recv ops.
 """
+
+from tensorgrid.execution import control_flow  # noqa: F401 - registers the If and While kernels
+from tensorgrid.execution import dataset_iterators  # noqa: F401 - registers the tf.data iterator kernels

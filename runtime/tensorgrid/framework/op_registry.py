@@ -26,6 +26,20 @@ class OpDef:
     """Output positions that are a variable reference (VariableV2, Assign...)."""
 
 
+class _EveryPosition(frozenset[int]):
+    """``ref_inputs`` of an op that receives every variable input as the variable itself."""
+
+    def __contains__(self, position: object) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+
+EVERY_POSITION: frozenset[int] = _EveryPosition()
+"""For functional ops (If, While): a variable captured by reference reaches the function as
+the variable, so an assign inside a branch updates it; the op runs on the variable's device."""
+
 _OP_DEFS: dict[str, OpDef] = {}
 _GRADIENTS: dict[str, Optional[Callable[..., Any]]] = {}
 
@@ -34,10 +48,11 @@ def register_op(
     op_type: str,
     *,
     stateful: bool = False,
-    ref_inputs: tuple[int, ...] = (),
+    ref_inputs: tuple[int, ...] | frozenset[int] = (),
     ref_outputs: tuple[int, ...] = (),
 ) -> OpDef:
-    op_def = OpDef(op_type, stateful, frozenset(ref_inputs), frozenset(ref_outputs))
+    inputs = ref_inputs if isinstance(ref_inputs, frozenset) else frozenset(ref_inputs)
+    op_def = OpDef(op_type, stateful, inputs, frozenset(ref_outputs))
     existing = _OP_DEFS.get(op_type)
     if existing is not None and existing != op_def:
         raise KeyError(f"Op type {op_type!r} is already registered with a different definition")

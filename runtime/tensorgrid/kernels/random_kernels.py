@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensorgrid.framework import errors
 from tensorgrid.kernels.array_kernels import host_ints
 from tensorgrid.kernels.registry import register_kernel
 
@@ -38,3 +39,11 @@ def _truncated_normal(k: Any, step: Any, shape: Any) -> Any:
 @register_kernel("RandomUniform")
 def _uniform(k: Any, step: Any, shape: Any) -> Any:
     return _generator(k).random(host_ints(shape), dtype=k.output_dtypes[0])
+
+
+@register_kernel("RandomUniformInt", host_only=True)
+def _uniform_int(k: Any, step: Any, shape: Any, minval: Any, maxval: Any) -> Any:
+    low, high = int(minval), int(maxval)
+    if low >= high:
+        raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: {low} >= {high}")
+    return _generator(k).integers(low, high, size=host_ints(shape), dtype=k.output_dtypes[0])

@@ -30,7 +30,19 @@ for _op_type in ("Const", "Placeholder", "PlaceholderWithDefault", "Identity", "
 
 # ---------------------------------------------------------------- constants
 
+def as_string_array(array: np.ndarray) -> np.ndarray:
+    """Text as TensorFlow holds it: an object array of bytes (str encoded as UTF-8)."""
+    items = [v.encode() if isinstance(v, str) else bytes(v) for v in array.reshape(-1).tolist()]
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(array.shape)
+
+
 def _as_numpy(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
+    if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "US":
+        if dtype is not None and dtype.base_dtype != dtypes.string:
+            raise TypeError(f"Expected {dtype.base_dtype.name}, got {value!r}: text makes a string constant")
+        return as_string_array(np.asarray(value))
     if dtype is not None:
         wanted = dtype.base_dtype.as_numpy_dtype
         array = np.asarray(value)
@@ -82,7 +94,7 @@ def _constant_conversion(value: Any, dtype: Any = None, name: Optional[str] = No
     return constant(value, dtype=dtype, name=name or "Const")
 
 
-for _base in (np.ndarray, np.generic, list, tuple, float, int, bool):
+for _base in (np.ndarray, np.generic, list, tuple, float, int, bool, str, bytes):
     tensor_conversion.register_tensor_conversion_function(_base, _constant_conversion)
 
 

@@ -69,7 +69,12 @@ def divide(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
     return truediv(x, y, name or "div")
 
 
-div = divide
+def div(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
+    """TF1's ``tf.div``: Python 2 division, so integers floor (7 / -2 is -4) and floats divide."""
+    x, y = op_util.to_tensors_like(x, y)
+    if x.dtype.base_dtype.is_integer:
+        return floordiv(x, y, name or "div")
+    return _binary("RealDiv", x, y, name or "div")
 
 
 def floordiv(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:

@@ -11,23 +11,34 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from tensorgrid.framework import dtypes
+from tensorgrid.framework import func_graph
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 
 
 def graph_of(*values: Any) -> graph_lib.Graph:
-    """The graph of the first Tensor (or Variable) among ``values``, else the default graph."""
+    """The graph of the first Tensor (or Variable) among ``values``, else the default graph.
+
+    Inside a tf.cond branch or a tf.while_loop body (a FuncGraph) a tensor of an enclosing
+    graph is captured, so the op is built in the function's graph."""
+    default = graph_lib.get_default_graph()
     for value in values:
         if isinstance(value, (list, tuple)):
             for item in value:
                 g = _graph_or_none(item)
                 if g is not None:
-                    return g
+                    return _innermost(g, default)
         g = _graph_or_none(value)
         if g is not None:
-            return g
-    return graph_lib.get_default_graph()
+            return _innermost(g, default)
+    return default
+
+
+def _innermost(graph: graph_lib.Graph, default: graph_lib.Graph) -> graph_lib.Graph:
+    if isinstance(default, func_graph.FuncGraph) and default.encloses(graph):
+        return default
+    return graph
 
 
 def _graph_or_none(value: Any) -> Optional[graph_lib.Graph]:

@@ -15,7 +15,7 @@ from tensorgrid.framework import op_registry
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import op_util
 
-for _op_type in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform"):
+for _op_type in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform", "RandomUniformInt"):
     op_registry.register_op(_op_type, stateful=True)
     op_registry.NotDifferentiable(_op_type)
 
@@ -78,8 +78,23 @@ def random_uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any =
             raise ValueError(f"maxval must be given for integer dtype {dt.name}")
         maxval = 1
     graph = graph_lib.get_default_graph()
+    if dt.is_integer:
+        return _random_uniform_int(shape, minval, maxval, dt, seed, name or "random_uniform")
     with graph.name_scope(name or "random_uniform"):
         sample = _random("RandomUniform", shape, dt, seed, "RandomUniform")
         lo = op_util.to_tensor(minval, dtype=dt)
         hi = op_util.to_tensor(maxval, dtype=dt)
         return math_ops.add(math_ops.multiply(sample, math_ops.subtract(hi, lo)), lo)
+
+
+def _random_uniform_int(shape: Any, minval: Any, maxval: Any, dt: dtypes.DType, seed: Optional[int],
+                        name: str) -> graph_lib.Tensor:
+    """Integers in [minval, maxval) (TF's RandomUniformInt; minval < maxval is checked when it runs)."""
+    if dt not in op_util.INDICES:
+        raise TypeError(f"random_uniform makes int32 or int64 integers, got dtype {dt.name}")
+    shape_tensor = shape if isinstance(shape, graph_lib.Tensor) else array_ops.constant(shape, dtype=dtypes.int32)
+    lo, hi = op_util.to_tensor(minval, dtype=dt), op_util.to_tensor(maxval, dtype=dt)
+    seed1, seed2 = get_seed(seed)
+    return op_util.make_tensor("RandomUniformInt", [shape_tensor, lo, hi], dt,
+                               array_ops.shape_from_tensor_value(shape_tensor), name,
+                               {"Tout": dt.name, "seed": seed1 or 0, "seed2": seed2 or 0})

@@ -58,6 +58,9 @@ class Variable:
         aggregation: Any = None,
         shape: Any = None,
     ) -> None:
+        if variable_def is not None:
+            self._init_from_def(variable_def, import_scope)
+            return
         if initial_value is None:
             raise ValueError("initial_value must be specified (a value, a Tensor, or a callable returning one)")
         trainable = True if trainable is None else bool(trainable)
@@ -107,6 +110,32 @@ class Variable:
                 self._snapshot = array_ops.identity(self._variable, name="read")
         graph.add_to_collections(collections, self)
         self._save_slice_info: Optional[SaveSliceInfo] = None
+
+    def _init_from_def(self, variable_def: dict[str, Any], import_scope: Optional[str]) -> None:
+        """The Variable whose ops already are in the default graph (``import_meta_graph``)."""
+        graph = graph_lib.get_default_graph()
+        prefix = f"{import_scope}/" if import_scope else ""
+        try:
+            self._variable = graph.get_tensor_by_name(prefix + variable_def["variable_name"])
+            self._initializer_op = graph.get_operation_by_name(prefix + variable_def["initializer_name"])
+            self._snapshot = graph.get_tensor_by_name(prefix + variable_def["snapshot_name"])
+            self._initial_value = graph.get_tensor_by_name(prefix + variable_def["initial_value_name"])
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"variable_def {variable_def!r} does not name ops of the default graph: {e}") from None
+        self._graph = graph
+        self._trainable = bool(variable_def.get("trainable", True))
+        self._constraint = None
+        info = variable_def.get("save_slice_info")
+        self._save_slice_info = None if info is None else SaveSliceInfo(
+            prefix + info["full_name"], list(info["full_shape"]), list(info["var_offset"]), list(info["var_shape"]))
+
+    def to_variable_def(self) -> dict[str, Any]:
+        """The names of this variable's ops (TF's ``VariableDef``), for ``export_meta_graph``."""
+        info = self._save_slice_info
+        return {"variable_name": self._variable.name, "initializer_name": self._initializer_op.name,
+                "snapshot_name": self._snapshot.name, "initial_value_name": self._initial_value.name,
+                "trainable": self._trainable,
+                "save_slice_info": None if info is None else dataclasses.asdict(info)}
 
     # -------------------------------------------------------------- identity
     @property

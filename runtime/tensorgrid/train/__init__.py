@@ -10,6 +10,10 @@ from tensorgrid.train.checkpoint_management import (
     latest_checkpoint, list_variables, load_checkpoint, load_variable, remove_checkpoint, update_checkpoint_state,
 )
 from tensorgrid.train.gradient_descent import GradientDescentOptimizer
+from tensorgrid.train.meta_graph import MetaGraphDef, export_meta_graph, import_meta_graph
+from tensorgrid.train.learning_rate_decay import (
+    exponential_decay, inverse_time_decay, natural_exp_decay, piecewise_constant, polynomial_decay,
+)
 from tensorgrid.train.momentum import MomentumOptimizer
 from tensorgrid.train.optimizer import Optimizer
 from tensorgrid.train.saver import Saver
@@ -22,7 +26,7 @@ from tensorgrid.distributed.cluster import ClusterSpec
 from tensorgrid.distributed.server import Server
 from tensorgrid.train.basic_session_run_hooks import (
     CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
-    NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook,
+    NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook, SummarySaverHook,
 )
 from tensorgrid.train.coordinator import Coordinator
 from tensorgrid.train.device_setter import GreedyLoadBalancingStrategy, byte_size_load_fn, replica_device_setter

@@ -1,4 +1,4 @@
-"""The standard hooks: stop at a step, fail on NaN, save checkpoints, log tensors and speed."""
+"""The standard hooks: stop at a step, fail on NaN, save checkpoints and summaries, log tensors and speed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from tensorgrid import metrics
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.summary import event_file
 from tensorgrid.train import session_run_hook
 from tensorgrid.train import training_util
 
@@ -335,3 +336,64 @@ class FeedFnHook(session_run_hook.SessionRunHook):
 
     def before_run(self, run_context: session_run_hook.SessionRunContext) -> session_run_hook.SessionRunArgs:
         return session_run_hook.SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+class SummarySaverHook(session_run_hook.SessionRunHook):
+    """Writes the summary op's value every ``save_steps`` steps or ``save_secs`` seconds
+    (``tf.train.SummarySaverHook``), tagged with the global step."""
+
+    def __init__(self, save_steps: Optional[int] = None, save_secs: Optional[float] = None,
+                 output_dir: Optional[str] = None, summary_writer: Any = None, scaffold: Any = None,
+                 summary_op: Any = None) -> None:
+        if (scaffold is None) == (summary_op is None):
+            raise ValueError("Exactly one of scaffold or summary_op must be provided.")
+        if output_dir is None and summary_writer is None:
+            raise ValueError("SummarySaverHook needs an output_dir or a summary_writer")
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        self._output_dir, self._writer, self._owns_writer = output_dir, summary_writer, summary_writer is None
+        self._scaffold, self._summary_op = scaffold, summary_op
+        self._global_step: Any = None
+        self._next_step: Optional[int] = None
+        self._requested = False
+
+    def begin(self) -> None:
+        if self._writer is None:
+            assert self._output_dir is not None
+            self._writer = event_file.FileWriter(self._output_dir)
+        global_step = training_util.get_global_step()
+        if global_step is None:
+            raise RuntimeError("Global step should be created to use SummarySaverHook.")
+        self._global_step = global_step  # read after the step: its increment included, as in TensorFlow
+        self._next_step = None
+
+    def _op(self) -> Any:
+        op = self._summary_op if self._summary_op is not None else self._scaffold.summary_op
+        return list(op) if isinstance(op, (list, tuple)) else op
+
+    def before_run(self, run_context: Any) -> Any:
+        op = self._op()
+        if op is None:  # no summaries in the graph: nothing to fetch, nothing to write
+            self._requested = False
+            return None
+        self._requested = self._next_step is None or self._timer.should_trigger_for_step(self._next_step)
+        fetches: dict[str, Any] = {"global_step": self._global_step}
+        if self._requested:
+            fetches["summary"] = op
+        return session_run_hook.SessionRunArgs(fetches)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if not run_values.results:
+            return
+        global_step = int(run_values.results["global_step"])
+        if self._requested:
+            self._timer.update_last_triggered_step(global_step)
+            summaries = run_values.results["summary"]
+            for summary in summaries if isinstance(summaries, list) else [summaries]:
+                self._writer.add_summary(summary, global_step)
+        self._next_step = global_step + 1
+
+    def end(self, session: Any) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+            if self._owns_writer:
+                self._writer.close()

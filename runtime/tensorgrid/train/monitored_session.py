@@ -10,6 +10,7 @@ checkpoint, while a model that survived is used as it is.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from typing import Any, Optional, Sequence
@@ -17,6 +18,7 @@ from typing import Any, Optional, Sequence
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import summary_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import basic_session_run_hooks as hooks_lib
 from tensorgrid.train import coordinator as coordinator_lib
@@ -81,6 +83,10 @@ class Scaffold:
             self._local_init_op = _first_in_collection(keys.LOCAL_INIT_OP)
             if self._local_init_op is None:
                 self._local_init_op = control_flow_ops.group(variables.local_variables_initializer(), name="local_init")
+        if self._summary_op is None:
+            self._summary_op = _first_in_collection(keys.SUMMARY_OP)
+            if self._summary_op is None:
+                self._summary_op = summary_ops.merge_all()
         if self._saver is None:
             savers = graph.get_collection(keys.SAVERS)
             if savers:
@@ -184,8 +190,32 @@ class WorkerSessionCreator(SessionCreator):
         return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
 
 
+class StepContext:
+    """What the function given to ``MonitoredSession.run_step_fn`` receives."""
+
+    def __init__(self, session: Any, run_with_hooks: Any) -> None:
+        self._session = session
+        self._run_with_hooks = run_with_hooks
+
+    @property
+    def session(self) -> Any:
+        """The raw session: runs here bypass the hooks."""
+        return self._session
+
+    def run_with_hooks(self, *args: Any, **kwargs: Any) -> Any:
+        """``MonitoredSession.run``: the hooks see this run."""
+        return self._run_with_hooks(*args, **kwargs)
+
+    def request_stop(self) -> None:
+        """Ends the step function and the session's ``with`` block at once (StopIteration, which
+        the block swallows, as in TensorFlow)."""
+        raise StopIteration("step_fn has requested the iterations to stop.")
+
+
 class MonitoredSession:
     """Runs steps through hooks, with queue runners, and recovery from preemption."""
+
+    StepContext = StepContext
 
     def __init__(self, session_creator: Optional[SessionCreator] = None,
                  hooks: Optional[Sequence[session_run_hook.SessionRunHook]] = None,
@@ -243,7 +273,28 @@ class MonitoredSession:
                 self._close_session_only()
                 self._create()
 
-    def _hooked_run(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+    def run_step_fn(self, step_fn: Any) -> Any:
+        """Calls ``step_fn(step_context)`` (TF1's ``run_step_fn``): it runs what it likes through
+        ``step_context.session`` or ``step_context.run_with_hooks``; a preempted session is
+        recreated and ``step_fn`` called again; ``request_stop()`` ends the session's ``with`` block."""
+        names = [p.name for p in inspect.signature(step_fn).parameters.values()]
+        if names not in (["step_context"], ["self", "step_context"]):
+            raise ValueError("`step_fn` may either have one `step_context` argument, or `self` and `step_context` "
+                             f"arguments if it's an instance method. Got {tuple(names)} instead.")
+        while True:
+            try:
+                return step_fn(StepContext(self._sess, self._hooked_run))
+            except _PREEMPTION_ERRORS as e:
+                if not self._should_recover:
+                    raise
+                log.warning("A step function failed with %s: %s. The session will be recreated and the step "
+                            "function called again.", type(e).__name__, e)
+                self.recoveries += 1
+                self._close_session_only()
+                self._create()
+
+    def _hooked_run(self, fetches: Any, feed_dict: Any = None, options: Any = None,
+                    run_metadata: Any = None) -> Any:
         if self._closed:
             raise RuntimeError("Session is already closed.")
         if self.should_stop():
@@ -370,8 +421,9 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
 ) -> MonitoredSession:
     """A MonitoredSession set up for distributed training (``tf.train.MonitoredTrainingSession``).
 
-    Summaries are not written (there is no summary writer); ``save_summaries_*`` are
-    accepted for compatibility.
+    The chief writes the summaries (``tf.summary.merge_all()`` unless the scaffold names a
+    summary op) to ``summary_dir`` or else ``checkpoint_dir`` every ``save_summaries_steps``
+    (default 100) steps or ``save_summaries_secs`` seconds.
     """
     if save_checkpoint_steps is _USE_DEFAULT and save_checkpoint_secs is _USE_DEFAULT:
         save_checkpoint_steps, save_checkpoint_secs = None, 600
@@ -379,6 +431,12 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
         save_checkpoint_secs = None
     elif save_checkpoint_steps is _USE_DEFAULT:
         save_checkpoint_steps = None
+    if save_summaries_steps is _USE_DEFAULT and save_summaries_secs is _USE_DEFAULT:
+        save_summaries_steps, save_summaries_secs = 100, None
+    elif save_summaries_secs is _USE_DEFAULT:
+        save_summaries_secs = None
+    elif save_summaries_steps is _USE_DEFAULT:
+        save_summaries_steps = None
     scaffold = scaffold or Scaffold()
     all_hooks: list[session_run_hook.SessionRunHook] = []
     if is_chief:
@@ -387,6 +445,12 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's public name
         all_hooks.extend(chief_only_hooks or [])
         if log_step_count_steps and log_step_count_steps > 0 and training_util.get_global_step() is not None:
             all_hooks.append(hooks_lib.StepCounterHook(every_n_steps=log_step_count_steps))
+        summary_output = summary_dir or checkpoint_dir
+        if summary_output and (save_summaries_secs or save_summaries_steps) and \
+                training_util.get_global_step() is not None:
+            all_hooks.append(hooks_lib.SummarySaverHook(save_steps=save_summaries_steps or None,
+                                                        save_secs=None if save_summaries_steps else save_summaries_secs,
+                                                        output_dir=summary_output, scaffold=scaffold))
         if checkpoint_dir and (save_checkpoint_secs or save_checkpoint_steps):
             all_hooks.append(hooks_lib.CheckpointSaverHook(checkpoint_dir, save_secs=save_checkpoint_secs,
                                                            save_steps=save_checkpoint_steps, scaffold=scaffold))

@@ -12,6 +12,8 @@ module imports only the ones listed before it; ``.importlinter`` checks it):
   across steps, and the staging of device tensors into reused pinned buffers before
   they are sent) and ``TensorAssembler`` (a tensor from a header and chunks). No
   sockets, no gRPC.
+- ``connection_slots``: the data channel's bounded set of open connections (which
+  waiting one gives way to a new one at the limit). No I/O.
 - ``data_channel``: the raw TCP data channel, for payloads fetched by ticket and for
   the calls of every step; its module docstring is the byte-level protocol. No gRPC.
 - ``tls``: mutual TLS for both protocols: where a task's certificates are

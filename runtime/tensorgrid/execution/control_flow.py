@@ -1,0 +1,134 @@
+"""Kernels of the functional control-flow ops: If, While, WhileGrad and a function's ``_Arg``.
+
+They live in the execution layer because running a branch or a loop body is running a
+graph: each function is imported from its op's attribute once, prepared as a ``Plan``
+whose ops all run on the functional op's device, and kept in the op's kernel state.
+A call runs the plan with a step context that carries the call's arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from tensorgrid.execution import executor
+from tensorgrid.framework import errors
+from tensorgrid.framework import func_graph
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import registry as kernel_registry
+
+
+@dataclasses.dataclass
+class CallContext(executor.StepContext):
+    """The step context of one call of a function: the caller's step plus the arguments."""
+
+    args: Sequence[Any] = ()
+
+
+class CompiledFunction:
+    """A function attribute prepared for running on one backend."""
+
+    def __init__(self, attr: Any, backend: backend_lib.Backend, replay: bool = False) -> None:
+        graph, _, outputs, targets = func_graph.function_from_attr(attr, replay=replay)
+        host = backend_lib.for_device("CPU")
+
+        def place(op: graph_lib.Operation) -> backend_lib.Backend:
+            return backend if kernel_registry.has_gpu_kernel(op.type) else host
+
+        self.plan = executor.Plan(graph, [], outputs, targets, {}, place)
+
+    def __call__(self, step: executor.StepContext, args: Sequence[Any]) -> list[Any]:
+        call = CallContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                           cancelled=step.cancelled, args=args)
+        return self.plan.run(call, [])
+
+
+_compile_lock = threading.Lock()
+
+
+def _function(k: Any, attr_name: str, replay: bool = False) -> CompiledFunction:
+    key = (attr_name, replay)
+    compiled = k.state.get(key)
+    if compiled is None:
+        with _compile_lock:
+            compiled = k.state.get(key)
+            if compiled is None:
+                compiled = k.state[key] = CompiledFunction(k.attrs[attr_name], k.backend, replay)
+    return compiled  # type: ignore[no-any-return]
+
+
+def _truth(k: Any, value: Any, what: str) -> bool:
+    array = k.backend.to_numpy(value)
+    if array.shape != () or array.dtype != np.bool_:
+        raise errors.InvalidArgumentError(
+            None, None, f"{k.name}: {what} must be a boolean scalar, got shape {list(array.shape)} of {array.dtype}")
+    return bool(array)
+
+
+def _results(values: list[Any]) -> Any:
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+@kernel_registry.register_kernel(func_graph.ARG_OP_TYPE)
+def _arg(k: Any, step: Any) -> Any:
+    return step.args[k.attrs["index"]]
+
+
+@kernel_registry.register_kernel("If")
+def _if(k: Any, step: Any, pred: Any, *args: Any) -> Any:
+    branch = "then_branch" if _truth(k, pred, "the predicate") else "else_branch"
+    return _results(_function(k, branch)(step, args))
+
+
+def _run_loop(k: Any, step: Any, loop_vars: list[Any], captured: Sequence[Any],
+              history: list[list[Any]] | None = None) -> list[Any]:
+    replay = history is not None
+    cond, body = _function(k, "cond", replay), _function(k, "body", replay)
+    invariants = k.attrs["shape_invariants"]
+    while _truth(k, cond(step, [*loop_vars, *captured])[0], "the loop condition"):
+        if step.cancelled.is_set():
+            raise errors.CancelledError(None, None, f"{k.name}: the step was cancelled")
+        if history is not None:
+            history.append(loop_vars)
+        loop_vars = body(step, [*loop_vars, *captured])
+        for i, (value, shape) in enumerate(zip(loop_vars, invariants)):
+            if shape is not None and (len(value.shape) != len(shape) or
+                                      any(d is not None and d != v for d, v in zip(shape, value.shape))):
+                raise errors.InvalidArgumentError(
+                    None, None, f"{k.name}: loop variable {i} has shape {list(value.shape)} after an iteration, "
+                    f"outside its shape invariant {list(shape)}")
+    return loop_vars
+
+
+@kernel_registry.register_kernel("While")
+def _while(k: Any, step: Any, *inputs: Any) -> Any:
+    count = k.attrs["num_loop_vars"]
+    return _results(_run_loop(k, step, list(inputs[:count]), inputs[count:]))
+
+
+@kernel_registry.register_kernel("WhileGrad")
+def _while_grad(k: Any, step: Any, *inputs: Any) -> Any:
+    """Replays the loop keeping each iteration's loop variables (a stateful body runs again),
+    then applies the body's gradient function from the last iteration to the first."""
+    count = k.attrs["num_loop_vars"]
+    forward = inputs[:len(inputs) - count]
+    loop_vars, captured = list(forward[:count]), forward[count:]
+    history: list[list[Any]] = []
+    _run_loop(k, step, loop_vars, captured, history)
+    body_grad = _function(k, "body_grad")
+    grads = list(inputs[len(inputs) - count:])
+    captured_grads: list[Any] = [None] * len(captured)
+    for state in reversed(history):
+        found = body_grad(step, [*state, *captured, *grads])
+        grads = found[:count]
+        for j, g in enumerate(found[count:]):
+            captured_grads[j] = g if captured_grads[j] is None else captured_grads[j] + g
+    for j, g in enumerate(captured_grads):
+        if g is None:
+            value = captured[j].read() if hasattr(captured[j], "read") else captured[j]
+            captured_grads[j] = k.xp.zeros_like(value, dtype=k.output_dtypes[count + j])
+    return _results([*grads, *captured_grads])

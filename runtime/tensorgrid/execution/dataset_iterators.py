@@ -1,0 +1,220 @@
+"""Kernels of ``tf.data`` iterators: the pipeline an iterator op names, run on its task.
+
+A Dataset reaches the graph as a list of stages (an attribute of the iterator op: a
+source, then transformations) and the tensors its stages read (the op's inputs). An
+iterator is a resource of its task; initializing it builds the pipeline as a chain of
+Python iterators over host arrays; ``IteratorGetNext`` takes one element, or raises
+OutOfRangeError at the end. ``map`` functions run as graphs (``control_flow``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from tensorgrid.execution import control_flow
+from tensorgrid.framework import errors
+from tensorgrid.framework import python_callables
+from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import registry as kernel_registry
+
+Element = list[Any]
+Source = Callable[[], Iterator[Element]]
+"""Makes a fresh pass over a stage's elements (``repeat`` asks again for each epoch)."""
+
+
+class IteratorState:
+    """One iterator resource: its pipeline's current pass and the step its functions run in."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.elements: Optional[Iterator[Element]] = None
+        self.step: Any = None
+
+    def initialize(self, stages: Sequence[Any], inputs: Sequence[Any]) -> None:
+        source = _pipeline(self, stages, list(inputs))
+        with self.lock:
+            self.elements = source()
+
+    def get_next(self, step: Any) -> Element:
+        with self.lock:
+            if self.elements is None:
+                raise errors.FailedPreconditionError(
+                    None, None, f"GetNext() failed because the iterator {self.name} has not been initialized. Ensure "
+                    "that you have run the initializer operation for this iterator before getting the next element.")
+            self.step = step
+            try:
+                return next(self.elements)
+            except StopIteration:
+                raise errors.OutOfRangeError(None, None, "End of sequence") from None
+
+
+def _pipeline(state: IteratorState, stages: Sequence[Any], inputs: list[Any]) -> Source:
+    source: Optional[Source] = None
+    for stage in stages:
+        kind, params = stage[0], list(stage[1:])
+        if source is None:
+            source = _zip(state, params, inputs) if kind == "zip" else _source(kind, params, inputs)
+            continue
+        source = _transformation(state, kind, params, inputs, source)
+    if source is None:
+        raise errors.InvalidArgumentError(None, None, "A dataset needs a source stage; got no stages")
+    return source
+
+
+def _zip(state: IteratorState, params: list[Any], inputs: list[Any]) -> Source:
+    """Elements of several pipelines side by side, until the shortest ends."""
+    sources = [_pipeline(state, stages, _take(inputs, count)) for stages, count in params[0]]
+    return lambda: ([c for element in elements for c in element] for elements in zip(*[s() for s in sources]))
+
+
+def _take(inputs: list[Any], count: int) -> list[Any]:
+    if count > len(inputs):
+        raise errors.InvalidArgumentError(None, None, f"A dataset stage reads {count} inputs but only "
+                                          f"{len(inputs)} are left")
+    taken = inputs[:count]
+    del inputs[:count]
+    return taken
+
+
+def _source(kind: str, params: list[Any], inputs: list[Any]) -> Source:
+    if kind == "tensor_slices":
+        arrays = [np.asarray(a) for a in _take(inputs, params[0])]
+        sizes = {a.shape[0] if a.ndim else None for a in arrays}
+        if None in sizes or len(sizes) != 1:
+            raise errors.InvalidArgumentError(
+                None, None, f"from_tensor_slices needs components with the same first dimension, got shapes "
+                f"{[list(a.shape) for a in arrays]}")
+        return lambda: ([a[i] for a in arrays] for i in range(arrays[0].shape[0]))
+    if kind == "tensors":
+        values = [np.asarray(a) for a in _take(inputs, params[0])]
+        return lambda: iter([list(values)])
+    if kind == "range":
+        start, stop, step = params
+        return lambda: ([np.int64(v)] for v in range(start, stop, step))
+    if kind == "generator":
+        token, count = params
+        args = [np.asarray(a) for a in _take(inputs, count)]
+        make = python_callables.lookup(token)
+        return lambda: iter(make(*args))
+    raise errors.InvalidArgumentError(None, None, f"Unknown dataset source {kind!r}; valid sources are "
+                                      "tensor_slices, tensors, range, generator, zip")
+
+
+def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: list[Any],
+                    upstream: Source) -> Source:
+    if kind == "map":
+        attr, count = params
+        captured = _take(inputs, count)
+        function = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        return lambda: (list(function(state.step, [*element, *captured])) for element in upstream())
+    if kind == "filter":
+        attr, count = params
+        captured = _take(inputs, count)
+        predicate = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        return lambda: (element for element in upstream()
+                        if bool(np.asarray(predicate(state.step, [*element, *captured])[0])))
+    if kind == "batch":
+        size, drop_remainder = params
+        return lambda: _batches(upstream(), size, drop_remainder)
+    if kind == "shuffle":
+        buffer_size, seed, reshuffle = params
+        random = np.random.RandomState(seed)
+        return lambda: _shuffled(upstream(), buffer_size, random if reshuffle else np.random.RandomState(seed))
+    if kind == "repeat":
+        return lambda: _repeated(upstream, params[0])
+    if kind == "take":
+        return lambda: itertools.islice(upstream(), None if params[0] < 0 else params[0])
+    if kind == "skip":
+        return lambda: _skipped(upstream(), params[0])
+    if kind == "prefetch":
+        return upstream
+    raise errors.InvalidArgumentError(None, None, f"Unknown dataset transformation {kind!r}; valid are map, filter, "
+                                      "batch, shuffle, repeat, take, skip, prefetch")
+
+
+def _batches(elements: Iterator[Element], size: int, drop_remainder: bool) -> Iterator[Element]:
+    while True:
+        batch = list(itertools.islice(elements, size))
+        if not batch or (drop_remainder and len(batch) < size):
+            return
+        stacked = []
+        for component in range(len(batch[0])):
+            first = np.shape(batch[0][component])
+            for i, element in enumerate(batch):
+                if np.shape(element[component]) != first:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"Cannot batch tensors with different shapes in component {component}. First "
+                        f"element had shape {list(first)} and element {i} had shape {list(np.shape(element[component]))}.")
+            stacked.append(np.stack([element[component] for element in batch]))
+        yield stacked
+
+
+def _shuffled(elements: Iterator[Element], buffer_size: int, random: np.random.RandomState) -> Iterator[Element]:
+    buffer = list(itertools.islice(elements, buffer_size))
+    for element in elements:
+        index = random.randint(len(buffer))
+        yield buffer[index]
+        buffer[index] = element
+    while buffer:
+        yield buffer.pop(random.randint(len(buffer)))
+
+
+def _repeated(upstream: Source, count: int) -> Iterator[Element]:
+    epochs = itertools.count() if count < 0 else range(count)
+    for _ in epochs:
+        produced = False
+        for element in upstream():
+            produced = True
+            yield element
+        if not produced:
+            return  # an empty dataset repeated forever is empty, not an endless loop
+
+
+def _skipped(elements: Iterator[Element], count: int) -> Iterator[Element]:
+    if count < 0:
+        return iter(())
+    return itertools.islice(elements, count, None)
+
+
+def _iterator_state(k: Any, step: Any) -> IteratorState:
+    cached = k.state.get("iterator")
+    if cached is not None and cached[0] is step.resources and cached[1] == step.resources.generation:
+        return cached[2]  # type: ignore[no-any-return]
+    name = k.attrs["shared_name"] or k.name
+    state = step.resources.lookup_or_create(k.attrs["container"], name, IteratorState, lambda: IteratorState(name))
+    k.state["iterator"] = (step.resources, step.resources.generation, state)
+    return state  # type: ignore[no-any-return]
+
+
+@kernel_registry.register_kernel("Iterator", host_only=True)
+def _iterator(k: Any, step: Any) -> Any:
+    return _iterator_state(k, step)
+
+
+@kernel_registry.register_kernel("OneShotIterator", host_only=True)
+def _one_shot_iterator(k: Any, step: Any, *inputs: Any) -> Any:
+    state = _iterator_state(k, step)
+    with k.state.setdefault("init_lock", threading.Lock()):
+        if state.elements is None:
+            state.initialize(k.attrs["dataset"], inputs)
+    return state
+
+
+@kernel_registry.register_kernel("MakeIterator", host_only=True)
+def _make_iterator(k: Any, step: Any, state: IteratorState, *inputs: Any) -> None:
+    state.initialize(k.attrs["dataset"], inputs)
+
+
+@kernel_registry.register_kernel("IteratorGetNext", host_only=True)
+def _iterator_get_next(k: Any, step: Any, state: IteratorState) -> Any:
+    element = state.get_next(step)
+    if len(element) != len(k.output_dtypes):
+        raise errors.InvalidArgumentError(None, None, f"{k.name}: the dataset gave {len(element)} components, "
+                                          f"expected {len(k.output_dtypes)}")
+    values = [np.asarray(v, dtype=dtype) for v, dtype in zip(element, k.output_dtypes)]
+    return values[0] if len(values) == 1 else tuple(values)

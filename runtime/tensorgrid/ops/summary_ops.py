@@ -1,0 +1,72 @@
+"""``tf.summary.scalar``, ``histogram``, ``merge`` and ``merge_all``: ops whose value is a
+serialized ``Summary`` protocol buffer, for ``tf.summary.FileWriter`` to write.
+
+Each summary op is added to the ``summaries`` collection (``merge_all`` merges them);
+its tag is its name prefixed by the enclosing name scopes, as in TF1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
+from tensorgrid.ops import op_util
+
+for _op_type in ("ScalarSummary", "HistogramSummary", "MergeSummary"):
+    op_registry.register_op(_op_type)
+    op_registry.NotDifferentiable(_op_type)
+
+
+def _scoped_summary(op_type: str, t: graph_lib.Tensor, name: str, family: Optional[str],
+                    collections: Optional[Sequence[str]]) -> graph_lib.Tensor:
+    """The summary op, named by a new name scope as TF1's ``summary_scope`` does: the tag is
+    that scope's unique name (``family/`` in front of it when given)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"A summary needs a non-empty name, got {name!r}")
+    graph = t.graph
+    with graph.name_scope(f"{family}/{name}" if family else name) as scope:
+        tag = f"{family}/{scope.rstrip('/')}" if family else scope.rstrip("/")
+        summary = op_util.make_tensor(op_type, [t], dtypes.string, [], scope, {"tag": tag})
+    for key in (graph_lib.GraphKeys.SUMMARIES,) if collections is None else collections:
+        graph.add_to_collection(key, summary)
+    return summary
+
+
+def scalar(name: str, tensor: Any, collections: Optional[Sequence[str]] = None,
+           family: Optional[str] = None) -> graph_lib.Tensor:
+    """A summary holding one real number (``simple_value``)."""
+    t = op_util.to_tensor(tensor)
+    if t.shape.ndims not in (None, 0):
+        raise ValueError(f"tf.summary.scalar needs a scalar, got {t.name} of shape {t.shape}")
+    op_util.check_dtype_in("ScalarSummary", t, op_util.NUMBERS)
+    return _scoped_summary("ScalarSummary", t, name, family, collections)
+
+
+def histogram(name: str, values: Any, collections: Optional[Sequence[str]] = None,
+              family: Optional[str] = None) -> graph_lib.Tensor:
+    """A summary holding a histogram of ``values`` (TensorFlow's buckets)."""
+    t = op_util.to_tensor(values)
+    op_util.check_dtype_in("HistogramSummary", t, op_util.NUMBERS)
+    return _scoped_summary("HistogramSummary", t, name, family, collections)
+
+
+def merge(inputs: Sequence[Any], collections: Optional[Sequence[str]] = None,
+          name: Optional[str] = None) -> graph_lib.Tensor:
+    """One summary holding the values of all ``inputs`` (a repeated tag fails the step)."""
+    tensors = [op_util.to_tensor(t) for t in inputs]
+    for t in tensors:
+        if t.dtype.base_dtype != dtypes.string:
+            raise TypeError(f"tf.summary.merge takes summary (string) tensors, got {t.name} of dtype {t.dtype.name}")
+    summary = op_util.make_tensor("MergeSummary", tensors, dtypes.string, [], name or "Merge/MergeSummary")
+    for key in collections or []:
+        summary.graph.add_to_collection(key, summary)
+    return summary
+
+
+def merge_all(key: str = graph_lib.GraphKeys.SUMMARIES, scope: Optional[str] = None,
+              name: Optional[str] = None) -> Optional[graph_lib.Tensor]:
+    """The merge of every summary in the ``key`` collection, or None when it is empty."""
+    summaries = graph_lib.get_default_graph().get_collection(key, scope)
+    return merge(summaries, name=name) if summaries else None

@@ -1,0 +1,154 @@
+"""``tf.summary.FileWriter``: TensorBoard event files.
+
+An event file is a TFRecord file (each record: length, masked CRC-32C of the length,
+the bytes, masked CRC-32C of the bytes) of serialized ``tensorflow.Event`` messages; the
+first says ``brain.Event:2``. TensorBoard and ``tf.compat.v1.train.summary_iterator``
+read what this writes. Events are written when added and flushed by ``flush()``,
+``close()`` or every ``flush_secs``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from tensorgrid.kernels import summary_kernels
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), the checksum of TFRecord files."""
+    crc = 0xFFFFFFFF
+    table = _CRC_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord(data: bytes) -> bytes:
+    """One TFRecord: the framing TensorFlow's record reader checks."""
+    length = struct.pack("<Q", len(data))
+    return (length + struct.pack("<I", _masked(crc32c(length))) + data
+            + struct.pack("<I", _masked(crc32c(data))))
+
+
+def event(wall_time: float, step: int = 0, file_version: Optional[str] = None,
+          summary: Optional[bytes] = None) -> bytes:
+    """A serialized ``tensorflow.Event``."""
+    out = summary_kernels.double_field(1, wall_time)
+    if step:
+        out += summary_kernels.varint(2 << 3) + summary_kernels.varint(step & 0xFFFFFFFFFFFFFFFF)
+    if file_version is not None:
+        out += summary_kernels.length_delimited(3, file_version.encode())
+    if summary is not None:
+        out += summary_kernels.length_delimited(5, summary)
+    return out
+
+
+def _summary_bytes(summary: Any) -> bytes:
+    serialize = getattr(summary, "SerializeToString", None)
+    if callable(serialize):
+        return bytes(serialize())
+    if isinstance(summary, np.ndarray) and summary.shape == () and summary.dtype == object:
+        summary = summary[()]
+    if isinstance(summary, bytes):
+        return summary
+    raise TypeError(f"add_summary takes a serialized Summary (the value of a summary op) or a Summary proto, "
+                    f"got {type(summary).__name__}")
+
+
+class FileWriter:
+    """Writes summaries to an event file in ``logdir`` (``tf.summary.FileWriter``).
+
+    ``graph`` is accepted, but the graph is not written (TensorBoard's graph view stays empty).
+    """
+
+    def __init__(self, logdir: str, graph: Any = None, max_queue: int = 10, flush_secs: float = 120,
+                 filename_suffix: Optional[str] = None, session: Any = None) -> None:
+        if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):
+            raise ValueError(f"logdir must be a directory path, got {logdir!r}")
+        if flush_secs <= 0:
+            raise ValueError(f"flush_secs must be positive, got {flush_secs}")
+        self._logdir = str(logdir)
+        self._suffix = filename_suffix or ""
+        self._flush_secs = flush_secs
+        self._lock = threading.Lock()
+        self._file: Any = None
+        self._last_flush = 0.0
+        self._open()
+
+    def _open(self) -> None:
+        os.makedirs(self._logdir, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}{self._suffix}"
+        self._path = os.path.join(self._logdir, name)
+        self._file = open(self._path, "ab")
+        self._last_flush = time.monotonic()
+        self._write(event(time.time(), file_version="brain.Event:2"))
+
+    def _write(self, serialized_event: bytes) -> None:
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"FileWriter for {self._logdir} is closed; call reopen() first")
+            self._file.write(tfrecord(serialized_event))
+            if time.monotonic() - self._last_flush >= self._flush_secs:
+                self._file.flush()
+                self._last_flush = time.monotonic()
+
+    def get_logdir(self) -> str:
+        return self._logdir
+
+    @property
+    def event_file_path(self) -> str:
+        """The file this writer writes (a new one after each ``reopen``)."""
+        return self._path
+
+    def add_summary(self, summary: Any, global_step: Optional[int] = None) -> None:
+        self._write(event(time.time(), int(global_step or 0), summary=_summary_bytes(summary)))
+
+    def add_graph(self, graph: Any, global_step: Optional[int] = None) -> None:
+        """Accepted for compatibility; the graph is not written."""
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def reopen(self) -> None:
+        """Starts a new event file after ``close()``; does nothing while open."""
+        if self._file is None:
+            self._open()
+
+    def __enter__(self) -> "FileWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

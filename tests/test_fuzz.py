@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import subprocess
 import sys
 
@@ -29,8 +30,11 @@ def test_every_input_is_answered_with_a_status(target):
         if os.environ.get("CI") == "true":
             pytest.fail("atheris is not installed (pip install -e '.[dev]'); the fuzz targets need it in CI")
         env["TENSORGRID_FUZZ_DRIVER"] = "random"
-    result = subprocess.run([sys.executable, RUN, target, f"-runs={RUNS[target]}", "-seed=1"], env=env,
-                            capture_output=True, text=True, timeout=540)
+    # libFuzzer's memory limit (2048 MB) is on the peak RSS the kernel reports, which a process
+    # inherits from this one across fork and exec: allow for the test process's own peak.
+    rss_limit_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + 2048
+    result = subprocess.run([sys.executable, RUN, target, f"-runs={RUNS[target]}", "-seed=1",
+                             f"-rss_limit_mb={rss_limit_mb}"], env=env, capture_output=True, text=True, timeout=540)
     output = "\n".join(line for line in (result.stdout + result.stderr).splitlines()
                        if not line.startswith("INFO: Instrumenting"))
     assert result.returncode == 0, f"fuzz target {target} found an input that escaped:\n{output[-8000:]}"

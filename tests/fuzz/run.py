@@ -39,7 +39,7 @@ INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0xFFFF, 0xFFFFFFFF, 2**62, 2**63 - 1]
 
 
 def _options(argv: list[str]) -> dict[str, int]:
-    options = {"runs": 1000, "max_total_time": 0, "seed": 1}
+    options = {"runs": 1000, "max_total_time": 0, "seed": 1, "rss_limit_mb": 0}
     for arg in argv:
         name, _, value = arg.lstrip("-").partition("=")
         if name in options:

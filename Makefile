@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-strict-gpu venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
+.PHONY: run test test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -38,6 +38,16 @@ test: venv kubernetes-binaries tools
 # (their [strict-gpu] ids); this runs every runtime test so.
 test-strict-gpu: venv
 	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest tests --ignore=tests/operator --ignore=tests/charts --ignore=tests/images $(PYTEST_ARGS)
+
+# Coverage-guided fuzzing (atheris) of every parser of bytes from the network
+# (tests/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
+# number of inputs (tests/test_fuzz.py). A finding prints the input and its traceback.
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS := header_bundle frames data_channel servicer
+fuzz: venv
+	@for target in $(FUZZ_TARGETS); do \
+	  $(PY) tests/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 # helm for the chart tests (go install, cached in ~/.cache/tensorgrid/bin).
 tools:

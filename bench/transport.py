@@ -72,7 +72,9 @@ def rounds(size: int) -> int:
 WARMUP_ROUNDS = 2
 WORKER = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
 REQUEST = struct.Struct("<QQ")  # socket baseline: offset, length
-TUNED_GRPC_OPTIONS = grpc_frames.GRPC_OPTIONS + [
+UNLIMITED_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+"""The benchmark measures gRPC with one large bundle too (what the runtime avoids), so no size limit."""
+TUNED_GRPC_OPTIONS = UNLIMITED_GRPC_OPTIONS + [
     ("grpc.experimental.tcp_read_chunk_size", 4 * MiB),
     ("grpc.experimental.tcp_min_read_chunk_size", MiB),
     ("grpc.experimental.tcp_max_read_chunk_size", 8 * MiB),
@@ -148,7 +150,7 @@ def run_sender(sizes: list[int]) -> None:
     sender = _Sender(sizes)
     ports = {}
     servers = []  # a grpc.Server stops when garbage-collected
-    for name, options in (("grpc", grpc_frames.GRPC_OPTIONS), ("grpc_tuned", TUNED_GRPC_OPTIONS)):
+    for name, options in (("grpc", UNLIMITED_GRPC_OPTIONS), ("grpc_tuned", TUNED_GRPC_OPTIONS)):
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
         server.add_generic_rpc_handlers((grpc_frames.generic_handler(WORKER, sender),))
         ports[name] = server.add_insecure_port("127.0.0.1:0")
@@ -179,7 +181,7 @@ class _IntoPool(buffers.BufferPool):
 
 class _Receiver:
     def __init__(self, ports: dict[str, int], sizes: list[int]) -> None:
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}", options=grpc_frames.GRPC_OPTIONS)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}", options=UNLIMITED_GRPC_OPTIONS)
         self.tuned_channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc_tuned']}", options=TUNED_GRPC_OPTIONS)
         self.stub = grpc_frames.Stub(self.channel, WORKER)
         self.tuned_stub = grpc_frames.Stub(self.tuned_channel, WORKER)

@@ -62,7 +62,7 @@ class Peer:
     def __init__(self, config: transport.TransportConfig) -> None:
         self.server_transport = transport.Transport(config)
         self.store = TensorStore(self.server_transport)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=grpc_frames.GRPC_OPTIONS)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=grpc_frames.server_options())
         self.server.add_generic_rpc_handlers((grpc_frames.generic_handler(WORKER, self.store),))
         port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()

@@ -24,6 +24,7 @@ from google.protobuf import message as message_lib
 
 from tensorgrid import metrics
 from tensorgrid.distributed import graph_codec
+from tensorgrid.distributed import limits
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import step_calls
 from tensorgrid.distributed import transport
@@ -123,7 +124,8 @@ class _Client:
         self.host = grpc_frames.host_of(address)
         self._peer = peer
         credentials = tls.from_env()
-        self._channel = tls.open_channel(address, credentials, grpc_frames.grpc_options())
+        self._channel = tls.open_channel(address, credentials, grpc_frames.grpc_options(grpc_frames.channel_options(
+            limits.ServerLimits.from_env().grpc_max_message_bytes)))
         self._stub = grpc_frames.Stub(self._channel, service)
         self._tx = _shared_transport(credentials)
         self._data_port = 0

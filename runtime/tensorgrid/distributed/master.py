@@ -7,6 +7,11 @@ under one step id. Only the tasks a step needs are contacted, so a session never
 waits for unrelated peers. If a task restarted (its incarnation changed or its
 graphs are gone), the step fails with AbortedError, the plans using it are dropped,
 and the next step re-registers: MonitoredTrainingSession recovers from that.
+
+Sessions are bounded (``ServerLimits``): one with no call for
+``session_idle_timeout_s`` and no step running is closed (when it is next used, or
+when a new session is created), and at most ``max_sessions`` are open. Fed values
+are checked against the fed tensor's dtype and shape before a step runs.
 """
 
 from __future__ import annotations
@@ -21,10 +26,14 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+import numpy as np
+
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import partition as partition_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
+from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
@@ -49,6 +58,8 @@ class _PartitionRun:
 class _StepPlan:
     runs: list[_PartitionRun]
     fed_fetches: list[str]
+    feeds: dict[str, graph_lib.Tensor] = dataclasses.field(default_factory=dict)
+    """The fed tensors by name, whose dtype and shape each fed value must match."""
 
 
 class _StepFailure:
@@ -86,14 +97,17 @@ class _MasterSession:
         self.lock = threading.Lock()
         self.registered: list[tuple[str, str]] = []
         self.running: dict[int, _StepPlan] = {}
+        self.last_used = time.monotonic()
 
 
 class Master:
     """Sessions of the clients that target this task."""
 
     def __init__(self, task: device_lib.DeviceSpec, cluster: cluster_lib.ClusterSpec,
-                 worker_for: Callable[[str], worker_interface.WorkerInterface], connect_timeout: float = 600.0) -> None:
+                 worker_for: Callable[[str], worker_interface.WorkerInterface], connect_timeout: float = 600.0,
+                 limits: Optional[limits_lib.ServerLimits] = None) -> None:
         self.task = task
+        self.limits = limits or limits_lib.ServerLimits()
         self.cluster = cluster
         self._worker_for = worker_for
         self._sessions: dict[str, _MasterSession] = {}
@@ -107,11 +121,27 @@ class Master:
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None) -> str:
+        self._close_idle_sessions()
+        with self._lock:
+            if len(self._sessions) >= self.limits.max_sessions:
+                raise errors.ResourceExhaustedError(
+                    None, None, f"This master has {len(self._sessions)} open sessions, its limit "
+                    f"(TENSORGRID_MAX_SESSIONS={self.limits.max_sessions}); close sessions or raise the limit")
         graph = _import(graph_def, graph_lib.Graph())
         handle = f"{self._prefix}-s{next(self._handles)}"
         with self._lock:
             self._sessions[handle] = _MasterSession(handle, graph, options or SessionOptions())
         return handle
+
+    def _close_idle_sessions(self) -> None:
+        """Closes the sessions unused for ``session_idle_timeout_s`` with no step running."""
+        horizon = time.monotonic() - self.limits.session_idle_timeout_s
+        with self._lock:
+            idle = [h for h, s in self._sessions.items() if s.last_used < horizon and not s.running]
+        for handle in idle:
+            log.info("closing session %s: unused for %g s (TENSORGRID_SESSION_IDLE_TIMEOUT_S)", handle,
+                     self.limits.session_idle_timeout_s)
+            self.close_session(handle)
 
     def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef) -> int:
         """Adds the client's new nodes to the session graph; returns the new version."""
@@ -138,10 +168,16 @@ class Master:
     def _session(self, handle: str) -> _MasterSession:
         with self._lock:
             session = self._sessions.get(handle)
+        now = time.monotonic()
+        if session is not None and now - session.last_used > self.limits.session_idle_timeout_s and not session.running:
+            self.close_session(handle)
+            session = None
         if session is None:
             raise errors.NotFoundError(
-                None, None, f"Session handle {handle!r} is not known to this master (it was closed or the task restarted)"
+                None, None, f"Session handle {handle!r} is not known to this master (it was closed, idle for "
+                f"{self.limits.session_idle_timeout_s:g} s (TENSORGRID_SESSION_IDLE_TIMEOUT_S), or the task restarted)"
             )
+        session.last_used = now
         return session
 
     # ------------------------------------------------------------------ steps
@@ -156,6 +192,8 @@ class Master:
             with session.lock:
                 plan = session.plans.get(key) or self._plan(session, feed_names, list(fetches), list(targets))
                 session.plans[key] = plan
+        for name, tensor in plan.feeds.items():
+            _check_feed(tensor, feeds[name])
         step_id = random.getrandbits(62) | 1
         with session.lock:
             session.running[step_id] = plan
@@ -276,7 +314,7 @@ class Master:
             session.registered.append((task, handle))
             runs.append(_PartitionRun(task, handle, ordered_feeds, part.fetches, self.incarnation(task)))
         fed = set(feed_names)
-        return _StepPlan(runs, [n for n in fetches if n in fed])
+        return _StepPlan(runs, [n for n in fetches if n in fed], dict(zip(feed_names, feed_tensors)))
 
     # ------------------------------------------------------------------ tasks
     def incarnation(self, task: str) -> int:
@@ -349,6 +387,27 @@ def _import(graph_def: graph_def_lib.GraphDef, graph: graph_lib.Graph) -> graph_
         return importer.import_graph_def(graph_def, graph)
     except (KeyError, ValueError, TypeError) as e:
         raise errors.InvalidArgumentError(None, None, f"Invalid graph: {e.args[0] if e.args else e}") from None
+
+
+def _check_feed(tensor: graph_lib.Tensor, value: Any) -> None:
+    """InvalidArgumentError unless a fed array has the fed tensor's dtype and a shape
+    compatible with its static shape. Values fed in-process that are not numpy arrays of
+    a tensorgrid dtype (Python numbers, device arrays) are left to the kernels, as in a
+    local session."""
+    if not isinstance(value, np.ndarray):
+        return
+    wanted = tensor.dtype.base_dtype
+    try:
+        got = dtypes.as_dtype(value.dtype)
+    except TypeError:
+        return  # no tensorgrid dtype (numpy text, in-process only: the wire carries none)
+    if got != wanted:
+        raise errors.InvalidArgumentError(
+            None, None, f"Cannot feed value of dtype {got.name} to tensor {tensor.name!r} of dtype {wanted.name}")
+    if not tensor.shape.is_compatible_with(value.shape):
+        raise errors.InvalidArgumentError(
+            None, None, f"Cannot feed value of shape {value.shape} to tensor {tensor.name!r}, which has shape "
+            f"{tensor.shape}")
 
 
 def _tensor(graph: graph_lib.Graph, name: str, what: str) -> graph_lib.Tensor:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tensorgrid.distributed import channels
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import ports
 from tensorgrid.distributed import worker as worker_lib
@@ -66,9 +67,11 @@ class Server:
         self.address = address
         self._config = config
         self._metrics_port = metrics_port
-        self.worker = worker_lib.Worker(self.task, peer=self._peer)
+        self.limits = limits_lib.ServerLimits.from_env()
+        """Resource bounds of this task's servers (docs/limits.md, ``TENSORGRID_*`` variables)."""
+        self.worker = worker_lib.Worker(self.task, peer=self._peer, limits=self.limits)
         self.master = master_lib.Master(device_lib.DeviceSpec(job_name, 0, self.task_index), cluster,
-                                        worker_for=self._peer)
+                                        worker_for=self._peer, limits=self.limits)
         self._peers: dict[str, clients.WorkerClient] = {}
         self._peers_lock = threading.Lock()
         self._finished_tasks: set[str] = set()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
@@ -179,6 +180,7 @@ class WorkerServicer:
         self._worker = server.worker
         self._tx = tx
         self._steps = steps
+        self._recv_waiting = threading.BoundedSemaphore(server.limits.recv_tensor_max_waiting)
 
     def GetStatus(self, request: worker_pb2.GetStatusRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
@@ -210,7 +212,19 @@ class WorkerServicer:
 
     def RecvTensor(self, request: worker_pb2.RecvTensorRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            values = [(key, self._worker.recv_tensor(request.step_id, key)) for key in request.rendezvous_key]
+            # A waiting RecvTensor holds one of the server's threads: at most
+            # recv_tensor_max_waiting at once, and each for at most recv_tensor_timeout_s
+            # in all, so waiting pulls can never starve the other methods.
+            if not self._recv_waiting.acquire(blocking=False):
+                raise errors.ResourceExhaustedError(
+                    None, None, f"RecvTensor: {self._server.limits.recv_tensor_max_waiting} RecvTensor calls are "
+                    f"already waiting on {self._worker.task}, the limit (TENSORGRID_RECV_TENSOR_MAX_WAITING)")
+            try:
+                deadline = time.monotonic() + self._server.limits.recv_tensor_timeout_s
+                values = [(key, self._worker.recv_tensor(request.step_id, key, max(deadline - time.monotonic(), 1e-3)))
+                          for key in request.rendezvous_key]
+            finally:
+                self._recv_waiting.release()
             metrics.TENSORS_SENT.inc(len(values))
             metrics.RPC_BYTES.labels("RecvTensor", "sent").inc(sum(int(getattr(v, "nbytes", 0)) for _, v in values))
             return self._tx.write_frames(None, values, context=context,
@@ -322,17 +336,20 @@ def serve(server: server_lib.Server, port: int) -> Serving:
                          f"needs a port of its own (conventionally the gRPC port + 1)")
     enabled = os.environ.get("TENSORGRID_DATA_CHANNEL", "1") != "0"
     host = ports.listen_host(server.address)
+    limits = server.limits
     credentials = tls.from_env()
     try:
-        tx = transport.Transport(transport.TransportConfig(data_channel=enabled, data_host=host, data_port=data_port),
-                                 credentials)
+        tx = transport.Transport(transport.TransportConfig(
+            data_channel=enabled, data_host=host, data_port=data_port, max_tensor_bytes=limits.max_tensor_bytes,
+            data_max_connections=limits.data_max_connections, data_header_timeout_s=limits.data_header_timeout_s,
+            data_idle_timeout_s=limits.data_idle_timeout_s), credentials)
     except OSError as e:
         where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
         raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
     steps = StepHandlers(server.worker, server.master)
     tx.serve_calls(steps.data_channel_handlers())
     rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=128, thread_name_prefix="rpc"),
-                             options=grpc_frames.grpc_options())
+                             options=grpc_frames.grpc_options(grpc_frames.server_options(limits.grpc_max_message_bytes)))
     rpc_server.add_generic_rpc_handlers((
         grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx, steps)),
         grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps)),

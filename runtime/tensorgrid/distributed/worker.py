@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid import metrics
+from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.execution import executor
 from tensorgrid.execution import rendezvous as rendezvous_lib
@@ -43,6 +44,7 @@ class _RegisteredGraph:
     plan: executor.Plan
     feed_names: list[str]
     fetch_names: list[str]
+    last_used: float = dataclasses.field(default_factory=time.monotonic)
 
 
 class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
@@ -54,8 +56,8 @@ class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
     deadlock two tasks waiting on each other.
     """
 
-    def __init__(self, worker: "Worker") -> None:
-        super().__init__()
+    def __init__(self, worker: "Worker", limits: limits_lib.ServerLimits) -> None:
+        super().__init__(ttl_s=limits.rendezvous_ttl_s, max_bytes=limits.rendezvous_max_bytes)
         self._worker = worker
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="push")
         self._outbox: dict[int, dict[str, list[tuple[str, Any]]]] = {}
@@ -107,17 +109,18 @@ class Worker:
     """Runs graph partitions on this task's devices."""
 
     def __init__(self, task: str, peer: Callable[[str], worker_interface.WorkerInterface], placement: Any = None,
-                 recv_timeout: float = 3600.0) -> None:
+                 limits: Optional[limits_lib.ServerLimits] = None) -> None:
         self.task = task
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
         self.resources = resources_lib.ResourceManager()
-        self.rendezvous = _PeerRendezvous(self)
+        self.limits = limits or limits_lib.ServerLimits()
+        self.rendezvous = _PeerRendezvous(self, self.limits)
         self._peer = peer
         self._placement = placement or executor.default_placement(allow_soft_placement=True)
         self._graphs: dict[str, _RegisteredGraph] = {}
         self._lock = threading.Lock()
         self._handles = itertools.count(1)
-        self._recv_timeout = recv_timeout
+        self._recv_timeout = self.limits.recv_tensor_timeout_s
         self._running: dict[int, list[executor.StepContext]] = {}
         self.steps_run = 0
         self._steps_metric = metrics.STEPS.labels(task)
@@ -157,8 +160,21 @@ class Worker:
             raise errors.InvalidArgumentError(None, None, f"Invalid graph partition: {e}") from None
         handle = f"{session_handle}/g{next(self._handles)}"
         with self._lock:
+            self._make_room_for_a_graph()
             self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches))
         return handle
+
+    def _make_room_for_a_graph(self) -> None:
+        """Bounds the registered partitions (lock held): forgets those unused for
+        ``session_idle_timeout_s`` (a master re-registers one it still needs, after an
+        AbortedError), then refuses a new one beyond ``max_registered_graphs``."""
+        horizon = time.monotonic() - self.limits.session_idle_timeout_s
+        for handle in [h for h, g in self._graphs.items() if g.last_used < horizon]:
+            del self._graphs[handle]
+        if len(self._graphs) >= self.limits.max_registered_graphs:
+            raise errors.ResourceExhaustedError(
+                None, None, f"{self.task} has {len(self._graphs)} registered graph partitions, its limit "
+                f"(TENSORGRID_MAX_REGISTERED_GRAPHS={self.limits.max_registered_graphs}); close sessions or raise it")
 
     def signature(self, handle: str) -> tuple[list[str], list[str]]:
         """The feed and fetch names a registered partition takes and returns, in order."""
@@ -168,6 +184,8 @@ class Worker:
     def _registered(self, handle: str) -> _RegisteredGraph:
         with self._lock:
             registered = self._graphs.get(handle)
+            if registered is not None:
+                registered.last_used = time.monotonic()
         if registered is None:
             raise errors.NotFoundError(
                 None, None,
@@ -217,7 +235,8 @@ class Worker:
 
     # ------------------------------------------------------------------ tensors for peers
     def recv_tensor(self, step_id: int, key: str, timeout: Optional[float] = None) -> Any:
-        """The value a Send of this task produced for ``key`` in ``step_id`` (waits for it)."""
+        """The value a Send of this task produced for ``key`` in ``step_id``: waits for it
+        up to ``timeout``, at most ``ServerLimits.recv_tensor_timeout_s``."""
         fields = key.split(";")
         if len(fields) != 5:
             raise errors.InvalidArgumentError(None, None, f"Malformed rendezvous key {key!r}: expected 5 ';'-separated fields")
@@ -231,7 +250,7 @@ class Worker:
                 f"{self.task} restarted: tensor {fields[3]} was requested from incarnation {incarnation:016x}, "
                 f"the task now runs incarnation {self.incarnation:016x}",
             )
-        return self.rendezvous.take(step_id, key, timeout or self._recv_timeout)
+        return self.rendezvous.take(step_id, key, min(timeout or self._recv_timeout, self._recv_timeout))
 
     def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
         """Tensors a peer's Sends produced for this task (the receiving end of PushTensors)."""

@@ -3,6 +3,12 @@
 Entries are keyed by (step id, rendezvous key). A value is taken exactly once; a
 waiter that arrives first is called back when the value is sent. Aborting a step
 fails its waiters and drops its values, so a failed step leaves nothing behind.
+
+Values nobody takes are bounded (a peer, or anyone who can reach the task's ports,
+may push tensors for steps that never run): a value waiting longer than ``ttl_s``,
+or the oldest values while those waiting hold more than ``max_bytes``, are dropped,
+and their step is aborted with an error saying why, so a step that does come for
+one fails instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -15,15 +21,29 @@ from tensorgrid.framework import errors
 
 Callback = Callable[..., None]
 
+ENTRY_OVERHEAD_BYTES = 256
+"""What a waiting value costs besides its array's bytes and its key (the entry, its
+tuple and the array object), counted against ``max_bytes`` so tiny values are bounded too."""
+MAX_ABORTED_STEPS = 65536
+"""Aborted step ids remembered (so late sends fail) beyond which the oldest are forgotten."""
+
 
 class LocalRendezvous:
     """Thread-safe table of sent values and waiting receivers for one task."""
 
-    def __init__(self) -> None:
+    def __init__(self, ttl_s: float = 300.0, max_bytes: int = 1 << 30,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._values: dict[tuple[int, str], tuple[Any, float]] = {}
+        self._values: dict[tuple[int, str], tuple[Any, float, int]] = {}
+        """(value, time sent, bytes counted), oldest first (dicts keep insertion order)."""
         self._waiters: dict[tuple[int, str], Callback] = {}
         self._aborted: dict[int, tuple[BaseException, float]] = {}
+        self._ttl_s = ttl_s
+        self._max_bytes = max_bytes
+        self._clock = clock
+        self._value_bytes = 0
+        self.dropped = 0
+        """Values dropped untaken (expired or over ``max_bytes``), for metrics and tests."""
 
     def send(self, step_id: int, key: str, value: Any) -> None:
         entry = (step_id, key)
@@ -35,9 +55,36 @@ class LocalRendezvous:
             if waiter is None:
                 if entry in self._values:
                     raise errors.InternalError(None, None, f"Duplicate send of {key} in step {step_id}")
-                self._values[entry] = (value, time.monotonic())
+                size = int(getattr(value, "nbytes", 0)) + len(key) + ENTRY_OVERHEAD_BYTES
+                now = self._clock()
+                self._values[entry] = (value, now, size)
+                self._value_bytes += size
+                self._drop_untaken(now)
                 return
         waiter(value)
+
+    def _drop_untaken(self, now: float) -> None:
+        """Drops the oldest values while one is older than ``ttl_s`` or the values hold
+        more than ``max_bytes`` (never the newest one), aborting their steps (lock held)."""
+        dropped = False
+        while self._values:
+            (step_id, key), (_, sent, size) = next(iter(self._values.items()))
+            if now - sent > self._ttl_s:
+                why = f"nobody took it within {self._ttl_s:g} s (TENSORGRID_RENDEZVOUS_TTL_S)"
+            elif self._value_bytes > self._max_bytes and len(self._values) > 1:
+                why = (f"the tensors waiting to be taken on this task held more than {self._max_bytes} bytes "
+                       f"(TENSORGRID_RENDEZVOUS_MAX_BYTES) and it was the oldest")
+            else:
+                break
+            del self._values[(step_id, key)]
+            self._value_bytes -= size
+            self.dropped += 1
+            dropped = True
+            if step_id not in self._aborted:
+                self._aborted[step_id] = (errors.AbortedError(
+                    None, None, f"Tensor {key} sent in step {step_id} was dropped: {why}"), now)
+        if dropped:
+            self._forget_old_aborts()
 
     def flush(self, step_id: int) -> None:
         """Delivers what was sent so far in ``step_id`` (nothing to do for a local table)."""
@@ -49,6 +96,8 @@ class LocalRendezvous:
             failure = self._aborted.get(step_id)
             if failure is None:
                 found = self._values.pop(entry, None)
+                if found is not None:
+                    self._value_bytes -= found[2]
                 if found is None:
                     if entry in self._waiters:
                         raise errors.InternalError(None, None, f"Two receivers for {key} in step {step_id}")
@@ -86,8 +135,7 @@ class LocalRendezvous:
             waiters = [(k, w) for k, w in self._waiters.items() if k[0] == step_id]
             for k, _ in waiters:
                 del self._waiters[k]
-            for k in [k for k in self._values if k[0] == step_id]:
-                del self._values[k]
+            self._drop_step_values(step_id)
             self._forget_old_aborts()
         for _, waiter in waiters:
             waiter(failure=failure)
@@ -95,8 +143,11 @@ class LocalRendezvous:
     def cleanup_step(self, step_id: int) -> None:
         """Drops leftovers of a finished step (values nobody took)."""
         with self._lock:
-            for k in [k for k in self._values if k[0] == step_id]:
-                del self._values[k]
+            self._drop_step_values(step_id)
+
+    def _drop_step_values(self, step_id: int) -> None:
+        for k in [k for k in self._values if k[0] == step_id]:
+            self._value_bytes -= self._values.pop(k)[2]
 
     def abort_all(self, failure: BaseException) -> None:
         with self._lock:
@@ -108,7 +159,14 @@ class LocalRendezvous:
         with self._lock:
             return len(self._values) + len(self._waiters)
 
+    def pending_bytes(self) -> int:
+        """Bytes counted for the values waiting to be taken (see ``max_bytes``)."""
+        with self._lock:
+            return self._value_bytes
+
     def _forget_old_aborts(self, horizon: float = 600.0) -> None:
-        now = time.monotonic()
+        now = self._clock()
         for step_id in [s for s, (_, t) in self._aborted.items() if now - t > horizon]:
             del self._aborted[step_id]
+        while len(self._aborted) > MAX_ABORTED_STEPS:
+            del self._aborted[next(iter(self._aborted))]

@@ -12,6 +12,8 @@ module imports only the ones listed before it; ``.importlinter`` checks it):
   across steps, and the staging of device tensors into reused pinned buffers before
   they are sent) and ``TensorAssembler`` (a tensor from a header and chunks). No
   sockets, no gRPC.
+- ``connection_slots``: the data channel's bounded set of open connections (which
+  waiting one gives way to a new one at the limit). No I/O.
 - ``data_channel``: the raw TCP data channel, for payloads fetched by ticket and for
   the calls of every step; its module docstring is the byte-level protocol. No gRPC.
 - ``tls``: mutual TLS for both protocols: where a task's certificates are
@@ -59,7 +61,8 @@ class TransportConfig:
     total at least this many bytes goes on the method's streaming twin, in chunk
     frames: one large bundle is gRPC's slowest path (0.07 of a socket at 1 GiB)."""
     max_tensor_bytes: int = 4 << 30
-    """Largest tensor this task accepts; a header declaring more is refused with
+    """Largest tensor this task accepts, as the memory it takes decoded
+    (``wire.decoded_bytes``); a header declaring more is refused with
     RESOURCE_EXHAUSTED before any memory is allocated."""
     pool_bytes: int = 1 << 30
     """Total size of idle receive buffers kept for reuse (0 disables the pool)."""
@@ -77,6 +80,12 @@ class TransportConfig:
     data_channel_timeout_s: float = 300.0
     """How long a sender waits for an offered payload to be fetched (bounded also by
     the call's deadline), and the I/O timeout of data channel sockets."""
+    data_max_connections: int = 512
+    """Connections the data channel serves at once (``DataServer``)."""
+    data_header_timeout_s: float = 10.0
+    """Time the data channel gives a request header to arrive whole (``DataServer``)."""
+    data_idle_timeout_s: float = 600.0
+    """Time the data channel keeps a connection idle between requests (``DataServer``)."""
 
     def __post_init__(self) -> None:
         if self.chunk_bytes <= 0:
@@ -105,7 +114,9 @@ class Transport:
         if self.config.data_channel:
             self.data_server = data_channel.DataServer(
                 self.config.data_host, self.config.data_port, self.config.data_channel_timeout_s,
-                tls=credentials.server_context if credentials is not None else None)
+                tls=credentials.server_context if credentials is not None else None,
+                max_connections=self.config.data_max_connections, header_timeout_s=self.config.data_header_timeout_s,
+                idle_timeout_s=self.config.data_idle_timeout_s)
         self.data_client = data_channel.DataChannelClient(
             self.config.data_channel_timeout_s, tls=credentials.client_context if credentials is not None else None)
 

@@ -155,8 +155,11 @@ def allocate_checked(pool: BufferPool, header: tensor_pb2.TensorHeader, dtype: n
                      shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """``allocate`` for a header already checked (``dtype`` and ``shape`` from ``check_header``)."""
     if dtype == np.object_:
+        # The object array is made by ``finish_payload`` once the payload arrived: a
+        # header alone must not cost 8 bytes per declared element. Until then, a
+        # zero-stride view stands for its shape, allocating nothing.
         staging = pool.empty(np.dtype(np.uint8), (header.byte_size,))
-        return np.empty(shape, dtype), staging
+        return np.broadcast_to(np.empty((), dtype), shape), staging
     array = pool.empty(dtype, shape)
     return array, array.reshape(-1).view(np.uint8)
 

@@ -57,7 +57,6 @@ import contextlib
 import enum
 import logging
 import math
-import os
 import secrets
 import socket
 import ssl
@@ -68,7 +67,9 @@ from typing import Any, Callable, Iterable, Optional
 
 from tensorgrid.distributed import ports
 from tensorgrid.distributed.transport import buffers
+from tensorgrid.distributed.transport import connection_slots
 from tensorgrid.distributed.transport import liveness
+from tensorgrid.distributed.transport import stream_io
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
@@ -84,6 +85,9 @@ _CALL_REQUEST = struct.Struct("<BII")  # method, control bytes, header bundle by
 _CALL_REPLY = struct.Struct("<III")  # status, control bytes, header bundle bytes
 MAX_CALL_CONTROL_BYTES = 64 << 20
 MAX_CALL_HEADER_BYTES = 64 << 20
+MIN_BYTES_PER_S = 1 << 20
+"""The slowest a server lets a call's control bytes, headers and payloads arrive, on
+average (after the header timeout): a peer trickling bytes is dropped, not served forever."""
 
 
 class Method(enum.IntEnum):
@@ -100,140 +104,24 @@ status number, 0: OK), the reply's control bytes (the error message when not OK)
 its tensors."""
 
 
-def _recv_exact_into(sock: socket.socket, view: memoryview) -> None:
-    while len(view):
-        received = sock.recv_into(view)
-        if received == 0:
-            raise EOFError(f"connection closed with {len(view)} bytes still expected")
-        view = view[received:]
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buffer = bytearray(n)
-    _recv_exact_into(sock, memoryview(buffer))
-    return bytes(buffer)
-
-
-_MAX_BUFFERS_PER_SEND = 512
-"""Buffers handed to one ``sendmsg`` (Linux accepts up to 1024, IOV_MAX)."""
-
-
-def _as_bytes(part: Any) -> memoryview:
-    view = memoryview(part)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-
-
-def _send_some(sock: socket.socket, pending: list[memoryview]) -> None:
-    """Sends what the kernel takes now of ``pending`` (byte views, in order) and drops
-    it from the list: a gathered write (``sendmsg``) of every part, so a push of seven
-    tensors is one system call rather than seven; TLS has no gathered writes (it writes
-    records), so there, the first part."""
-    if isinstance(sock, ssl.SSLSocket):
-        sent = sock.send(pending[0])
-    else:
-        sent = sock.sendmsg(pending[:_MAX_BUFFERS_PER_SEND])
-    while pending and sent >= len(pending[0]):
-        sent -= len(pending.pop(0))
-    if sent:
-        pending[0] = pending[0][sent:]
-
-
-def _send_message(sock: socket.socket, prefix: bytes, control: bytes, headers: bytes,
-                  payloads: list[memoryview]) -> None:
-    """Sends a message: its frames and every payload, in as few system calls as the
-    kernel takes them (``_send_some``)."""
-    pending = [memoryview(b"".join((prefix, control, headers)))]
-    pending.extend(_as_bytes(payload) for payload in payloads if len(payload))
-    while pending:
-        _send_some(sock, pending)
-
-
 def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterable[tuple[str, Any]]) -> None:
     headers, payloads = wire.encode_headers(tensors)
-    _send_message(conn, _CALL_REPLY.pack(code, len(control), len(headers)), control, headers, payloads)
+    stream_io.send_message(conn, _CALL_REPLY.pack(code, len(control), len(headers)), control, headers, payloads)
 
 
 def _receive_tensors(sock: socket.socket, headers: bytes, pool: buffers.BufferPool,
-                     max_tensor_bytes: int) -> list[wire.ReceivedTensor]:
+                     max_tensor_bytes: int, min_bytes_per_s: Optional[float] = None) -> list[wire.ReceivedTensor]:
     """Reads the payloads announced by a header bundle from ``sock`` straight into
-    arrays from ``pool`` (``recv_into``: no user-space copy)."""
+    arrays from ``pool`` (``recv_into``: no user-space copy). With ``min_bytes_per_s``
+    (servers), a payload arriving slower than that on average is a TimeoutError."""
     tensors = []
     for header, dtype, shape in wire.decode_headers(headers, max_tensor_bytes):
         array, payload = buffers.allocate_checked(pool, header, dtype, shape)
         if payload.size:
-            _recv_exact_into(sock, payload.data)
+            deadline = None if min_bytes_per_s is None else time.monotonic() + 1.0 + payload.size / min_bytes_per_s
+            stream_io.recv_exact_into(sock, payload.data, deadline)
         tensors.append(wire.ReceivedTensor(header.name, buffers.finish_payload(header, array, payload)))
     return tensors
-
-
-# ---------------------------------------------------------------------------- sockets
-
-LOCAL_SEND_BUFFER = 4 << 20
-"""Bytes a Unix-socket sender may have in flight (the kernel caps it at net.core.wmem_max).
-With the default, about 200 KiB, a sender of a 2.7 MB payload blocks and wakes a dozen
-times, and its receiver as many (measured in the base training case: the PS's voluntary
-context switches per step went from 39 to 18 with this buffer; CPU per step unchanged
-within the noise)."""
-
-
-def _tune(sock: socket.socket) -> None:
-    """TCP: no Nagle delay (a call's header and payloads go at once). Unix socket: a
-    send buffer that holds a step's payloads."""
-    if sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    elif sock.family == socket.AF_UNIX:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, LOCAL_SEND_BUFFER)
-
-
-def _listen_local(port: int) -> Optional[socket.socket]:
-    """The Unix listener beside a data channel on loopback ``port`` (None: none here, or
-    its name is taken, which only a live process on the same port could do)."""
-    name = ports.local_data_socket(port)
-    if name is None:
-        return None
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        listener.bind(name)
-        listener.listen(128)
-    except OSError as e:
-        listener.close()
-        log.debug("data channel on port %d: no Unix socket for local peers (%s)", port, e)
-        return None
-    return listener
-
-
-_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
-
-
-def same_user(sock: socket.socket) -> bool:
-    """Whether the process at the other end of Unix socket ``sock`` runs as this
-    process's user, as the kernel says (SO_PEERCRED): only such a peer may use a data
-    channel's Unix socket, either way (anyone on the machine may bind or dial an abstract
-    name; a process of the same user could read this task's keys and memory anyway)."""
-    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size)
-    _, uid, _ = _PEER_CREDENTIALS.unpack(credentials)
-    return bool(uid == os.getuid())
-
-
-def _connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socket.socket]:
-    """A connection to the Unix socket of a data channel on this machine's loopback, or
-    None (not loopback, no such socket, or a socket of another user: the caller dials
-    TCP)."""
-    host, port = address
-    name = ports.local_data_socket(port)
-    if name is None or not ports.is_loopback(host) or host.strip("[]") == "::1":
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout_s)
-    try:
-        sock.connect(name)
-        if not same_user(sock):
-            log.warning("the Unix socket of the data channel on port %d belongs to another user: using TCP", port)
-            raise ConnectionRefusedError
-    except OSError:
-        sock.close()
-        return None
-    return sock
 
 
 # ---------------------------------------------------------------------------- server
@@ -258,6 +146,17 @@ class DataServer:
     One thread accepts connections, one thread per connection serves its fetches or
     calls in order (``sendall`` from the offered buffer: no user-space copy).
     ``port`` 0 picks one (``ports.listen_for_data``); ``self.port`` is the bound one.
+
+    Bounded for clients outside the job (docs/limits.md): at most ``max_connections``
+    open connections; a new one beyond them closes the connection that has waited
+    longest for its next request (idle, in its TLS handshake, or still sending its
+    opening or header: no request of it was read, so its client's retry is safe) among
+    those of the client address holding the most connections, or is closed itself when
+    every connection is busy. An opening, ticket or call header must arrive whole
+    within ``header_timeout_s`` of its first byte, and the rest of a call at
+    ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s`` between
+    calls is closed (clients reconnect).
+
     Listening on IPv4 loopback (a cluster on one machine: ``tensorgrid local``), it also
     accepts peers on its Unix socket (``ports.local_data_socket``), with a thread of its
     own; not when listening on every interface (a pod), where the socket would also be
@@ -268,21 +167,27 @@ class DataServer:
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
-                 tls: Optional[ssl.SSLContext] = None,
-                 liveness_settings: Optional[liveness.Liveness] = None) -> None:
+                 tls: Optional[ssl.SSLContext] = None, *, max_connections: int = 512, header_timeout_s: float = 10.0,
+                 idle_timeout_s: float = 600.0, liveness_settings: Optional[liveness.Liveness] = None) -> None:
         self._liveness = liveness_settings or liveness.from_env()
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
         self._listeners = [self._listener]
         if host == "127.0.0.1":
-            local = _listen_local(self.port)
+            local = stream_io.listen_local(self.port)
             if local is not None:
                 self._listeners.append(local)
         self._io_timeout_s = io_timeout_s
         self._tls = tls
+        self._header_timeout_s = header_timeout_s
+        self._idle_timeout_s = idle_timeout_s
+        self.refused_connections = 0
+        """Connections closed at once because ``max_connections`` busy ones were open (for tests)."""
+        self._last_refusal_log = -math.inf
         self._offers: dict[bytes, Offer] = {}
         self._next_expiry = math.inf
-        self._connections: set[socket.socket] = set()
+        self._slots = connection_slots.ConnectionSlots(max_connections)
+        self._connections = self._slots.connections  # the open connections (read by tests)
         self._lock = threading.Lock()
         self._closed = False
         self._call_handlers: dict[int, CallHandler] = {}
@@ -358,14 +263,14 @@ class DataServer:
     def _accept_loop(self, listener: socket.socket) -> None:
         while True:
             try:
-                conn, _ = listener.accept()
+                conn, peer = listener.accept()
             except OSError:
                 if self._closed:
                     return
                 log.exception("data channel on port %d: accept failed", self.port)
                 time.sleep(0.1)
                 continue
-            if conn.family == socket.AF_UNIX and not same_user(conn):
+            if conn.family == socket.AF_UNIX and not stream_io.same_user(conn):
                 log.warning("data channel on port %d: refused a local connection from another user", self.port)
                 conn.close()
                 continue
@@ -373,26 +278,78 @@ class DataServer:
                 if self._closed:
                     conn.close()
                     return
-                self._connections.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), name=f"tensorgrid-data-{self.port}-conn",
-                             daemon=True).start()
+                admitted, victim = self._slots.admit(conn, "local" if conn.family == socket.AF_UNIX else str(peer[0]))
+            if victim is not None:
+                with contextlib.suppress(OSError):
+                    victim.shutdown(socket.SHUT_RDWR)  # its thread sees the end and frees the slot
+            if not admitted:
+                self._refuse(conn)
+                continue
+            try:
+                threading.Thread(target=self._serve, args=(conn,), name=f"tensorgrid-data-{self.port}-conn",
+                                 daemon=True).start()
+            except RuntimeError as e:  # "can't start new thread": refuse this one, keep accepting
+                with self._lock:
+                    self._slots.forget(conn)
+                conn.close()
+                log.error("data channel on port %d: cannot start a thread for a connection (%s); closed it", self.port, e)
+                time.sleep(0.1)
+
+    @property
+    def evicted_connections(self) -> int:
+        """Waiting connections that gave way to new ones at the limit (for tests)."""
+        return self._slots.evicted
+
+    def _refuse(self, conn: socket.socket) -> None:
+        """Closes a connection beyond ``max_connections`` busy ones (its client's call fails
+        UNAVAILABLE, and its later calls fall back to gRPC)."""
+        conn.close()
+        self.refused_connections += 1
+        now = time.monotonic()
+        if now - self._last_refusal_log > 60.0:
+            self._last_refusal_log = now
+            log.warning("data channel on port %d: %d connections are open, the limit (TENSORGRID_DATA_MAX_CONNECTIONS);"
+                        " closing new ones (%d so far)", self.port, self._slots.capacity, self.refused_connections)
+
+    def _next_request(self, conn: socket.socket, size: int) -> bytes:
+        """The next ``size``-byte request header of a connection: waits up to
+        ``idle_timeout_s`` for its first byte, then ``header_timeout_s`` for the rest."""
+        buffer = bytearray(size)
+        with self._lock:
+            self._slots.waiting(conn)
+        conn.settimeout(self._idle_timeout_s)
+        received = conn.recv_into(buffer)
+        if received == 0:
+            raise EOFError("connection closed between requests")
+        conn.settimeout(self._header_timeout_s)
+        if received < size:
+            stream_io.recv_exact_into(conn, memoryview(buffer)[received:], time.monotonic() + self._header_timeout_s)
+        self._end_wait(conn)
+        return bytes(buffer)
+
+    def _end_wait(self, conn: socket.socket) -> None:
+        """Marks ``conn`` busy with a request; EOFError if it was evicted meanwhile (then
+        its request is dropped unread, so the client's retry cannot run it twice)."""
+        with self._lock:
+            if not self._slots.busy(conn):
+                raise EOFError("connection closed to make room for a new one")
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            _tune(conn)
+            stream_io.tune(conn)
             if conn.family != socket.AF_UNIX:  # a local peer's end closes when its process dies
                 liveness.enable_tcp_keepalive(conn, self._liveness)  # an idle connection of a vanished client ends
-            conn.settimeout(10.0)
+            conn.settimeout(self._header_timeout_s)
             if self._tls is not None and conn.family != socket.AF_UNIX:
                 conn = self._handshake(conn)
-            magic = _recv_exact(conn, len(FETCH_MAGIC))
+            magic = stream_io.recv_exact(conn, len(FETCH_MAGIC), time.monotonic() + self._header_timeout_s)
+            self._end_wait(conn)
             if magic == CALL_MAGIC and self._call_handlers:
                 return self._serve_calls(conn)
             if magic != FETCH_MAGIC:
                 return  # not a tensorgrid peer (or calls are not served here): drop it without a word
             while True:
-                conn.settimeout(None)  # an idle pooled connection may wait for its next fetch indefinitely
-                ticket = _recv_exact(conn, TICKET_BYTES)
+                ticket = self._next_request(conn, TICKET_BYTES)
                 with self._lock:
                     offer = self._offers.pop(ticket, None)
                 conn.settimeout(self._io_timeout_s)
@@ -408,53 +365,57 @@ class DataServer:
                 finally:
                     offer.done.set()
         except (OSError, EOFError):
-            pass  # the peer went away (or failed the TLS handshake); its gRPC call reports the failure
+            pass  # the peer went away, failed the TLS handshake, was too slow or idle; its gRPC call reports it
+        except Exception:  # noqa: BLE001 - a bug must not leak the connection or its slot
+            log.exception("data channel on port %d: serving a connection failed", self.port)
         finally:
             with self._lock:
-                self._connections.discard(conn)
+                self._slots.forget(conn)
             conn.close()
 
     def _handshake(self, conn: socket.socket) -> socket.socket:
-        """The TLS side of ``conn``, which replaces it in the set ``close`` shuts down;
-        ssl.SSLError (an OSError) when the client shows no certificate of the CA."""
+        """The TLS side of ``conn``, which replaces it in every record of connections
+        (``close`` shuts them down, the limit evicts them); ssl.SSLError (an OSError) when
+        the client shows no certificate of the CA."""
         assert self._tls is not None
         wrapped = self._tls.wrap_socket(conn, server_side=True)
         with self._lock:
-            self._connections.discard(conn)
             closed = self._closed
-            if not closed:
-                self._connections.add(wrapped)
-        if closed:
+            admitted = not closed and self._slots.replace(conn, wrapped)
+            if closed:
+                self._slots.forget(conn)
+        if not admitted:
             wrapped.close()
-            raise OSError("the data channel closed")
+            raise OSError("the data channel closed" if closed else "connection closed to make room for a new one")
         return wrapped
 
     def _serve_calls(self, conn: socket.socket) -> None:
         """The calls of one connection, in order; a malformed one is answered and ends it."""
         assert self._pool is not None
         while True:
-            conn.settimeout(None)  # an idle pooled connection may wait for its next call indefinitely
-            prefix = _recv_exact(conn, _CALL_REQUEST.size)
-            conn.settimeout(self._io_timeout_s)
+            prefix = self._next_request(conn, _CALL_REQUEST.size)
             method, control_bytes, header_bytes = _CALL_REQUEST.unpack(prefix)
             handler = self._call_handlers.get(method)
             if handler is None:
                 _send_reply(conn, errors.UnimplementedError.code,
                             f"method {method} is not served on this data channel; methods are "
                             f"{sorted(self._call_handlers)}".encode(), ())
-                return
+                return stream_io.linger(conn)
             if control_bytes > MAX_CALL_CONTROL_BYTES or header_bytes > MAX_CALL_HEADER_BYTES:
                 _send_reply(conn, errors.InvalidArgumentError.code,
                             f"call declares {control_bytes} control and {header_bytes} header bytes, above the "
                             f"limits of {MAX_CALL_CONTROL_BYTES} and {MAX_CALL_HEADER_BYTES}".encode(), ())
-                return
-            control = _recv_exact(conn, control_bytes)
-            headers = _recv_exact(conn, header_bytes)
+                return stream_io.linger(conn)
+            deadline = time.monotonic() + self._header_timeout_s + (control_bytes + header_bytes) / MIN_BYTES_PER_S
+            control = stream_io.recv_exact(conn, control_bytes, deadline)
+            headers = stream_io.recv_exact(conn, header_bytes, deadline)
+            conn.settimeout(self._io_timeout_s)
             try:
-                tensors = _receive_tensors(conn, headers, self._pool, self._max_tensor_bytes)
-            except wire.TransportError as e:
-                _send_reply(conn, e.code, str(e).encode(), ())
-                return  # the rest of the stream cannot be trusted
+                tensors = _receive_tensors(conn, headers, self._pool, self._max_tensor_bytes, MIN_BYTES_PER_S)
+            except (wire.TransportError, ValueError) as e:  # ValueError: numpy refused what a header declares
+                code = e.code if isinstance(e, wire.TransportError) else errors.InvalidArgumentError.code
+                _send_reply(conn, code, str(e).encode(), ())
+                return stream_io.linger(conn)  # the rest of the stream cannot be trusted
             try:
                 code, reply, reply_tensors = handler(control, tensors)
             except Exception as e:  # noqa: BLE001 - answered to the caller, the server goes on
@@ -505,8 +466,8 @@ class DataChannelClient:
                 self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
                 code, control_bytes, header_bytes = _CALL_REPLY.unpack(self._await_reply(sock, host, port))
                 replied = True
-                reply = _recv_exact(sock, control_bytes)
-                received = _receive_tensors(sock, _recv_exact(sock, header_bytes), pool, max_tensor_bytes)
+                reply = stream_io.recv_exact(sock, control_bytes)
+                received = _receive_tensors(sock, stream_io.recv_exact(sock, header_bytes), pool, max_tensor_bytes)
             except (OSError, EOFError) as e:
                 sock.close()
                 if reused and attempt == 1 and not replied and isinstance(e, (EOFError, ConnectionError)):
@@ -526,10 +487,10 @@ class DataChannelClient:
         that timeout on ``sock`` for ``_await_reply``."""
         sock.settimeout(self._liveness.reply_probe_s)
         stalled = 0.0
-        pending = [view for view in map(_as_bytes, parts) if len(view)]
+        pending = [view for view in map(stream_io.as_bytes, parts) if len(view)]
         while pending:
             try:
-                _send_some(sock, pending)
+                stream_io.send_some(sock, pending)
                 stalled = 0.0
             except socket.timeout:
                 stalled += self._liveness.reply_probe_s
@@ -570,7 +531,7 @@ class DataChannelClient:
             sock, reused = self._checkout(address, FETCH_MAGIC)
             try:
                 sock.sendall(ref.ticket)
-                (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
+                (length,) = _LENGTH.unpack(stream_io.recv_exact(sock, _LENGTH.size))
             except (OSError, EOFError) as e:
                 sock.close()
                 if reused and attempt == 1:
@@ -587,7 +548,7 @@ class DataChannelClient:
             raise wire.TransportError(f"data channel {host}:{ref.port} sends {length} bytes for tensor {name!r}, "
                                       f"whose header declared {len(into)}")
         try:
-            _recv_exact_into(sock, into)
+            stream_io.recv_exact_into(sock, into)
         except (OSError, EOFError) as e:
             sock.close()
             raise wire.TransportError(f"data channel {host}:{ref.port} failed while receiving tensor {name!r}: {e}",
@@ -607,7 +568,7 @@ class DataChannelClient:
         try:
             sock.settimeout(timeout_s)
             sock.sendall(bytes(TICKET_BYTES))
-            (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
+            (length,) = _LENGTH.unpack(stream_io.recv_exact(sock, _LENGTH.size))
             sock.settimeout(self._io_timeout_s)
         except socket.timeout:
             sock.close()
@@ -632,7 +593,7 @@ class DataChannelClient:
         """A new connection to the data channel at ``address``: through its Unix socket
         when it is on this machine and has one (no TLS there: ``same_user``), else TCP
         with keepalive, mutual TLS when this client has credentials."""
-        sock = _connect_local(address, timeout_s)
+        sock = stream_io.connect_local(address, timeout_s)
         if sock is None:
             sock = socket.create_connection(address, timeout=timeout_s)
             liveness.enable_tcp_keepalive(sock, self._liveness)
@@ -642,7 +603,7 @@ class DataChannelClient:
                 except OSError:
                     sock.close()
                     raise
-        _tune(sock)
+        stream_io.tune(sock)
         sock.settimeout(self._io_timeout_s)
         sock.sendall(magic)
         return sock

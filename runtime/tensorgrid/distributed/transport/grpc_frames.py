@@ -30,7 +30,7 @@ Serving, in short::
             first, feeds = tx.read_message(frames, worker_pb2.RunGraphFrame)
             ...
             return tx.write_frames(worker_pb2.RunGraphFrame(response=...), fetched.items())
-    server = grpc.server(executor, options=grpc_frames.GRPC_OPTIONS)
+    server = grpc.server(executor, options=grpc_frames.server_options())
     server.add_generic_rpc_handlers((grpc_frames.generic_handler(WORKER_SERVICE, Servicer()),))
 
 Calling::
@@ -61,18 +61,36 @@ from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
 
-GRPC_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
-]
-"""Options for every tensorgrid gRPC server and channel: no message-size limit. Chunks
-stay at ``chunk_bytes``; this only keeps a large GraphDef (big constants) from failing."""
+DEFAULT_MAX_MESSAGE_BYTES = 256 << 20
+"""gRPC's message-size limit on what a server receives (``ServerLimits.grpc_max_message_bytes``)."""
 
 
-def grpc_options() -> list[tuple[str, Any]]:
-    """``GRPC_OPTIONS`` with keepalive and capped reconnect backoff from this process's
-    environment (``liveness.from_env``): what tasks' servers and channels use."""
-    return GRPC_OPTIONS + liveness.grpc_options(liveness.from_env())
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:
+    """Options of a tensorgrid gRPC server: requests above ``max_message_bytes`` are
+    refused with RESOURCE_EXHAUSTED before they are buffered whole. Tensors of a request
+    travel in chunk frames from ``TransportConfig.stream_min_bytes`` (4 MiB) on, so only a
+    graph with large constants comes near the limit. Replies are not limited here: the
+    client chose its peer."""
+    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1)]
+
+
+def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:
+    """Options of a tensorgrid gRPC channel: it sends at most what servers receive (a
+    request above it fails on the client, naming the limit) and receives replies of any
+    size, since a reply on the gRPC fallback is one bundle until the client learns the
+    call's replies are large and switches to the streaming twin."""
+    return [("grpc.max_send_message_length", max_message_bytes), ("grpc.max_receive_message_length", -1)]
+
+
+GRPC_OPTIONS: list[tuple[str, Any]] = channel_options()
+"""Channel options with the default limit (tests, benchmarks); servers use ``server_options``."""
+
+
+def grpc_options(base: Optional[list[tuple[str, Any]]] = None) -> list[tuple[str, Any]]:
+    """``base`` (``server_options`` or ``channel_options``; default ``GRPC_OPTIONS``) with
+    keepalive and capped reconnect backoff from this process's environment
+    (``liveness.from_env``): what tasks' servers and channels use."""
+    return (GRPC_OPTIONS if base is None else base) + liveness.grpc_options(liveness.from_env())
 
 
 _STATUS_BY_CODE = {status.value[0]: status for status in grpc.StatusCode}
@@ -338,7 +356,7 @@ def _method_handler(method: descriptor_lib.MethodDescriptor, behavior: Callable[
 def generic_handler(service: descriptor_lib.ServiceDescriptor, servicer: object) -> grpc.GenericRpcHandler:
     """A handler serving ``service`` (e.g. ``worker_pb2.DESCRIPTOR.services_by_name["Worker"]``)
     with the methods of ``servicer`` of the same names; add it with
-    ``server.add_generic_rpc_handlers((handler,))`` on a server built with ``GRPC_OPTIONS``.
+    ``server.add_generic_rpc_handlers((handler,))`` on a server built with ``server_options()``.
 
     Plain messages are protobuf: the method gets the parsed request (malformed bytes
     are answered INVALID_ARGUMENT without calling it) and returns a response message.

@@ -123,8 +123,9 @@ def check_header(header: tensor_pb2.TensorHeader, max_bytes: int) -> tuple[np.dt
 
     Raises TransportError if the dtype is not a base type that travels or the shape is
     not fully known, or if ``byte_size`` does not fit them (element size x element
-    count; for strings at least one byte per element), and TensorTooLarge if it
-    exceeds ``max_bytes``; all before anything is allocated.
+    count; for strings at least one byte per element), and TensorTooLarge if its
+    dimensions or the memory it takes decoded (``decoded_bytes``) exceed
+    ``max_bytes``; all before anything is allocated.
     """
     what = f"tensor {header.name!r}"
     try:
@@ -140,6 +141,12 @@ def check_header(header: tensor_pb2.TensorHeader, max_bytes: int) -> tuple[np.dt
                              f"(every dimension >= 0)")
     shape = tuple(int(d) for d in header.shape.dim)
     count = math.prod(shape)
+    # An empty shape's other dimensions are bounded too: numpy refuses [0, 2**62]
+    # (ValueError) even though it holds no element.
+    extent = math.prod(max(d, 1) for d in shape)
+    if count == 0 and extent > max_bytes:
+        raise TensorTooLarge(f"header of {what} has shape {list(shape)}, whose other dimensions span {extent} "
+                             f"elements, above this receiver's limit of {max_bytes} (TransportConfig.max_tensor_bytes)")
     if dtype is dtypes.string:
         if header.byte_size < count:
             raise TransportError(f"header of {what} declares byte_size {header.byte_size}, but {count} strings "
@@ -147,10 +154,26 @@ def check_header(header: tensor_pb2.TensorHeader, max_bytes: int) -> tuple[np.dt
     elif header.byte_size != dtype.size * count:
         raise TransportError(f"header of {what} declares byte_size {header.byte_size}, but dtype {dtype.name} "
                              f"and shape {list(shape)} need {dtype.size * count} bytes")
-    if header.byte_size > max_bytes:
-        raise TensorTooLarge(f"{what} declares {header.byte_size} bytes, above this receiver's limit of "
+    memory = decoded_bytes(header.byte_size, count, dtype is dtypes.string)
+    if memory > max_bytes:
+        strings = (f" and {count} strings of {STRING_ELEMENT_BYTES} bytes each once decoded, {memory} bytes in all"
+                   if dtype is dtypes.string else "")
+        raise TensorTooLarge(f"{what} declares {header.byte_size} bytes{strings}, above this receiver's limit of "
                              f"{max_bytes} bytes (TransportConfig.max_tensor_bytes)")
     return np.dtype(dtype.as_numpy_dtype), shape
+
+
+STRING_ELEMENT_BYTES = 48
+"""Memory an element of a decoded string tensor takes besides its characters: the
+object array's pointer (8) and a ``bytes`` object's header (33), rounded up to the
+allocator's 16-byte blocks."""
+
+
+def decoded_bytes(byte_size: int, count: int, is_string: bool) -> int:
+    """Memory a received tensor takes once decoded: its payload, plus
+    ``STRING_ELEMENT_BYTES`` per element of a string tensor (a header declaring 10**8
+    empty strings announces 10**8 payload bytes but costs 4.8 GB decoded)."""
+    return byte_size + (STRING_ELEMENT_BYTES * count if is_string else 0)
 
 
 def as_wire_array(value: Any) -> np.ndarray:

@@ -1,0 +1,466 @@
+"""Every resource a client outside the job can make a task hold is bounded, and an
+outsider's flood of each kind does not stop a training running beside it.
+
+The cluster runs as real processes (``cluster_processes``) with small limits set
+through the documented environment variables (docs/limits.md, "Resource bounds"); the
+outsider speaks raw gRPC and raw data-channel bytes from this process, while a
+training loop steps in a thread of this process.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from cluster_processes import LocalCluster
+from tensorgrid.distributed import clients
+from tensorgrid.distributed import limits as limits_lib
+from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.transport import wire
+from tensorgrid.execution import rendezvous as rendezvous_lib
+from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
+
+pytestmark = [pytest.mark.timeout(240)]
+
+MiB = 1 << 20
+LIMITS = {
+    "TENSORGRID_DATA_MAX_CONNECTIONS": "32",
+    "TENSORGRID_DATA_HEADER_TIMEOUT_S": "1",
+    "TENSORGRID_DATA_IDLE_TIMEOUT_S": "3",
+    "TENSORGRID_RECV_TENSOR_MAX_WAITING": "4",
+    "TENSORGRID_RECV_TENSOR_TIMEOUT_S": "10",
+    "TENSORGRID_RENDEZVOUS_MAX_BYTES": str(8 * MiB),
+    "TENSORGRID_GRPC_MAX_MESSAGE_BYTES": str(16 * MiB),
+    "TENSORGRID_SESSION_IDLE_TIMEOUT_S": "4",
+    "TENSORGRID_MAX_SESSIONS": "8",
+    "TENSORGRID_MAX_REGISTERED_GRAPHS": "40",
+}
+PS = "/job:ps/replica:0/task:0"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The cluster without TLS (``TENSORGRID_INSECURE=1``, the documented opt-out, here
+    for every process of the module): where an outsider reaches every parser and every
+    resource. With mutual TLS (the default) an outsider cannot get past the handshake;
+    ``test_an_outsider_without_a_certificate_cannot_hold_the_data_channel`` covers that."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(tls.INSECURE_ENV, "1")
+        env.delenv(tls.TLS_DIR_ENV, raising=False)
+        with LocalCluster(tmp_path_factory.mktemp("bounds"), {"ps": 1, "worker": 1}, extra_env=LIMITS) as c:
+            yield c
+
+
+class BackgroundTraining:
+    """SGD steps of ``sum(x @ w)``, ``w`` on the PS and the step on the worker, run in a
+    loop by a thread of this process until closed; ``advance`` waits for more steps."""
+
+    def __init__(self, target: str) -> None:
+        with tf.Graph().as_default() as graph:
+            with tf.device("/job:ps/task:0"):
+                self.w = tf.Variable(np.zeros((3, 2), np.float32), name="w")
+            with tf.device("/job:worker/task:0"):
+                self.x = tf.placeholder(tf.float32, [None, 3])
+                loss = tf.reduce_sum(tf.matmul(self.x, self.w))
+                self.train = tf.train.GradientDescentOptimizer(0.001).minimize(loss)
+        self.session = tf.Session(target, graph=graph)
+        self.session.run(self.w.initializer)
+        self.steps = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        feed = {self.x: np.ones((2, 3), np.float32)}
+        try:
+            while not self._stop.is_set():
+                self.session.run(self.train, feed)
+                self.steps += 1
+        except BaseException as e:  # noqa: BLE001 - reported by advance()
+            self.error = e
+
+    def advance(self, steps: int = 20, timeout: float = 120.0) -> None:
+        """Waits until the loop made ``steps`` more steps; fails if it failed or stalled."""
+        target = self.steps + steps
+        deadline = time.monotonic() + timeout
+        while self.steps < target:
+            if self.error is not None:
+                raise AssertionError(f"training failed during the flood: {self.error!r}")
+            assert time.monotonic() < deadline, f"training stalled at step {self.steps} during the flood"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.session.close()
+        assert self.error is None, f"training failed: {self.error!r}"
+
+
+@pytest.fixture
+def training(cluster):
+    run = BackgroundTraining(cluster.target("worker"))
+    run.advance(5)
+    yield run
+    run.advance(5)
+    run.close()
+
+
+def _worker_stub(address: str, max_send: int = -1) -> tuple[grpc.Channel, grpc_frames.Stub]:
+    channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", max_send),
+                                                      ("grpc.max_receive_message_length", -1)])
+    return channel, grpc_frames.Stub(channel, worker_pb2.DESCRIPTOR.services_by_name["Worker"])
+
+
+def _status(cluster, job: str) -> worker_pb2.GetStatusResponse:
+    channel, stub = _worker_stub(cluster.task(job).address)
+    try:
+        return stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=30)
+    finally:
+        channel.close()
+
+
+def _outsider_connection(port: int) -> socket.socket:
+    """A connection from another address than the cluster's (127.0.0.2: a second host)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=30, source_address=("127.0.0.2", 0))
+
+
+def _closed_by_peer(sock: socket.socket, timeout: float = 60.0) -> bool:
+    """Whether the server closes ``sock`` within ``timeout`` (reading until it does)."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except (ConnectionError, OSError) as e:
+        return not isinstance(e, TimeoutError)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, f"the server closed the connection {n - len(data)} bytes short of an answer"
+        data += chunk
+    return data
+
+
+def _call(port: int, method: int, control: bytes, headers: bytes) -> tuple[int, str]:
+    """One raw data-channel call; the reply's status and message."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data_channel.CALL_MAGIC + struct.pack("<BII", method, len(control), len(headers)) + control
+                     + headers)
+        status, control_bytes, _ = struct.unpack("<III", _read(sock, 12))
+        return status, _read(sock, control_bytes).decode()
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        line = next(line for line in f if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+
+# ---------------------------------------------------------------------------- the data channel
+
+def test_a_flood_of_idle_and_trickling_data_channel_connections_does_not_stop_training(cluster, training):
+    port = _status(cluster, "ps").data_port
+    flood = [_outsider_connection(port) for _ in range(48)]  # the limit is 32
+    try:
+        for sock in flood[:24]:
+            sock.sendall(data_channel.CALL_MAGIC)  # then idle: closed after TENSORGRID_DATA_IDLE_TIMEOUT_S
+        trickling = flood[24]
+        trickling.sendall(data_channel.CALL_MAGIC)
+        training.advance(20)
+        dropped = False
+        for byte in struct.pack("<BII", 1, 0, 0):  # one byte every 0.4 s: past the 1 s header timeout
+            try:
+                trickling.sendall(bytes([byte]))
+            except OSError:
+                dropped = True
+                break
+            time.sleep(0.4)
+        assert dropped or _closed_by_peer(trickling), "a client trickling its call header was not dropped"
+        # More connections from the outsider's address evict only its own; a new connection
+        # of a peer is served while the flood holds every slot (the probe gets the
+        # unknown-ticket answer) and the training's pooled connections stay.
+        flood += [_outsider_connection(port) for _ in range(32)]
+        probe = data_channel.DataChannelClient()
+        assert probe.why_unreachable("127.0.0.1", port) == ""
+        probe.close()
+        assert all(_closed_by_peer(sock) for sock in flood[:24]), "idle connections were not closed"
+        training.advance(20)
+    finally:
+        for sock in flood:
+            sock.close()
+
+
+def test_bad_data_channel_headers_are_answered_with_a_status(cluster, training):
+    port = _status(cluster, "ps").data_port
+    control = worker_pb2.PushTensorsRequest(step_id=1, from_task="outsider").SerializeToString()
+    method = data_channel.Method.PUSH_TENSORS
+    empty_but_vast = tensor_pb2.TensorHeader(dtype=tensor_pb2.DT_FLOAT, name="vast",
+                                             shape=tensor_pb2.TensorShapeProto(dim=[0, 2**62]), byte_size=0)
+    status, message = _call(port, method, control, wire.bundle_frames([wire.header_frame(empty_but_vast)]))
+    assert status == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert "[0, 4611686018427387904]" in message and "vast" in message
+    # 10**8 strings of one byte each: 100 MB of payload, but 4.9 GB as Python objects.
+    strings = tensor_pb2.TensorHeader(dtype=tensor_pb2.DT_STRING, name="strings",
+                                      shape=tensor_pb2.TensorShapeProto(dim=[10**8]), byte_size=10**8)
+    rss_before = _rss_bytes(cluster.task("ps").process.pid)
+    status, message = _call(port, method, control, wire.bundle_frames([wire.header_frame(strings)]))
+    assert status == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert "100000000 strings" in message
+    assert _rss_bytes(cluster.task("ps").process.pid) - rss_before < 100 * MiB
+    unknown = struct.pack("<BII", 99, 0, 0)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data_channel.CALL_MAGIC + unknown)
+        status, length, _ = struct.unpack("<III", _read(sock, 12))
+        assert status == grpc.StatusCode.UNIMPLEMENTED.value[0]
+        assert "method 99" in _read(sock, length).decode()
+    training.advance(10)
+
+
+# ---------------------------------------------------------------------------- RecvTensor and the rendezvous
+
+def test_waiting_recv_tensor_calls_cannot_starve_the_server(cluster, training):
+    address = cluster.task("ps").address
+    incarnation = _status(cluster, "ps").device[0].incarnation
+    channel, stub = _worker_stub(address)
+    try:
+        pending = []
+        for i in range(12):  # 4 may wait at once; each at most 10 s
+            key = f"/job:outsider/task:0;{incarnation:016x};{PS};never{i}:0;0:0"
+            request = worker_pb2.RecvTensorRequest(step_id=1000 + i, rendezvous_key=[key])
+            pending.append(stub.RecvTensor.future(request, timeout=60))
+        refused = [f for f in pending if _code(f, 30) == grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert len(refused) >= 8
+        assert "TENSORGRID_RECV_TENSOR_MAX_WAITING" in refused[0].exception().details()
+        # While 4 calls wait, the server answers other calls and the training steps.
+        assert stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=10).device
+        with tf.Session(cluster.target("ps")) as other:
+            assert other.run(tf.constant(3.0) * 2.0) == 6.0
+        training.advance(20)
+        waited = [f for f in pending if f not in refused]
+        assert all(_code(f, 60) == grpc.StatusCode.DEADLINE_EXCEEDED for f in waited)
+    finally:
+        channel.close()
+
+
+def _code(future: grpc.Future, timeout: float) -> grpc.StatusCode:
+    error = future.exception(timeout=timeout)
+    return grpc.StatusCode.OK if error is None else error.code()
+
+
+def test_tensors_pushed_for_steps_that_never_run_are_bounded(cluster, training):
+    ps = clients.WorkerClient(cluster.task("ps").address, PS)
+    incarnation = ps.incarnation_quick()
+    rss_before = _rss_bytes(cluster.task("ps").process.pid)
+    keys = [f"/job:outsider/task:0;{incarnation:016x};{PS};pushed{i}:0;0:0" for i in range(400)]
+    for i, key in enumerate(keys):  # 400 MiB for steps that never run; the limit is 8 MiB
+        ps.push_tensors(5000 + i, "outsider", [(key, np.full(MiB // 4, i, np.float32))])
+    assert _rss_bytes(cluster.task("ps").process.pid) - rss_before < 128 * MiB
+    with pytest.raises(tf.errors.AbortedError, match="dropped: the tensors waiting to be taken"):
+        ps.recv_tensor(5000, keys[0])
+    np.testing.assert_array_equal(ps.recv_tensor(5399, keys[-1]), np.full(MiB // 4, 399, np.float32))
+    ps.close()
+    training.advance(20)
+
+
+def test_a_value_nobody_takes_expires_and_fails_its_step():
+    now = [0.0]
+    table = rendezvous_lib.LocalRendezvous(ttl_s=10.0, max_bytes=1 << 30, clock=lambda: now[0])
+    table.send(1, "a", np.zeros(4))
+    now[0] = 11.0
+    table.send(2, "b", np.zeros(4))  # each send drops what expired
+    assert table.dropped == 1 and table.pending_count() == 1
+    with pytest.raises(tf.errors.AbortedError, match="nobody took it within 10 s"):
+        table.take(1, "a", timeout=1.0)
+    assert table.take(2, "b", timeout=1.0).shape == (4,)
+    assert table.pending_bytes() == 0
+
+
+# ---------------------------------------------------------------------------- gRPC and the master
+
+def test_an_oversized_grpc_message_is_refused(cluster, training):
+    channel, stub = _worker_stub(cluster.task("worker").address)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            channel.unary_unary("/tensorgrid.v1.Worker/GetStatus")(b"\0" * (20 * MiB), timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=10).device
+    finally:
+        channel.close()
+    training.advance(20)
+
+
+def test_idle_sessions_expire_and_their_number_is_bounded(cluster, training):
+    master = clients.MasterClient(cluster.task("worker").address)
+    graph_def = tf.Graph().as_graph_def()
+    handles = []
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="TENSORGRID_MAX_SESSIONS=8"):
+        for _ in range(9):
+            handles.append(master.create_session(graph_def, clients.master_lib.SessionOptions()))
+    # The training's session, stepping all along, outlives the 4 s idle timeout; the
+    # outsider's sessions do not, so sessions can be created again.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            master.create_session(graph_def, clients.master_lib.SessionOptions())
+            break
+        except tf.errors.ResourceExhaustedError:
+            assert time.monotonic() < deadline, "idle sessions never expired"
+            time.sleep(0.5)
+    with pytest.raises(tf.errors.NotFoundError, match="TENSORGRID_SESSION_IDLE_TIMEOUT_S"):
+        master.run_step(handles[0], {}, [], [])
+    training.advance(20)
+    master.close()
+
+
+def test_registered_graphs_are_bounded_and_unused_ones_forgotten(cluster, training):
+    from tensorgrid.framework import graph_def as graph_def_lib
+
+    ps = clients.WorkerClient(cluster.task("ps").address, PS)
+    tiny = graph_def_lib.GraphDef(nodes=[graph_def_lib.NodeDef("c", "NoOp", [], "", {}, [], [])])
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="TENSORGRID_MAX_REGISTERED_GRAPHS=40"):
+        for i in range(41):
+            ps.register_graph(f"outsider{i}", tiny, [], [], ["c"])
+    training.advance(20)  # its partitions, used every step, stay registered
+    deadline = time.monotonic() + 60
+    while True:  # the outsider's partitions, unused for the 4 s idle timeout, make room again
+        try:
+            ps.register_graph("outsider-late", tiny, [], [], ["c"])
+            break
+        except tf.errors.ResourceExhaustedError:
+            assert time.monotonic() < deadline, "unused graph partitions were never forgotten"
+            time.sleep(0.5)
+    ps.close()
+    training.advance(20)
+
+
+def test_remote_feeds_are_checked_against_the_fed_tensor(cluster):
+    with tf.Graph().as_default() as graph:
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        y = tf.identity(x * 2.0, name="y")
+    master = clients.MasterClient(cluster.task("worker").address)
+    handle = master.create_session(graph.as_graph_def(), clients.master_lib.SessionOptions())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="dtype int64 to tensor 'x:0' of dtype float32"):
+        master.run_step(handle, {x.name: np.ones((2, 3), np.int64)}, [y.name], [])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \(2, 4\) to tensor 'x:0'"):
+        master.run_step(handle, {x.name: np.ones((2, 4), np.float32)}, [y.name], [])
+    np.testing.assert_array_equal(master.run_step(handle, {x.name: np.ones((2, 3), np.float32)}, [y.name], [])[0],
+                                  np.full((2, 3), 2.0, np.float32))
+    master.close_session(handle)
+    master.close()
+
+
+# ---------------------------------------------------------------------------- the limits themselves
+
+def test_limits_come_from_the_environment_and_bad_values_are_named():
+    limits = limits_lib.ServerLimits.from_env({"TENSORGRID_RECV_TENSOR_TIMEOUT_S": "2.5",
+                                               "TENSORGRID_DATA_MAX_CONNECTIONS": "7"})
+    assert limits.recv_tensor_timeout_s == 2.5 and limits.data_max_connections == 7
+    assert limits.max_tensor_bytes == limits_lib.ServerLimits().max_tensor_bytes
+    with pytest.raises(ValueError, match=r"TENSORGRID_DATA_MAX_CONNECTIONS='lots' is not valid: set it to an integer"):
+        limits_lib.ServerLimits.from_env({"TENSORGRID_DATA_MAX_CONNECTIONS": "lots"})
+    with pytest.raises(ValueError, match=r"TENSORGRID_SESSION_IDLE_TIMEOUT_S='-1'"):
+        limits_lib.ServerLimits.from_env({"TENSORGRID_SESSION_IDLE_TIMEOUT_S": "-1"})
+    with pytest.raises(ValueError, match="at least 16777216"):
+        limits_lib.ServerLimits.from_env({"TENSORGRID_GRPC_MAX_MESSAGE_BYTES": "1000"})
+
+
+def test_a_string_header_is_counted_as_the_memory_it_decodes_to():
+    header = tensor_pb2.TensorHeader(dtype=tensor_pb2.DT_STRING, shape=tensor_pb2.TensorShapeProto(dim=[1000]),
+                                     byte_size=1000, name="s")
+    assert wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES)[1] == (1000,)
+    with pytest.raises(wire.TensorTooLarge, match="1000 strings of 48 bytes each"):
+        wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES - 1)
+
+
+def test_a_new_connection_beyond_the_limit_closes_the_busiest_address_longest_waiting_one():
+    server = data_channel.DataServer("127.0.0.1", max_connections=3)
+
+    def connect(source: str) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=30, source_address=(source, 0))
+        sock.sendall(data_channel.FETCH_MAGIC)
+        time.sleep(0.2)  # let the server read its opening: it then waits for a ticket
+        return sock
+
+    try:
+        peer = connect("127.0.0.1")  # waiting longest, but its address holds one connection
+        oldest, newer = connect("127.0.0.2"), connect("127.0.0.2")
+        newest = connect("127.0.0.2")
+        for served in (newest, newer, peer):
+            served.sendall(bytes(data_channel.TICKET_BYTES))
+            assert struct.unpack("<Q", _read(served, 8))[0] == 0xFFFFFFFFFFFFFFFF  # the unknown-ticket answer
+        assert _closed_by_peer(oldest)
+        assert server.evicted_connections == 1 and server.refused_connections == 0
+        for sock in (peer, oldest, newer, newest):
+            sock.close()
+    finally:
+        server.close()
+
+
+def test_a_thread_that_cannot_start_never_stops_the_accept_loop(monkeypatch):
+    server = data_channel.DataServer("127.0.0.1")
+    original = threading.Thread
+    failures = []
+
+    class FailingOnce(original):  # type: ignore[misc, valid-type]
+        def start(self) -> None:
+            if self.name.endswith("-conn") and not failures:
+                failures.append(self.name)
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", FailingOnce)
+    client = data_channel.DataChannelClient()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as refused:
+            assert _closed_by_peer(refused)
+        assert failures
+        assert client.why_unreachable("127.0.0.1", server.port) == ""  # the next connection is served
+    finally:
+        client.close()
+        server.close()
+
+
+def test_an_outsider_without_a_certificate_cannot_hold_the_data_channel(tmp_path, monkeypatch, test_run_certificates):
+    """With mutual TLS (the default), what an outsider can still hold is connections that
+    never finish a handshake: they are bounded like any other, by address first."""
+    assert test_run_certificates, "this test needs the test run's certificates (conftest.py), not the opt-out"
+    monkeypatch.setenv(tls.TLS_DIR_ENV, test_run_certificates)  # the module's insecure cluster may still be up
+    monkeypatch.delenv(tls.INSECURE_ENV, raising=False)
+    credentials = tls.from_env()
+    assert credentials is not None
+    env = {"TENSORGRID_DATA_MAX_CONNECTIONS": "16", "TENSORGRID_DATA_HEADER_TIMEOUT_S": "2"}
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, extra_env=env) as cluster:
+        channel = tls.open_channel(cluster.task("ps").address, credentials, grpc_frames.GRPC_OPTIONS)
+        port = grpc_frames.Stub(channel, worker_pb2.DESCRIPTOR.services_by_name["Worker"]).GetStatus(
+            worker_pb2.GetStatusRequest(), timeout=30).data_port
+        channel.close()
+        training = BackgroundTraining(cluster.target("worker"))
+        training.advance(5)
+        flood = [_outsider_connection(port) for _ in range(40)]  # no TLS handshake: silent, or plaintext
+        try:
+            for sock in flood[::2]:
+                sock.sendall(data_channel.CALL_MAGIC)
+            member = data_channel.DataChannelClient(tls=credentials.client_context)
+            assert member.why_unreachable("localhost", port) == ""  # a member's new connection is served
+            member.close()
+            training.advance(20)
+            assert all(_closed_by_peer(sock) for sock in flood), "connections without a handshake were kept"
+            training.advance(20)
+        finally:
+            for sock in flood:
+                sock.close()
+            training.close()

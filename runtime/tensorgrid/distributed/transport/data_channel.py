@@ -442,7 +442,7 @@ class DataServer:
                 return  # the rest of the stream cannot be trusted
             try:
                 code, reply, reply_tensors = handler(control, tensors)
-            except Exception as e:  # noqa: BLE001 - answered to the caller, the server goes on
+            except Exception as e:  # answered to the caller, the server goes on
                 log.exception("data channel call of method %d failed", method)
                 code, reply, reply_tensors = errors.InternalError.code, f"{type(e).__name__}: {e}".encode(), ()
             del tensors

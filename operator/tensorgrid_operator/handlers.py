@@ -106,7 +106,7 @@ def memo_for(settings: config.Settings) -> kopf.Memo:
 def state_of(memo: Any) -> OperatorState:
     """The OperatorState in a kopf memo; an operator started without one (``kopf run -m
     tensorgrid_operator.handlers``) gets one with the default settings."""
-    state = memo.setdefault(MEMO_KEY, None)
+    state = memo.get(MEMO_KEY)
     if state is None:
         state = memo[MEMO_KEY] = OperatorState(config.Settings())
     if not isinstance(state, OperatorState):
@@ -133,7 +133,7 @@ def _wake(memo: Any, key: JobKey) -> None:
 
 
 @kopf.on.login()
-def login(*, memo: kopf.Memo, **kwargs: Any) -> Optional[kopf.ConnectionInfo]:
+def login(*, memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
     """kopf's credentials, from the same place as the operator's own API client (kube.load_config):
     the kubeconfig of the settings, else $KUBECONFIG, else the pod's service account, else
     ~/.kube/config."""

@@ -23,6 +23,10 @@ def test_a_second_operator_reconciles_its_own_namespaces_and_stops_without_touch
             key = (other_namespace.name, "mnist")
             assert second.state.runtime is not None and key in second.state.runtime.wakers
             assert operator.state.runtime is not None and key not in operator.state.runtime.wakers
+            # Deleted while its operator runs, which removes the finalizer: the namespace can go.
+            controlplane.custom.delete_namespaced_custom_object("tensorgrid.io", "v1", other_namespace.name,
+                                                                "trainingjobs", "mnist")
+            wait_for(lambda: other_namespace.job("mnist") is None, 30, "the second operator to let the job go")
         assert second.state.runtime is None and second.state.metrics_server is None
         # The first operator goes on: its API client and /metrics are its own.
         namespace.apply(job_manifest("cifar", ps=1, workers=1))

@@ -91,8 +91,11 @@ bench:
 bench-operator: venv kubernetes-binaries
 	$(PY) bench/operator_scale.py
 
+# Static checks: ruff (rules in pyproject.toml), mypy --strict, the import-linter contracts.
 lint: venv
+	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
+	PYTHONPATH=runtime:operator $(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -13,14 +13,13 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "e2e"))
 
-from cluster_support import example, kubectl  # noqa: E402
+from cluster_support import example, kubectl
 
 NAMESPACE = "bench-startup"
 

@@ -44,7 +44,7 @@ WARMUP_STEPS = 200
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "latency.json"
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import training  # noqa: E402 - the sibling benchmark: backends, ports, child environment
+import training  # the sibling benchmark: backends, ports, child environment
 
 
 def measure_steps(tf: Any, target: str, steps: int) -> dict[str, float]:

@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import training  # noqa: E402 - the sibling benchmark: model, ports, child environment
+import training  # the sibling benchmark: model, ports, child environment
 
 
 def main() -> None:

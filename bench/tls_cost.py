@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import training  # noqa: E402 - the sibling benchmark: the base case, its cluster and measurement
+import training  # the sibling benchmark: the base case, its cluster and measurement
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "tls_cost.json"
 TARGET_RATIO = 0.85

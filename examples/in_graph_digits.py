@@ -16,7 +16,6 @@ import sys
 import time
 from typing import Any, Optional, Sequence
 
-import numpy as np
 
 from tensorgrid import data
 

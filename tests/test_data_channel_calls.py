@@ -184,7 +184,7 @@ def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tm
         assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "RunGraph" in text
         request = worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1).SerializeToString()
         code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(request), 0) + request, member)
-        assert code == grpc.StatusCode.NOT_FOUND.value[0] and "nope" in text
+        assert code == grpc.StatusCode.ABORTED.value[0] and "nope" in text
         client.close()
         np.testing.assert_allclose(train_three_steps(c.target("worker")), np.full((3, 2), -2.0))
 

@@ -9,7 +9,6 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
 
 from tensorgrid.framework import dtypes
 from tensorgrid.v1 import tensor_pb2

@@ -13,7 +13,6 @@ import socket
 import struct
 import threading
 import time
-from concurrent import futures
 
 import grpc
 import numpy as np
@@ -28,7 +27,7 @@ from tensorgrid.distributed.transport import grpc_frames
 from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.execution import rendezvous as rendezvous_lib
-from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
+from tensorgrid.v1 import tensor_pb2, worker_pb2
 
 pytestmark = [pytest.mark.timeout(240)]
 

@@ -72,7 +72,7 @@ def test_unknown_graph_and_session_handles(cluster, raw):
     with pytest.raises(grpc.RpcError) as e:
         raw("Worker", "RunGraph", wire.bundle_frames([request.SerializeToString()]))
     code, details = _status(e)
-    assert code == grpc.StatusCode.NOT_FOUND
+    assert code == grpc.StatusCode.ABORTED
     assert "no-such-graph" in details and "not registered" in details
 
     step = master_pb2.RunStepFrame(request=master_pb2.RunStepRequest(session_handle="no-such-session"))

@@ -355,7 +355,7 @@ def test_many_clients_at_once_while_others_send_garbage(peer: Peer) -> None:
         try:
             for _ in range(5):
                 assert_same(peer.recv(["shared"], allow, stream)["shared"], value)
-        except BaseException as e:  # reported below
+        except BaseException as e:  # noqa: BLE001 - reported below
             failures.append(e)
 
     def bad() -> None:

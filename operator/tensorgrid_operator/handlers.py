@@ -7,6 +7,11 @@ until something about the job changes or its next deadline or TTL falls due. Wat
 events only wake that loop, so bursts of pod events coalesce into one reconcile and
 one job is never reconciled by two coroutines at once. Deadlines and TTLs fire on
 time because the loop sleeps exactly until them.
+
+An operator's state (its settings, API client, thread pool, per-job bookkeeping and
+/metrics server) is one :class:`OperatorState` that kopf hands to every handler in its
+memo (``memo_for``): nothing lives in module globals, so two operators can run in one
+process (the tests do) without sharing anything but the Prometheus registry.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ import dataclasses
 import datetime
 import functools
 import logging
-import os
 import random
 import time
 import urllib.error
@@ -52,6 +56,10 @@ PROGRESS_STATES = ("Running", "Restarting")
 ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
+# The key of the OperatorState in kopf's memo.
+MEMO_KEY = "tensorgrid"
+
+
 @dataclasses.dataclass
 class _Runtime:
     """What the operator holds between its startup and cleanup."""
@@ -71,53 +79,87 @@ class _Runtime:
     managed_elsewhere: set[str] = dataclasses.field(default_factory=set)
     """uids of the jobs whose spec.managedBy names another controller, once said so."""
 
-
-_settings = config.Settings()
-_runtime: Optional[_Runtime] = None
-_metrics_port: Optional[int] = None
-
-
-def configure(settings: config.Settings) -> None:
-    """Settings for the next operator run in this process (the CLI and tests call this)."""
-    global _settings
-    _settings = settings
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` (a blocking API call) on the operator's thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
 
 
-def metrics_port() -> Optional[int]:
-    """The port /metrics is served on, once the operator started."""
-    return _metrics_port
+@dataclasses.dataclass
+class OperatorState:
+    """One operator: its settings, and what it holds while it runs."""
+
+    settings: config.Settings
+    runtime: Optional[_Runtime] = None
+    """The API client, thread pool and per-job state, from startup to cleanup."""
+    metrics_server: Optional[metrics.MetricsServer] = None
+    """The /metrics endpoint, from startup to cleanup (none with ``metrics_port=None``)."""
+
+    @property
+    def metrics_port(self) -> Optional[int]:
+        """The port /metrics is served on, once the operator started."""
+        return self.metrics_server.port if self.metrics_server is not None else None
 
 
-def _rt() -> _Runtime:
-    if _runtime is None:
+def memo_for(settings: config.Settings) -> kopf.Memo:
+    """kopf's memo for an operator with these settings (``kopf.run(memo=...)``, ``kopf.operator(memo=...)``)."""
+    return kopf.Memo({MEMO_KEY: OperatorState(settings)})
+
+
+def state_of(memo: Any) -> OperatorState:
+    """The OperatorState in a kopf memo; an operator started without one (``kopf run -m
+    tensorgrid_operator.handlers``) gets one with the default settings."""
+    state = memo.get(MEMO_KEY)
+    if state is None:
+        state = memo[MEMO_KEY] = OperatorState(config.Settings())
+    if not isinstance(state, OperatorState):
+        raise TypeError(f"kopf's memo[{MEMO_KEY!r}] is a {type(state).__name__}, not the OperatorState "
+                        f"that handlers.memo_for makes")
+    return state
+
+
+def _runtime_of(memo: Any) -> _Runtime:
+    runtime = state_of(memo).runtime
+    if runtime is None:
         raise RuntimeError("the operator has not started")
-    return _runtime
-
-
-async def _call(fn: Callable[..., T], *args: Any) -> T:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_rt().executor, functools.partial(fn, *args))
+    return runtime
 
 
 def _body(job: dict[str, Any]) -> kopf.Body:
     return kopf.Body(cast(kopf.RawBody, job))
 
 
-def _wake(key: JobKey) -> None:
-    if _runtime is not None and key in _runtime.wakers:
-        _runtime.wakers[key].set()
+def _wake(memo: Any, key: JobKey) -> None:
+    runtime = state_of(memo).runtime
+    if runtime is not None and key in runtime.wakers:
+        runtime.wakers[key].set()
 
 
 @kopf.on.login()
-def login(**kwargs: Any) -> Optional[kopf.ConnectionInfo]:
-    """In-cluster credentials when running in a pod, else the kubeconfig of the settings or $KUBECONFIG."""
-    if _settings.kubeconfig:
-        os.environ["KUBECONFIG"] = _settings.kubeconfig
-    elif not os.environ.get("KUBECONFIG"):
-        in_cluster = kopf.login_with_service_account(**kwargs)
-        if in_cluster is not None:
-            return in_cluster
-    return kopf.login_with_kubeconfig(**kwargs)
+def login(*, memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    """kopf's credentials, from the same place as the operator's own API client (kube.load_config):
+    the kubeconfig of the settings, else $KUBECONFIG, else the pod's service account, else
+    ~/.kube/config."""
+    return _connection_info(kube.load_config(state_of(memo).settings.kubeconfig))
+
+
+def _connection_info(configuration: Any) -> kopf.ConnectionInfo:
+    """A kubernetes client configuration as kopf's ConnectionInfo."""
+    # "Bearer <token>" of a kubeconfig's token or exec plugin, or of the pod's service account
+    # (the client library reads or refreshes it here).
+    bearer = configuration.auth_settings().get("BearerToken") or {}
+    scheme, _, token = (bearer.get("value") or "").partition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert or None,
+        insecure=not configuration.verify_ssl,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=configuration.cert_file or None,
+        private_key_path=configuration.key_file or None,
+    )
 
 
 def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> None:
@@ -138,28 +180,31 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
 
 
 @kopf.on.startup()
-async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
-    global _runtime, _metrics_port
-    ours = _settings
+async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo: kopf.Memo, **_: Any) -> None:
+    state = state_of(memo)
+    ours = state.settings
     configure_kopf(settings, ours)
     configuration = kube.load_config(ours.kubeconfig)
-    _runtime = _Runtime(
+    state.runtime = _Runtime(
         settings=ours,
         kube=kube.Kube(configuration, pool_size=ours.api_workers),
         executor=concurrent.futures.ThreadPoolExecutor(ours.api_workers, thread_name_prefix="tensorgrid-api"),
     )
-    if ours.metrics_port is not None and _metrics_port is None:
-        _metrics_port = metrics.serve(ours.metrics_port)
-        logger.info("metrics on :%d/metrics", _metrics_port)
+    if ours.metrics_port is not None and state.metrics_server is None:
+        state.metrics_server = metrics.serve(ours.metrics_port)
+        logger.info("metrics on :%d/metrics", state.metrics_server.port)
 
 
 @kopf.on.cleanup()
-async def cleanup(**_: Any) -> None:
-    global _runtime
-    if _runtime is not None:
-        _runtime.executor.shutdown(wait=False, cancel_futures=True)
-        _runtime.kube.close()
-        _runtime = None
+async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
+    state = state_of(memo)
+    if state.runtime is not None:
+        state.runtime.executor.shutdown(wait=False, cancel_futures=True)
+        state.runtime.kube.close()
+        state.runtime = None
+    if state.metrics_server is not None:
+        state.metrics_server.close()
+        state.metrics_server = None
 
 
 def _managed_here(spec: kopf.Spec, **_: Any) -> bool:
@@ -169,26 +214,27 @@ def _managed_here(spec: kopf.Spec, **_: Any) -> bool:
 
 @kopf.on.event(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL)
 async def job_event(*, event: kopf.RawEvent, body: kopf.Body, namespace: Optional[str], name: str,
-                    logger: kopf.Logger, **_: Any) -> None:
+                    logger: kopf.Logger, memo: kopf.Memo, **_: Any) -> None:
     key = (namespace or "", name)
+    runtime = state_of(memo).runtime
     if not spec_lib.managed_here(body.spec):
         if event.get("type") == "DELETED":
-            if _runtime is not None:
-                _runtime.managed_elsewhere.discard(str(body.metadata.get("uid")))
+            if runtime is not None:
+                runtime.managed_elsewhere.discard(str(body.metadata.get("uid")))
         else:
-            _say_managed_elsewhere(body, logger)
+            _say_managed_elsewhere(runtime, body, logger)
         return
-    if _runtime is not None and body.metadata.get("resourceVersion") == _runtime.written_versions.get(key):
+    if runtime is not None and body.metadata.get("resourceVersion") == runtime.written_versions.get(key):
         return  # the echo of our own status patch: nothing new to see
-    _wake(key)
+    _wake(memo, key)
 
 
-def _say_managed_elsewhere(body: kopf.Body, logger: kopf.Logger) -> None:
+def _say_managed_elsewhere(runtime: Optional[_Runtime], body: kopf.Body, logger: kopf.Logger) -> None:
     """Once per job and operator run: a log line and an event saying the job is left alone."""
     uid = str(body.metadata.get("uid"))
-    if _runtime is None or uid in _runtime.managed_elsewhere or body.metadata.get("deletionTimestamp"):
+    if runtime is None or uid in runtime.managed_elsewhere or body.metadata.get("deletionTimestamp"):
         return
-    _runtime.managed_elsewhere.add(uid)
+    runtime.managed_elsewhere.add(uid)
     message = (f"spec.managedBy is {spec_lib.managed_by(body.spec)!r}, not {spec_lib.CONTROLLER_NAME!r}: "
                f"this operator leaves the job, its pods and its status to that controller")
     logger.info("%s", message)
@@ -209,23 +255,23 @@ def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf
 
 
 @kopf.on.event("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
-async def pod_event(*, namespace: Optional[str], labels: kopf.Labels, **_: Any) -> None:
-    _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
+async def pod_event(*, namespace: Optional[str], labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    _wake(memo, (namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
 
 
 @kopf.on.event("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
-async def service_event(*, namespace: Optional[str], labels: kopf.Labels, **_: Any) -> None:
-    _wake((namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
+async def service_event(*, namespace: Optional[str], labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    _wake(memo, (namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
 
 
 # No daemon, and so no finalizer, for a job another controller manages (spec.managedBy).
 @kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0, when=_managed_here)
 async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], name: str, logger: kopf.Logger,
-                     **kwargs: Any) -> None:
+                     memo: kopf.Memo, **kwargs: Any) -> None:
     """One loop per job: reconcile, then sleep until woken, a deadline, or the resync period."""
     # kopf passes each index (live) as the keyword of its function's name.
     pods_by_job, services_by_job = cast(JobIndex, kwargs["pods_by_job"]), cast(JobIndex, kwargs["services_by_job"])
-    runtime = _rt()
+    runtime = _runtime_of(memo)
     key = (namespace or "", name)
     wake = asyncio.Event()
     runtime.wakers[key] = wake
@@ -274,7 +320,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
     started = time.monotonic()
     try:
         k = runtime.kube
-        job = await _call(k.get_job, namespace, name)
+        job = await runtime.call(k.get_job, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
         await _ensure_job_objects(runtime, key, job)
@@ -285,8 +331,8 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         else:
             # The watches have not shown this operator's last writes yet: a consistent read.
             metrics.CONSISTENT_READS.inc()
-            pods, services = await asyncio.gather(_call(k.list_pods, namespace, name),
-                                                  _call(k.list_services, namespace, name))
+            pods, services = await asyncio.gather(runtime.call(k.list_pods, namespace, name),
+                                                  runtime.call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
         plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings),
                                    _stuck_policy(runtime.settings))
@@ -325,7 +371,7 @@ async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any
         budget = None  # the reconcile fails the job for its spec
     if settings.ps_disruption_budget and budget is not None:
         wanted.append(("PodDisruptionBudget", runtime.kube.create_pod_disruption_budget, budget))
-    results = await asyncio.gather(*(_call(create, obj) for _, create, obj in wanted), return_exceptions=True)
+    results = await asyncio.gather(*(runtime.call(create, obj) for _, create, obj in wanted), return_exceptions=True)
     errors = []
     for (kind, _, obj), result in zip(wanted, results):
         if isinstance(result, BaseException):
@@ -363,24 +409,24 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     namespace, name = key
     k = runtime.kube
     if plan.create_pods:
-        await _ensure_tls_secret(k, job)  # before anything is written: the pods mount it
+        await _ensure_tls_secret(runtime, job)  # before anything is written: the pods mount it
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
-        job = await _call(k.patch_status, job, _replacing(job, plan.status))
+        job = await runtime.call(k.patch_status, job, _replacing(job, plan.status))
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
-    await asyncio.gather(*(_call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
+    await asyncio.gather(*(runtime.call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
                            for pod_name, uid in plan.close_group_pods))
     await asyncio.gather(
-        *(_call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
-        *(_call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
-        *(_call(k.delete_service, namespace, svc) for svc in plan.delete_services))
+        *(runtime.call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
+        *(runtime.call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
+        *(runtime.call(k.delete_service, namespace, svc) for svc in plan.delete_services))
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [
         ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
     results = await asyncio.gather(
-        *(_call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
+        *(runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
         return_exceptions=True)
     failures = []
     for (kind, obj), result in zip(objects, results):
@@ -406,14 +452,14 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     for event in outcome.events:
         kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
     if outcome.status is not None:
-        job = await _call(k.patch_status, job, _replacing(job, outcome.status))
+        job = await runtime.call(k.patch_status, job, _replacing(job, outcome.status))
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     metrics.count_transitions(namespace, outcome.transitions)
     if plan.all_running_seconds is not None:
         metrics.TIME_TO_ALL_PODS_RUNNING.observe(plan.all_running_seconds)
     runtime.phases.set(key, (job.get("status") or {}).get("state"))
     if plan.delete_job:
-        await _call(k.delete_job, job)
+        await runtime.call(k.delete_job, job)
     return job, outcome.requeue_after
 
 
@@ -434,14 +480,14 @@ async def _update_progress(runtime: _Runtime, key: JobKey, job: dict[str, Any],
     except ValueError:
         return None
     targets = progress.scrape_targets(job_spec, pods)
-    readings = await asyncio.gather(*(_call(_read_metrics, t, runtime.settings.progress_timeout_seconds)
+    readings = await asyncio.gather(*(runtime.call(_read_metrics, t, runtime.settings.progress_timeout_seconds)
                                       for t in targets))
     old = status.get("progress")
     new = progress.next_progress(old, readings, datetime.datetime.now(datetime.timezone.utc))
     if new is not None and new != old:
         # A merge patch: keys the new progress no longer has are deleted by naming them null.
         patch = {name: new.get(name) for name in set(old or {}) | set(new)}
-        job = await _call(runtime.kube.patch_status, job, {"progress": patch})
+        job = await runtime.call(runtime.kube.patch_status, job, {"progress": patch})
         runtime.written_versions[key] = job["metadata"]["resourceVersion"]
     return interval
 
@@ -449,7 +495,7 @@ async def _update_progress(runtime: _Runtime, key: JobKey, job: dict[str, Any],
 def _read_metrics(target: progress.Target, timeout: float) -> progress.Reading:
     """GET one task's /metrics page (at most ``progress.MAX_PAGE_BYTES``)."""
     try:
-        with urllib.request.urlopen(target.url, timeout=timeout) as response:  # noqa: S310 - http to a pod IP
+        with urllib.request.urlopen(target.url, timeout=timeout) as response:  # http to a pod IP
             text = response.read(progress.MAX_PAGE_BYTES).decode("utf-8", errors="replace")
     except (OSError, ValueError) as e:  # URLError, timeouts and refused connections are OSErrors
         reason = e.reason if isinstance(e, urllib.error.URLError) else e
@@ -457,23 +503,24 @@ def _read_metrics(target: progress.Target, timeout: float) -> progress.Reading:
     return progress.read_page(target.pod, text)
 
 
-async def _ensure_tls_secret(k: kube.Kube, job: dict[str, Any]) -> None:
+async def _ensure_tls_secret(runtime: _Runtime, job: dict[str, Any]) -> None:
     """Creates the job's TLS Secret (job_certificates) unless it exists: made once per job,
     never again, so its pods keep trusting each other across restarts. A Secret of that
     name that is not the job's stops the creation of pods, with a warning event."""
     meta = job["metadata"]
+    k = runtime.kube
     name = manifests.tls_secret_name(meta["name"])
-    secret = await _call(k.get_secret, meta["namespace"], name)
+    secret = await runtime.call(k.get_secret, meta["namespace"], name)
     if secret is None:
         secret = job_certificates.build_secret(job, spec_lib.parse_spec(job["spec"]))
         try:
-            await _call(k.create_secret, secret)
+            await runtime.call(k.create_secret, secret)
         except Exception as e:
             code, message = kube.error_details(e)
             kopf.event(_body(job), type="Warning", reason="FailedCreateSecret",
                        message=f"could not create secret {name} for the job's TLS certificates: {message} ({code})")
             raise
-        secret = await _call(k.get_secret, meta["namespace"], name)
+        secret = await runtime.call(k.get_secret, meta["namespace"], name)
     if secret is not None and not job_certificates.owned_by(secret, job):
         message = (f"secret {name} exists and is not this job's; the job's TLS certificates go there: delete or "
                    f"rename it (if it belonged to a deleted job of the same name, it goes away shortly)")
@@ -511,7 +558,6 @@ def run(settings: config.Settings) -> None:
     """Run the operator until it is stopped (SIGTERM/SIGINT)."""
     kopf.configure(verbose=settings.verbose)
     settings = resolve_peering(settings)
-    configure(settings)
     if not settings.verbose:
         # kopf logs every watch event it hands to a handler at INFO: one line per pod change.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
@@ -524,4 +570,5 @@ def run(settings: config.Settings) -> None:
                            if settings.liveness_port is not None else None),
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
+        memo=memo_for(settings),
     )

@@ -70,7 +70,21 @@ class PhaseTracker:
                 JOBS.labels(phase=label).set(counts.get(label, 0))
 
 
-def serve(port: int) -> int:
-    """Start the /metrics endpoint; returns the bound port (useful with port 0)."""
-    server, _thread = prometheus_client.start_http_server(port, registry=REGISTRY)
-    return int(server.server_port)
+class MetricsServer:
+    """A running /metrics endpoint of this registry, on its own thread."""
+
+    def __init__(self, port: int) -> None:
+        self._server, self._thread = prometheus_client.start_http_server(port, registry=REGISTRY)
+        self.port = int(self._server.server_port)
+        """The bound port (the one asked for, or the one chosen for port 0)."""
+
+    def close(self) -> None:
+        """Stops serving and frees the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def serve(port: int) -> MetricsServer:
+    """Start the /metrics endpoint on ``port`` (0: any free port)."""
+    return MetricsServer(port)

@@ -40,14 +40,14 @@ os.environ.update({
     "TENSORGRID_DATA_CHANNEL": "1",
 })
 
-from tensorgrid.distributed import server as server_lib  # noqa: E402 - after the limits above
-from tensorgrid.distributed import services  # noqa: E402
-from tensorgrid.distributed import transport  # noqa: E402
-from tensorgrid.distributed.transport import buffers  # noqa: E402
-from tensorgrid.distributed.transport import data_channel  # noqa: E402
-from tensorgrid.distributed.transport import grpc_frames  # noqa: E402
-from tensorgrid.distributed.transport import wire  # noqa: E402
-from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2  # noqa: E402
+from tensorgrid.distributed import server as server_lib
+from tensorgrid.distributed import services
+from tensorgrid.distributed import transport
+from tensorgrid.distributed.transport import buffers
+from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wire
+from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
 MAX_TENSOR_BYTES = 64 << 20
 
@@ -137,7 +137,7 @@ def frames(data: bytes) -> None:
         tx.read_message(data[1:], frame_type)
     except wire.TransportError:
         pass
-    except Exception as e:  # noqa: BLE001 - collect_message raises OpErrors for a wrong shape of call
+    except Exception as e:
         from tensorgrid.framework import errors
 
         if not isinstance(e, errors.OpError):
@@ -248,7 +248,7 @@ def servicer(data: bytes) -> None:
                 pass
     except _Aborted:
         pass
-    except Exception as e:  # noqa: BLE001 - the finding
+    except Exception as e:
         raise Escaped(f"{method.name} raised {type(e).__name__}: {e}") from e
     _errors.check()
 

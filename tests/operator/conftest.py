@@ -1,4 +1,4 @@
-"""Operator test fixtures: the real control plane, the operator under KopfRunner, a namespace per test.
+"""Operator test fixtures: the real control plane, the operator on a thread of the test process, a namespace per test.
 
 They live in operator_cluster.py (importable by the tests, which a conftest is not).
 """

@@ -7,20 +7,25 @@ end. Set ``TENSORGRID_KUBECONFIG`` to reuse one already running (``make
 controlplane`` writes .cache/controlplane/kubeconfig). Without binaries the tests
 skip, except under ``CI=true``, where they fail: CI must run them.
 
-``operator`` runs the operator in this process under ``kopf.testing.KopfRunner``,
-watching the namespaces ``tg-*``; every test gets a fresh namespace of its own. The
+``operator`` runs the operator in this process (``running_operator``: ``kopf.operator``
+on a thread of its own, its state in the memo ``handlers.memo_for`` makes), watching the
+namespaces ``tg-*``; every test gets a fresh namespace of its own. A test may start
+more operators beside it with ``running_operator``. The
 tests play the kubelet: there are no nodes, so they move pods through their phases
 by patching pod status, exactly as a kubelet would.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -117,9 +122,10 @@ def controlplane() -> Iterator[ControlPlane]:
 
 
 class Operator:
-    """The operator running in this process, and where its endpoints are."""
+    """The operator running in this process: its state (kopf's memo), and where its endpoints are."""
 
-    def __init__(self, metrics_port: int, liveness_port: int) -> None:
+    def __init__(self, state: Any, metrics_port: int, liveness_port: int) -> None:
+        self.state = state
         self.metrics_port = metrics_port
         self.liveness_port = liveness_port
 
@@ -140,37 +146,60 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def operator(controlplane: ControlPlane) -> Iterator[Operator]:
-    from kopf.testing import KopfRunner
-
+def operator_settings(controlplane: ControlPlane, namespaces: tuple[str, ...]) -> Any:
+    """The test operators' settings: short retry delays (1 s doubling to 4 s: the tests wait for
+    restarts, not for the delays), progress read every second, pods stuck terminating reported
+    2 s after their grace period, /metrics on a free port."""
     from tensorgrid_operator import config
+
+    return config.Settings(namespaces=namespaces, metrics_port=0, kubeconfig=controlplane.kubeconfig,
+                           peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
+                           max_retry_delay_seconds=4.0, progress_interval_seconds=1.0,
+                           stuck_terminating_seconds=2.0,
+                           network_policy_metrics_from=PROMETHEUS_PEERS, ps_anti_affinity="preferred")
+
+
+@contextlib.contextmanager
+def running_operator(settings: Any, liveness_port: Optional[int] = None) -> Iterator[Operator]:
+    """An operator with ``settings`` on a thread of this process (kopf.operator with its own memo,
+    as ``tensorgrid-operator`` runs it), until the block ends: then it is stopped and cleaned up."""
+    import kopf
+
     from tensorgrid_operator import handlers
 
-    previous = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = controlplane.kubeconfig  # kopf's own login reads it
-    liveness = free_port()
-    # Short retry delays (1 s doubling to 4 s): the tests wait for restarts, not for the delays;
-    # progress read every second; pods stuck terminating reported 2 s after their grace period.
-    handlers.configure(config.Settings(namespaces=("tg-*",), metrics_port=0, kubeconfig=controlplane.kubeconfig,
-                                       peering=None, resync_seconds=30.0, retry_delay_seconds=1.0,
-                                       max_retry_delay_seconds=4.0, progress_interval_seconds=1.0,
-                                       stuck_terminating_seconds=2.0,
-                                       network_policy_metrics_from=PROMETHEUS_PEERS, ps_anti_affinity="preferred"))
-    args = ["run", "-m", "tensorgrid_operator.handlers", "--standalone", "--namespace", "tg-*",
-            f"--liveness=http://127.0.0.1:{liveness}/healthz"]
+    memo = handlers.memo_for(settings)
+    state = handlers.state_of(memo)
+    stop, ready = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+    liveness = f"http://127.0.0.1:{liveness_port}/healthz" if liveness_port is not None else None
+
+    def operate() -> None:
+        try:
+            asyncio.run(kopf.operator(standalone=True, clusterwide=False, namespaces=settings.namespaces,
+                                      liveness_endpoint=liveness, memo=memo, stop_flag=stop, ready_flag=ready))
+        except BaseException as e:  # noqa: BLE001 - raised in the test's thread below
+            failures.append(e)
+
+    thread = threading.Thread(target=operate, name=f"operator {','.join(settings.namespaces)}", daemon=True)
+    thread.start()
     try:
-        with KopfRunner(args, timeout=60) as runner:
-            wait_for(lambda: handlers.metrics_port() is not None, 30, "the operator to start")
-            port = handlers.metrics_port()
-            assert port is not None
-            yield Operator(port, liveness)
-        assert runner.exit_code == 0, runner.output[-4000:]
+        wait_for(lambda: state.metrics_port is not None or not thread.is_alive(), 30, "the operator to start")
+        if failures:
+            raise failures[0]
+        assert state.metrics_port is not None, "the operator stopped while starting"
+        yield Operator(state, state.metrics_port, liveness_port or 0)
     finally:
-        if previous is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = previous
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive(), "the operator did not stop within 60 s"
+    if failures:
+        raise failures[0]
+
+
+@pytest.fixture(scope="session")
+def operator(controlplane: ControlPlane) -> Iterator[Operator]:
+    with running_operator(operator_settings(controlplane, ("tg-*",)), liveness_port=free_port()) as running:
+        yield running
 
 
 class Namespace:

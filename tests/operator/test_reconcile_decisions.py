@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Optional
 
 import pytest
@@ -11,7 +10,6 @@ from operator_sim import Sim, make_job
 from tensorgrid_operator import conditions
 from tensorgrid_operator import exitcodes
 from tensorgrid_operator import policies
-from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
 
 

@@ -103,7 +103,7 @@ class Dataset:
                        [t.dtype.base_dtype for t in parts], [t.shape for t in parts])
 
     @staticmethod
-    def range(*args: int) -> "Dataset":  # noqa: A003 - TF's name
+    def range(*args: int) -> "Dataset":  # TF's name
         """int64 scalars as Python's ``range(*args)`` gives them."""
         if not 1 <= len(args) <= 3 or not all(isinstance(a, (int, np.integer)) for a in args):
             raise TypeError(f"Dataset.range takes 1 to 3 integers (stop, or start, stop[, step]), got {args!r}")
@@ -147,7 +147,7 @@ class Dataset:
         return Dataset([["generator", token, len(arg_tensors)]], arg_tensors, structure, types, shapes)
 
     @staticmethod
-    def zip(datasets: Any) -> "Dataset":  # noqa: A003 - TF's name
+    def zip(datasets: Any) -> "Dataset":  # TF's name
         """Elements of ``datasets`` (a tuple or dict of datasets) side by side; ends with the shortest."""
         members = [datasets[key] for key in sorted(datasets)] if isinstance(datasets, dict) else datasets
         if not isinstance(datasets, (tuple, dict)) or not members or \
@@ -182,7 +182,7 @@ class Dataset:
         return self._then(["map", function.as_attr(), len(captured)], captured, structure,
                           [t.dtype.base_dtype for t in function.outputs], [t.shape for t in function.outputs])
 
-    def filter(self, predicate: Callable[..., Any]) -> "Dataset":  # noqa: A003 - TF's name
+    def filter(self, predicate: Callable[..., Any]) -> "Dataset":  # TF's name
         """The elements for which ``predicate`` (returning a boolean scalar) holds."""
         if not callable(predicate):
             raise TypeError(f"predicate must be callable, got {predicate!r}")

@@ -270,7 +270,8 @@ class Master:
 
     def _classify(self, session: _MasterSession, plan: _StepPlan, failed: Optional[_PartitionRun],
                   failure: BaseException) -> BaseException:
-        """Turns a failure caused by a restarted or unreachable task into AbortedError/UnavailableError."""
+        """Turns a failure caused by a restarted or unreachable task into AbortedError/UnavailableError;
+        after any AbortedError the session's partitions are registered again at the next step."""
         restarted = []
         for run in plan.runs:
             try:
@@ -290,10 +291,11 @@ class Master:
             return errors.AbortedError(
                 None, None, f"Task(s) {down} restarted or became unreachable during the step: {failure}"
             )
-        if isinstance(failure, errors.NotFoundError) and "Graph handle" in str(failure):
+        if isinstance(failure, errors.AbortedError):
+            # A task that no longer knows a partition (its graph handle) answers ABORTED:
+            # the next step registers the partitions again.
             with session.lock:
                 session.plans.clear()
-            return errors.AbortedError(None, None, str(failure))
         return failure
 
     def _plan(self, session: _MasterSession, feed_names: list[str], fetches: list[str],

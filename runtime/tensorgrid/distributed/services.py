@@ -73,7 +73,7 @@ def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -
     started = time.perf_counter()
     try:
         return call()
-    except Exception as failure:  # noqa: BLE001 - answered below, or re-raised
+    except Exception as failure:  # answered below, or re-raised
         status = _status_of(failure, method)
         if status is None:
             raise
@@ -162,7 +162,7 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
                 tensors[item.name] = item.array
             response, reply_tensors = body(call.request_type.FromString(control), tensors)
             return 0, response.SerializeToString(), reply_tensors
-        except Exception as failure:  # noqa: BLE001 - answered below, or re-raised
+        except Exception as failure:  # answered below, or re-raised
             status = _status_of(failure, call.name)
             if status is None:
                 raise

@@ -187,7 +187,8 @@ class Worker:
             if registered is not None:
                 registered.last_used = time.monotonic()
         if registered is None:
-            raise errors.NotFoundError(
+            # ABORTED, as TensorFlow's GraphMgr answers: the master re-registers on this code.
+            raise errors.AbortedError(
                 None, None,
                 f"Graph handle {handle!r} is not registered on {self.task} (incarnation "
                 f"{self.incarnation:016x}): the task may have restarted",

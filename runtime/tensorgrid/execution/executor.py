@@ -216,7 +216,7 @@ class Plan:
                     node.kernel(node.ctx, step, _completion(completions, node.index), *inputs)
                     continue
                 result = node.kernel(node.ctx, step, *inputs)
-            except BaseException as exc:  # noqa: BLE001 - annotated and re-raised
+            except BaseException as exc:  # annotated and re-raised
                 step.cancelled.set()
                 raise _annotate(exc, node.ctx.op) from exc
             if node.num_outputs == 1:

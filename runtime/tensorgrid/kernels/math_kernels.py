@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import warnings
+from typing import Any, Iterator
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels.registry import register_kernel
@@ -135,33 +137,15 @@ def _mean(k: Any, step: Any, x: Any) -> Any:
         return k.xp.asarray(k.xp.mean(x, axis=axis, keepdims=k.attrs["keep_dims"]), dtype=x.dtype)
 
 
-class _quiet:
+@contextlib.contextmanager
+def _quiet(k: Any) -> Iterator[None]:
     """Silences numpy's 'mean of empty slice' warning; TF returns NaN without a warning."""
-
-    def __init__(self, k: Any) -> None:
-        # cupy has no errstate (it never warns); numpy needs one.
-        errstate = getattr(k.xp, "errstate", None)
-        self._errstate = errstate(invalid="ignore", divide="ignore") if errstate else _NoErrstate()
-
-    def __enter__(self) -> None:
-        self._errstate.__enter__()
-        import warnings
-
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc: Any) -> None:
-        self._warnings.__exit__(*exc)
-        self._errstate.__exit__(*exc)
-
-
-class _NoErrstate:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
+    # cupy has no errstate (it never warns); numpy needs one.
+    errstate = getattr(k.xp, "errstate", None)
+    with errstate(invalid="ignore", divide="ignore") if errstate else contextlib.nullcontext():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            yield
 
 
 def _arg_reduction(op_type: str, fn_name: str) -> None:

@@ -88,7 +88,7 @@ class _ZlibReader:
 def open_for_reading(path: str, compression_type: str) -> Any:
     """The file's (uncompressed) bytes; a missing file is a NotFoundError naming it."""
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+        raw = open(path, "rb")  # closed by the caller
     except FileNotFoundError:
         raise errors.NotFoundError(None, None, f"{path}; No such file or directory") from None
     except OSError as exc:
@@ -118,7 +118,7 @@ class _ZlibWriter:
 
 
 def open_for_writing(path: str, compression_type: str) -> Any:
-    raw = open(path, "wb")  # noqa: SIM115 - closed by the caller
+    raw = open(path, "wb")  # closed by the caller
     if compression_type == "GZIP":
         return gzip.GzipFile(fileobj=raw, mode="wb")
     if compression_type == "ZLIB":

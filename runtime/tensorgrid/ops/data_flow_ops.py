@@ -33,7 +33,7 @@ def _as_list(value: Any) -> list[Any]:
 class FIFOQueue:
     """A first-in first-out queue of tuples of tensors (``tf.FIFOQueue``)."""
 
-    def __init__(self, capacity: int, dtypes: Any, shapes: Optional[Sequence[Any]] = None,  # noqa: A002
+    def __init__(self, capacity: int, dtypes: Any, shapes: Optional[Sequence[Any]] = None,
                  names: Any = None, shared_name: Optional[str] = None, name: str = "fifo_queue") -> None:
         from tensorgrid.framework import dtypes as dtypes_lib
 

@@ -14,6 +14,7 @@ receive it as it is; every other rule gets it densified.
 from __future__ import annotations
 
 import collections
+import contextlib
 from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
@@ -66,7 +67,7 @@ def gradients(
         grads: dict[graph_lib.Tensor, list[Any]] = collections.defaultdict(list)
         for y, gy in zip(y_list, grad_y_list):
             if gy is None:
-                with graph.colocate_with(y.op) if colocate_gradients_with_ops else _null():
+                with graph.colocate_with(y.op) if colocate_gradients_with_ops else contextlib.nullcontext():
                     gy = array_ops.ones_like(y, name=f"grad_ys_{len(grads)}")
             else:
                 gy = tensor_conversion.convert_to_tensor(gy, dtype=y.dtype.base_dtype)
@@ -123,7 +124,7 @@ def _call_gradient_rule(graph: graph_lib.Graph, op: graph_lib.Operation, out_gra
     if op_type not in _RULES_TAKING_INDEXED_SLICES:
         filled = [tensor_conversion.convert_to_tensor(g) if isinstance(g, indexed_slices.IndexedSlices) else g
                   for g in filled]
-    with graph.name_scope(op.name + "_grad"), graph.colocate_with(op) if colocate else _null():
+    with graph.name_scope(op.name + "_grad"), graph.colocate_with(op) if colocate else contextlib.nullcontext():
         result = rule(op, *filled)
     result = list(result) if isinstance(result, (list, tuple)) else [result]
     if len(result) != len(op.inputs):
@@ -184,11 +185,3 @@ def _ops_between(ys: Sequence[graph_lib.Tensor], xs: Sequence[graph_lib.Tensor],
             if t not in stops:
                 stack.append(t.op)
     return between
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None

@@ -385,7 +385,7 @@ def conv2d(input: Any, filter: Any = None, strides: Any = None, padding: Any = N
            name: Optional[str] = None, filters: Any = None) -> graph_lib.Tensor:
     """2-D convolution of NHWC ``input`` with a [height, width, in_channels, out_channels] filter."""
     if filter is None:
-        filter = filters
+        filter = filters  # noqa: A001 - TF's argument name
     elif filters is not None:
         raise ValueError("conv2d: pass either filter or filters, not both")
     x = op_util.to_tensor(input)

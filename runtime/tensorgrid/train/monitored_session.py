@@ -359,7 +359,7 @@ class MonitoredSession:
         if coord is not None:
             try:
                 coord.join(stop_grace_period_secs=self._stop_grace_period_secs, ignore_live_threads=True)
-            except Exception as e:  # noqa: BLE001 - a failed thread of a dead session
+            except Exception as e:  # a failed thread of a dead session
                 if raise_thread_errors:
                     raise
                 log.debug("queue runner stopped with %s", e)

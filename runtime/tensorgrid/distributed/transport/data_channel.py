@@ -366,7 +366,7 @@ class DataServer:
                     offer.done.set()
         except (OSError, EOFError):
             pass  # the peer went away, failed the TLS handshake, was too slow or idle; its gRPC call reports it
-        except Exception:  # noqa: BLE001 - a bug must not leak the connection or its slot
+        except Exception:  # a bug must not leak the connection or its slot
             log.exception("data channel on port %d: serving a connection failed", self.port)
         finally:
             with self._lock:
@@ -418,7 +418,7 @@ class DataServer:
                 return stream_io.linger(conn)  # the rest of the stream cannot be trusted
             try:
                 code, reply, reply_tensors = handler(control, tensors)
-            except Exception as e:  # noqa: BLE001 - answered to the caller, the server goes on
+            except Exception as e:  # answered to the caller, the server goes on
                 log.exception("data channel call of method %d failed", method)
                 code, reply, reply_tensors = errors.InternalError.code, f"{type(e).__name__}: {e}".encode(), ()
             del tensors

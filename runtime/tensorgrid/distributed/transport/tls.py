@@ -105,7 +105,7 @@ def load(directory: str) -> Credentials:
                          f"{', '.join(problems)}")
     credentials = Credentials(contents[0], contents[1], contents[2], directory)
     try:
-        credentials.server_context  # noqa: B018 - parses and matches the files now, not at the first connection
+        credentials.server_context  # parses and matches the files now, not at the first connection
     except (ssl.SSLError, ValueError) as e:
         raise ValueError(f"the certificates in {TLS_DIR_ENV}={directory!r} are not usable: {e} (ca.crt must be "
                          f"PEM certificates, tls.crt and tls.key a matching certificate and key)") from None

@@ -151,8 +151,11 @@ def _stack(values: list[Any]) -> Any:
     return numpy.stack(values)
 
 
-class ConditionalAccumulator:
-    """Averages gradients applied for the current global step; stale ones are dropped."""
+class GradientAccumulator:
+    """What the dense and the sparse accumulators share: gradients of the current global
+    step are counted (stale ones dropped), takers wait until enough arrived, and each
+    take starts the next step. A subclass adds a gradient (``_add``) and hands out what it
+    gathered, forgetting it (``_take``)."""
 
     def __init__(self, name: str, shape: Optional[tuple[Optional[int], ...]], reduction: str) -> None:
         self.name = name
@@ -161,27 +164,23 @@ class ConditionalAccumulator:
         self.global_step = 0
         self.count = 0
         self.dropped = 0
-        self._sum: Any = None
         self._takers: collections.deque[tuple[int, Done, Cancelled]] = collections.deque()
         self._lock = threading.Lock()
         self._closed = False
 
-    def apply_grad(self, local_step: int, grad: Any, xp: Any) -> None:
-        if self.shape is not None and (
-            len(self.shape) != grad.ndim or any(d is not None and d != g for d, g in zip(self.shape, grad.shape))
-        ):
-            raise errors.InvalidArgumentError(
-                None, None,
-                f"Shape mismatch in accumulator {self.name}: expected {list(self.shape)}, got {list(grad.shape)}",
-            )
+    def _add(self, gradient: Any) -> None:
+        raise NotImplementedError
+
+    def _take(self) -> Any:
+        raise NotImplementedError
+
+    def _apply(self, local_step: int, gradient: Any) -> None:
+        """Adds ``gradient`` unless it is stale; serves the takers it completes."""
         with self._lock:
             if local_step < self.global_step:
                 self.dropped += 1
                 return
-            if self._sum is None:
-                self._sum = grad.copy()
-            else:
-                xp.add(self._sum, grad, out=self._sum)
+            self._add(gradient)
             self.count += 1
             ready = self._serve()
         for done, value in ready:
@@ -214,9 +213,7 @@ class ConditionalAccumulator:
             self._takers.popleft()  # its step failed: the gradients wait for the next taker
         while self._takers and self.count >= self._takers[0][0]:
             _, done, _ = self._takers.popleft()
-            value = self._sum / self.count if self.reduction == "MEAN" else self._sum
-            ready.append((done, value.astype(self._sum.dtype, copy=False)))
-            self._sum = None
+            ready.append((done, self._take()))
             self.count = 0
             self.global_step += 1
         return ready
@@ -228,6 +225,37 @@ class ConditionalAccumulator:
             self._takers.clear()
         for _, done, _ in takers:
             done(failure=errors.CancelledError(None, None, f"Accumulator {self.name} was closed"))
+
+
+class ConditionalAccumulator(GradientAccumulator):
+    """Averages gradients applied for the current global step; stale ones are dropped."""
+
+    def __init__(self, name: str, shape: Optional[tuple[Optional[int], ...]], reduction: str) -> None:
+        super().__init__(name, shape, reduction)
+        self._sum: Any = None
+
+    def apply_grad(self, local_step: int, grad: Any, xp: Any) -> None:
+        if self.shape is not None and (
+            len(self.shape) != grad.ndim or any(d is not None and d != g for d, g in zip(self.shape, grad.shape))
+        ):
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"Shape mismatch in accumulator {self.name}: expected {list(self.shape)}, got {list(grad.shape)}",
+            )
+        self._apply(local_step, (grad, xp))
+
+    def _add(self, gradient: Any) -> None:
+        grad, xp = gradient
+        if self._sum is None:
+            self._sum = grad.copy()
+        else:
+            xp.add(self._sum, grad, out=self._sum)
+
+    def _take(self) -> Any:
+        value = self._sum / self.count if self.reduction == "MEAN" else self._sum
+        value = value.astype(self._sum.dtype, copy=False)
+        self._sum = None
+        return value
 
 
 # ---------------------------------------------------------------------- queue kernels

@@ -14,8 +14,6 @@ Blocking and cancellation follow the dense accumulator (``data_flow_kernels``).
 
 from __future__ import annotations
 
-import collections
-import threading
 from typing import Any, Optional
 
 import numpy
@@ -27,22 +25,13 @@ from tensorgrid.kernels.registry import register_kernel
 Shape = Optional[tuple[Optional[int], ...]]
 
 
-class SparseConditionalAccumulator:
+class SparseConditionalAccumulator(data_flow_kernels.GradientAccumulator):
     """Rows of IndexedSlices gradients for the current global step; stale gradients are dropped."""
 
     def __init__(self, name: str, shape: Shape, reduction: str) -> None:
-        self.name = name
-        self.shape = shape
-        self.reduction = reduction
-        self.global_step = 0
-        self.count = 0
-        self.dropped = 0
+        super().__init__(name, shape, reduction)
         self._parts: list[tuple[Any, Any]] = []
         self._row_shape: Optional[tuple[int, ...]] = None
-        self._takers: collections.deque[tuple[int, data_flow_kernels.Done, data_flow_kernels.Cancelled]] = \
-            collections.deque()
-        self._lock = threading.Lock()
-        self._closed = False
 
     def _check(self, indices: Any, values: Any, dense_shape: Optional[Any]) -> None:
         def fail(message: str) -> None:
@@ -76,58 +65,24 @@ class SparseConditionalAccumulator:
 
     def apply_grad(self, local_step: int, indices: Any, values: Any, dense_shape: Optional[Any]) -> None:
         self._check(indices, values, dense_shape)
-        with self._lock:
-            if local_step < self.global_step:
-                self.dropped += 1
-                return
-            self._parts.append(_coalesced(indices.astype(numpy.int64, copy=False), values))
-            self._row_shape = tuple(values.shape[1:])
-            self.count += 1
-            ready = self._serve()
-        for done, value in ready:
-            done(value)
+        self._apply(local_step, (indices, values))
 
-    def take_grad_async(self, num_required: int, done: data_flow_kernels.Done,
-                        cancelled: data_flow_kernels.Cancelled) -> None:
-        if num_required < 1:
-            done(failure=errors.InvalidArgumentError(
-                None, None, f"Argument num_required must be positive, but was {num_required}"))
-            return
-        with self._lock:
-            failure: Optional[BaseException] = None
-            if self._closed:
-                failure = errors.CancelledError(None, None, f"Accumulator {self.name} is closed")
-            else:
-                self._takers.append((num_required, done, cancelled))
-            ready = self._serve()
-        if failure is not None:
-            done(failure=failure)
-        for callback, value in ready:
-            callback(value)
+    def _add(self, gradient: Any) -> None:
+        indices, values = gradient
+        self._parts.append(_coalesced(indices.astype(numpy.int64, copy=False), values))
+        self._row_shape = tuple(values.shape[1:])
 
-    def set_global_step(self, step: int) -> None:
-        with self._lock:
-            self.global_step = step
-
-    def _serve(self) -> list[tuple[data_flow_kernels.Done, Any]]:
-        ready = []
-        while self._takers and self._takers[0][2]():
-            self._takers.popleft()  # its step failed: the gradients wait for the next taker
-        while self._takers and self.count >= self._takers[0][0]:
-            _, done, _ = self._takers.popleft()
-            ready.append((done, self._aggregate()))
-            self._parts = []
-            self._row_shape = None
-            self.count = 0
-            self.global_step += 1
-        return ready
+    def _take(self) -> Any:
+        value = self._aggregate()
+        self._parts = []
+        self._row_shape = None
+        return value
 
     def _aggregate(self) -> tuple[Any, Any, Any]:
         """(indices, values, dense shape) of the rows since the last take, each summed or averaged."""
         indices, values = _coalesced(numpy.concatenate([i for i, _ in self._parts]),
                                      numpy.concatenate([v for _, v in self._parts]))
         if self.reduction == "MEAN":
-            # Each part has distinct indices, so a row's count is the number of gradients that touched it.
             # Each part's indices are distinct, so a row's count is the number of gradients that touched it;
             # ``numpy.unique`` sorts as ``_coalesced`` does, so the counts line up with ``indices``.
             _, counts = numpy.unique(numpy.concatenate([i for i, _ in self._parts]), return_counts=True)
@@ -137,14 +92,6 @@ class SparseConditionalAccumulator:
         if self.shape is not None and len(self.shape) == values.ndim:
             rows = [-1 if d is None else d for d in self.shape]
         return indices, values.astype(self._parts[0][1].dtype, copy=False), numpy.asarray(rows, numpy.int64)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            takers = list(self._takers)
-            self._takers.clear()
-        for _, done, _ in takers:
-            done(failure=errors.CancelledError(None, None, f"Accumulator {self.name} was closed"))
 
 
 def _coalesced(indices: Any, values: Any) -> tuple[Any, Any]:

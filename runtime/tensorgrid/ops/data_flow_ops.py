@@ -129,6 +129,9 @@ class FIFOQueue:
 class ConditionalAccumulator:
     """Averages gradients for the current global step (``tf.ConditionalAccumulator``)."""
 
+    _RESOURCE_OP = "ConditionalAccumulator"
+    """The op that creates this kind of accumulator on its device."""
+
     def __init__(self, dtype: Any, shape: Any = None, shared_name: Optional[str] = None,
                  name: str = "conditional_accumulator", reduction_type: str = "MEAN") -> None:
         if reduction_type not in ("MEAN", "SUM"):
@@ -137,7 +140,7 @@ class ConditionalAccumulator:
         self._shape = tensor_shape.as_shape(shape)
         graph = graph_lib.get_default_graph()
         self._handle = op_util.make_tensor(
-            "ConditionalAccumulator", [], dtypes.resource, [], name,
+            self._RESOURCE_OP, [], dtypes.resource, [], name,
             {"dtype": self._dtype.name, "shape": self._shape.as_tuple_or_none(), "reduction_type": reduction_type,
              "container": graph.current_container, "shared_name": shared_name or ""},
         )
@@ -190,18 +193,11 @@ class SparseConditionalAccumulator(ConditionalAccumulator):
     repeated indices within one gradient are summed first.
     """
 
+    _RESOURCE_OP = "SparseConditionalAccumulator"
+
     def __init__(self, dtype: Any, shape: Any = None, shared_name: Optional[str] = None,
                  name: str = "sparse_conditional_accumulator", reduction_type: str = "MEAN") -> None:
-        if reduction_type not in ("MEAN", "SUM"):
-            raise ValueError(f"reduction_type must be 'MEAN' or 'SUM', got {reduction_type!r}")
-        self._dtype = dtypes.as_dtype(dtype).base_dtype
-        self._shape = tensor_shape.as_shape(shape)
-        graph = graph_lib.get_default_graph()
-        self._handle = op_util.make_tensor(
-            "SparseConditionalAccumulator", [], dtypes.resource, [], name,
-            {"dtype": self._dtype.name, "shape": self._shape.as_tuple_or_none(), "reduction_type": reduction_type,
-             "container": graph.current_container, "shared_name": shared_name or ""},
-        )
+        super().__init__(dtype, shape, shared_name, name, reduction_type)
 
     def apply_indexed_slices_grad(self, grad: Any, local_step: Any = 0, name: Optional[str] = None) -> graph_lib.Operation:
         """Applies an IndexedSlices gradient computed at ``local_step``."""

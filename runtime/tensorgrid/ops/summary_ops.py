@@ -1,5 +1,6 @@
-"""``tf.summary.scalar``, ``histogram``, ``merge`` and ``merge_all``: ops whose value is a
-serialized ``Summary`` protocol buffer, for ``tf.summary.FileWriter`` to write.
+"""``tf.summary.scalar``, ``histogram``, ``image``, ``audio``, ``text``, ``merge`` and
+``merge_all``: ops whose value is a serialized ``Summary`` protocol buffer, for
+``tf.summary.FileWriter`` to write.
 
 Each summary op is added to the ``summaries`` collection (``merge_all`` merges them);
 its tag is its name prefixed by the enclosing name scopes, as in TF1.
@@ -14,13 +15,14 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import op_registry
 from tensorgrid.ops import op_util
 
-for _op_type in ("ScalarSummary", "HistogramSummary", "MergeSummary"):
+for _op_type in ("ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummaryV2", "TextSummary", "MergeSummary"):
     op_registry.register_op(_op_type)
     op_registry.NotDifferentiable(_op_type)
 
 
 def _scoped_summary(op_type: str, t: graph_lib.Tensor, name: str, family: Optional[str],
-                    collections: Optional[Sequence[str]]) -> graph_lib.Tensor:
+                    collections: Optional[Sequence[str]], extra_inputs: Sequence[Any] = (),
+                    attrs: Optional[dict[str, Any]] = None) -> graph_lib.Tensor:
     """The summary op, named by a new name scope as TF1's ``summary_scope`` does: the tag is
     that scope's unique name (``family/`` in front of it when given)."""
     if not isinstance(name, str) or not name:
@@ -28,7 +30,8 @@ def _scoped_summary(op_type: str, t: graph_lib.Tensor, name: str, family: Option
     graph = t.graph
     with graph.name_scope(f"{family}/{name}" if family else name) as scope:
         tag = f"{family}/{scope.rstrip('/')}" if family else scope.rstrip("/")
-        summary = op_util.make_tensor(op_type, [t], dtypes.string, [], scope, {"tag": tag})
+        inputs = [t] + [op_util.to_tensor(value, dtypes.float32) for value in extra_inputs]
+        summary = op_util.make_tensor(op_type, inputs, dtypes.string, [], scope, {"tag": tag, **(attrs or {})})
     for key in (graph_lib.GraphKeys.SUMMARIES,) if collections is None else collections:
         graph.add_to_collection(key, summary)
     return summary
@@ -50,6 +53,45 @@ def histogram(name: str, values: Any, collections: Optional[Sequence[str]] = Non
     t = op_util.to_tensor(values)
     op_util.check_dtype_in("HistogramSummary", t, op_util.NUMBERS)
     return _scoped_summary("HistogramSummary", t, name, family, collections)
+
+
+def _max_outputs(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_outputs must be a positive integer, got {value!r}")
+    return value
+
+
+def image(name: str, tensor: Any, max_outputs: int = 3, collections: Optional[Sequence[str]] = None,
+          family: Optional[str] = None) -> graph_lib.Tensor:
+    """A summary of up to ``max_outputs`` images of a [batch, height, width, channels]
+    tensor (1, 3 or 4 channels; uint8, or floats scaled as TensorFlow does), as PNG."""
+    t = op_util.to_tensor(tensor)
+    op_util.check_dtype_in("ImageSummary", t, (dtypes.uint8,) + op_util.FLOATS)
+    if t.shape.ndims is not None and (t.shape.ndims != 4 or t.shape.as_list()[-1] not in (None, 1, 3, 4)):
+        raise ValueError(f"tf.summary.image needs a 4-D [batch, height, width, channels] tensor with 1, 3 or 4 "
+                         f"channels, got {t.name} of shape {t.shape}")
+    return _scoped_summary("ImageSummary", t, name, family, collections, attrs={"max_images": _max_outputs(max_outputs)})
+
+
+def audio(name: str, tensor: Any, sample_rate: Any, max_outputs: int = 3,
+          collections: Optional[Sequence[str]] = None, family: Optional[str] = None) -> graph_lib.Tensor:
+    """A summary of up to ``max_outputs`` clips of a [batch, frames, channels] or
+    [batch, frames] float tensor of samples in [-1, 1], as 16-bit WAV."""
+    t = op_util.to_tensor(tensor)
+    op_util.check_dtype_in("AudioSummaryV2", t, (dtypes.float32,))
+    if t.shape.ndims not in (None, 2, 3):
+        raise ValueError(f"tf.summary.audio needs a [batch, frames, channels] or [batch, frames] tensor, got {t.name} "
+                         f"of shape {t.shape}")
+    return _scoped_summary("AudioSummaryV2", t, name, family, collections, extra_inputs=[sample_rate],
+                           attrs={"max_outputs": _max_outputs(max_outputs)})
+
+
+def text(name: str, tensor: Any, collections: Optional[Sequence[str]] = None) -> graph_lib.Tensor:
+    """A summary of a string tensor of any shape, shown by TensorBoard's text plugin."""
+    t = op_util.to_tensor(tensor)
+    if t.dtype.base_dtype != dtypes.string:
+        raise ValueError(f"tf.summary.text needs a string tensor, got {t.name} of dtype {t.dtype.name}")
+    return _scoped_summary("TextSummary", t, name, None, collections)
 
 
 def merge(inputs: Sequence[Any], collections: Optional[Sequence[str]] = None,

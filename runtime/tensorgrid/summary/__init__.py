@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorgrid.ops.summary_ops import histogram, merge, merge_all, scalar
+from tensorgrid.ops.summary_ops import audio, histogram, image, merge, merge_all, scalar, text
 from tensorgrid.summary.event_file import FileWriter
 
-__all__ = ["FileWriter", "histogram", "merge", "merge_all", "scalar"]
+__all__ = ["FileWriter", "audio", "histogram", "image", "merge", "merge_all", "scalar", "text"]

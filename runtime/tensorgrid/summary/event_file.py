@@ -17,8 +17,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.kernels import tf_record
+from tensorgrid.summary import tf_graph_def
 
 
 def tfrecord(data: bytes) -> bytes:
@@ -27,13 +29,15 @@ def tfrecord(data: bytes) -> bytes:
 
 
 def event(wall_time: float, step: int = 0, file_version: Optional[str] = None,
-          summary: Optional[bytes] = None) -> bytes:
+          summary: Optional[bytes] = None, graph_def: Optional[bytes] = None) -> bytes:
     """A serialized ``tensorflow.Event``."""
     out = summary_kernels.double_field(1, wall_time)
     if step:
         out += summary_kernels.varint(2 << 3) + summary_kernels.varint(step & 0xFFFFFFFFFFFFFFFF)
     if file_version is not None:
         out += summary_kernels.length_delimited(3, file_version.encode())
+    if graph_def is not None:
+        out += summary_kernels.length_delimited(4, graph_def)
     if summary is not None:
         out += summary_kernels.length_delimited(5, summary)
     return out
@@ -54,11 +58,12 @@ def _summary_bytes(summary: Any) -> bytes:
 class FileWriter:
     """Writes summaries to an event file in ``logdir`` (``tf.summary.FileWriter``).
 
-    ``graph`` is accepted, but the graph is not written (TensorBoard's graph view stays empty).
+    ``graph`` (or ``graph_def``) is written first, in TensorFlow's ``GraphDef`` layout, for
+    TensorBoard's graph view (summary/tf_graph_def.py says what it holds).
     """
 
     def __init__(self, logdir: str, graph: Any = None, max_queue: int = 10, flush_secs: float = 120,
-                 filename_suffix: Optional[str] = None, session: Any = None) -> None:
+                 graph_def: Any = None, filename_suffix: Optional[str] = None, session: Any = None) -> None:
         if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):
             raise ValueError(f"logdir must be a directory path, got {logdir!r}")
         if flush_secs <= 0:
@@ -70,6 +75,8 @@ class FileWriter:
         self._file: Any = None
         self._last_flush = 0.0
         self._open()
+        if graph is not None or graph_def is not None:
+            self.add_graph(graph, graph_def=graph_def)
 
     def _open(self) -> None:
         os.makedirs(self._logdir, exist_ok=True)
@@ -99,8 +106,14 @@ class FileWriter:
     def add_summary(self, summary: Any, global_step: Optional[int] = None) -> None:
         self._write(event(time.time(), int(global_step or 0), summary=_summary_bytes(summary)))
 
-    def add_graph(self, graph: Any, global_step: Optional[int] = None) -> None:
-        """Accepted for compatibility; the graph is not written."""
+    def add_graph(self, graph: Any, global_step: Optional[int] = None, graph_def: Any = None) -> None:
+        """Writes ``graph`` (a ``tf.Graph``), or ``graph_def``, for TensorBoard's graph view."""
+        source = graph if graph is not None else graph_def
+        if source is None:
+            raise ValueError("add_graph needs a graph or a graph_def, got neither")
+        if not isinstance(source, graph_def_lib.GraphDef) and not callable(getattr(source, "as_graph_def", None)):
+            raise TypeError(f"add_graph takes a tf.Graph or its GraphDef, got {type(source).__name__}")
+        self._write(event(time.time(), int(global_step or 0), graph_def=tf_graph_def.serialized_graph_def(source)))
 
     def flush(self) -> None:
         with self._lock:

@@ -72,3 +72,24 @@ def test_add_graph_refuses_what_is_not_a_graph(tmp_path: Any) -> None:
             writer.add_graph("graph")
         with pytest.raises(ValueError, match="needs a graph or a graph_def"):
             writer.add_graph(None)
+
+
+def test_monitored_training_session_writes_the_graph_with_the_summaries(tf1: Any, tmp_path: Any) -> None:
+    """As TensorFlow's checkpoint hook does: the graph goes into the checkpoint directory's
+    event file, the one the summary hook writes its values into."""
+    graph = tf.Graph()
+    with graph.as_default():
+        w = tf.Variable(2.0, name="w")
+        loss = tf.square(w - 1.0, name="loss")
+        tf.summary.scalar("loss", loss)
+        step = tf.train.GradientDescentOptimizer(0.25).minimize(loss, tf.train.get_or_create_global_step())
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_summaries_steps=1,
+                                               log_step_count_steps=None) as sess:
+            sess.run(step)
+    tf.summary.FileWriterCache.clear()
+    names = {n.name for n in tensorboard_graph(str(tmp_path)).node}
+    assert {"w", "loss", "global_step"} <= names
+    files = list(tmp_path.glob("events.out.tfevents.*"))
+    assert len(files) == 1
+    kinds = [e.WhichOneof("what") for e in tf1.train.summary_iterator(str(files[0]))]
+    assert kinds[:2] == ["file_version", "graph_def"] and "summary" in kinds

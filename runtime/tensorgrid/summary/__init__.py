@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from tensorgrid.ops.summary_ops import audio, histogram, image, merge, merge_all, scalar, text
-from tensorgrid.summary.event_file import FileWriter
+from tensorgrid.summary.event_file import FileWriter, FileWriterCache
 
-__all__ = ["FileWriter", "audio", "histogram", "image", "merge", "merge_all", "scalar", "text"]
+__all__ = ["FileWriter", "FileWriterCache", "audio", "histogram", "image", "merge", "merge_all", "scalar", "text"]

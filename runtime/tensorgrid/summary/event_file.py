@@ -137,3 +137,31 @@ class FileWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class FileWriterCache:
+    """One ``FileWriter`` per log directory for the process (``tf.summary.FileWriterCache``):
+    the hooks of a ``MonitoredTrainingSession`` (the checkpoint hook's graph, the summary
+    hook's values) write into one event file, as TensorFlow's do."""
+
+    _writers: dict[str, FileWriter] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls, logdir: str) -> FileWriter:
+        """The directory's writer, made on first use (reopened if it was closed)."""
+        key = os.path.abspath(str(logdir))
+        with cls._lock:
+            writer = cls._writers.get(key)
+            if writer is None:
+                writer = cls._writers[key] = FileWriter(key)
+            writer.reopen()
+            return writer
+
+    @classmethod
+    def clear(cls) -> None:
+        """Closes and forgets every cached writer."""
+        with cls._lock:
+            writers, cls._writers = list(cls._writers.values()), {}
+        for writer in writers:
+            writer.close()

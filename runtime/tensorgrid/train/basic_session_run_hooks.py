@@ -165,6 +165,9 @@ class CheckpointSaverHook(session_run_hook.SessionRunHook):
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         global_step = int(session.run(self._global_step_tensor))
+        # The graph for TensorBoard, written here (not in begin) because other hooks may add
+        # ops in their begin; into the directory's shared writer, as TensorFlow does.
+        event_file.FileWriterCache.get(self._checkpoint_dir).add_graph(graph_lib.get_default_graph())
         if not self._recovered:
             self._recover_history()
             self._recovered = True
@@ -373,7 +376,7 @@ class SummarySaverHook(session_run_hook.SessionRunHook):
         if output_dir is None and summary_writer is None:
             raise ValueError("SummarySaverHook needs an output_dir or a summary_writer")
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
-        self._output_dir, self._writer, self._owns_writer = output_dir, summary_writer, summary_writer is None
+        self._output_dir, self._writer = output_dir, summary_writer
         self._scaffold, self._summary_op = scaffold, summary_op
         self._global_step: Any = None
         self._next_step: Optional[int] = None
@@ -382,7 +385,7 @@ class SummarySaverHook(session_run_hook.SessionRunHook):
     def begin(self) -> None:
         if self._writer is None:
             assert self._output_dir is not None
-            self._writer = event_file.FileWriter(self._output_dir)
+            self._writer = event_file.FileWriterCache.get(self._output_dir)
         global_step = training_util.get_global_step()
         if global_step is None:
             raise RuntimeError("Global step should be created to use SummarySaverHook.")
@@ -416,7 +419,5 @@ class SummarySaverHook(session_run_hook.SessionRunHook):
         self._next_step = global_step + 1
 
     def end(self, session: Any) -> None:
-        if self._writer is not None:
+        if self._writer is not None:  # flushed, not closed: the directory's writer is shared (FileWriterCache)
             self._writer.flush()
-            if self._owns_writer:
-                self._writer.close()

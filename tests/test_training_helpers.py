@@ -35,6 +35,12 @@ def losses_program(tf: Any) -> list[Any]:
             tf.losses.sparse_softmax_cross_entropy(SPARSE, logits),
             tf.losses.mean_squared_error(TARGETS, logits, reduction=tf.losses.Reduction.NONE, loss_collection=None),
             tf.nn.sigmoid_cross_entropy_with_logits(labels=ONE_HOT, logits=logits),
+            tf.losses.hinge_loss(ONE_HOT, logits, weights=WEIGHTS),
+            tf.losses.cosine_distance(tf.nn.l2_normalize(TARGETS, 1), tf.nn.l2_normalize(logits, 1), axis=1),
+            tf.losses.cosine_distance(TARGETS, logits, dim=0, reduction=tf.losses.Reduction.SUM),
+            tf.losses.mean_pairwise_squared_error(TARGETS, logits),
+            tf.losses.mean_pairwise_squared_error(TARGETS, logits, weights=WEIGHTS),
+            tf.losses.mean_pairwise_squared_error(TARGETS[:, :1], logits[:, :1]),
         ]
         total = tf.losses.get_total_loss()
         collected = len(tf.losses.get_losses())
@@ -46,7 +52,7 @@ def losses_program(tf: Any) -> list[Any]:
 
 def test_losses_agree_with_tensorflow(tf1: Any) -> None:
     ours, theirs = losses_program(tensorgrid), losses_program(tf1)
-    assert ours[-1] == theirs[-1] == 8  # every tf.losses.* given a collection added itself to LOSSES
+    assert ours[-1] == theirs[-1] == 14  # every tf.losses.* given a collection added itself to LOSSES
     for got, want in zip(ours[:-1], theirs[:-1]):
         assert np.asarray(got).dtype == np.asarray(want).dtype
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
@@ -83,6 +89,10 @@ def test_bad_schedules_and_losses_are_refused() -> None:
             tf.losses.mean_squared_error([1.0], [2.0], reduction="average")
         with pytest.raises(ValueError, match="labels and predictions must match"):
             tf.losses.mean_squared_error([1.0, 2.0], [2.0, 3.0, 4.0])
+        with pytest.raises(ValueError, match="You must specify 'axis'"):
+            tf.losses.cosine_distance([[1.0]], [[1.0]])
+        with pytest.raises(ValueError, match="labels and logits must match"):
+            tf.losses.hinge_loss([1.0, 0.0], [[0.5]])
         with pytest.raises(ValueError, match="No losses found"):
             tf.losses.get_total_loss()
 

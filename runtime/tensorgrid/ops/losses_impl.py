@@ -133,6 +133,58 @@ def log_loss(labels: Any, predictions: Any, weights: Any = 1.0, epsilon: float =
     return compute_weighted_loss(losses, weights, scope or "log_loss", loss_collection, reduction)
 
 
+def hinge_loss(labels: Any, logits: Any, weights: Any = 1.0, scope: Optional[str] = None,
+               loss_collection: Optional[str] = LOSSES,
+               reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS) -> graph_lib.Tensor:
+    """``max(0, 1 - logits * (2 * labels - 1))``: labels in {0, 1}, as TF1's hinge loss."""
+    y, p = _pair(labels, logits, "logits")
+    signs = math_ops.subtract(math_ops.multiply(2.0, y), 1.0)
+    losses = nn_ops.relu(math_ops.subtract(1.0, math_ops.multiply(p, signs)))
+    return compute_weighted_loss(losses, weights, scope or "hinge_loss", loss_collection, reduction)
+
+
+def cosine_distance(labels: Any, predictions: Any, axis: Optional[int] = None, weights: Any = 1.0,
+                    scope: Optional[str] = None, loss_collection: Optional[str] = LOSSES,
+                    reduction: str = Reduction.SUM_BY_NONZERO_WEIGHTS, dim: Optional[int] = None) -> graph_lib.Tensor:
+    """``1 - sum(labels * predictions, axis)`` of unit-normalized inputs, as TF1's."""
+    if dim is not None:
+        if axis is not None:
+            raise ValueError("Cannot specify both 'axis' and 'dim'")
+        axis = dim
+    if axis is None:
+        raise ValueError("You must specify 'axis'.")
+    y, p = _pair(labels, predictions)
+    products = math_ops.reduce_sum(math_ops.multiply(p, y), axis=axis, keepdims=True)
+    return compute_weighted_loss(math_ops.subtract(1.0, products), weights, scope or "cosine_distance_loss",
+                                 loss_collection, reduction)
+
+
+def mean_pairwise_squared_error(labels: Any, predictions: Any, weights: Any = 1.0, scope: Optional[str] = None,
+                                loss_collection: Optional[str] = LOSSES) -> graph_lib.Tensor:
+    """Over the pairs of elements of each example, the mean squared difference of their
+    differences (elements with weight 0 not counted), weighted and summed, as TF1's."""
+    y, p = _pair(labels, predictions)
+    diffs = math_ops.subtract(p, y)
+    if diffs.shape.ndims is None or diffs.shape.ndims < 1:
+        raise ValueError(f"mean_pairwise_squared_error needs predictions of known rank >= 1, got shape {diffs.shape}")
+    graph = op_util.graph_of(diffs)
+    with graph.name_scope(scope or "mean_pairwise_squared_error"):
+        axis = list(range(1, diffs.shape.ndims))
+        w = math_ops.cast(op_util.to_tensor(weights), dtypes.float32)
+        mask = indexing_ops.where(math_ops.equal(w, 0.0), array_ops.zeros_like(w), array_ops.ones_like(w))
+        present = math_ops.reduce_sum(math_ops.multiply(mask, array_ops.ones_like(diffs)), axis=axis, keepdims=True)
+        sum_squares = math_ops.reduce_sum(math_ops.square(diffs), axis=axis, keepdims=True)
+        term1 = math_ops.multiply(2.0, _div_no_nan(sum_squares, math_ops.maximum(math_ops.subtract(present, 1.0), 0.0)))
+        sum_diff = math_ops.reduce_sum(diffs, axis=axis, keepdims=True)
+        term2 = math_ops.multiply(2.0, _div_no_nan(math_ops.square(sum_diff),
+                                                   math_ops.multiply(present, math_ops.subtract(present, 1.0))))
+        loss = math_ops.reduce_sum(math_ops.multiply(math_ops.subtract(term1, term2), w))
+        any_present = math_ops.greater(math_ops.reduce_sum(present), 0.0)
+        loss = indexing_ops.where(any_present, loss, array_ops.zeros_like(loss))
+    add_loss(loss, loss_collection)
+    return loss
+
+
 def sigmoid_cross_entropy_with_logits(_sentinel: Any = None, labels: Any = None, logits: Any = None,
                                       name: Optional[str] = None) -> graph_lib.Tensor:
     """``max(x, 0) - x * z + log(1 + exp(-|x|))``: TensorFlow's stable form (``tf.nn``)."""

@@ -95,6 +95,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logits = dense(tf, hidden, 10, "softmax_linear", args.seed + 1)
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
         accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float32))
+        # Written by the chief every 100 steps (MonitoredTrainingSession's summaries) for
+        # TensorBoard; the operator shows the last one in `kubectl get tj` (LOSS).
+        tf.summary.scalar("loss", loss)
         global_step = tf.train.get_or_create_global_step()
         optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
         hooks = [tf.train.StopAtStepHook(last_step=args.steps)]

@@ -3,7 +3,8 @@
 The data path: every task serves Prometheus metrics on its ``metrics`` port, and the
 task holding the ``global_step`` variable (a parameter server, under
 ``replica_device_setter``) exports ``tensorgrid_global_step``; the chief's
-``StopAtStepHook`` exports the last step as ``tensorgrid_target_step``. While a job
+``StopAtStepHook`` exports the last step as ``tensorgrid_target_step``, and its scalar
+summaries as ``tensorgrid_summary_scalar{tag}`` (the loss among them). While a job
 runs, the operator GETs ``http://<pod IP>:<metrics port>/metrics`` of its chief and
 parameter servers and keeps what it read in the status. It needs no permission
 beyond reading the job's pods (which it has); the job's NetworkPolicy lets the
@@ -31,6 +32,7 @@ from tensorgrid_operator import spec as spec_lib
 Obj = dict[str, Any]
 GLOBAL_STEP = "tensorgrid_global_step"
 TARGET_STEP = "tensorgrid_target_step"
+SUMMARY_SCALAR = "tensorgrid_summary_scalar"
 # The most of a metrics page that is read: a task's page is a few KiB.
 MAX_PAGE_BYTES = 1 << 20
 
@@ -51,6 +53,19 @@ class Reading:
     global_step: Optional[int] = None
     target_step: Optional[int] = None
     error: str = ""
+    loss: Optional[float] = None
+    loss_tag: str = ""
+
+
+def loss_rank(tag: str) -> Optional[int]:
+    """How surely a summary tag names the loss: 0 for ``loss``, 1 for ``.../loss``, 2 for a
+    last path segment ending in ``loss`` (``total_loss``); None for other tags."""
+    last = tag.rsplit("/", 1)[-1].lower()
+    if tag == "loss":
+        return 0
+    if last == "loss":
+        return 1
+    return 2 if last.endswith("loss") else None
 
 
 def scrape_targets(job_spec: spec_lib.JobSpec, pods: Sequence[Mapping[str, Any]]) -> list[Target]:
@@ -71,17 +86,45 @@ def scrape_targets(job_spec: spec_lib.JobSpec, pods: Sequence[Mapping[str, Any]]
 
 
 def read_page(pod: str, text: str) -> Reading:
-    """The largest ``tensorgrid_global_step`` and ``tensorgrid_target_step`` on a metrics page."""
+    """The largest ``tensorgrid_global_step`` and ``tensorgrid_target_step`` on a metrics
+    page, and the loss: the ``tensorgrid_summary_scalar`` whose tag names it most surely."""
     steps: dict[str, list[int]] = {GLOBAL_STEP: [], TARGET_STEP: []}
+    losses: list[tuple[int, str, float]] = []
     try:
         for family in prom_parser.text_string_to_metric_families(text):
             for sample in family.samples:
+                if sample.name == SUMMARY_SCALAR:
+                    tag = sample.labels.get("tag", "")
+                    rank = loss_rank(tag)
+                    if rank is not None:
+                        losses.append((rank, tag, sample.value))
+                    continue
                 minimum = 1 if sample.name == TARGET_STEP else 0  # a target of 0: no StopAtStepHook
                 if sample.name in steps and math.isfinite(sample.value) and sample.value >= minimum:
                     steps[sample.name].append(int(sample.value))
     except (ValueError, TypeError, IndexError) as e:
         return Reading(pod, error=f"{pod}: the metrics page is not Prometheus text ({e})")
-    return Reading(pod, max(steps[GLOBAL_STEP], default=None), max(steps[TARGET_STEP], default=None))
+    _, tag, loss = min(losses, default=(0, "", None))
+    return Reading(pod, max(steps[GLOBAL_STEP], default=None), max(steps[TARGET_STEP], default=None),
+                   loss=loss, loss_tag=tag)
+
+
+def _with_loss(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> list[str]:
+    """Puts the freshest loss (or the last known one) into ``progress``; a non-finite loss
+    is not a number the status can hold, so it is reported in the message instead."""
+    reported = [r for r in readings if r.loss is not None]
+    if not reported:
+        for key in ("loss", "lossTag"):
+            if key in old:
+                progress[key] = old[key]
+        return []
+    reading = reported[0]
+    assert reading.loss is not None
+    if not math.isfinite(reading.loss):
+        return [f"{reading.pod} reports a non-finite loss ({reading.loss_tag} = {reading.loss})"]
+    progress["loss"] = float(f"{reading.loss:.6g}")
+    progress["lossTag"] = reading.loss_tag
+    return []
 
 
 def next_progress(old: Optional[Mapping[str, Any]], readings: Sequence[Reading],
@@ -117,6 +160,7 @@ def next_progress(old: Optional[Mapping[str, Any]], readings: Sequence[Reading],
         if target is not None and rate > 0 and step < target:
             eta = now + datetime.timedelta(seconds=math.ceil((int(target) - step) / rate))
             progress["estimatedCompletionTime"] = cond_lib.format_time(eta)
+    errors += _with_loss(progress, old, readings)
     if errors:
         progress["message"] = "; ".join(errors)
     return progress

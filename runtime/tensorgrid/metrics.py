@@ -40,6 +40,13 @@ DATA_CHANNEL_FALLBACKS = Counter(
 TARGET_STEP = Gauge("tensorgrid_target_step",
                     "The global step at which this task's StopAtStepHook ends the training (0: no such hook).",
                     registry=REGISTRY)
+# The scalar summaries this process wrote last (tf.summary.scalar through a FileWriter): the
+# operator shows the one tagged "loss" in status.progress. At most MAX_SUMMARY_TAGS tags.
+SUMMARY_SCALAR = Gauge("tensorgrid_summary_scalar",
+                       "The last value of each scalar summary this process wrote, by tag.", ["tag"],
+                       registry=REGISTRY)
+MAX_SUMMARY_TAGS = 64
+_summary_tags: set[str] = set()
 TENSORS_RECEIVED = Counter("tensorgrid_tensors_received", "Tensors this task received from peers or clients.",
                            registry=REGISTRY)
 
@@ -99,6 +106,18 @@ def serve(port: int, server: Any, host: str = "") -> None:
             return
         _http_started.add(port)
     start_http_server(port, addr=host or "0.0.0.0", registry=REGISTRY)
+
+
+def record_summary_scalars(values: list[tuple[str, float]]) -> None:
+    """Sets ``tensorgrid_summary_scalar`` for each (tag, value); tags beyond the first
+    ``MAX_SUMMARY_TAGS`` are not exported (a program's summaries cannot grow the page without bound)."""
+    for tag, value in values:
+        with _lock:
+            if tag not in _summary_tags:
+                if len(_summary_tags) >= MAX_SUMMARY_TAGS:
+                    continue
+                _summary_tags.add(tag)
+        SUMMARY_SCALAR.labels(tag=tag).set(value)
 
 
 def forget(server: Any) -> None:

@@ -89,3 +89,34 @@ def test_unreachable_endpoints_keep_the_last_progress_and_say_why() -> None:
     assert progress.next_progress(None, [], at(0)) is None
     assert progress.next_progress(None, [progress.Reading("ps-0")], at(0)) == {
         "message": "no task of the job exports tensorgrid_global_step yet"}
+
+
+LOSS_PAGE = """# TYPE tensorgrid_summary_scalar gauge
+tensorgrid_summary_scalar{tag="accuracy"} 0.91
+tensorgrid_summary_scalar{tag="train/total_loss"} 0.52
+tensorgrid_summary_scalar{tag="train/loss"} 0.48
+"""
+
+
+def test_the_loss_is_the_summary_whose_tag_names_it_most_surely() -> None:
+    reading = progress.read_page("mnist-chief-0", LOSS_PAGE)
+    assert (reading.loss, reading.loss_tag) == (0.48, "train/loss")
+    exact = progress.read_page("mnist-chief-0", LOSS_PAGE + 'tensorgrid_summary_scalar{tag="loss"} 0.4\n')
+    assert (exact.loss, exact.loss_tag) == (0.4, "loss")
+    only_accuracy = progress.read_page("mnist-chief-0", 'tensorgrid_summary_scalar{tag="accuracy"} 0.9\n')
+    assert only_accuracy.loss is None and only_accuracy.loss_tag == ""
+
+
+def test_the_loss_goes_into_the_progress_and_stays_until_a_new_one() -> None:
+    first = progress.next_progress(None, [progress.Reading("chief-0", None, loss=0.123456789, loss_tag="loss"),
+                                          progress.Reading("ps-0", 100)], at(0))
+    assert (first["loss"], first["lossTag"]) == (0.123457, "loss")
+    second = progress.next_progress(first, [progress.Reading("chief-0"), progress.Reading("ps-0", 200)], at(30))
+    assert (second["loss"], second["lossTag"], second["globalStep"]) == (0.123457, "loss", 200)
+
+
+def test_a_non_finite_loss_is_said_in_the_message() -> None:
+    old = {"globalStep": 100, "lastUpdateTime": "2030-01-01T00:00:00Z", "loss": 0.5, "lossTag": "loss"}
+    new = progress.next_progress(old, [progress.Reading("chief-0", None, loss=float("nan"), loss_tag="loss"),
+                                       progress.Reading("ps-0", 160)], at(30))
+    assert "loss" not in new and new["message"] == "chief-0 reports a non-finite loss (loss = nan)"

@@ -22,6 +22,8 @@ class MetricsPage:
         self.global_step = prometheus_client.Gauge("tensorgrid_global_step", "global step", ["task"],
                                                    registry=self.registry)
         self.target_step = prometheus_client.Gauge("tensorgrid_target_step", "target step", registry=self.registry)
+        self.summary_scalar = prometheus_client.Gauge("tensorgrid_summary_scalar", "scalar summaries", ["tag"],
+                                                      registry=self.registry)
         self.port = free_port()
         self.server, self.thread = prometheus_client.start_http_server(self.port, addr="127.0.0.1",
                                                                        registry=self.registry)
@@ -50,6 +52,7 @@ def test_progress_is_read_into_the_status_and_shown_by_kubectl(operator: Operato
                                                                metrics_page: MetricsPage) -> None:
     metrics_page.global_step.labels(task="/job:ps/replica:0/task:0").set(1200)
     metrics_page.target_step.set(5000)
+    metrics_page.summary_scalar.labels(tag="loss").set(0.4321)
     namespace.apply(with_metrics_port(job_manifest("digits", ps=1, workers=2), metrics_page.port))
     pods = namespace.wait_pods("digits", {"digits-ps-0", "digits-worker-0", "digits-worker-1"})
     for name in pods:
@@ -58,6 +61,8 @@ def test_progress_is_read_into_the_status_and_shown_by_kubectl(operator: Operato
     wait_for(lambda: namespace.status("digits").get("progress", {}).get("globalStep") == 1200, 30,
              "the global step in status.progress", lambda: namespace.status("digits").get("progress"))
     assert namespace.status("digits")["progress"]["targetStep"] == 5000
+    assert (namespace.status("digits")["progress"]["loss"], namespace.status("digits")["progress"]["lossTag"]) == (
+        0.4321, "loss")
 
     metrics_page.global_step.labels(task="/job:ps/replica:0/task:0").set(1500)
     wait_for(lambda: namespace.status("digits").get("progress", {}).get("globalStep") == 1500, 30,
@@ -66,8 +71,8 @@ def test_progress_is_read_into_the_status_and_shown_by_kubectl(operator: Operato
     assert progress["stepsPerSecond"] > 0 and progress["estimatedCompletionTime"] >= progress["lastUpdateTime"]
     table = namespace.cp.kubectl("get", "tj", "digits", "-n", namespace.name).stdout.splitlines()
     header, row = table[0].split(), table[1].split()
-    assert header[:7] == ["NAME", "STATE", "WORKERS", "PS", "RESTARTS", "STEP", "STEPS/S"], table
-    assert row[5] == "1500" and float(row[6]) > 0, table
+    assert header[:8] == ["NAME", "STATE", "WORKERS", "PS", "RESTARTS", "STEP", "STEPS/S", "LOSS"], table
+    assert row[5] == "1500" and float(row[6]) > 0 and row[7] == "0.4321", table
 
 
 def test_an_endpoint_out_of_reach_is_named_in_the_progress(operator: Operator, namespace: Namespace) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -112,16 +112,56 @@ def _histogram_summary(k: Any, step: Any, values: Any) -> Any:
 
 def _tags(summary: bytes) -> list[bytes]:
     """The tag of each Value of a serialized Summary (for the duplicate check of MergeSummary)."""
-    tags, position = [], 0
-    while position < len(summary):
-        position += 1  # field 1, length-delimited
-        length, position = _read_varint(summary, position)
-        value = summary[position:position + length]
-        position += length
-        if value[:1] == b"\x0a":
-            tag_length, start = _read_varint(value, 1)
-            tags.append(value[start:start + tag_length])
-    return tags
+    return [tag for value in fields_of(summary, 1) for tag in fields_of(value, 1)[:1]]
+
+
+def scalar_values(summary: bytes) -> list[tuple[str, float]]:
+    """The (tag, simple_value) of each scalar Value of a serialized Summary; other values,
+    and bytes that are not a Summary, give nothing."""
+    found = []
+    try:
+        for value in fields_of(summary, 1):
+            tags = fields_of(value, 1)
+            numbers = _fixed32_fields(value, 2)
+            if tags and numbers:
+                found.append((tags[-1].decode("utf-8", "replace"), numbers[-1]))
+    except (IndexError, ValueError, struct.error):
+        return []
+    return found
+
+
+def _walk(message: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """(field, wire type, start, end) of each field of a serialized message, in order."""
+    position = 0
+    while position < len(message):
+        key, position = _read_varint(message, position)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, end = _read_varint(message, position)
+        elif wire == 1:
+            end = position + 8
+        elif wire == 2:
+            length, position = _read_varint(message, position)
+            end = position + length
+        elif wire == 5:
+            end = position + 4
+        else:
+            raise ValueError(f"field {field} has wire type {wire}, which a Summary or Event does not use")
+        if end > len(message):
+            raise IndexError(f"field {field} runs past the end of the message")
+        yield field, wire, position, end
+        position = end
+
+
+def fields_of(message: bytes, wanted: int) -> list[bytes]:
+    """The length-delimited fields numbered ``wanted`` of a serialized message (a Summary's
+    values, an Event's summary), other fields skipped."""
+    return [message[start:end] for field, wire, start, end in _walk(message) if field == wanted and wire == 2]
+
+
+def _fixed32_fields(message: bytes, wanted: int) -> list[float]:
+    return [struct.unpack_from("<f", message, start)[0] for field, wire, start, _ in _walk(message)
+            if field == wanted and wire == 5]
 
 
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from tensorgrid import metrics
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.kernels import tf_record
@@ -104,7 +105,11 @@ class FileWriter:
         return self._path
 
     def add_summary(self, summary: Any, global_step: Optional[int] = None) -> None:
-        self._write(event(time.time(), int(global_step or 0), summary=_summary_bytes(summary)))
+        """Writes a Summary; its scalars are also this process's ``tensorgrid_summary_scalar``
+        metrics (the operator shows the loss from there)."""
+        serialized = _summary_bytes(summary)
+        self._write(event(time.time(), int(global_step or 0), summary=serialized))
+        metrics.record_summary_scalars(summary_kernels.scalar_values(serialized))
 
     def add_graph(self, graph: Any, global_step: Optional[int] = None, graph_def: Any = None) -> None:
         """Writes ``graph`` (a ``tf.Graph``), or ``graph_def``, for TensorBoard's graph view."""

@@ -14,12 +14,16 @@ TrainingJob on its side: the operator and the runtime share no code.)
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime
 import ipaddress
+import logging
 import os
+import shutil
 import tempfile
+import threading
 from typing import Iterator, Sequence
 
 from cryptography import x509
@@ -32,6 +36,8 @@ from cryptography.x509.oid import NameOID
 from tensorgrid.distributed.transport import tls
 
 CA_FILE, CERT_FILE, KEY_FILE = tls.FILES
+log = logging.getLogger("tensorgrid.tls")
+_single_process_lock = threading.Lock()
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """The names a task of a loopback cluster is dialed by (``localhost:port`` in its cluster spec)."""
@@ -135,3 +141,24 @@ def loopback_tls_for_this_process(label: str) -> Iterator[str]:
             yield directory
         finally:
             os.environ.pop(tls.TLS_DIR_ENV, None)
+
+
+def ensure_single_process_credentials() -> None:
+    """For a single-process cluster (``tf.train.Server.create_local_server``) in a process
+    given no certificates and not told to run without TLS: a CA of its own and a loopback
+    certificate, in a private temporary directory removed when the process exits. Its
+    in-process sessions use them; no other process has them, so none can connect. Does
+    nothing when ``TENSORGRID_TLS_DIR`` is set, ``TENSORGRID_INSECURE=1``, or it ran before."""
+    with _single_process_lock:
+        try:
+            if tls.from_env() is not None or os.environ.get(tls.INSECURE_ENV, "").strip() == "1":
+                return
+        except tls.InsecureNotAllowedError:
+            pass
+        root = tempfile.mkdtemp(prefix="tensorgrid-local-tls-")
+        atexit.register(shutil.rmtree, root, True)
+        directory = write_task_directory(os.path.join(root, "task"), new_authority("tensorgrid local server CA"),
+                                         "tensorgrid local server")
+        tls.use_for_this_process(directory)
+        log.info("no TENSORGRID_TLS_DIR: this single-process server uses a CA made for this process (%s); only "
+                 "this process can connect to it", directory)

@@ -168,9 +168,12 @@ class Server:
 
     @staticmethod
     def create_local_server(config: Any = None, start: bool = True) -> "Server":
-        """A single-task server on a free loopback port."""
-        from tensorgrid.distributed import ports
+        """A single-task server on a free loopback port. Without ``TENSORGRID_TLS_DIR`` (and
+        without ``TENSORGRID_INSECURE=1``) it speaks mutual TLS with credentials this process
+        makes for itself: its clients are in this process, as TensorFlow's are."""
+        from tensorgrid.distributed import certificates, ports
 
+        certificates.ensure_single_process_credentials()
         return Server({"localhost": [f"localhost:{ports.free_ports(1)[0]}"]}, protocol="grpc", config=config,
                       start=start)
 

@@ -37,6 +37,21 @@ INSECURE_ENV = "TENSORGRID_INSECURE"
 FILES = ("ca.crt", "tls.crt", "tls.key")
 
 _warned_insecure = threading.Event()
+_process_directory: Optional[str] = None
+"""Credentials this process made for itself (``create_local_server``), used when
+``TENSORGRID_TLS_DIR`` is unset: see ``use_for_this_process``."""
+
+
+def use_for_this_process(directory: str) -> None:
+    """Makes ``directory`` this process's credentials wherever ``TENSORGRID_TLS_DIR`` is unset
+    (a single-process cluster's own CA: its clients are in this process)."""
+    global _process_directory
+    _process_directory = directory
+
+
+def process_directory() -> Optional[str]:
+    """The directory given to ``use_for_this_process``, if any."""
+    return _process_directory
 
 
 class InsecureNotAllowedError(ValueError):
@@ -118,11 +133,12 @@ def _load_cached(directory: str) -> Credentials:
 
 
 def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Credentials]:
-    """This process's credentials: those of ``TENSORGRID_TLS_DIR``; ``None`` (no TLS, after a
+    """This process's credentials: those of ``TENSORGRID_TLS_DIR`` (else those it made for
+    itself, ``use_for_this_process``); ``None`` (no TLS, after a
     warning, once) when it is unset and ``TENSORGRID_INSECURE=1``. InsecureNotAllowedError
     when neither is set; ValueError for a bad value of either."""
     env = os.environ if environ is None else environ
-    directory = env.get(TLS_DIR_ENV, "").strip()
+    directory = env.get(TLS_DIR_ENV, "").strip() or (_process_directory if environ is None else "") or ""
     insecure = env.get(INSECURE_ENV, "").strip()
     if insecure not in ("", "0", "1"):
         raise ValueError(f"{INSECURE_ENV}={insecure!r}: set it to 1 to run without TLS, or leave it unset (or 0)")

@@ -298,13 +298,29 @@ class Dataset:
         return self._then(["shuffle", size, None if seed is None else int(seed), reshuffle])
 
     def repeat(self, count: Any = None) -> "Dataset":
-        return self._then(["repeat", -1 if count is None else op_util.static_int(count, "Dataset.repeat", "count")])
+        """The elements ``count`` times (None or -1: forever); ``count`` may be a tensor (a placeholder
+        fed when the iterator is initialized)."""
+        return self._counted("repeat", -1 if count is None else count)
 
     def take(self, count: Any) -> "Dataset":
-        return self._then(["take", op_util.static_int(count, "Dataset.take", "count")])
+        """The first ``count`` elements (-1: all); ``count`` may be a tensor."""
+        return self._counted("take", count)
 
     def skip(self, count: Any) -> "Dataset":
-        return self._then(["skip", op_util.static_int(count, "Dataset.skip", "count")])
+        """All but the first ``count`` elements (-1: none); ``count`` may be a tensor."""
+        return self._counted("skip", count)
+
+    def _counted(self, kind: str, count: Any) -> "Dataset":
+        """A stage with an int64 scalar count: a number known now, else (None) the stage's input,
+        read when the iterator is initialized."""
+        if isinstance(count, graph_lib.Tensor) or hasattr(count, "_as_graph_element"):
+            tensor = op_util.to_tensor(count)
+            if tensor.dtype.base_dtype not in op_util.INDICES or tensor.shape.ndims not in (None, 0):
+                raise TypeError(f"Dataset.{kind}: count must be an int64 scalar, got {tensor.name} of dtype "
+                                f"{tensor.dtype.base_dtype.name} and shape {tensor.shape}")
+            if op_util.static_value(tensor) is None:
+                return self._then([kind, None], [tensor])
+        return self._then([kind, op_util.static_int(count, f"Dataset.{kind}", "count")])
 
     def prefetch(self, buffer_size: Any) -> "Dataset":
         positive(buffer_size, "buffer_size", allow_autotune=True)

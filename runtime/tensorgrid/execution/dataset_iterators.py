@@ -178,12 +178,13 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
         buffer_size, seed, reshuffle = params
         random = np.random.RandomState(seed)
         return lambda: _shuffled(upstream(), buffer_size, random if reshuffle else np.random.RandomState(seed))
-    if kind == "repeat":
-        return lambda: _repeated(upstream, params[0])
-    if kind == "take":
-        return lambda: itertools.islice(upstream(), None if params[0] < 0 else params[0])
-    if kind == "skip":
-        return lambda: _skipped(upstream(), params[0])
+    if kind in ("repeat", "take", "skip"):
+        count = params[0] if params[0] is not None else _count(kind, _take(inputs, 1)[0])
+        if kind == "repeat":
+            return lambda: _repeated(upstream, count)
+        if kind == "take":
+            return lambda: itertools.islice(upstream(), None if count < 0 else count)
+        return lambda: _skipped(upstream(), count)
     if kind == "prefetch":
         return upstream
     if kind == "padded_batch":
@@ -208,6 +209,15 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
     raise errors.InvalidArgumentError(None, None, f"Unknown dataset transformation {kind!r}; valid are map, filter, "
                                       "batch, padded_batch, shuffle, repeat, take, skip, prefetch, concatenate, "
                                       "interleave")
+
+
+def _count(kind: str, value: Any) -> int:
+    """A stage's count read from its tensor when the iterator is initialized."""
+    array = np.asarray(value)
+    if array.ndim != 0 or array.dtype.kind not in "iu":
+        raise errors.InvalidArgumentError(None, None, f"Dataset.{kind}: count must be an integer scalar, got "
+                                          f"{array.tolist()!r}")
+    return int(array)
 
 
 def _batches(elements: Iterator[Element], size: int, drop_remainder: bool,

@@ -38,7 +38,6 @@ import numpy as np
 VOCABULARY = 1_000_000
 EMBEDDING_DIM = 64
 FIELDS = 4
-FIELD_SIZE = VOCABULARY // FIELDS
 
 
 def import_tf(backend: str) -> Any:
@@ -53,22 +52,24 @@ def import_tf(backend: str) -> Any:
 
 
 class ClickData:
-    """Seeded synthetic clicks: field ``f``'s ids live in ``[f * 250000, (f + 1) * 250000)``, drawn so that
-    the first 1000 ids of a field carry 40% of its traffic; ``p(click) = sigmoid(sum of the ids' hidden effects
+    """Seeded synthetic clicks: field ``f``'s ids live in ``[f * 250000, (f + 1) * 250000)`` (a quarter of
+    ``vocabulary`` each), drawn so that the first 1000 ids of a field carry 40% of its traffic; ``p(click) = sigmoid(sum of the ids' hidden effects
     + a cross effect of fields 0 and 1 - 1)``. Every task draws the same hidden effects (``seed``);
     each worker draws its own examples (``stream``)."""
 
-    def __init__(self, seed: int, stream: int) -> None:
+    def __init__(self, seed: int, stream: int, vocabulary: int = VOCABULARY) -> None:
         hidden = np.random.default_rng(seed)
-        self.effect = hidden.normal(0.0, 1.0, VOCABULARY).astype(np.float32)
-        self.cross_effect = hidden.normal(0.0, 0.5, VOCABULARY).astype(np.float32)
+        self.vocabulary = vocabulary
+        self.effect = hidden.normal(0.0, 1.0, vocabulary).astype(np.float32)
+        self.cross_effect = hidden.normal(0.0, 0.5, vocabulary).astype(np.float32)
         self.rng = np.random.default_rng([seed, stream])
 
     def batch(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids [size, 4], hashed crosses [size], clicks [size, 1])."""
-        skewed = (self.rng.random((size, FIELDS)) ** 6 * FIELD_SIZE).astype(np.int64)
-        ids = skewed + np.arange(FIELDS, dtype=np.int64) * FIELD_SIZE
-        cross = (ids[:, 0] * 1_000_003 + ids[:, 1]) % VOCABULARY
+        field_size = self.vocabulary // FIELDS
+        skewed = (self.rng.random((size, FIELDS)) ** 6 * field_size).astype(np.int64)
+        ids = skewed + np.arange(FIELDS, dtype=np.int64) * field_size
+        cross = (ids[:, 0] * 1_000_003 + ids[:, 1]) % self.vocabulary
         logit = self.effect[ids].sum(axis=1) + self.cross_effect[cross] - 1.0
         clicks = (self.rng.random(size) < 1.0 / (1.0 + np.exp(-logit))).astype(np.float32)
         return ids, cross, clicks[:, None]
@@ -84,14 +85,16 @@ def wide_input(tf: Any, ids: Any, cross: Any) -> Any:
     return tf.SparseTensor(indices, tf.reshape(columns, [-1]), tf.stack([batch, tf.constant(FIELDS + 1, tf.int64)]))
 
 
-def build_model(tf: Any, seed: int) -> tuple[Any, Any, Any, Any]:
+def build_model(tf: Any, seed: int, vocabulary: int = VOCABULARY) -> tuple[Any, Any, Any, Any]:
+    """The model's feeds (ids, cross, clicks) and loss; ``vocabulary`` rows in each table
+    (bench/wide_deep_wire.py varies it)."""
     ids = tf.placeholder(tf.int64, [None, FIELDS], name="ids")
     cross = tf.placeholder(tf.int64, [None], name="cross")
     clicks = tf.placeholder(tf.float32, [None, 1], name="clicks")
     shards = tf.fixed_size_partitioner(2)
-    embeddings = tf.get_variable("embeddings", [VOCABULARY, EMBEDDING_DIM], partitioner=shards,
+    embeddings = tf.get_variable("embeddings", [vocabulary, EMBEDDING_DIM], partitioner=shards,
                                  initializer=tf.random_normal_initializer(stddev=0.05, seed=seed))
-    wide_weights = tf.get_variable("wide_weights", [VOCABULARY, 1], partitioner=shards,
+    wide_weights = tf.get_variable("wide_weights", [vocabulary, 1], partitioner=shards,
                                    initializer=tf.zeros_initializer())
     deep = tf.reshape(tf.nn.embedding_lookup(embeddings, ids), [-1, FIELDS * EMBEDDING_DIM])
     for i, units in enumerate((64, 1)):

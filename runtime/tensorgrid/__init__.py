@@ -67,6 +67,9 @@ from tensorgrid.ops.math_ops import (
 from tensorgrid.ops.sparse_ops import (
     sparse_placeholder, sparse_segment_mean, sparse_segment_sqrt_n, sparse_segment_sum, unique,
 )
+from tensorgrid.ops.parsing_ops import (
+    FixedLenFeature, FixedLenSequenceFeature, VarLenFeature, decode_raw, parse_example, parse_single_example,
+)
 from tensorgrid.ops.partitioned_variables import (
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
 )
@@ -134,8 +137,10 @@ def set_random_seed(seed):  # type: ignore[no-untyped-def]
 io = _types.SimpleNamespace(
     TFRecordWriter=_tf_record_io.TFRecordWriter, TFRecordOptions=_tf_record_io.TFRecordOptions,
     TFRecordCompressionType=_tf_record_io.TFRecordCompressionType,
-    tf_record_iterator=_tf_record_io.tf_record_iterator)
-"""``tf.io``: TFRecord files."""
+    tf_record_iterator=_tf_record_io.tf_record_iterator,
+    FixedLenFeature=FixedLenFeature, FixedLenSequenceFeature=FixedLenSequenceFeature, VarLenFeature=VarLenFeature,
+    parse_example=parse_example, parse_single_example=parse_single_example, decode_raw=decode_raw)
+"""``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes."""
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""
 

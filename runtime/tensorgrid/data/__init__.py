@@ -1,6 +1,6 @@
 """Real data sets with no download at run time, and fixed-size shuffled mini-batches.
 
-``TFRecordDataset`` and ``TextLineDataset`` read files (``file_datasets``);
+``TFRecordDataset``, ``TextLineDataset`` and ``FixedLengthRecordDataset`` read files (``file_datasets``);
 ``tensorgrid.data.load_digits()`` gives the 8x8 handwritten digits that ship inside
 scikit-learn (``pip install 'tensorgrid[data]'``), split into train and test;
 ``load_mnist(directory)`` reads MNIST's IDX files from disk; ``Batches`` serves
@@ -16,7 +16,7 @@ from tensorgrid.data.dataset_ops import (
     AUTOTUNE, Dataset, Iterator, make_initializable_iterator, make_one_shot_iterator,
 )
 from tensorgrid.data.batching import Batches, batches, epoch_batches
-from tensorgrid.data.file_datasets import TextLineDataset, TFRecordDataset
+from tensorgrid.data.file_datasets import FixedLengthRecordDataset, TextLineDataset, TFRecordDataset
 from tensorgrid.data.digits import (
     Examples, TrainTestSplit, digits_csv_path, load_digits, read_digits_csv, stratified_split,
 )
@@ -28,7 +28,7 @@ experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE)
 """``tf.data.experimental``: AUTOTUNE."""
 
 __all__ = [
-    "AUTOTUNE", "Dataset", "Iterator", "TFRecordDataset", "TextLineDataset", "experimental", "make_initializable_iterator", "make_one_shot_iterator",
+    "AUTOTUNE", "Dataset", "FixedLengthRecordDataset", "Iterator", "TFRecordDataset", "TextLineDataset", "experimental", "make_initializable_iterator", "make_one_shot_iterator",
     "Batches", "Examples", "IdxFormatError", "TrainTestSplit", "batches", "digits_csv_path", "epoch_batches",
     "load_digits", "load_mnist", "read_digits_csv", "read_idx", "read_mnist_images", "read_mnist_labels",
     "stratified_split", "write_idx",

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
+from tensorgrid.data import sparse_components
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import op_registry
@@ -175,8 +176,8 @@ class Dataset:
             positive(num_parallel_calls, "num_parallel_calls", allow_autotune=True)
         outer = self._graph()
         specs = list(zip(self._types, self._shapes))
-        arg_structure = self._structure if isinstance(self._structure, (tuple, dict)) else None
-        function = functional_ops.build(outer, "map_func", map_func, specs, arg_structure=arg_structure)
+        function = functional_ops.build(outer, "map_func", sparse_components.with_sparse_tensors(map_func), specs,
+                                        arg_structure=sparse_components.argument_structure(self._structure))
         captured = functional_ops.unify_captures([function.graph], first_arg=len(specs))
         structure = _structure_of(function.structure)
         return self._then(["map", function.as_attr(), len(captured)], captured, structure,
@@ -187,8 +188,8 @@ class Dataset:
         if not callable(predicate):
             raise TypeError(f"predicate must be callable, got {predicate!r}")
         specs = list(zip(self._types, self._shapes))
-        arg_structure = self._structure if isinstance(self._structure, (tuple, dict)) else None
-        function = functional_ops.build(self._graph(), "predicate", predicate, specs, arg_structure=arg_structure)
+        function = functional_ops.build(self._graph(), "predicate", sparse_components.with_sparse_tensors(predicate),
+                                        specs, arg_structure=sparse_components.argument_structure(self._structure))
         if len(function.outputs) != 1 or function.outputs[0].dtype.base_dtype != dtypes.bool_ or \
                 function.outputs[0].shape.ndims not in (None, 0):
             raise ValueError(f"A filter predicate must return a boolean scalar tensor, got {function.outputs}")
@@ -196,15 +197,22 @@ class Dataset:
         return self._then(["filter", function.as_attr(), len(captured)], captured)
 
     def batch(self, batch_size: Any, drop_remainder: bool = False) -> "Dataset":
+        """Elements stacked ``batch_size`` at a time; a SparseTensor component gains a leading batch
+        dimension, its dense shape the batch's largest (as in TF)."""
         size = positive(batch_size, "batch_size")
         first = size if drop_remainder else None
-        return self._then(["batch", size, bool(drop_remainder)], structure=self._structure, types=self._types,
-                          shapes=[tensor_shape.TensorShape([first]).concatenate(s) for s in self._shapes])
+        sparse_starts = sparse_components.starts(self._structure)
+        return self._then(["batch", size, bool(drop_remainder), sparse_starts], structure=self._structure,
+                          types=self._types,
+                          shapes=sparse_components.batched_shapes(self._shapes, sparse_starts, first))
 
     def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,
                      drop_remainder: bool = False) -> "Dataset":
         """Batches of elements padded to ``padded_shapes`` (a None or -1 dimension: the batch's largest)."""
         size = positive(batch_size, "batch_size")
+        if sparse_components.starts(self._structure):
+            raise TypeError("padded_batch does not batch SparseTensor components; use batch, which stacks them "
+                            "into a SparseTensor with the batch's largest dense shape")
         if padded_shapes is None:
             shapes = list(self._shapes)
         else:
@@ -273,8 +281,8 @@ class Dataset:
             return list(nested._inputs) or [array_ops.zeros([], dtype=dtypes.int32)]
 
         specs = list(zip(self._types, self._shapes))
-        arg_structure = self._structure if isinstance(self._structure, (tuple, dict)) else None
-        function = functional_ops.build(self._graph(), "map_func", nested_inputs, specs, arg_structure=arg_structure)
+        function = functional_ops.build(self._graph(), "map_func", sparse_components.with_sparse_tensors(nested_inputs),
+                                        specs, arg_structure=sparse_components.argument_structure(self._structure))
         captured = functional_ops.unify_captures([function.graph], first_arg=len(specs))
         nested = made[0]
         stage = ["interleave", function.as_attr(), len(captured), nested._stages, len(nested._inputs), cycle, block]
@@ -290,13 +298,29 @@ class Dataset:
         return self._then(["shuffle", size, None if seed is None else int(seed), reshuffle])
 
     def repeat(self, count: Any = None) -> "Dataset":
-        return self._then(["repeat", -1 if count is None else op_util.static_int(count, "Dataset.repeat", "count")])
+        """The elements ``count`` times (None or -1: forever); ``count`` may be a tensor (a placeholder
+        fed when the iterator is initialized)."""
+        return self._counted("repeat", -1 if count is None else count)
 
     def take(self, count: Any) -> "Dataset":
-        return self._then(["take", op_util.static_int(count, "Dataset.take", "count")])
+        """The first ``count`` elements (-1: all); ``count`` may be a tensor."""
+        return self._counted("take", count)
 
     def skip(self, count: Any) -> "Dataset":
-        return self._then(["skip", op_util.static_int(count, "Dataset.skip", "count")])
+        """All but the first ``count`` elements (-1: none); ``count`` may be a tensor."""
+        return self._counted("skip", count)
+
+    def _counted(self, kind: str, count: Any) -> "Dataset":
+        """A stage with an int64 scalar count: a number known now, else (None) the stage's input,
+        read when the iterator is initialized."""
+        if isinstance(count, graph_lib.Tensor) or hasattr(count, "_as_graph_element"):
+            tensor = op_util.to_tensor(count)
+            if tensor.dtype.base_dtype not in op_util.INDICES or tensor.shape.ndims not in (None, 0):
+                raise TypeError(f"Dataset.{kind}: count must be an int64 scalar, got {tensor.name} of dtype "
+                                f"{tensor.dtype.base_dtype.name} and shape {tensor.shape}")
+            if op_util.static_value(tensor) is None:
+                return self._then([kind, None], [tensor])
+        return self._then([kind, op_util.static_int(count, f"Dataset.{kind}", "count")])
 
     def prefetch(self, buffer_size: Any) -> "Dataset":
         positive(buffer_size, "buffer_size", allow_autotune=True)
@@ -390,7 +414,7 @@ class Iterator:
         with graph.colocate_with(self._handle.op):
             op = op_util.make_op("IteratorGetNext", [self._handle], list(zip(self._types, self._shapes)),
                                  name or "IteratorGetNext", graph=graph)
-        return _pack(self._structure, op.outputs)
+        return sparse_components.decode(_pack(self._structure, op.outputs))
 
     @property
     def output_types(self) -> Any:

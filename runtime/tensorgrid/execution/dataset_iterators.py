@@ -109,8 +109,19 @@ def _source(kind: str, params: list[Any], inputs: list[Any]) -> Source:
         read = tf_record.read_records if kind == "tfrecord_files" else tf_record.read_lines
         files: list[Source] = [_file_source(read, name, compression) for name in names]
         return lambda: interleaved(iter(files), max(parallel, 1), 1)
+    if kind == "fixed_length_files":
+        compression, parallel, record_bytes, header_bytes, footer_bytes, buffer_size = params
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.asarray(_take(inputs, 1)[0]).reshape(-1)]
+
+        def read_fixed(name: str, compression: str) -> Iterator[bytes]:
+            return tf_record.read_fixed_length(name, compression, record_bytes, header_bytes, footer_bytes,
+                                               buffer_size)
+
+        files = [_file_source(read_fixed, name, compression) for name in names]
+        return lambda: interleaved(iter(files), max(parallel, 1), 1)
     raise errors.InvalidArgumentError(None, None, f"Unknown dataset source {kind!r}; valid sources are "
-                                      "tensor_slices, tensors, range, generator, zip, tfrecord_files, text_line_files")
+                                      "tensor_slices, tensors, range, generator, zip, tfrecord_files, text_line_files, "
+                                      "fixed_length_files")
 
 
 def _file_source(read: Callable[[str, str], Iterator[bytes]], name: str, compression: str) -> Source:
@@ -161,18 +172,19 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
         return lambda: (element for element in upstream()
                         if bool(np.asarray(predicate(state.step, [*element, *captured])[0])))
     if kind == "batch":
-        size, drop_remainder = params
-        return lambda: _batches(upstream(), size, drop_remainder)
+        size, drop_remainder, sparse_starts = params
+        return lambda: _batches(upstream(), size, drop_remainder, sparse_starts)
     if kind == "shuffle":
         buffer_size, seed, reshuffle = params
         random = np.random.RandomState(seed)
         return lambda: _shuffled(upstream(), buffer_size, random if reshuffle else np.random.RandomState(seed))
-    if kind == "repeat":
-        return lambda: _repeated(upstream, params[0])
-    if kind == "take":
-        return lambda: itertools.islice(upstream(), None if params[0] < 0 else params[0])
-    if kind == "skip":
-        return lambda: _skipped(upstream(), params[0])
+    if kind in ("repeat", "take", "skip"):
+        count = params[0] if params[0] is not None else _count(kind, _take(inputs, 1)[0])
+        if kind == "repeat":
+            return lambda: _repeated(upstream, count)
+        if kind == "take":
+            return lambda: itertools.islice(upstream(), None if count < 0 else count)
+        return lambda: _skipped(upstream(), count)
     if kind == "prefetch":
         return upstream
     if kind == "padded_batch":
@@ -199,13 +211,29 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
                                       "interleave")
 
 
-def _batches(elements: Iterator[Element], size: int, drop_remainder: bool) -> Iterator[Element]:
+def _count(kind: str, value: Any) -> int:
+    """A stage's count read from its tensor when the iterator is initialized."""
+    array = np.asarray(value)
+    if array.ndim != 0 or array.dtype.kind not in "iu":
+        raise errors.InvalidArgumentError(None, None, f"Dataset.{kind}: count must be an integer scalar, got "
+                                          f"{array.tolist()!r}")
+    return int(array)
+
+
+def _batches(elements: Iterator[Element], size: int, drop_remainder: bool,
+             sparse_starts: Sequence[int]) -> Iterator[Element]:
+    sparse = {start + offset for start in sparse_starts for offset in range(3)}
     while True:
         batch = list(itertools.islice(elements, size))
         if not batch or (drop_remainder and len(batch) < size):
             return
-        stacked = []
+        stacked: list[Any] = []
         for component in range(len(batch[0])):
+            if component in sparse:
+                if component in sparse_starts:
+                    stacked.extend(dataset_batching.sparse_batch([element[component:component + 3]
+                                                                  for element in batch]))
+                continue
             first = np.shape(batch[0][component])
             for i, element in enumerate(batch):
                 if np.shape(element[component]) != first:

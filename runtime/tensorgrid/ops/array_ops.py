@@ -42,7 +42,8 @@ def _as_numpy(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
     if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "US":
         if dtype is not None and dtype.base_dtype != dtypes.string:
             raise TypeError(f"Expected {dtype.base_dtype.name}, got {value!r}: text makes a string constant")
-        return as_string_array(np.asarray(value))
+        # An object array keeps each bytes value whole: numpy's "S" arrays drop trailing NUL bytes.
+        return as_string_array(value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object))
     if dtype is not None:
         wanted = dtype.base_dtype.as_numpy_dtype
         array = np.asarray(value)

@@ -38,3 +38,8 @@ from tensorgrid.train.queue_runner import QueueRunner, add_queue_runner, start_q
 from tensorgrid.train.session_manager import SessionManager
 from tensorgrid.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from tensorgrid.train.sync_replicas_optimizer import SyncReplicasOptimizer
+
+# The records of input files: tf.train.Example and its parts (TensorFlow's field numbers).
+from tensorgrid.v1.example_pb2 import (
+    BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List, SequenceExample,
+)

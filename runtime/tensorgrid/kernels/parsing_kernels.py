@@ -1,0 +1,154 @@
+"""The kernel of ``ParseExample``: serialized ``tf.train.Example`` protos into dense and sparse arrays.
+
+Each record is parsed with the Example message of ``protos/tensorgrid/v1/example.proto``
+(TensorFlow's field numbers), then each key of the spec is read from its features:
+a dense key must hold exactly its shape's number of values (or be missing and have a
+default), a sequence key a multiple of its item size, a sparse key anything; a value
+list of another kind than the key's dtype is an error, as in TensorFlow. Errors name the
+key and the example's index in the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+from google.protobuf import message
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import errors
+from tensorgrid.kernels.registry import register_kernel
+from tensorgrid.v1 import example_pb2
+
+_KIND_OF_DTYPE = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
+_DTYPE_OF_KIND = {"int64_list": "int64", "float_list": "float", "bytes_list": "string"}
+
+
+def _parse_record(record: Any, index: int) -> Any:
+    data = record if isinstance(record, bytes) else str(record).encode()
+    try:
+        return example_pb2.Example.FromString(data).features.feature
+    except message.DecodeError:
+        shown = data[:40] + (b"..." if len(data) > 40 else b"")
+        raise errors.InvalidArgumentError(
+            None, None, f"Could not parse example input, value: {shown!r} (example {index} of the batch is not a "
+            "serialized tf.train.Example)") from None
+
+
+def _values(features: Any, key: str, dtype_name: str, index: int) -> Optional[list[Any]]:
+    """The values of ``key`` in one example (None: the example has no such key)."""
+    if key not in features:
+        return None
+    feature = features[key]
+    kind = feature.WhichOneof("kind")
+    if kind is None:
+        return []
+    wanted = _KIND_OF_DTYPE[dtype_name]
+    if kind != wanted:
+        raise errors.InvalidArgumentError(
+            None, None, f"Name: <unknown>, Feature: {key} (example {index}). Data types don't match. Data type: "
+            f"{_DTYPE_OF_KIND[kind]} but expected type: {_DTYPE_OF_KIND[wanted]}")
+    return list(getattr(feature, kind).value)
+
+
+def _array(values: list[Any], dtype_name: str) -> np.ndarray:
+    numpy_dtype = dtypes.as_dtype(dtype_name).as_numpy_dtype
+    if dtype_name == "string":
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+        return array
+    return np.asarray(values, dtype=numpy_dtype)
+
+
+def _sparse(examples: list[Any], key: str, dtype_name: str, single: bool) -> tuple[np.ndarray, ...]:
+    lists = [_values(features, key, dtype_name, i) or [] for i, features in enumerate(examples)]
+    longest = max((len(v) for v in lists), default=0)
+    rows = np.repeat(np.arange(len(lists), dtype=np.int64), [len(v) for v in lists])
+    positions = np.concatenate([np.arange(len(v), dtype=np.int64) for v in lists]) if lists else np.zeros(0, np.int64)
+    values = _array([x for v in lists for x in v], dtype_name)
+    if single:
+        return positions.reshape(-1, 1), values, np.array([longest], np.int64)
+    return np.stack([rows, positions], axis=1), values, np.array([len(lists), longest], np.int64)
+
+
+def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int], default: Optional[np.ndarray]) -> np.ndarray:
+    size = int(np.prod(shape, dtype=np.int64))
+    out = []
+    for i, features in enumerate(examples):
+        values = _values(features, key, dtype_name, i)
+        if values is None:
+            if default is None:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Name: <unknown>, Feature: {key} (data type: {_DTYPE_OF_KIND[_KIND_OF_DTYPE[dtype_name]]}) "
+                    f"is required but could not be found (example {i}).")
+            out.append(np.asarray(default).reshape(shape))
+            continue
+        if len(values) != size:
+            raise errors.InvalidArgumentError(
+                None, None, f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {dtype_name} values != expected.  "
+                f"Values size: {len(values)} but output shape: {shape}")
+        out.append(_array(values, dtype_name).reshape(shape))
+    return np.stack(out) if out else np.zeros([0, *shape], dtype=dtypes.as_dtype(dtype_name).as_numpy_dtype)
+
+
+def _sequence(examples: list[Any], key: str, dtype_name: str, shape: list[int], default: np.ndarray) -> np.ndarray:
+    size = int(np.prod(shape, dtype=np.int64))
+    items = []
+    for i, features in enumerate(examples):
+        values = _values(features, key, dtype_name, i) or []
+        if size == 0 or len(values) % size:
+            raise errors.InvalidArgumentError(
+                None, None, f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {dtype_name} values is not a "
+                f"multiple of {size} (the size of shape {shape}): {len(values)}")
+        items.append(_array(values, dtype_name).reshape([len(values) // size, *shape]))
+    longest = max((len(v) for v in items), default=0)
+    numpy_dtype = dtypes.as_dtype(dtype_name).as_numpy_dtype
+    pad = default.reshape(())
+    out = np.empty([len(items), longest, *shape], dtype=numpy_dtype)
+    out[...] = pad
+    for i, item in enumerate(items):
+        out[i, :len(item)] = item
+    return out
+
+
+@register_kernel("ParseExample", host_only=True)
+def _parse_example(k: Any, step: Any, serialized: Any, *defaults: Any) -> Any:
+    attrs = k.attrs
+    single = bool(attrs["single"])
+    records = np.asarray(serialized, dtype=object)
+    if records.ndim != (0 if single else 1):
+        raise errors.InvalidArgumentError(None, None, f"{k.name}: serialized must be a {'scalar' if single else 'vector'}"
+                                          f", got shape {list(records.shape)}")
+    examples = [_parse_record(r, i) for i, r in enumerate(records.reshape(-1))]
+    sparse = [_sparse(examples, key, t, single) for key, t in zip(attrs["sparse_keys"], attrs["sparse_types"])]
+    dense = []
+    for key, t, shape, sequence, required, default in zip(
+            attrs["dense_keys"], attrs["dense_types"], attrs["dense_shapes"], attrs["dense_sequence"],
+            attrs["dense_required"], defaults):
+        shape = [int(d) for d in shape]
+        if sequence:
+            value = _sequence(examples, key, t, shape, np.asarray(default))
+        else:
+            value = _dense(examples, key, t, shape, None if required else np.asarray(default))
+        dense.append(value[0] if single else value)
+    outputs = [s[0] for s in sparse] + [s[1] for s in sparse] + [s[2] for s in sparse] + dense
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+@register_kernel("DecodeRaw", host_only=True)
+def _decode_raw(k: Any, step: Any, strings: Any) -> Any:
+    dtype = np.dtype(dtypes.as_dtype(k.attrs["out_type"]).as_numpy_dtype)
+    dtype = dtype.newbyteorder("<" if k.attrs["little_endian"] else ">")
+    items = [s if isinstance(s, bytes) else str(s).encode() for s in np.asarray(strings, dtype=object).reshape(-1)]
+    length = len(items[0]) if items else 0
+    for i, item in enumerate(items):
+        if len(item) != length:
+            raise errors.InvalidArgumentError(
+                None, None, f"DecodeRaw requires input strings to all be the same size, but element {i} has size "
+                f"{len(item)} != {length}")
+    if length % dtype.itemsize:
+        raise errors.InvalidArgumentError(
+            None, None, f"Input to DecodeRaw has length {length} that is not a multiple of {dtype.itemsize}, the size "
+            f"of {k.attrs['out_type']}")
+    flat = np.frombuffer(b"".join(items), dtype=dtype).astype(dtype.newbyteorder("="))
+    return flat.reshape([*np.shape(strings), length // dtype.itemsize])

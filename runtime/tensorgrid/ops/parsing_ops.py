@@ -1,0 +1,183 @@
+"""``tf.io.parse_example`` and ``parse_single_example``: serialized ``tf.train.Example`` protos into tensors.
+
+What a TFRecord input pipeline maps its records through. A feature spec names each key's
+kind, as in TF: ``FixedLenFeature(shape, dtype, default_value)`` (a dense tensor; without
+a default, a required key), ``VarLenFeature(dtype)`` (a SparseTensor of each example's
+list) and ``FixedLenSequenceFeature(shape, dtype, allow_missing=True, default_value)``
+(a dense tensor of each example's list of ``shape``-sized items, padded to the longest
+in the batch). The dtypes are those an Example can hold: int64, float32 and string.
+One ``ParseExample`` op parses the batch (``kernels/parsing_kernels.py``); bad data is an
+InvalidArgumentError naming the key and the example, bad specs a ValueError naming
+the key.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Optional
+
+import numpy as np
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import op_registry
+from tensorgrid.framework import sparse_tensor
+from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import array_ops
+from tensorgrid.ops import op_util
+
+op_registry.register_op("ParseExample")
+op_registry.NotDifferentiable("ParseExample")
+
+EXAMPLE_DTYPES = (dtypes.int64, dtypes.float32, dtypes.string)
+"""What a tf.train.Example holds: Int64List, FloatList and BytesList."""
+
+
+class FixedLenFeature(collections.namedtuple("FixedLenFeature", ["shape", "dtype", "default_value"])):
+    """A dense feature of a fixed ``shape``; without ``default_value`` every example must have it."""
+
+    def __new__(cls, shape: Any, dtype: Any, default_value: Any = None) -> "FixedLenFeature":
+        return super().__new__(cls, shape, dtype, default_value)
+
+
+class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
+    """A feature of any length per example, parsed into a SparseTensor."""
+
+
+class FixedLenSequenceFeature(collections.namedtuple(
+        "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"])):
+    """A list of ``shape``-sized items per example, densified and padded with ``default_value``
+    (a scalar) to the longest list of the batch."""
+
+    def __new__(cls, shape: Any, dtype: Any, allow_missing: bool = False,
+                default_value: Any = None) -> "FixedLenSequenceFeature":
+        return super().__new__(cls, shape, dtype, allow_missing, default_value)
+
+
+def _dtype_of(key: str, feature: Any) -> dtypes.DType:
+    dtype = dtypes.as_dtype(feature.dtype).base_dtype
+    if dtype not in EXAMPLE_DTYPES:
+        raise ValueError(f"Unsupported dtype {dtype.name} of feature {key!r}: a tf.train.Example holds "
+                         "int64, float32 or string features")
+    return dtype
+
+
+def _fixed_shape(key: str, feature: Any) -> list[int]:
+    if feature.shape is None:
+        raise ValueError(f"Missing shape for feature {key!r}: a {type(feature).__name__} needs a fully defined shape")
+    shape = tensor_shape.as_shape(feature.shape)
+    if not shape.is_fully_defined():
+        raise ValueError(f"Feature {key!r}: the shape {shape} must be fully defined (no None dimension)")
+    return [d for d in shape.as_list() if d is not None]  # all known: checked above
+
+
+def _default(key: str, dtype: dtypes.DType, value: Any, shape: list[int], sequence: bool) -> graph_lib.Tensor:
+    """The default of a dense feature as a tensor of ``shape``, or a scalar padding value for a
+    sequence feature; without one (a required feature, or zero padding), a scalar zero or ""."""
+    if value is None:
+        return array_ops.constant(b"" if dtype == dtypes.string else 0, dtype=dtype, name=f"key_{key}")
+    default = op_util.to_tensor(value, dtype=dtype, name=f"key_{key}")
+    wanted = [] if sequence else shape
+    known = default.shape
+    if known.is_fully_defined() and known.num_elements() != int(np.prod(wanted, dtype=np.int64)):
+        what = "a scalar (the padding)" if sequence else f"{int(np.prod(wanted, dtype=np.int64))} values (shape {wanted})"
+        raise ValueError(f"The default_value of feature {key!r} has shape {known}; it must hold {what}")
+    return array_ops.reshape(default, wanted)
+
+
+def _parse(serialized: Any, features: Any, single: bool, name: Optional[str]) -> dict[str, Any]:
+    if not isinstance(features, dict) or not features:
+        raise ValueError(f"features must be a non-empty dict of feature key to FixedLenFeature, VarLenFeature or "
+                         f"FixedLenSequenceFeature, got {features!r}")
+    records = op_util.to_tensor(serialized, dtype=dtypes.string, name="serialized")
+    want_rank = 0 if single else 1
+    if records.shape.ndims not in (None, want_rank):
+        raise ValueError(f"{'parse_single_example' if single else 'parse_example'}: serialized must be a string "
+                         f"{'scalar' if single else 'vector'}, got shape {records.shape}")
+    sparse_keys, sparse_types = [], []
+    dense_keys, dense_types, dense_shapes, dense_sequence, defaults = [], [], [], [], []
+    dense_required = []
+    graph = op_util.graph_of(records)
+    with graph.name_scope(name or ("ParseSingleExample" if single else "ParseExample")):
+        for key in sorted(features):
+            feature = features[key]
+            if not isinstance(key, str):
+                raise ValueError(f"Feature keys must be strings, got {key!r}")
+            if isinstance(feature, VarLenFeature):
+                sparse_keys.append(key)
+                sparse_types.append(_dtype_of(key, feature))
+                continue
+            if not isinstance(feature, (FixedLenFeature, FixedLenSequenceFeature)):
+                raise ValueError(f"Unsupported feature type for {key!r}: {feature!r}; valid are FixedLenFeature, "
+                                 "VarLenFeature and FixedLenSequenceFeature")
+            sequence = isinstance(feature, FixedLenSequenceFeature)
+            if isinstance(feature, FixedLenSequenceFeature) and not feature.allow_missing:
+                raise ValueError(f"Unsupported: FixedLenSequenceFeature {key!r} requires allow_missing to be True")
+            dtype, shape = _dtype_of(key, feature), _fixed_shape(key, feature)
+            dense_keys.append(key)
+            dense_types.append(dtype)
+            dense_shapes.append(shape)
+            dense_sequence.append(sequence)
+            dense_required.append(feature.default_value is None and not sequence)
+            defaults.append(_default(key, dtype, feature.default_value, shape, sequence))
+        batch: list[Optional[int]] = [] if single else [records.shape[0].value if records.shape.ndims else None]
+        rank = len(batch) + 1
+        specs: list[tuple[dtypes.DType, Any]] = [(dtypes.int64, [None, rank]) for _ in sparse_keys]
+        specs += [(dtype, [None]) for dtype in sparse_types]
+        specs += [(dtypes.int64, [rank]) for _ in sparse_keys]
+        specs += [(dtype, batch + ([None] if sequence else []) + shape)
+                  for dtype, shape, sequence in zip(dense_types, dense_shapes, dense_sequence)]
+        op = op_util.make_op("ParseExample", [records, *defaults], specs, "ParseExample", {
+            "sparse_keys": sparse_keys, "sparse_types": [t.name for t in sparse_types],
+            "dense_keys": dense_keys, "dense_types": [t.name for t in dense_types], "dense_shapes": dense_shapes,
+            "dense_sequence": dense_sequence, "dense_required": dense_required, "single": single})
+    outputs = op.outputs
+    count = len(sparse_keys)
+    parsed: dict[str, Any] = {}
+    for i, key in enumerate(sparse_keys):
+        parsed[key] = sparse_tensor.SparseTensor(outputs[i], outputs[count + i], outputs[2 * count + i])
+    for i, key in enumerate(dense_keys):
+        parsed[key] = outputs[3 * count + i]
+    return parsed
+
+
+def parse_example(serialized: Any, features: Any, name: Optional[str] = None,
+                  example_names: Any = None) -> dict[str, Any]:
+    """A batch of serialized Examples (a string vector) parsed by ``features``: a dict of each key's
+    Tensor (``[batch, *shape]``, or ``[batch, longest, *shape]`` for a sequence feature) or
+    SparseTensor (``[batch, longest]``). ``example_names`` is accepted as TF's and not used."""
+    return _parse(serialized, features, single=False, name=name)
+
+
+def parse_single_example(serialized: Any, features: Any, name: Optional[str] = None,
+                         example_names: Any = None) -> dict[str, Any]:
+    """One serialized Example (a string scalar) parsed by ``features``: as ``parse_example``
+    without the batch dimension."""
+    return _parse(serialized, features, single=True, name=name)
+
+
+# ---------------------------------------------------------------- raw bytes
+
+op_registry.register_op("DecodeRaw")
+op_registry.NotDifferentiable("DecodeRaw")
+
+DECODE_RAW_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint8)
+
+
+def decode_raw(input_bytes: Any = None, out_type: Any = None, little_endian: bool = True, name: Optional[str] = None,
+               bytes: Any = None) -> graph_lib.Tensor:  # noqa: A002 - TF1's keyword
+    """Each string of ``input_bytes`` read as a vector of ``out_type`` (``tf.io.decode_raw``): the output
+    has the input's shape plus one dimension; every string must have the same length, a multiple of
+    the type's size."""
+    if input_bytes is None:
+        input_bytes = bytes
+    if input_bytes is None or out_type is None:
+        raise ValueError("decode_raw needs input_bytes (a string tensor) and out_type")
+    dtype = dtypes.as_dtype(out_type).base_dtype
+    if dtype not in DECODE_RAW_DTYPES:
+        raise TypeError(f"decode_raw: out_type {dtype.name} is not supported; valid are "
+                        f"{', '.join(d.name for d in DECODE_RAW_DTYPES)}")
+    strings = op_util.to_tensor(input_bytes, dtype=dtypes.string)
+    shape = strings.shape.concatenate([None]) if strings.shape.ndims is not None else tensor_shape.unknown_shape()
+    return op_util.make_tensor("DecodeRaw", [strings], dtype, shape, name or "DecodeRaw",
+                               {"out_type": dtype.name, "little_endian": bool(little_endian)})

@@ -6,7 +6,7 @@ mutator over the same seeds.
 
 Both drivers start from ``targets.seeds(TARGET)``, stop after ``-runs`` inputs or
 ``-max_total_time`` seconds, and exit non-zero with the input and its traceback when an
-input escapes (``targets.Escaped``, or any exception). ``make fuzz`` runs every target
+input escapes (``targets.EscapedInputError``, or any exception). ``make fuzz`` runs every target
 for minutes; ``tests/test_fuzz.py`` runs each for a bounded number of inputs.
 """
 

@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
+.PHONY: run test test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -28,16 +28,22 @@ venv: $(VENV)/.installed-$(EXTRAS)
 run: venv
 	$(VENV)/bin/tensorgrid local --ps 1 --workers 2 -- $(PY) examples/distributed_digits.py
 
-# The operator's tests start a real etcd + kube-apiserver + controller-manager + scheduler.
+# Every test. The operator's and the chart's tests start a real etcd + kube-apiserver +
+# controller-manager + scheduler (binaries built from source) and need helm (hack/tools.sh).
 test: venv kubernetes-binaries tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The runtime's tests alone: only the virtualenv, no Kubernetes binaries and no helm.
+RUNTIME_TESTS := tests --ignore=tests/operator --ignore=tests/charts --ignore=tests/images
+test-runtime: venv
+	$(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # The runtime's tests as on a GPU node, without a GPU: every task process and the test process
 # see one GPU, the strict cupy stand-in (tests/strict_cupy.py), whose arrays refuse implicit
 # conversion to numpy as cupy's do. `make test` already runs the distributed tests this way
 # (their [strict-gpu] ids); this runs every runtime test so.
 test-strict-gpu: venv
-	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest tests --ignore=tests/operator --ignore=tests/charts --ignore=tests/images $(PYTEST_ARGS)
+	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (atheris) of every parser of bytes from the network
 # (tests/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded

@@ -59,15 +59,19 @@ fuzz: venv
 tools:
 	hack/tools.sh
 
-# Container images of docker/: installs and starts Docker's engine and makes the local
-# base images when needed (hack/docker-engine.sh, hack/base-images.sh).
+# Container images of docker/ (docs/images.md): installs and starts Docker's engine when
+# needed (hack/docker-engine.sh) and builds FROM the standard bases (python:3.11-slim, NVIDIA's
+# CUDA image), pulled from Docker Hub. OFFLINE_BASES=1 (or TENSORGRID_OFFLINE_BASES=1) builds
+# FROM local Debian bases made with debootstrap instead (hack/base-images.sh), for a machine
+# that reaches no registry; CI sets it.
+OFFLINE_BASES ?= $(TENSORGRID_OFFLINE_BASES)
 images:
-	hack/build-images.sh
+	TENSORGRID_OFFLINE_BASES=$(OFFLINE_BASES) hack/build-images.sh
 
 # Runs the images: a 1 PS + 1 worker training over a Docker network, the operator
 # image against a local control plane.
 images-smoke: images kubernetes-binaries
-	hack/smoke-images.sh
+	TENSORGRID_OFFLINE_BASES=$(OFFLINE_BASES) hack/smoke-images.sh
 
 # The end-to-end suite (e2e/) on a kind cluster: `make e2e` creates the cluster (kind v0.30,
 # Kubernetes 1.34 on a node image assembled here, e2e/node-image/), builds and loads the images,

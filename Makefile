@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
+.PHONY: run test test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -28,40 +28,50 @@ venv: $(VENV)/.installed-$(EXTRAS)
 run: venv
 	$(VENV)/bin/tensorgrid local --ps 1 --workers 2 -- $(PY) examples/distributed_digits.py
 
-# The operator's tests start a real etcd + kube-apiserver + controller-manager + scheduler.
+# Every test. The operator's and the chart's tests start a real etcd + kube-apiserver +
+# controller-manager + scheduler (binaries built from source) and need helm (hack/tools.sh).
 test: venv kubernetes-binaries tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The runtime's tests alone: only the virtualenv, no Kubernetes binaries and no helm.
+RUNTIME_TESTS := tests/runtime
+test-runtime: venv
+	$(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
+
 # The runtime's tests as on a GPU node, without a GPU: every task process and the test process
-# see one GPU, the strict cupy stand-in (tests/strict_cupy.py), whose arrays refuse implicit
+# see one GPU, the strict cupy stand-in (tests/runtime/strict_cupy.py), whose arrays refuse implicit
 # conversion to numpy as cupy's do. `make test` already runs the distributed tests this way
 # (their [strict-gpu] ids); this runs every runtime test so.
 test-strict-gpu: venv
-	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest tests --ignore=tests/operator --ignore=tests/charts --ignore=tests/images $(PYTEST_ARGS)
+	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (atheris) of every parser of bytes from the network
-# (tests/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
-# number of inputs (tests/test_fuzz.py). A finding prints the input and its traceback.
+# (tests/runtime/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
+# number of inputs (tests/runtime/test_fuzz.py). A finding prints the input and its traceback.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS := header_bundle frames data_channel servicer
 fuzz: venv
 	@for target in $(FUZZ_TARGETS); do \
-	  $(PY) tests/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	  $(PY) tests/runtime/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
 # helm for the chart tests (go install, cached in ~/.cache/tensorgrid/bin).
 tools:
 	hack/tools.sh
 
-# Container images of docker/: installs and starts Docker's engine and makes the local
-# base images when needed (hack/docker-engine.sh, hack/base-images.sh).
+# Container images of docker/ (docs/images.md): installs and starts Docker's engine when
+# needed (hack/docker-engine.sh) and builds FROM the standard bases (python:3.11-slim, NVIDIA's
+# CUDA image), pulled from Docker Hub. OFFLINE_BASES=1 (or TENSORGRID_OFFLINE_BASES=1) builds
+# FROM local Debian bases made with debootstrap instead (hack/base-images.sh), for a machine
+# that reaches no registry; CI sets it.
+OFFLINE_BASES ?= $(TENSORGRID_OFFLINE_BASES)
 images:
-	hack/build-images.sh
+	TENSORGRID_OFFLINE_BASES=$(OFFLINE_BASES) hack/build-images.sh
 
 # Runs the images: a 1 PS + 1 worker training over a Docker network, the operator
 # image against a local control plane.
 images-smoke: images kubernetes-binaries
-	hack/smoke-images.sh
+	TENSORGRID_OFFLINE_BASES=$(OFFLINE_BASES) hack/smoke-images.sh
 
 # The end-to-end suite (e2e/) on a kind cluster: `make e2e` creates the cluster (kind v0.30,
 # Kubernetes 1.34 on a node image assembled here, e2e/node-image/), builds and loads the images,

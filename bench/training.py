@@ -231,7 +231,7 @@ def child_env(keep_openblas_env: bool) -> dict[str, str]:
     return env
 
 
-class PortTaken(RuntimeError):
+class PortTakenError(RuntimeError):
     """A task could not listen on its port: another process (or another task's data
     channel, which binds a random port) took it between choosing and binding."""
 
@@ -241,7 +241,7 @@ def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool,
     for attempt in range(3):
         try:
             return run_case_once(case, backend, duration, keep_openblas_env, tls=tls)
-        except PortTaken:
+        except PortTakenError:
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
@@ -320,7 +320,7 @@ def _wait_files(run_dir: pathlib.Path, names: list[str], deadline: float,
             if process.poll() not in (None, 0):
                 text = _logs(logs)
                 if "already in use" in text:
-                    raise PortTaken(text)
+                    raise PortTakenError(text)
                 raise RuntimeError(f"a task exited early with {process.returncode}:\n{text}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the cluster did not produce {names} in time:\n{_logs(logs)}")

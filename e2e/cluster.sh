@@ -15,6 +15,9 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
+# The suite is made to run where no registry is reachable (its node image is assembled here
+# too): the images build FROM local Debian bases unless TENSORGRID_OFFLINE_BASES=0 says otherwise.
+export TENSORGRID_OFFLINE_BASES="${TENSORGRID_OFFLINE_BASES:-1}"
 # shellcheck source=hack/images.env
 source "$REPO/hack/images.env"
 CLUSTER="${E2E_CLUSTER:-tensorgrid-e2e}"

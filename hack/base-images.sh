@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# base-images.sh: make the local base images that docker/*.Dockerfile build FROM in CI.
+# base-images.sh: make the local base images that docker/*.Dockerfile build FROM with
+# TENSORGRID_OFFLINE_BASES=1 (`make images OFFLINE_BASES=1`, as CI does), and the base of
+# the kind node image of the end-to-end suite.
 #
-# Why this exists: no container registry is reachable here, so python:3.11-slim
-# cannot be pulled. Instead a Debian bookworm root file system is made with
-# debootstrap (minbase) and imported with `docker import`; the Dockerfiles stay
+# Why this exists: no container registry is reachable on the project's machines, so
+# python:3.11-slim cannot be pulled there. Instead a Debian bookworm root file system is
+# made with debootstrap (minbase) and imported with `docker import`; the Dockerfiles stay
 # standard and get the local image through --build-arg BASE_IMAGE=...
 #
 # Two images (names in hack/images.env):
-#   $OS_BASE_IMAGE      Debian minbase and the host's CA bundle, no Python: stands
-#                       in for bases without Python, such as NVIDIA's CUDA images
-#   $PYTHON_BASE_IMAGE  the same plus Debian's python3 (3.11) and python3-venv:
-#                       stands in for python:3.11-slim
+#   $OS_BASE_IMAGE            Debian minbase and the host's CA bundle, no Python: stands
+#                             in for bases without Python, such as NVIDIA's CUDA images
+#   $LOCAL_PYTHON_BASE_IMAGE  the same plus Debian's python3 (3.11) and python3-venv:
+#                             stands in for python:3.11-slim
 # The host's CA bundle is baked in (and named in /etc/pip.conf) because pip inside
 # a build reaches PyPI only if it trusts that bundle.
 #
@@ -47,7 +49,7 @@ DOCKER="$("$HERE/docker-engine.sh" --print-docker)"
 
 have_image() { "$DOCKER" image inspect "$1" > /dev/null 2>&1; }
 
-if [[ $force == 0 ]] && have_image "$OS_BASE_IMAGE" && have_image "$PYTHON_BASE_IMAGE"; then
+if [[ $force == 0 ]] && have_image "$OS_BASE_IMAGE" && have_image "$LOCAL_PYTHON_BASE_IMAGE"; then
   exit 0
 fi
 
@@ -126,10 +128,10 @@ make_os_image() {
 }
 
 make_python_image() {
-  if [[ $force == 0 ]] && have_image "$PYTHON_BASE_IMAGE"; then return 0; fi
-  log "building $PYTHON_BASE_IMAGE (python3 and python3-venv from $DEBIAN_SUITE)"
+  if [[ $force == 0 ]] && have_image "$LOCAL_PYTHON_BASE_IMAGE"; then return 0; fi
+  log "building $LOCAL_PYTHON_BASE_IMAGE (python3 and python3-venv from $DEBIAN_SUITE)"
   # No build context; apt inside the container uses the image's own sources.list.
-  DOCKER_BUILDKIT=0 "$DOCKER" build --quiet -t "$PYTHON_BASE_IMAGE" - > /dev/null <<EOF
+  DOCKER_BUILDKIT=0 "$DOCKER" build --quiet -t "$LOCAL_PYTHON_BASE_IMAGE" - > /dev/null <<EOF
 FROM $OS_BASE_IMAGE
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \\
@@ -143,4 +145,4 @@ EOF
 t0=$SECONDS
 make_os_image
 make_python_image
-log "base images ready in $((SECONDS - t0))s: $OS_BASE_IMAGE, $PYTHON_BASE_IMAGE"
+log "base images ready in $((SECONDS - t0))s: $OS_BASE_IMAGE, $LOCAL_PYTHON_BASE_IMAGE"

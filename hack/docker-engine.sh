@@ -5,8 +5,8 @@
 #
 # Why this exists: CI runs on a fresh VM without a Docker engine and without
 # systemd, so `make images` has to install Debian's docker.io and start dockerd by
-# hand (see ../shared/ENVIRONMENT.md). No registry is reachable: images are built
-# from local base images (hack/base-images.sh).
+# hand (see ../shared/ENVIRONMENT.md). No registry is reachable there: CI builds the
+# images from local base images (`make images OFFLINE_BASES=1`, hack/base-images.sh).
 #
 # Usage: hack/docker-engine.sh [--print-docker | --stop]
 #   --print-docker  print the docker client to use (after making sure the engine runs)

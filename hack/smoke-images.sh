@@ -10,8 +10,9 @@
 #                    the tasks talk mutual TLS with certificates the image makes
 #   runtime-sync     the same program synchronous (SyncReplicasOptimizer) with a
 #                    chief, a worker and a PS, as examples/trainingjob-chief.yaml runs it
-#   cuda-path-check  the CUDA variant (built on a stand-in base) has cupy, finds no
-#                    GPU here and trains on numpy
+#   cuda             the CUDA variant ($CUDA_IMAGE: on NVIDIA's base, or on a stand-in
+#                    base with TENSORGRID_OFFLINE_BASES=1) has cupy, finds no GPU in a
+#                    container given none, and trains on numpy
 #   operator         the operator image against a real control plane
 #                    (hack/controlplane.sh, --network host, the kubeconfig mounted):
 #                    /healthz and /metrics answer, the image's HEALTHCHECK turns
@@ -19,15 +20,16 @@
 # Containers run as the chart runs the operator: read-only root file system, a
 # tmpfs on /tmp, no capabilities, no privilege escalation.
 #
-# Usage: hack/smoke-images.sh [runtime|runtime-sync|cuda-path-check|operator ...]   (default: all)
-# Environment: names as in hack/images.env; SMOKE_TIMEOUT (seconds per wait, default 180).
+# Usage: hack/smoke-images.sh [runtime|runtime-sync|cuda|operator ...]   (default: all)
+# Environment: TENSORGRID_OFFLINE_BASES and names as in hack/images.env, as for the
+# build (`make images-smoke` passes them on); BUILD_CUDA=0 leaves out the CUDA image;
+# SMOKE_TIMEOUT (seconds per wait, default 180).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$HERE/.." && pwd)"
 # shellcheck source=hack/images.env
 source "$HERE/images.env"
-CUDA_PATH_CHECK_IMAGE="${CUDA_PATH_CHECK_IMAGE:-tensorgrid:cuda-path-check}"
 TIMEOUT="${SMOKE_TIMEOUT:-180}"
 NETWORK=tg-smoke
 WORK="$REPO_ROOT/.cache/images-smoke"
@@ -37,7 +39,10 @@ log() { printf '[smoke-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(runtime runtime-sync cuda-path-check operator)
+if [[ ${#targets[@]} == 0 ]]; then
+  targets=(runtime runtime-sync operator)
+  [[ "${BUILD_CUDA:-1}" == 0 ]] || targets+=(cuda)
+fi
 
 DOCKER="$("$HERE/docker-engine.sh" --print-docker)"
 for image in "$RUNTIME_IMAGE" "$OPERATOR_IMAGE"; do
@@ -169,21 +174,21 @@ smoke_runtime_sync() {
   cluster_training "runtime-sync (sync, 1 ps + chief + 1 worker)" 1000 1 ps chief worker
 }
 
-smoke_cuda_path_check() {
+smoke_cuda() {
   local t0=$SECONDS out
-  "$DOCKER" image inspect "$CUDA_PATH_CHECK_IMAGE" > /dev/null 2>&1 \
-    || die "no image $CUDA_PATH_CHECK_IMAGE: run make images first (or CUDA_PATH_CHECK=0)"
-  check_image_metadata "$CUDA_PATH_CHECK_IMAGE"
-  out="$("$DOCKER" run --rm "${HARDENED[@]}" --entrypoint python "$CUDA_PATH_CHECK_IMAGE" -c '
+  "$DOCKER" image inspect "$CUDA_IMAGE" > /dev/null 2>&1 \
+    || die "no image $CUDA_IMAGE: run make images first (with the same OFFLINE_BASES), or set BUILD_CUDA=0"
+  check_image_metadata "$CUDA_IMAGE"
+  out="$("$DOCKER" run --rm "${HARDENED[@]}" --entrypoint python "$CUDA_IMAGE" -c '
 import importlib.metadata, sys
 from tensorgrid.kernels import backend
 print("cupy-cuda12x", importlib.metadata.version("cupy-cuda12x"), "gpu_available", backend.gpu_available())
 sys.exit(1 if backend.gpu_available() else 0)
 ' 2>&1)" || die "CUDA variant: $out"
-  "$DOCKER" run --rm "${HARDENED[@]}" --entrypoint python "$CUDA_PATH_CHECK_IMAGE" \
-    /app/examples/digits_mlp.py --steps 300 --min-accuracy 0.85 > "$WORK/cuda-path-check.log" 2>&1 \
-    || { tail -n 20 "$WORK/cuda-path-check.log" >&2; die "CUDA variant did not train on the CPU"; }
-  log "cuda-path-check: ok in $((SECONDS - t0))s ($out; $(grep -E '^test accuracy' "$WORK/cuda-path-check.log"))"
+  "$DOCKER" run --rm "${HARDENED[@]}" --entrypoint python "$CUDA_IMAGE" \
+    /app/examples/digits_mlp.py --steps 300 --min-accuracy 0.85 > "$WORK/cuda.log" 2>&1 \
+    || { tail -n 20 "$WORK/cuda.log" >&2; die "CUDA variant did not train on the CPU"; }
+  log "cuda ($CUDA_IMAGE): ok in $((SECONDS - t0))s ($out; $(grep -E '^test accuracy' "$WORK/cuda.log"))"
 }
 
 free_port() {
@@ -259,9 +264,9 @@ for target in "${targets[@]}"; do
   case "$target" in
     runtime) smoke_runtime ;;
     runtime-sync) smoke_runtime_sync ;;
-    cuda-path-check) smoke_cuda_path_check ;;
+    cuda) smoke_cuda ;;
     operator) smoke_operator ;;
-    *) die "unknown smoke test: $target (runtime, runtime-sync, cuda-path-check, operator)" ;;
+    *) die "unknown smoke test: $target (runtime, runtime-sync, cuda, operator)" ;;
   esac
   passed=$((passed + 1))
 done

@@ -288,7 +288,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
             try:
                 delay = await _reconcile_once(runtime, key, logger, pods_by_job, services_by_job)
                 errors = 0
-            except kube.Conflict:
+            except kube.ConflictError:
                 delay = 0.0
             except Exception as e:  # noqa: BLE001 - an API outage must not kill the job's loop
                 delay = ERROR_BACKOFF_SECONDS[min(errors, len(ERROR_BACKOFF_SECONDS) - 1)]

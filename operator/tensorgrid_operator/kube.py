@@ -23,7 +23,7 @@ from tensorgrid_operator import spec as spec_lib
 Obj = dict[str, Any]
 
 
-class Conflict(Exception):
+class ConflictError(Exception):
     """The job changed since it was read: reconcile again from a fresh read."""
 
 
@@ -157,7 +157,7 @@ class Kube:
                 _preload_content=False)
         except kube_exceptions.ApiException as e:
             if e.status in (404, 409):
-                raise Conflict(f"{meta['namespace']}/{meta['name']} changed: {e.reason}") from None
+                raise ConflictError(f"{meta['namespace']}/{meta['name']} changed: {e.reason}") from None
             raise _counted("patch_status", e)
         patched: Obj = _json(result)
         return patched

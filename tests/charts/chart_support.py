@@ -1,24 +1,22 @@
-"""What the chart tests share: the tools (helm, kubectl), rendering with value sets, a control plane.
+"""What the chart tests share: helm, rendering with value sets.
 
-helm comes from hack/tools.sh and kubectl from hack/build-kubernetes.sh (both cached
-outside the repository, installed by `make test`). Without them the tests skip,
-except under ``CI=true``, where they fail: CI must run them.
+helm comes from hack/tools.sh (cached outside the repository, installed by `make test`).
+Without it the tests skip, except under ``CI=true``, where they fail: CI must run them.
 
-``controlplane`` is a fresh, real Kubernetes 1.34 control plane of this directory's
-tests (hack/controlplane.sh): its API server is the schema the rendered manifests
-are validated against (``kubectl apply --dry-run=server --validate=strict``), and
-the operator runs against it under exactly the chart's RBAC.
+The control plane (``controlplane``) is the run's one, shared with the operator's tests
+(kube_controlplane.py): its API server is the schema the rendered manifests are validated
+against (``kubectl apply --dry-run=server --validate=strict``), and the operator runs against
+it under exactly the chart's RBAC. The operator's tests run an operator of their own on it,
+watching ``tg-*``: the chart's tests make their jobs in namespaces named ``chart-*``.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import subprocess
 import tempfile
-import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import pytest
 import yaml
@@ -76,11 +74,6 @@ def helm_path() -> pathlib.Path:
     return helm
 
 
-def kube_bin_dir() -> pathlib.Path:
-    return pathlib.Path(subprocess.run([str(HACK / "build-kubernetes.sh"), "--print-bin-dir"], capture_output=True,
-                                       text=True, check=True).stdout.strip())
-
-
 def run_helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([str(helm_path()), *args], capture_output=True, text=True, timeout=120)
     if check and result.returncode != 0:
@@ -121,54 +114,3 @@ def one(manifests: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     assert len(found) == 1, f"expected one {kind}, got {[m['metadata']['name'] for m in found]}"
     return found[0]
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
-             detail: Optional[Callable[[], Any]] = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                                 + (f"; last seen: {detail()}" if detail else ""))
-        time.sleep(0.2)
-
-
-class ControlPlane:
-    """A running control plane: kubectl with its admin kubeconfig."""
-
-    def __init__(self, kubeconfig: str, bin_dir: pathlib.Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.bin_dir = bin_dir
-
-    def kubectl(self, *args: str, stdin: Optional[str] = None, check: bool = True,
-                kubeconfig: Optional[str] = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([str(self.bin_dir / "kubectl"), "--kubeconfig", kubeconfig or self.kubeconfig, *args],
-                                input=stdin, capture_output=True, text=True, timeout=120)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result
-
-
-@pytest.fixture(scope="session")
-def controlplane() -> Iterator[ControlPlane]:
-    try:
-        bin_dir = kube_bin_dir()
-    except (OSError, subprocess.CalledProcessError) as e:
-        unavailable(f"hack/build-kubernetes.sh --print-bin-dir failed ({e})")
-    missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-               if not (bin_dir / b).exists()]
-    if missing:
-        unavailable(f"missing {', '.join(missing)} in {bin_dir}")
-    state_dir = tempfile.mkdtemp(prefix="tensorgrid-chart-controlplane-")
-    try:
-        up = subprocess.run([str(HACK / "controlplane.sh"), "up", state_dir], capture_output=True, text=True,
-                            timeout=400)
-        if up.returncode != 0:
-            pytest.fail(f"hack/controlplane.sh up failed:\n{up.stderr[-4000:]}", pytrace=False)
-        cp = ControlPlane(up.stdout.strip().splitlines()[-1], bin_dir)
-        # The chart's CRDs, for real: the custom resources it renders validate against them.
-        cp.kubectl("apply", "--server-side", "-f", str(CHART / "crds"))
-        cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        yield cp
-    finally:
-        subprocess.run([str(HACK / "controlplane.sh"), "down", state_dir], capture_output=True, timeout=120)
-        shutil.rmtree(state_dir, ignore_errors=True)

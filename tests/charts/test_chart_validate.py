@@ -17,7 +17,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from chart_support import CHART, RELEASE_NAMESPACE, VALUE_SETS, ControlPlane, render, run_helm
+from chart_support import CHART, RELEASE_NAMESPACE, VALUE_SETS, render, run_helm
+from kube_controlplane import ControlPlane
 
 NOT_SERVED_HERE = {"ServiceMonitor", "PodMonitor"}
 

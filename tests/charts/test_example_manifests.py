@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from chart_support import ROOT, ControlPlane
+from chart_support import ROOT
+from kube_controlplane import ControlPlane
 
 EXAMPLES = ROOT / "examples"
 MANIFESTS = sorted(EXAMPLES.glob("trainingjob-*.yaml"))

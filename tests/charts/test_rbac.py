@@ -30,7 +30,8 @@ from typing import Any, Iterable
 import pytest
 import yaml
 
-from chart_support import FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, ControlPlane, by_kind, render, wait_for
+from chart_support import FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, by_kind, render
+from kube_controlplane import ControlPlane, wait_for
 
 OPERATOR = ROOT / "operator" / "tensorgrid_operator"
 Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
@@ -307,11 +308,13 @@ def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
     """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error."""
     cp = controlplane
-    job_namespace = f"tg-rbac-{watch}"
+    job_namespace = f"chart-rbac-{watch}"
     values = {"watchNamespaces": [job_namespace]} if watch == "given-namespaces" else {}
     for namespace in (RELEASE_NAMESPACE, job_namespace):
         if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
             cp.kubectl("create", "namespace", namespace)
+    if watch == "all-namespaces":
+        cp.wait_until_no_training_jobs()
     manifests = render(values)
     # Everything but the Deployment and its Service: there are no nodes, the operator runs here.
     installed = [m for m in manifests if m["kind"] not in ("Deployment", "Service")]

@@ -18,7 +18,8 @@ import sys
 import pytest
 import yaml
 
-from chart_support import FULLNAME, RELEASE_NAMESPACE, ControlPlane, by_kind, is_hook, render, wait_for
+from chart_support import FULLNAME, RELEASE_NAMESPACE, by_kind, is_hook, render
+from kube_controlplane import ControlPlane, wait_for
 from test_rbac import OPERATOR, Triple, _api_attributes, _request_of, _triple, granted
 
 HOOK = f"{FULLNAME}-uninstall"
@@ -124,11 +125,13 @@ def test_the_hook_frees_every_job_under_its_own_rbac(controlplane: ControlPlane,
                                                       watch: str) -> None:
     """As after `helm uninstall`: no operator, jobs holding its finalizer; the hook's command frees them."""
     cp = controlplane
-    watched, other = f"tg-uninstall-{watch}", f"tg-unwatched-{watch}"
+    watched, other = f"chart-uninstall-{watch}", f"chart-unwatched-{watch}"
     for namespace in (RELEASE_NAMESPACE, watched, other):
         if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
             cp.kubectl("create", "namespace", namespace)
     values = {"watchNamespaces": [watched]} if watch == "given-namespaces" else {}
+    if watch == "all-namespaces":
+        cp.wait_until_no_training_jobs()
     rendered = hooks(values)
     cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([m for m in rendered if m["kind"] != "Job"]))
     kubeconfig = tmp_path / "hook.kubeconfig"

@@ -227,6 +227,54 @@ def test_runtime_healthcheck_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None
     assert healthcheck.main() == 1
 
 
+def _images_env(offline: str | None) -> subprocess.CompletedProcess[str]:
+    """hack/images.env as the image scripts source it, with TENSORGRID_OFFLINE_BASES set to ``offline``
+    (None: unset) and none of its names overridden from this environment."""
+    names = ("PYTHON_BASE_IMAGE", "CUDA_BASE_IMAGE", "CUDA_IMAGE", "OS_BASE_IMAGE", "LOCAL_PYTHON_BASE_IMAGE")
+    env = {k: v for k, v in os.environ.items()
+           if k not in names and k not in ("TENSORGRID_OFFLINE_BASES", "IMAGE_TAG")}
+    if offline is not None:
+        env["TENSORGRID_OFFLINE_BASES"] = offline
+    script = 'source hack/images.env && for name in "$@"; do echo "$name=${!name}"; done'
+    return subprocess.run(["bash", "-c", script, "images.env", *names], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+
+
+def _bases(offline: str | None) -> dict[str, str]:
+    result = _images_env(offline)
+    assert result.returncode == 0, result.stderr
+    return dict(line.split("=", 1) for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("offline", [None, "0"])
+def test_images_build_from_the_standard_bases_by_default(offline: str | None) -> None:
+    """A user with a registry gets the usual images: the Dockerfiles' python:3.11-slim, and the CUDA
+    variant on the NVIDIA base its documented command names."""
+    bases = _bases(offline)
+    preamble, _ = stages(DOCKERFILES["runtime"])
+    assert ("ARG", f"BASE_IMAGE={bases['PYTHON_BASE_IMAGE']}") in preamble
+    documented = re.search(r"--build-arg VARIANT=cuda --build-arg BASE_IMAGE=(\S+)", DOCKERFILES["runtime"].read_text())
+    assert documented and bases["CUDA_BASE_IMAGE"] == documented.group(1)
+    assert bases["CUDA_IMAGE"] == "tensorgrid:latest-cuda"
+
+
+def test_offline_bases_are_the_local_debootstrap_images() -> None:
+    bases = _bases("1")
+    assert bases["PYTHON_BASE_IMAGE"] == bases["LOCAL_PYTHON_BASE_IMAGE"]
+    assert bases["PYTHON_BASE_IMAGE"].startswith("tensorgrid-base/python:3.11-")
+    # NVIDIA's base cannot be pulled: the CUDA variant's every other step runs on bare Debian, under a
+    # name that does not pass for the real CUDA image.
+    assert bases["CUDA_BASE_IMAGE"] == bases["OS_BASE_IMAGE"] and bases["OS_BASE_IMAGE"].startswith("tensorgrid-base/")
+    assert bases["CUDA_IMAGE"] == "tensorgrid:cuda-path-check"
+
+
+def test_an_unknown_offline_switch_is_an_error_naming_it() -> None:
+    result = _images_env("yes")
+    assert result.returncode == 2
+    assert "TENSORGRID_OFFLINE_BASES" in result.stderr and "'yes'" in result.stderr
+    assert "1 builds FROM local Debian bases" in result.stderr
+
+
 def test_shell_scripts_pass_shellcheck() -> None:
     shellcheck = shutil.which("shellcheck")
     if shellcheck is None:

@@ -1,11 +1,8 @@
 """Fixtures for the operator tests that need a real control plane.
 
-``controlplane`` starts etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler (hack/controlplane.sh, binaries from hack/build-kubernetes.sh) in a
-temporary directory for the session, installs the CRD, and stops everything at the
-end. Set ``TENSORGRID_KUBECONFIG`` to reuse one already running (``make
-controlplane`` writes .cache/controlplane/kubeconfig). Without binaries the tests
-skip, except under ``CI=true``, where they fail: CI must run them.
+``controlplane`` is the run's one control plane, shared with the chart's tests
+(kube_controlplane.py: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+from hack/controlplane.sh, the CRDs installed).
 
 ``operator`` runs the operator in this process (``running_operator``: ``kopf.operator``
 on a thread of its own, its state in the memo ``handlers.memo_for`` makes), watching the
@@ -20,105 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import pathlib
-import shutil
-import subprocess
-import tempfile
 import threading
-import time
 import urllib.request
 import uuid
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Iterator, Optional
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"
-HACK = ROOT / "hack"
-T = TypeVar("T")
+from kube_controlplane import ControlPlane, wait_for
+
 # Where the operator under test is told Prometheus runs (the job's NetworkPolicy lets it reach the metrics port).
 PROMETHEUS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},)
-
-
-def binaries_dir() -> pathlib.Path:
-    out = subprocess.run([str(HACK / "build-kubernetes.sh"), "--print-bin-dir"], capture_output=True, text=True,
-                         check=True)
-    return pathlib.Path(out.stdout.strip())
-
-
-def _unavailable(why: str) -> None:
-    message = (f"{why}: the operator's control-plane tests need Kubernetes binaries; build them with "
-               f"`make kubernetes-binaries` (hack/build-kubernetes.sh) or start one with `make controlplane` "
-               f"and set TENSORGRID_KUBECONFIG=.cache/controlplane/kubeconfig")
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-class ControlPlane:
-    """A running control plane: its kubeconfig, kubectl, and an API client."""
-
-    def __init__(self, kubeconfig: str, bin_dir: pathlib.Path) -> None:
-        import kubernetes
-
-        self.kubeconfig = kubeconfig
-        self.kubectl_path = bin_dir / "kubectl"
-        configuration = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        configuration.connection_pool_maxsize = 16
-        self.api = kubernetes.client.ApiClient(configuration)
-        self.core = kubernetes.client.CoreV1Api(self.api)
-        self.custom = kubernetes.client.CustomObjectsApi(self.api)
-        self.networking = kubernetes.client.NetworkingV1Api(self.api)
-        self.policy = kubernetes.client.PolicyV1Api(self.api)
-
-    def kubectl(self, *args: str, stdin: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([str(self.kubectl_path), "--kubeconfig", self.kubeconfig, *args], input=stdin,
-                                capture_output=True, text=True, timeout=60)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
-        return result
-
-
-@pytest.fixture(scope="session")
-def controlplane() -> Iterator[ControlPlane]:
-    reuse = os.environ.get("TENSORGRID_KUBECONFIG")
-    try:
-        bin_dir = binaries_dir()
-    except (OSError, subprocess.CalledProcessError) as e:
-        _unavailable(f"hack/build-kubernetes.sh --print-bin-dir failed ({e})")
-    state_dir: Optional[str] = None
-    if reuse:
-        if not (bin_dir / "kubectl").exists():
-            _unavailable(f"no kubectl in {bin_dir}")
-        kubeconfig = reuse
-    else:
-        missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-                   if not (bin_dir / b).exists()]
-        if missing:
-            _unavailable(f"missing {', '.join(missing)} in {bin_dir}")
-        state_dir = tempfile.mkdtemp(prefix="tensorgrid-controlplane-")
-        started = time.monotonic()
-        up = subprocess.run([str(HACK / "controlplane.sh"), "up", state_dir], capture_output=True, text=True,
-                            timeout=400)
-        if up.returncode != 0:
-            subprocess.run([str(HACK / "controlplane.sh"), "down", state_dir], capture_output=True, timeout=120)
-            pytest.fail(f"hack/controlplane.sh up failed:\n{up.stderr[-4000:]}", pytrace=False)
-        kubeconfig = up.stdout.strip().splitlines()[-1]
-        print(f"\ncontrol plane started in {time.monotonic() - started:.1f}s ({state_dir})")
-    cp = ControlPlane(kubeconfig, bin_dir)
-    try:
-        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-        cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/trainingjobs.tensorgrid.io")
-        wait_for(lambda: cp.kubectl("get", "tj", "-A", check=False).returncode == 0, 30, "the tj resource to serve")
-        yield cp
-    finally:
-        cp.api.close()
-        if state_dir is not None:
-            subprocess.run([str(HACK / "controlplane.sh"), "down", state_dir], capture_output=True, timeout=120)
-            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 class Operator:
@@ -321,14 +231,3 @@ def namespace(controlplane: ControlPlane, request: pytest.FixtureRequest) -> Ite
     finally:
         controlplane.core.delete_namespace(name)
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
-             detail: Optional[Callable[[], Any]] = None) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                                 + (f"; last seen: {detail()}" if detail else ""))
-        time.sleep(0.1)

@@ -285,6 +285,10 @@ def test_killed_operator_restarts_without_duplicates(controlplane: ControlPlane,
             second.wait(30)
     finally:
         log.close()
+        # The jobs keep the stopped operator's finalizer: freed, so the namespace goes (the control plane
+        # is shared with the chart's tests, whose operators watch every namespace).
+        subprocess.run([sys.executable, "-m", "tensorgrid_operator", "--remove-finalizers", "-n", ns], env=env,
+                       capture_output=True, timeout=120)
         controlplane.core.delete_namespace(ns)
 
 

@@ -32,8 +32,15 @@ def _settings(controlplane: ControlPlane, *flags: str) -> config.Settings:
 
 
 @pytest.fixture
-def no_peering_crd(controlplane: ControlPlane) -> None:
-    controlplane.kubectl("delete", "-f", str(ROOT / "crds" / "kopf-peering.yaml"), "--ignore-not-found", "--wait")
+def no_peering_crd(controlplane: ControlPlane) -> Iterator[None]:
+    """kopf's peering CRDs deleted for the test, and installed again after it: the control plane is
+    the run's one, and the chart's tests install the chart's peering object."""
+    crd = str(ROOT / "crds" / "kopf-peering.yaml")
+    controlplane.kubectl("delete", "-f", crd, "--ignore-not-found", "--wait")
+    yield
+    controlplane.kubectl("apply", "-f", crd)
+    controlplane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                         "crd/clusterkopfpeerings.kopf.dev", "crd/kopfpeerings.kopf.dev")
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ class TransportError(ValueError):
             self.code = code
 
 
-class TensorTooLarge(TransportError):
+class TensorTooLargeError(TransportError):
     """A header declares more bytes than the receiver accepts (refused before allocating)."""
 
     code = errors.ResourceExhaustedError.code
@@ -123,7 +123,7 @@ def check_header(header: tensor_pb2.TensorHeader, max_bytes: int) -> tuple[np.dt
 
     Raises TransportError if the dtype is not a base type that travels or the shape is
     not fully known, or if ``byte_size`` does not fit them (element size x element
-    count; for strings at least one byte per element), and TensorTooLarge if its
+    count; for strings at least one byte per element), and TensorTooLargeError if its
     dimensions or the memory it takes decoded (``decoded_bytes``) exceed
     ``max_bytes``; all before anything is allocated.
     """
@@ -145,8 +145,9 @@ def check_header(header: tensor_pb2.TensorHeader, max_bytes: int) -> tuple[np.dt
     # (ValueError) even though it holds no element.
     extent = math.prod(max(d, 1) for d in shape)
     if count == 0 and extent > max_bytes:
-        raise TensorTooLarge(f"header of {what} has shape {list(shape)}, whose other dimensions span {extent} "
-                             f"elements, above this receiver's limit of {max_bytes} (TransportConfig.max_tensor_bytes)")
+        raise TensorTooLargeError(f"header of {what} has shape {list(shape)}, whose other dimensions span "
+                                  f"{extent} elements, above this receiver's limit of {max_bytes} "
+                                  "(TransportConfig.max_tensor_bytes)")
     if dtype is dtypes.string:
         if header.byte_size < count:
             raise TransportError(f"header of {what} declares byte_size {header.byte_size}, but {count} strings "
@@ -158,8 +159,8 @@ def check_header(header: tensor_pb2.TensorHeader, max_bytes: int) -> tuple[np.dt
     if memory > max_bytes:
         strings = (f" and {count} strings of {STRING_ELEMENT_BYTES} bytes each once decoded, {memory} bytes in all"
                    if dtype is dtypes.string else "")
-        raise TensorTooLarge(f"{what} declares {header.byte_size} bytes{strings}, above this receiver's limit of "
-                             f"{max_bytes} bytes (TransportConfig.max_tensor_bytes)")
+        raise TensorTooLargeError(f"{what} declares {header.byte_size} bytes{strings}, above this receiver's limit of "
+                                  f"{max_bytes} bytes (TransportConfig.max_tensor_bytes)")
     return np.dtype(dtype.as_numpy_dtype), shape
 
 

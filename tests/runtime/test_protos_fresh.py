@@ -13,7 +13,7 @@ import sys
 from tensorgrid.framework import dtypes
 from tensorgrid.v1 import tensor_pb2
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "runtime" / "tensorgrid" / "v1"
 
 

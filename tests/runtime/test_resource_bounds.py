@@ -381,7 +381,7 @@ def test_a_string_header_is_counted_as_the_memory_it_decodes_to():
     header = tensor_pb2.TensorHeader(dtype=tensor_pb2.DT_STRING, shape=tensor_pb2.TensorShapeProto(dim=[1000]),
                                      byte_size=1000, name="s")
     assert wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES)[1] == (1000,)
-    with pytest.raises(wire.TensorTooLarge, match="1000 strings of 48 bytes each"):
+    with pytest.raises(wire.TensorTooLargeError, match="1000 strings of 48 bytes each"):
         wire.check_header(header, 1000 + 1000 * wire.STRING_ELEMENT_BYTES - 1)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = {"tensorgrid": ROOT / "runtime", "tensorgrid_operator": ROOT / "operator"}
 
 

@@ -1,10 +1,10 @@
 """Fuzz targets: every parser of bytes that arrive from the network, each as a function
-of one input that raises ``Escaped`` when the input is not answered with a status.
+of one input that raises ``EscapedInputError`` when the input is not answered with a status.
 
 Why it exists: servers must answer any bytes with a clear status and keep serving
 (docs/limits.md, "Resource bounds"). The targets are driven by ``run.py`` (atheris,
 coverage-guided; or a seeded random mutator where atheris is missing), for a bounded
-number of inputs by ``tests/test_fuzz.py`` in ``make test`` and for minutes by ``make fuzz``.
+number of inputs by ``tests/runtime/test_fuzz.py`` in ``make test`` and for minutes by ``make fuzz``.
 
 - ``header_bundle``: a data-channel call's header bundle (``wire.decode_headers``,
   ``check_header``), then the allocation it asks for;
@@ -52,7 +52,7 @@ from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 MAX_TENSOR_BYTES = 64 << 20
 
 
-class Escaped(Exception):
+class EscapedInputError(Exception):
     """An input was not answered with a status: the finding of a fuzz run."""
 
 
@@ -69,7 +69,7 @@ class _ErrorLog(logging.Handler):
     def check(self) -> None:
         if self.records:
             record, self.records = self.records[0], []
-            raise Escaped(f"the server logged an error: {record.getMessage()}\n{record.exc_text or ''}")
+            raise EscapedInputError(f"the server logged an error: {record.getMessage()}\n{record.exc_text or ''}")
 
 
 _errors = _ErrorLog()
@@ -118,9 +118,9 @@ def header_bundle(data: bytes) -> None:
         for header, dtype, shape in wire.decode_headers(data, MAX_TENSOR_BYTES):
             array, payload = buffers.allocate_checked(pool, header, dtype, shape)
             if array.dtype != np.object_ and array.nbytes != header.byte_size:
-                raise Escaped(f"header {header} allocated {array.nbytes} bytes")
+                raise EscapedInputError(f"header {header} allocated {array.nbytes} bytes")
             if payload.nbytes > MAX_TENSOR_BYTES:
-                raise Escaped(f"header {header} allocated {payload.nbytes} bytes, above the limit")
+                raise EscapedInputError(f"header {header} allocated {payload.nbytes} bytes, above the limit")
     except wire.TransportError:
         pass
 
@@ -141,7 +141,7 @@ def frames(data: bytes) -> None:
         from tensorgrid.framework import errors
 
         if not isinstance(e, errors.OpError):
-            raise Escaped(f"read_message raised {type(e).__name__}: {e}") from e
+            raise EscapedInputError(f"read_message raised {type(e).__name__}: {e}") from e
     _errors.check()
 
 
@@ -172,7 +172,7 @@ def _check_call_replies(reply: bytes) -> None:
     pos = 0
     while pos < len(reply):
         if len(reply) - pos < _REPLY.size:
-            raise Escaped(f"a reply ends inside its prefix: {reply[pos:]!r}")
+            raise EscapedInputError(f"a reply ends inside its prefix: {reply[pos:]!r}")
         status, control_bytes, header_bytes = _REPLY.unpack_from(reply, pos)
         pos += _REPLY.size + control_bytes
         headers = reply[pos:pos + header_bytes]
@@ -180,15 +180,15 @@ def _check_call_replies(reply: bytes) -> None:
         payload = sum(h.byte_size for h, _, _ in wire.decode_headers(headers, MAX_TENSOR_BYTES))
         pos += payload
         if pos > len(reply):
-            raise Escaped(f"a reply (status {status}) declares more bytes than it holds")
+            raise EscapedInputError(f"a reply (status {status}) declares more bytes than it holds")
         if status != 0 and control_bytes == 0:
-            raise Escaped(f"an error reply (status {status}) without a message")
+            raise EscapedInputError(f"an error reply (status {status}) without a message")
 
 
 # ---------------------------------------------------------------------------- the servicers
 
-class _Aborted(Exception):
-    pass
+class _AbortedError(Exception):
+    """What ``_Context.abort`` raises: the servicer answered with a status (no finding)."""
 
 
 class _Context:
@@ -199,9 +199,9 @@ class _Context:
 
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         if code == grpc.StatusCode.OK or not details:
-            raise Escaped(f"aborted with {code} and details {details!r}")
+            raise EscapedInputError(f"aborted with {code} and details {details!r}")
         self.code = code
-        raise _Aborted(details)
+        raise _AbortedError(details)
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
         return False
@@ -235,7 +235,7 @@ def servicer(data: bytes) -> None:
         return  # a task told to stop stops: not a parser's answer to check
     handler = task.handlers[service.full_name].service(_CallDetails(f"/{service.full_name}/{method.name}"))
     if handler is None:
-        raise Escaped(f"no handler for {method.name}")
+        raise EscapedInputError(f"no handler for {method.name}")
     request: Any = data[1:]
     if method.client_streaming:
         request = iter([data[1:]])
@@ -246,10 +246,10 @@ def servicer(data: bytes) -> None:
         if isinstance(response, Iterator):
             for _ in response:
                 pass
-    except _Aborted:
+    except _AbortedError:
         pass
     except Exception as e:
-        raise Escaped(f"{method.name} raised {type(e).__name__}: {e}") from e
+        raise EscapedInputError(f"{method.name} raised {type(e).__name__}: {e}") from e
     _errors.check()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAX_LINES = 700
 GENERATED = ROOT / "runtime" / "tensorgrid" / "v1"
 

@@ -26,6 +26,7 @@ from cluster_processes import LocalCluster
 
 pytestmark = pytest.mark.timeout(180)
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROWS, DIM = 1000, 8
 INITIAL = (np.arange(ROWS * DIM, dtype=np.float32).reshape(ROWS, DIM) % 17) / 17.0
 BATCHES = [np.array([[3, 998], [500, 3]]), np.array([[499, 501], [7, 7]]), np.array([[998, 12], [640, 2]])]
@@ -73,8 +74,7 @@ def test_partitioned_table_is_updated_sparsely_on_two_parameter_servers(tmp_path
 
 
 def test_wide_and_deep_example_trains_a_million_row_table_on_two_ps(tmp_path: Any) -> None:
-    program = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                           "wide_deep_click.py")
+    program = os.path.join(ROOT, "examples", "wide_deep_click.py")
     result = subprocess.run(
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "2", "--workers", "2", "--",
          sys.executable, program, "--steps", "600", "--log-every", "50"],
@@ -92,8 +92,7 @@ def test_wide_and_deep_example_trains_a_million_row_table_on_two_ps(tmp_path: An
 
 def test_wide_and_deep_example_trains_synchronously_with_sparse_aggregation(tmp_path: Any) -> None:
     """``--sync``: every global step averages both workers' IndexedSlices in SparseConditionalAccumulators."""
-    program = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                           "wide_deep_click.py")
+    program = os.path.join(ROOT, "examples", "wide_deep_click.py")
     result = subprocess.run(
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "2", "--workers", "2", "--sync", "--",
          sys.executable, program, "--steps", "300", "--log-every", "50"],

@@ -1,5 +1,5 @@
 """A bounded fuzzing run in ``make test``: every parser of bytes from the network answers
-every input with a status (tests/fuzz/targets.py; ``make fuzz`` runs them for minutes).
+every input with a status (tests/runtime/fuzz/targets.py; ``make fuzz`` runs them for minutes).
 
 Each target runs in its own process (libFuzzer ends the process when it is done), with
 atheris when it is installed. Without it the same targets run under the seeded random

@@ -460,7 +460,7 @@ class DataChannelClient:
         prefix = _CALL_REQUEST.pack(method, len(control), len(headers))
         address = (host, int(port))
         for attempt in (1, 2):
-            sock, reused = self._checkout(address, CALL_MAGIC)
+            sock, reused = self._checkout(address, CALL_MAGIC, fresh=attempt == 2)
             replied = False
             try:
                 self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
@@ -528,7 +528,7 @@ class DataChannelClient:
         """Reads the payload of ``ref`` from ``host`` into ``into`` (exactly its size)."""
         address = (host, int(ref.port))
         for attempt in (1, 2):
-            sock, reused = self._checkout(address, FETCH_MAGIC)
+            sock, reused = self._checkout(address, FETCH_MAGIC, fresh=attempt == 2)
             try:
                 sock.sendall(ref.ticket)
                 (length,) = _LENGTH.unpack(stream_io.recv_exact(sock, _LENGTH.size))
@@ -608,11 +608,13 @@ class DataChannelClient:
         sock.sendall(magic)
         return sock
 
-    def _checkout(self, address: tuple[str, int], magic: bytes) -> tuple[socket.socket, bool]:
-        """An idle pooled connection of kind ``magic`` (fetches or calls) to ``address``, or a new one."""
+    def _checkout(self, address: tuple[str, int], magic: bytes, fresh: bool = False) -> tuple[socket.socket, bool]:
+        """An idle pooled connection of kind ``magic`` (fetches or calls) to ``address``, or a
+        new one; with ``fresh`` (the retry after a pooled one was found closed: the server
+        closed its idle connections, likely all of them) always a new one."""
         with self._lock:
             idle = self._idle.get((*address, magic))
-            if idle:
+            if idle and not fresh:
                 return idle.pop(), True
         try:
             return self._connect(address, self._connect_timeout_s, magic), False

@@ -44,6 +44,13 @@ LIMITS = {
     "TENSORGRID_MAX_SESSIONS": "8",
     "TENSORGRID_MAX_REGISTERED_GRAPHS": "40",
 }
+GRPC_ONLY = {
+    "TENSORGRID_DATA_CHANNEL": "0",
+    "TENSORGRID_RECV_TENSOR_MAX_WAITING": "160",
+    "TENSORGRID_RENDEZVOUS_TTL_S": "2",
+}
+"""Tasks that talk over gRPC only, so every step is a RunStep and a RunGraph on the gRPC
+server's shared threads (128); more RecvTensor calls may wait (160) than it has threads."""
 PS = "/job:ps/replica:0/task:0"
 
 
@@ -57,6 +64,16 @@ def cluster(tmp_path_factory):
         env.setenv(tls.INSECURE_ENV, "1")
         env.delenv(tls.TLS_DIR_ENV, raising=False)
         with LocalCluster(tmp_path_factory.mktemp("bounds"), {"ps": 1, "worker": 1}, extra_env=LIMITS) as c:
+            yield c
+
+
+@pytest.fixture(scope="module")
+def grpc_only_cluster(tmp_path_factory):
+    """A cluster of ``GRPC_ONLY`` tasks, without TLS as ``cluster``."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(tls.INSECURE_ENV, "1")
+        env.delenv(tls.TLS_DIR_ENV, raising=False)
+        with LocalCluster(tmp_path_factory.mktemp("grpc-only"), {"ps": 1, "worker": 1}, extra_env=GRPC_ONLY) as c:
             yield c
 
 
@@ -255,6 +272,74 @@ def test_waiting_recv_tensor_calls_cannot_starve_the_server(cluster, training):
         channel.close()
 
 
+def _never_sent(incarnation: int, name: str, step_id: int) -> worker_pb2.RecvTensorRequest:
+    key = f"/job:outsider/task:0;{incarnation:016x};{PS};{name}:0;0:0"
+    return worker_pb2.RecvTensorRequest(step_id=step_id, rendezvous_key=[key])
+
+
+def test_waiting_recv_tensor_calls_hold_threads_of_their_own(grpc_only_cluster):
+    """160 RecvTensor calls wait for tensors nobody sends, more than the 128 threads gRPC
+    shares among the other methods: steps (RunStep, RunGraph and PushTensors, all on gRPC
+    here) go on, the 161st call is refused, and a cancelled call frees its thread."""
+    cluster = grpc_only_cluster
+    training = BackgroundTraining(cluster.target("worker"))
+    training.advance(5)
+    incarnation = _status(cluster, "ps").device[0].incarnation
+    channel, stub = _worker_stub(cluster.task("ps").address)
+    pending = []
+    try:
+        pending = [stub.RecvTensor.future(_never_sent(incarnation, f"never{i}", 2000 + i), timeout=240)
+                   for i in range(160)]
+
+        def one_more() -> grpc.StatusCode:  # waits 1 s at most if a slot is free (then it is cancelled)
+            return _code(stub.RecvTensor.future(_never_sent(incarnation, "one-more", 1999), timeout=1), 30)
+
+        deadline = time.monotonic() + 120
+        while (code := one_more()) != grpc.StatusCode.RESOURCE_EXHAUSTED:  # until all 160 wait
+            assert code == grpc.StatusCode.DEADLINE_EXCEEDED, code
+            assert time.monotonic() < deadline, "160 RecvTensor calls never all waited"
+        assert not any(f.done() for f in pending)
+        training.advance(20)
+        assert stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=30).device
+        with tf.Session(cluster.target("ps")) as other:
+            assert other.run(tf.constant(3.0) * 2.0) == 6.0
+        for future in pending[:10]:
+            future.cancel()  # ends their waits on the server, so their threads are free again
+        deadline = time.monotonic() + 120
+        while one_more() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            assert time.monotonic() < deadline, "cancelled RecvTensor calls kept their threads"
+        training.advance(10)
+        training.close()
+    finally:
+        for future in pending:
+            future.cancel()
+        channel.close()
+
+
+def test_tensors_of_steps_that_never_run_expire_without_another_push(grpc_only_cluster):
+    """No training runs and nothing more is pushed: the worker's sweep alone expires the
+    pushed tensors after the TTL (2 s here), and a step that comes for them is told why."""
+    ps = clients.WorkerClient(grpc_only_cluster.task("ps").address, PS)
+    incarnation = ps.incarnation_quick()
+    keys = [f"/job:outsider/task:0;{incarnation:016x};{PS};orphan{i}:0;0:0" for i in range(4)]
+    for i, key in enumerate(keys):
+        ps.push_tensors(7000 + i, "outsider", [(key, np.full(1024, i, np.float32))])
+    channel, stub = _worker_stub(grpc_only_cluster.task("ps").address)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # another key of the step: it waits (no expiry yet) or fails (the step was expired)
+            probe = stub.RecvTensor.future(_never_sent(incarnation, "probe", 7003), timeout=1)
+            if _code(probe, 30) == grpc.StatusCode.ABORTED:
+                break
+            assert time.monotonic() < deadline, "pushed tensors never expired without another push"
+        assert "nobody took it within 2 s (TENSORGRID_RENDEZVOUS_TTL_S)" in probe.exception().details()
+    finally:
+        channel.close()
+    with pytest.raises(tf.errors.AbortedError, match="nobody took it within 2 s"):
+        ps.recv_tensor(7000, keys[0])
+    ps.close()
+
+
 def _code(future: grpc.Future, timeout: float) -> grpc.StatusCode:
     error = future.exception(timeout=timeout)
     return grpc.StatusCode.OK if error is None else error.code()
@@ -286,6 +371,67 @@ def test_a_value_nobody_takes_expires_and_fails_its_step():
         table.take(1, "a", timeout=1.0)
     assert table.take(2, "b", timeout=1.0).shape == (4,)
     assert table.pending_bytes() == 0
+
+
+def test_the_sweep_expires_entries_of_steps_that_are_gone():
+    now = [0.0]
+    table = rendezvous_lib.LocalRendezvous(ttl_s=10.0, max_bytes=1 << 30, max_entries=3, clock=lambda: now[0])
+    failures: dict[str, BaseException] = {}
+
+    def waiter(name: str):
+        return lambda value=None, failure=None: failures.__setitem__(name, failure)
+
+    table.send(1, "sent-never-taken", np.zeros(4))
+    table.take_async(2, "awaited-never-sent", waiter("gone"))
+    table.take_async(3, "awaited-by-a-running-step", waiter("running"))
+    now[0] = 5.0
+    assert table.sweep(running_steps={3}) == 0
+    now[0] = 11.0
+    assert table.sweep(running_steps={3}) == 2  # nothing was sent meanwhile
+    assert "within 10 s" in str(failures["gone"]) and "running" not in failures
+    with pytest.raises(tf.errors.AbortedError, match="nobody took it within 10 s"):
+        table.take(1, "sent-never-taken", timeout=1.0)
+    for i in range(5):  # at most 3 values wait: the oldest give way
+        table.send(10 + i, "v", np.zeros(1))
+    assert table.pending_count() == 3 + 1  # and the running step's receiver
+    with pytest.raises(tf.errors.AbortedError, match="TENSORGRID_RENDEZVOUS_MAX_ENTRIES"):
+        table.take(10, "v", timeout=1.0)
+    table.cleanup_step(3)
+    assert "cleaned up" in str(failures["running"])
+
+
+def test_a_waiting_take_ends_when_its_call_ends():
+    table = rendezvous_lib.LocalRendezvous()
+    ended = threading.Event()
+    threading.Timer(0.2, ended.set).start()
+    with pytest.raises(tf.errors.CancelledError, match="ended before it was sent"):
+        table.take(1, "k", timeout=60.0, wake=ended)
+    assert table.pending_count() == 0
+    table.send(1, "k", np.ones(2))  # a later send is kept for a later receiver
+    assert table.take(1, "k", timeout=1.0, wake=threading.Event()).shape == (2,)
+
+
+def test_a_wait_pool_refuses_calls_beyond_its_limit_on_the_overflow_executor():
+    import concurrent.futures
+
+    from tensorgrid.distributed.transport import wait_pool
+
+    overflow = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    pool = wait_pool.WaitPool(2, overflow, "test-wait")
+    release = threading.Event()
+    try:
+        waiting = [pool.submit(lambda: (pool.refusing(), release.wait(60))) for _ in range(2)]
+        refused = pool.submit(lambda: pool.refusing())
+        assert refused.result(timeout=30) is True  # answered at once, not queued behind the waiting two
+        release.set()
+        assert [f.result(timeout=30)[0] for f in waiting] == [False, False]
+        assert pool.submit(lambda: pool.refusing()).result(timeout=30) is False  # their slots are free again
+    finally:
+        release.set()
+        pool.shutdown()
+        overflow.shutdown()
+    with pytest.raises(ValueError, match="limit >= 1"):
+        wait_pool.WaitPool(0, overflow, "none")
 
 
 # ---------------------------------------------------------------------------- gRPC and the master

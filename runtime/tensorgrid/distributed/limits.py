@@ -51,15 +51,18 @@ class ServerLimits:
     """Longest a RecvTensor call waits for its tensor before DEADLINE_EXCEEDED.
     ``TENSORGRID_RECV_TENSOR_TIMEOUT_S``."""
     recv_tensor_max_waiting: int = 32
-    """RecvTensor calls that may wait at once (each holds one of the gRPC server's 128
-    threads); one more is refused with RESOURCE_EXHAUSTED, so waiting calls never starve
-    the other methods. ``TENSORGRID_RECV_TENSOR_MAX_WAITING``."""
+    """RecvTensor calls that may wait at once, each on a thread of RecvTensor's own pool
+    (never one of the threads the gRPC server shares among its other methods); one more
+    is refused with RESOURCE_EXHAUSTED. ``TENSORGRID_RECV_TENSOR_MAX_WAITING``."""
     rendezvous_ttl_s: float = 300.0
     """Longest a tensor pushed to this task waits for its step to take it; then it is
     dropped and its step fails with an error saying so. ``TENSORGRID_RENDEZVOUS_TTL_S``."""
     rendezvous_max_bytes: int = 1 << 30
     """Total bytes of pushed tensors waiting to be taken; above it the oldest are dropped
     first (as for ``rendezvous_ttl_s``). ``TENSORGRID_RENDEZVOUS_MAX_BYTES``."""
+    rendezvous_max_entries: int = 1 << 18
+    """Pushed tensors waiting to be taken, counted one by one; above it the oldest are
+    dropped first (as for ``rendezvous_max_bytes``). ``TENSORGRID_RENDEZVOUS_MAX_ENTRIES``."""
     session_idle_timeout_s: float = 3600.0
     """A master session with no step, extension or other call for this long and no step
     running is closed (NOT_FOUND afterwards); every step keeps it alive. A worker forgets

@@ -27,7 +27,7 @@ from tensorgrid.distributed.transport import grpc_frames
 from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.execution import rendezvous as rendezvous_lib
-from tensorgrid.v1 import tensor_pb2, worker_pb2
+from tensorgrid.v1 import graph_pb2, master_pb2, tensor_pb2, worker_pb2
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -43,6 +43,8 @@ LIMITS = {
     "TENSORGRID_SESSION_IDLE_TIMEOUT_S": "4",
     "TENSORGRID_MAX_SESSIONS": "8",
     "TENSORGRID_MAX_REGISTERED_GRAPHS": "40",
+    "TENSORGRID_MAX_GRAPH_NODES": "500",
+    "TENSORGRID_MAX_GRAPH_BYTES": str(2 * MiB),
 }
 GRPC_ONLY = {
     "TENSORGRID_DATA_CHANNEL": "0",
@@ -492,6 +494,46 @@ def test_registered_graphs_are_bounded_and_unused_ones_forgotten(cluster, traini
     training.advance(20)
 
 
+def _no_ops(count: int, prefix: str):
+    from tensorgrid.framework import graph_def as graph_def_lib
+
+    return graph_def_lib.GraphDef(nodes=[graph_def_lib.NodeDef(f"{prefix}{i}", "NoOp", [], "", {}, [], [])
+                                         for i in range(count)])
+
+
+def test_graphs_beyond_the_size_limits_are_refused(cluster, training):
+    master = clients.MasterClient(cluster.task("worker").address)
+    options = clients.master_lib.SessionOptions()
+    with pytest.raises(tf.errors.ResourceExhaustedError,
+                       match=r"CreateSession: the graph would have 501 nodes and \d+ bytes of GraphDef, over this "
+                             r"task's limit of 500 nodes \(TENSORGRID_MAX_GRAPH_NODES\)"):
+        master.create_session(_no_ops(501, "n"), options)
+    handle = master.create_session(_no_ops(400, "a"), options)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match=f"ExtendSession of session {handle}: the graph "
+                                                               f"would have 550 nodes"):
+        master.extend_session(handle, _no_ops(150, "b"))  # each part fits; the session's graph would not
+    master.extend_session(handle, _no_ops(100, "b"))
+    master.close_session(handle)
+    # Bytes: one node with a 3 MiB device string (the limit is 2 MiB), refused before it is decoded.
+    channel = grpc.insecure_channel(cluster.task("worker").address)
+    try:
+        stub = grpc_frames.Stub(channel, master_pb2.DESCRIPTOR.services_by_name["Master"])
+        huge = graph_pb2.GraphDef(node=[graph_pb2.NodeDef(name="big", op="NoOp", device="x" * (3 * MiB))])
+        with pytest.raises(grpc.RpcError) as e:
+            stub.CreateSession(master_pb2.CreateSessionRequest(graph_def=huge), timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"{huge.ByteSize()} bytes of GraphDef" in e.value.details()
+        assert "2097152 bytes (TENSORGRID_MAX_GRAPH_BYTES)" in e.value.details()
+    finally:
+        channel.close()
+    ps = clients.WorkerClient(cluster.task("ps").address, PS)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="RegisterGraph: the graph would have 501 nodes"):
+        ps.register_graph("outsider", _no_ops(501, "r"), [], [], [])
+    ps.close()
+    master.close()
+    training.advance(20)
+
+
 def test_remote_feeds_are_checked_against_the_fed_tensor(cluster):
     with tf.Graph().as_default() as graph:
         x = tf.placeholder(tf.float32, [None, 3], name="x")
@@ -577,6 +619,60 @@ def test_a_thread_that_cannot_start_never_stops_the_accept_loop(monkeypatch):
     finally:
         client.close()
         server.close()
+
+
+def _trickles_a_tls_hello_until_closed(port: int, most_bytes: int = 40) -> bool:
+    """Sends a TLS record header announcing a 512-byte ClientHello, then one byte of it
+    every 0.25 s: each read of the server gets a byte well within any per-read timeout.
+    Whether the server closed the connection before ``most_bytes`` were sent."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"\x16\x03\x01\x02\x00")
+        for _ in range(most_bytes):
+            try:
+                sock.sendall(b"\x01")
+            except OSError:
+                return True
+            time.sleep(0.25)
+            sock.setblocking(False)
+            try:
+                if sock.recv(1) == b"":
+                    return True
+            except BlockingIOError:
+                pass
+            except OSError:
+                return True
+            finally:
+                sock.setblocking(True)
+        return False
+
+
+def test_a_tls_handshake_has_one_deadline_on_both_protocols(test_run_certificates):
+    """A client trickling its handshake a byte at a time is closed once the whole
+    handshake took ``TENSORGRID_TLS_HANDSHAKE_TIMEOUT_S`` (1 s here), not kept while each
+    byte comes in time: on the data channel and on gRPC."""
+    import concurrent.futures
+
+    assert test_run_certificates, "this test needs the test run's certificates (conftest.py), not the opt-out"
+    credentials = tls.load(test_run_certificates)
+    server = data_channel.DataServer("127.0.0.1", tls=credentials.server_context, header_timeout_s=60,
+                                     idle_timeout_s=60, handshake_timeout_s=1)
+    try:
+        assert _trickles_a_tls_hello_until_closed(server.port), "the data channel kept a trickling handshake"
+        member = data_channel.DataChannelClient(tls=credentials.client_context)
+        assert member.why_unreachable("localhost", server.port) == ""  # a full handshake is served
+        member.close()
+    finally:
+        server.close()
+    rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2),
+                             options=grpc_frames.server_options(handshake_timeout_s=1))
+    rpc_server.add_generic_rpc_handlers((grpc_frames.generic_handler(
+        worker_pb2.DESCRIPTOR.services_by_name["Worker"], object()),))
+    port = tls.add_port(rpc_server, "127.0.0.1:0", credentials)
+    rpc_server.start()
+    try:
+        assert _trickles_a_tls_hello_until_closed(port), "gRPC kept a trickling handshake"
+    finally:
+        rpc_server.stop(grace=None)
 
 
 def test_an_outsider_without_a_certificate_cannot_hold_the_data_channel(tmp_path, monkeypatch, test_run_certificates):

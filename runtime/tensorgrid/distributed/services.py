@@ -198,6 +198,8 @@ class WorkerServicer:
 
     def RegisterGraph(self, request: worker_pb2.RegisterGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
+            self._server.limits.check_graph_size("RegisterGraph", len(request.graph_def.node),
+                                                 request.graph_def.ByteSize())
             graph_def = graph_codec.from_proto(request.graph_def)
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
                                                  list(request.fetch), list(request.target))
@@ -270,17 +272,22 @@ class MasterServicer:
 
     def CreateSession(self, request: master_pb2.CreateSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
+            graph_bytes = request.graph_def.ByteSize()
+            self._master.limits.check_graph_size("CreateSession", len(request.graph_def.node), graph_bytes)
             graph_def = graph_codec.from_proto(request.graph_def)
             options = master_lib.SessionOptions(list(request.config.device_filters),
                                                 int(request.config.operation_timeout_in_ms))
-            handle = self._master.create_session(graph_def, options)
+            handle = self._master.create_session(graph_def, options, graph_bytes)
             return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=graph_def.version,
                                                     data_port=self._tx.data_port)
         return _answer(context, "CreateSession", body)
 
     def ExtendSession(self, request: master_pb2.ExtendSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            version = self._master.extend_session(request.session_handle, graph_codec.from_proto(request.graph_def))
+            graph_bytes = request.graph_def.ByteSize()
+            self._master.limits.check_graph_size("ExtendSession", len(request.graph_def.node), graph_bytes)
+            version = self._master.extend_session(request.session_handle, graph_codec.from_proto(request.graph_def),
+                                                  graph_bytes)
             return master_pb2.ExtendSessionResponse(new_graph_version=version)
         return _answer(context, "ExtendSession", body)
 
@@ -351,7 +358,8 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         tx = transport.Transport(transport.TransportConfig(
             data_channel=enabled, data_host=host, data_port=data_port, max_tensor_bytes=limits.max_tensor_bytes,
             data_max_connections=limits.data_max_connections, data_header_timeout_s=limits.data_header_timeout_s,
-            data_idle_timeout_s=limits.data_idle_timeout_s), credentials)
+            data_idle_timeout_s=limits.data_idle_timeout_s, tls_handshake_timeout_s=limits.tls_handshake_timeout_s),
+            credentials)
     except OSError as e:
         where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
         raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
@@ -360,7 +368,8 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     shared_pool = concurrent.futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="rpc")
     recv_pool = wait_pool.WaitPool(limits.recv_tensor_max_waiting, shared_pool, "recv-tensor")
     rpc_server = grpc.server(shared_pool,
-                             options=grpc_frames.grpc_options(grpc_frames.server_options(limits.grpc_max_message_bytes)))
+                             options=grpc_frames.grpc_options(grpc_frames.server_options(
+                                 limits.grpc_max_message_bytes, limits.tls_handshake_timeout_s)))
     rpc_server.add_generic_rpc_handlers((
         grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx, steps)),
         grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps, recv_pool),

@@ -66,13 +66,16 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 << 20
 """gRPC's message-size limit on what a server receives (``ServerLimits.grpc_max_message_bytes``)."""
 
 
-def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   handshake_timeout_s: float = 10.0) -> list[tuple[str, Any]]:
     """Options of a tensorgrid gRPC server: requests above ``max_message_bytes`` are
     refused with RESOURCE_EXHAUSTED before they are buffered whole. Tensors of a request
     travel in chunk frames from ``TransportConfig.stream_min_bytes`` (4 MiB) on, so only a
     graph with large constants comes near the limit. Replies are not limited here: the
-    client chose its peer."""
-    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1)]
+    client chose its peer. A connection's handshakes (TLS, then HTTP/2's settings) must
+    end within ``handshake_timeout_s`` of its accept (gRPC's default: 120 s)."""
+    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1),
+            ("grpc.server_handshake_timeout_ms", max(1, int(handshake_timeout_s * 1000)))]
 
 
 def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:

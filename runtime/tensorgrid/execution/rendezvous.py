@@ -47,6 +47,8 @@ class LocalRendezvous:
         self._max_entries = max_entries
         self._clock = clock
         self._value_bytes = 0
+        self._sender_bytes: dict[str, int] = {}
+        """Bytes counted for the waiting values of each sending task (a key's first field)."""
         self.dropped = 0
         """Entries dropped: values untaken (expired or over the bounds) and receivers
         expired by ``sweep``, for metrics and tests."""
@@ -65,29 +67,33 @@ class LocalRendezvous:
                 now = self._clock()
                 self._values[entry] = (value, now, size)
                 self._value_bytes += size
+                sender = _sender(key)
+                self._sender_bytes[sender] = self._sender_bytes.get(sender, 0) + size
                 self._drop_untaken(now)
                 return
         waiting[0](value)
 
     def _drop_untaken(self, now: float) -> None:
-        """Drops the oldest values while one is older than ``ttl_s``, or the values are more
-        than ``max_entries`` or hold more than ``max_bytes`` (never the newest one),
-        aborting their steps (lock held)."""
+        """Drops values while the oldest is older than ``ttl_s`` (that one), or the values are
+        more than ``max_entries`` or hold more than ``max_bytes``: then the oldest of the
+        sending task holding the most bytes, so one sender's flood drops its own values
+        first (never the newest value), aborting their steps (lock held)."""
         dropped = False
         while self._values:
-            (step_id, key), (_, sent, size) = next(iter(self._values.items()))
+            (step_id, key), (_, sent, _) = next(iter(self._values.items()))
             if now - sent > self._ttl_s:
                 why = f"nobody took it within {self._ttl_s:g} s (TENSORGRID_RENDEZVOUS_TTL_S)"
             elif self._value_bytes > self._max_bytes and len(self._values) > 1:
+                step_id, key = self._oldest_of_heaviest_sender()
                 why = (f"the tensors waiting to be taken on this task held more than {self._max_bytes} bytes "
-                       f"(TENSORGRID_RENDEZVOUS_MAX_BYTES) and it was the oldest")
+                       f"(TENSORGRID_RENDEZVOUS_MAX_BYTES), and it was the oldest of the task sending the most")
             elif len(self._values) > self._max_entries:
+                step_id, key = self._oldest_of_heaviest_sender()
                 why = (f"more than {self._max_entries} tensors were waiting to be taken on this task "
-                       f"(TENSORGRID_RENDEZVOUS_MAX_ENTRIES) and it was the oldest")
+                       f"(TENSORGRID_RENDEZVOUS_MAX_ENTRIES), and it was the oldest of the task sending the most")
             else:
                 break
-            del self._values[(step_id, key)]
-            self._value_bytes -= size
+            self._forget_value((step_id, key))
             self.dropped += 1
             dropped = True
             if step_id not in self._aborted:
@@ -95,6 +101,26 @@ class LocalRendezvous:
                     None, None, f"Tensor {key} sent in step {step_id} was dropped: {why}"), now)
         if dropped:
             self._forget_old_aborts()
+
+    def _oldest_of_heaviest_sender(self) -> tuple[int, str]:
+        """The oldest waiting value of the sender holding the most bytes, unless that is the
+        newest value: then the oldest of all (lock held, at least two values)."""
+        heaviest = max(self._sender_bytes, key=self._sender_bytes.__getitem__)
+        newest = next(reversed(self._values))
+        entry = next(e for e in self._values if _sender(e[1]) == heaviest)
+        return next(iter(self._values)) if entry == newest else entry
+
+    def _forget_value(self, entry: tuple[int, str]) -> Any:
+        """Removes a waiting value and its bytes from the counts; returns it (lock held)."""
+        value, _, size = self._values.pop(entry)
+        self._value_bytes -= size
+        sender = _sender(entry[1])
+        left = self._sender_bytes[sender] - size
+        if left:
+            self._sender_bytes[sender] = left
+        else:
+            del self._sender_bytes[sender]
+        return value
 
     def flush(self, step_id: int) -> None:
         """Delivers what was sent so far in ``step_id`` (nothing to do for a local table)."""
@@ -109,9 +135,7 @@ class LocalRendezvous:
         with self._lock:
             failure = self._aborted.get(step_id)
             if failure is None:
-                found = self._values.pop(entry, None)
-                if found is not None:
-                    self._value_bytes -= found[2]
+                found = (self._forget_value(entry),) if entry in self._values else None
                 if found is None:
                     if entry in self._waiters:
                         raise errors.InternalError(None, None, f"Two receivers for {key} in step {step_id}")
@@ -199,7 +223,7 @@ class LocalRendezvous:
 
     def _drop_step_values(self, step_id: int) -> None:
         for k in [k for k in self._values if k[0] == step_id]:
-            self._value_bytes -= self._values.pop(k)[2]
+            self._forget_value(k)
 
     def abort_all(self, failure: BaseException) -> None:
         with self._lock:
@@ -223,3 +247,8 @@ class LocalRendezvous:
             del self._aborted[step_id]
         while len(self._aborted) > MAX_ABORTED_STEPS:
             del self._aborted[next(iter(self._aborted))]
+
+
+def _sender(key: str) -> str:
+    """The sending task of a rendezvous key ("src;incarnation;dst;name;frame")."""
+    return key.split(";", 1)[0]

@@ -27,7 +27,7 @@ from tensorgrid.distributed.transport import grpc_frames
 from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.execution import rendezvous as rendezvous_lib
-from tensorgrid.v1 import tensor_pb2, worker_pb2
+from tensorgrid.v1 import graph_pb2, master_pb2, tensor_pb2, worker_pb2
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -43,7 +43,16 @@ LIMITS = {
     "TENSORGRID_SESSION_IDLE_TIMEOUT_S": "4",
     "TENSORGRID_MAX_SESSIONS": "8",
     "TENSORGRID_MAX_REGISTERED_GRAPHS": "40",
+    "TENSORGRID_MAX_GRAPH_NODES": "500",
+    "TENSORGRID_MAX_GRAPH_BYTES": str(2 * MiB),
 }
+GRPC_ONLY = {
+    "TENSORGRID_DATA_CHANNEL": "0",
+    "TENSORGRID_RECV_TENSOR_MAX_WAITING": "160",
+    "TENSORGRID_RENDEZVOUS_TTL_S": "2",
+}
+"""Tasks that talk over gRPC only, so every step is a RunStep and a RunGraph on the gRPC
+server's shared threads (128); more RecvTensor calls may wait (160) than it has threads."""
 PS = "/job:ps/replica:0/task:0"
 
 
@@ -57,6 +66,16 @@ def cluster(tmp_path_factory):
         env.setenv(tls.INSECURE_ENV, "1")
         env.delenv(tls.TLS_DIR_ENV, raising=False)
         with LocalCluster(tmp_path_factory.mktemp("bounds"), {"ps": 1, "worker": 1}, extra_env=LIMITS) as c:
+            yield c
+
+
+@pytest.fixture(scope="module")
+def grpc_only_cluster(tmp_path_factory):
+    """A cluster of ``GRPC_ONLY`` tasks, without TLS as ``cluster``."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(tls.INSECURE_ENV, "1")
+        env.delenv(tls.TLS_DIR_ENV, raising=False)
+        with LocalCluster(tmp_path_factory.mktemp("grpc-only"), {"ps": 1, "worker": 1}, extra_env=GRPC_ONLY) as c:
             yield c
 
 
@@ -255,6 +274,74 @@ def test_waiting_recv_tensor_calls_cannot_starve_the_server(cluster, training):
         channel.close()
 
 
+def _never_sent(incarnation: int, name: str, step_id: int) -> worker_pb2.RecvTensorRequest:
+    key = f"/job:outsider/task:0;{incarnation:016x};{PS};{name}:0;0:0"
+    return worker_pb2.RecvTensorRequest(step_id=step_id, rendezvous_key=[key])
+
+
+def test_waiting_recv_tensor_calls_hold_threads_of_their_own(grpc_only_cluster):
+    """160 RecvTensor calls wait for tensors nobody sends, more than the 128 threads gRPC
+    shares among the other methods: steps (RunStep, RunGraph and PushTensors, all on gRPC
+    here) go on, the 161st call is refused, and a cancelled call frees its thread."""
+    cluster = grpc_only_cluster
+    training = BackgroundTraining(cluster.target("worker"))
+    training.advance(5)
+    incarnation = _status(cluster, "ps").device[0].incarnation
+    channel, stub = _worker_stub(cluster.task("ps").address)
+    pending = []
+    try:
+        pending = [stub.RecvTensor.future(_never_sent(incarnation, f"never{i}", 2000 + i), timeout=240)
+                   for i in range(160)]
+
+        def one_more() -> grpc.StatusCode:  # waits 1 s at most if a slot is free (then it is cancelled)
+            return _code(stub.RecvTensor.future(_never_sent(incarnation, "one-more", 1999), timeout=1), 30)
+
+        deadline = time.monotonic() + 120
+        while (code := one_more()) != grpc.StatusCode.RESOURCE_EXHAUSTED:  # until all 160 wait
+            assert code == grpc.StatusCode.DEADLINE_EXCEEDED, code
+            assert time.monotonic() < deadline, "160 RecvTensor calls never all waited"
+        assert not any(f.done() for f in pending)
+        training.advance(20)
+        assert stub.GetStatus(worker_pb2.GetStatusRequest(), timeout=30).device
+        with tf.Session(cluster.target("ps")) as other:
+            assert other.run(tf.constant(3.0) * 2.0) == 6.0
+        for future in pending[:10]:
+            future.cancel()  # ends their waits on the server, so their threads are free again
+        deadline = time.monotonic() + 120
+        while one_more() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            assert time.monotonic() < deadline, "cancelled RecvTensor calls kept their threads"
+        training.advance(10)
+        training.close()
+    finally:
+        for future in pending:
+            future.cancel()
+        channel.close()
+
+
+def test_tensors_of_steps_that_never_run_expire_without_another_push(grpc_only_cluster):
+    """No training runs and nothing more is pushed: the worker's sweep alone expires the
+    pushed tensors after the TTL (2 s here), and a step that comes for them is told why."""
+    ps = clients.WorkerClient(grpc_only_cluster.task("ps").address, PS)
+    incarnation = ps.incarnation_quick()
+    keys = [f"/job:outsider/task:0;{incarnation:016x};{PS};orphan{i}:0;0:0" for i in range(4)]
+    for i, key in enumerate(keys):
+        ps.push_tensors(7000 + i, "outsider", [(key, np.full(1024, i, np.float32))])
+    channel, stub = _worker_stub(grpc_only_cluster.task("ps").address)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # another key of the step: it waits (no expiry yet) or fails (the step was expired)
+            probe = stub.RecvTensor.future(_never_sent(incarnation, "probe", 7003), timeout=1)
+            if _code(probe, 30) == grpc.StatusCode.ABORTED:
+                break
+            assert time.monotonic() < deadline, "pushed tensors never expired without another push"
+        assert "nobody took it within 2 s (TENSORGRID_RENDEZVOUS_TTL_S)" in probe.exception().details()
+    finally:
+        channel.close()
+    with pytest.raises(tf.errors.AbortedError, match="nobody took it within 2 s"):
+        ps.recv_tensor(7000, keys[0])
+    ps.close()
+
+
 def _code(future: grpc.Future, timeout: float) -> grpc.StatusCode:
     error = future.exception(timeout=timeout)
     return grpc.StatusCode.OK if error is None else error.code()
@@ -286,6 +373,79 @@ def test_a_value_nobody_takes_expires_and_fails_its_step():
         table.take(1, "a", timeout=1.0)
     assert table.take(2, "b", timeout=1.0).shape == (4,)
     assert table.pending_bytes() == 0
+
+
+def test_the_sweep_expires_entries_of_steps_that_are_gone():
+    now = [0.0]
+    table = rendezvous_lib.LocalRendezvous(ttl_s=10.0, max_bytes=1 << 30, max_entries=3, clock=lambda: now[0])
+    failures: dict[str, BaseException] = {}
+
+    def waiter(name: str):
+        return lambda value=None, failure=None: failures.__setitem__(name, failure)
+
+    table.send(1, "sent-never-taken", np.zeros(4))
+    table.take_async(2, "awaited-never-sent", waiter("gone"))
+    table.take_async(3, "awaited-by-a-running-step", waiter("running"))
+    now[0] = 5.0
+    assert table.sweep(running_steps={3}) == 0
+    now[0] = 11.0
+    assert table.sweep(running_steps={3}) == 2  # nothing was sent meanwhile
+    assert "within 10 s" in str(failures["gone"]) and "running" not in failures
+    with pytest.raises(tf.errors.AbortedError, match="nobody took it within 10 s"):
+        table.take(1, "sent-never-taken", timeout=1.0)
+    for i in range(5):  # at most 3 values wait: the oldest give way
+        table.send(10 + i, "v", np.zeros(1))
+    assert table.pending_count() == 3 + 1  # and the running step's receiver
+    with pytest.raises(tf.errors.AbortedError, match="TENSORGRID_RENDEZVOUS_MAX_ENTRIES"):
+        table.take(10, "v", timeout=1.0)
+    table.cleanup_step(3)
+    assert "cleaned up" in str(failures["running"])
+
+
+def test_over_the_bounds_a_flooding_sender_loses_its_own_values_first():
+    table = rendezvous_lib.LocalRendezvous(max_bytes=10 * MiB)
+    training_key = "/job:worker/task:0;1;/job:ps/task:0;gradient:0;0:0"
+    table.send(1, training_key, np.zeros(MiB // 4, np.float32))  # the oldest value, of a training step
+    for i in range(40):  # 40 MiB from another sender
+        table.send(100 + i, f"/job:outsider/task:0;1;/job:ps/task:0;junk{i}:0;0:0", np.zeros(MiB // 4, np.float32))
+    assert table.take(1, training_key, timeout=1.0).nbytes == MiB
+    with pytest.raises(tf.errors.AbortedError, match="the oldest of the task sending the most"):
+        table.take(100, "/job:outsider/task:0;1;/job:ps/task:0;junk0:0;0:0", timeout=1.0)
+    assert table.pending_bytes() <= 10 * MiB
+
+
+def test_a_waiting_take_ends_when_its_call_ends():
+    table = rendezvous_lib.LocalRendezvous()
+    ended = threading.Event()
+    threading.Timer(0.2, ended.set).start()
+    with pytest.raises(tf.errors.CancelledError, match="ended before it was sent"):
+        table.take(1, "k", timeout=60.0, wake=ended)
+    assert table.pending_count() == 0
+    table.send(1, "k", np.ones(2))  # a later send is kept for a later receiver
+    assert table.take(1, "k", timeout=1.0, wake=threading.Event()).shape == (2,)
+
+
+def test_a_wait_pool_refuses_calls_beyond_its_limit_on_the_overflow_executor():
+    import concurrent.futures
+
+    from tensorgrid.distributed.transport import wait_pool
+
+    overflow = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    pool = wait_pool.WaitPool(2, overflow, "test-wait")
+    release = threading.Event()
+    try:
+        waiting = [pool.submit(lambda: (pool.refusing(), release.wait(60))) for _ in range(2)]
+        refused = pool.submit(lambda: pool.refusing())
+        assert refused.result(timeout=30) is True  # answered at once, not queued behind the waiting two
+        release.set()
+        assert [f.result(timeout=30)[0] for f in waiting] == [False, False]
+        assert pool.submit(lambda: pool.refusing()).result(timeout=30) is False  # their slots are free again
+    finally:
+        release.set()
+        pool.shutdown()
+        overflow.shutdown()
+    with pytest.raises(ValueError, match="limit >= 1"):
+        wait_pool.WaitPool(0, overflow, "none")
 
 
 # ---------------------------------------------------------------------------- gRPC and the master
@@ -343,6 +503,46 @@ def test_registered_graphs_are_bounded_and_unused_ones_forgotten(cluster, traini
             assert time.monotonic() < deadline, "unused graph partitions were never forgotten"
             time.sleep(0.5)
     ps.close()
+    training.advance(20)
+
+
+def _no_ops(count: int, prefix: str):
+    from tensorgrid.framework import graph_def as graph_def_lib
+
+    return graph_def_lib.GraphDef(nodes=[graph_def_lib.NodeDef(f"{prefix}{i}", "NoOp", [], "", {}, [], [])
+                                         for i in range(count)])
+
+
+def test_graphs_beyond_the_size_limits_are_refused(cluster, training):
+    master = clients.MasterClient(cluster.task("worker").address)
+    options = clients.master_lib.SessionOptions()
+    with pytest.raises(tf.errors.ResourceExhaustedError,
+                       match=r"CreateSession: the graph would have 501 nodes and \d+ bytes of GraphDef, over this "
+                             r"task's limit of 500 nodes \(TENSORGRID_MAX_GRAPH_NODES\)"):
+        master.create_session(_no_ops(501, "n"), options)
+    handle = master.create_session(_no_ops(400, "a"), options)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match=f"ExtendSession of session {handle}: the graph "
+                                                               f"would have 550 nodes"):
+        master.extend_session(handle, _no_ops(150, "b"))  # each part fits; the session's graph would not
+    master.extend_session(handle, _no_ops(100, "b"))
+    master.close_session(handle)
+    # Bytes: one node with a 3 MiB device string (the limit is 2 MiB), refused before it is decoded.
+    channel = grpc.insecure_channel(cluster.task("worker").address)
+    try:
+        stub = grpc_frames.Stub(channel, master_pb2.DESCRIPTOR.services_by_name["Master"])
+        huge = graph_pb2.GraphDef(node=[graph_pb2.NodeDef(name="big", op="NoOp", device="x" * (3 * MiB))])
+        with pytest.raises(grpc.RpcError) as e:
+            stub.CreateSession(master_pb2.CreateSessionRequest(graph_def=huge), timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"{huge.ByteSize()} bytes of GraphDef" in e.value.details()
+        assert "2097152 bytes (TENSORGRID_MAX_GRAPH_BYTES)" in e.value.details()
+    finally:
+        channel.close()
+    ps = clients.WorkerClient(cluster.task("ps").address, PS)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="RegisterGraph: the graph would have 501 nodes"):
+        ps.register_graph("outsider", _no_ops(501, "r"), [], [], [])
+    ps.close()
+    master.close()
     training.advance(20)
 
 
@@ -431,6 +631,60 @@ def test_a_thread_that_cannot_start_never_stops_the_accept_loop(monkeypatch):
     finally:
         client.close()
         server.close()
+
+
+def _trickles_a_tls_hello_until_closed(port: int, most_bytes: int = 40) -> bool:
+    """Sends a TLS record header announcing a 512-byte ClientHello, then one byte of it
+    every 0.25 s: each read of the server gets a byte well within any per-read timeout.
+    Whether the server closed the connection before ``most_bytes`` were sent."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"\x16\x03\x01\x02\x00")
+        for _ in range(most_bytes):
+            try:
+                sock.sendall(b"\x01")
+            except OSError:
+                return True
+            time.sleep(0.25)
+            sock.setblocking(False)
+            try:
+                if sock.recv(1) == b"":
+                    return True
+            except BlockingIOError:
+                pass
+            except OSError:
+                return True
+            finally:
+                sock.setblocking(True)
+        return False
+
+
+def test_a_tls_handshake_has_one_deadline_on_both_protocols(test_run_certificates):
+    """A client trickling its handshake a byte at a time is closed once the whole
+    handshake took ``TENSORGRID_TLS_HANDSHAKE_TIMEOUT_S`` (1 s here), not kept while each
+    byte comes in time: on the data channel and on gRPC."""
+    import concurrent.futures
+
+    assert test_run_certificates, "this test needs the test run's certificates (conftest.py), not the opt-out"
+    credentials = tls.load(test_run_certificates)
+    server = data_channel.DataServer("127.0.0.1", tls=credentials.server_context, header_timeout_s=60,
+                                     idle_timeout_s=60, handshake_timeout_s=1)
+    try:
+        assert _trickles_a_tls_hello_until_closed(server.port), "the data channel kept a trickling handshake"
+        member = data_channel.DataChannelClient(tls=credentials.client_context)
+        assert member.why_unreachable("localhost", server.port) == ""  # a full handshake is served
+        member.close()
+    finally:
+        server.close()
+    rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2),
+                             options=grpc_frames.server_options(handshake_timeout_s=1))
+    rpc_server.add_generic_rpc_handlers((grpc_frames.generic_handler(
+        worker_pb2.DESCRIPTOR.services_by_name["Worker"], object()),))
+    port = tls.add_port(rpc_server, "127.0.0.1:0", credentials)
+    rpc_server.start()
+    try:
+        assert _trickles_a_tls_hello_until_closed(port), "gRPC kept a trickling handshake"
+    finally:
+        rpc_server.stop(grace=None)
 
 
 def test_an_outsider_without_a_certificate_cannot_hold_the_data_channel(tmp_path, monkeypatch, test_run_certificates):

@@ -2,7 +2,8 @@
 
 Why it exists: a task's ports answer anyone who can reach them, so everything such a
 client can make the task hold (memory for a declared tensor, a pushed tensor nobody
-takes, a waiting RecvTensor, a data-channel connection, a master session) is bounded.
+takes, a waiting RecvTensor, a data-channel connection, a TLS handshake, a master
+session and its graph) is bounded.
 The defaults are sized so that training never meets them; each can be changed with an
 environment variable (``ServerLimits.from_env``). docs/limits.md ("Resource bounds") is
 the table of every limit, its default and its variable.
@@ -14,6 +15,8 @@ import dataclasses
 import math
 import os
 from typing import Mapping, Optional
+
+from tensorgrid.framework import errors
 
 
 MIN_GRPC_MESSAGE_BYTES = 16 << 20
@@ -51,15 +54,18 @@ class ServerLimits:
     """Longest a RecvTensor call waits for its tensor before DEADLINE_EXCEEDED.
     ``TENSORGRID_RECV_TENSOR_TIMEOUT_S``."""
     recv_tensor_max_waiting: int = 32
-    """RecvTensor calls that may wait at once (each holds one of the gRPC server's 128
-    threads); one more is refused with RESOURCE_EXHAUSTED, so waiting calls never starve
-    the other methods. ``TENSORGRID_RECV_TENSOR_MAX_WAITING``."""
+    """RecvTensor calls that may wait at once, each on a thread of RecvTensor's own pool
+    (never one of the threads the gRPC server shares among its other methods); one more
+    is refused with RESOURCE_EXHAUSTED. ``TENSORGRID_RECV_TENSOR_MAX_WAITING``."""
     rendezvous_ttl_s: float = 300.0
     """Longest a tensor pushed to this task waits for its step to take it; then it is
     dropped and its step fails with an error saying so. ``TENSORGRID_RENDEZVOUS_TTL_S``."""
     rendezvous_max_bytes: int = 1 << 30
     """Total bytes of pushed tensors waiting to be taken; above it the oldest are dropped
     first (as for ``rendezvous_ttl_s``). ``TENSORGRID_RENDEZVOUS_MAX_BYTES``."""
+    rendezvous_max_entries: int = 1 << 18
+    """Pushed tensors waiting to be taken, counted one by one; above it the oldest are
+    dropped first (as for ``rendezvous_max_bytes``). ``TENSORGRID_RENDEZVOUS_MAX_ENTRIES``."""
     session_idle_timeout_s: float = 3600.0
     """A master session with no step, extension or other call for this long and no step
     running is closed (NOT_FOUND afterwards); every step keeps it alive. A worker forgets
@@ -68,6 +74,16 @@ class ServerLimits:
     max_sessions: int = 1024
     """Open master sessions; CreateSession beyond it first closes idle-expired ones,
     then is refused with RESOURCE_EXHAUSTED. ``TENSORGRID_MAX_SESSIONS``."""
+    max_graph_nodes: int = 1_000_000
+    """Nodes of one session's graph (CreateSession plus every ExtendSession) and of one
+    registered partition (RegisterGraph); a request beyond it is refused with
+    RESOURCE_EXHAUSTED before its graph is decoded. ``TENSORGRID_MAX_GRAPH_NODES``."""
+    max_graph_bytes: int = 1 << 30
+    """Bytes of GraphDef (as serialized) of one session's graph, counted as for
+    ``max_graph_nodes``. ``TENSORGRID_MAX_GRAPH_BYTES``."""
+    tls_handshake_timeout_s: float = 10.0
+    """Time a client has for its whole TLS handshake, on the data channel and on gRPC;
+    then its connection is closed. ``TENSORGRID_TLS_HANDSHAKE_TIMEOUT_S``."""
     max_registered_graphs: int = 16384
     """Graph partitions registered on a worker (one per session, step signature and
     task); RegisterGraph beyond it first forgets partitions unused for
@@ -83,6 +99,15 @@ class ServerLimits:
             raise ValueError(f"ServerLimits.grpc_max_message_bytes ({env_var('grpc_max_message_bytes')}) is "
                              f"{self.grpc_max_message_bytes}; it must be at least {MIN_GRPC_MESSAGE_BYTES} (16 MiB) so "
                              f"that 4 MiB chunk frames and requests below the 4 MiB streaming threshold fit")
+
+    def check_graph_size(self, what: str, nodes: int, graph_bytes: int) -> None:
+        """ResourceExhaustedError naming ``what``, the graph's size and the limits when it
+        has more than ``max_graph_nodes`` nodes or ``max_graph_bytes`` bytes."""
+        if nodes > self.max_graph_nodes or graph_bytes > self.max_graph_bytes:
+            raise errors.ResourceExhaustedError(
+                None, None, f"{what}: the graph would have {nodes} nodes and {graph_bytes} bytes of GraphDef, over "
+                f"this task's limit of {self.max_graph_nodes} nodes ({env_var('max_graph_nodes')}) and "
+                f"{self.max_graph_bytes} bytes ({env_var('max_graph_bytes')})")
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "ServerLimits":

@@ -89,10 +89,15 @@ class SessionOptions:
 
 
 class _MasterSession:
-    def __init__(self, handle: str, graph: graph_lib.Graph, options: SessionOptions) -> None:
+    def __init__(self, handle: str, graph: graph_lib.Graph, options: SessionOptions, graph_nodes: int,
+                 graph_bytes: int) -> None:
         self.handle = handle
         self.graph = graph
         self.options = options
+        self.graph_nodes = graph_nodes
+        self.graph_bytes = graph_bytes
+        """The size of the GraphDefs received so far, as ``ServerLimits.max_graph_nodes``
+        and ``max_graph_bytes`` count it."""
         self.plans: dict[Any, _StepPlan] = {}
         self.lock = threading.Lock()
         self.registered: list[tuple[str, str]] = []
@@ -120,7 +125,11 @@ class Master:
         self._prefix = f"{random.SystemRandom().getrandbits(32):08x}"
 
     # ------------------------------------------------------------------ sessions
-    def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None) -> str:
+    def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None,
+                       graph_bytes: int = 0) -> str:
+        """A new session of ``graph_def`` (``graph_bytes`` as serialized, counted against
+        ``ServerLimits.max_graph_bytes``); returns its handle."""
+        self.limits.check_graph_size("CreateSession", len(graph_def.nodes), graph_bytes)
         self._close_idle_sessions()
         with self._lock:
             if len(self._sessions) >= self.limits.max_sessions:
@@ -130,7 +139,8 @@ class Master:
         graph = _import(graph_def, graph_lib.Graph())
         handle = f"{self._prefix}-s{next(self._handles)}"
         with self._lock:
-            self._sessions[handle] = _MasterSession(handle, graph, options or SessionOptions())
+            self._sessions[handle] = _MasterSession(handle, graph, options or SessionOptions(), len(graph_def.nodes),
+                                                    graph_bytes)
         return handle
 
     def _close_idle_sessions(self) -> None:
@@ -143,11 +153,15 @@ class Master:
                      self.limits.session_idle_timeout_s)
             self.close_session(handle)
 
-    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef) -> int:
-        """Adds the client's new nodes to the session graph; returns the new version."""
+    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef, graph_bytes: int = 0) -> int:
+        """Adds the client's new nodes to the session graph; returns the new version.
+        The session's graph, extensions included, is bounded (``check_graph_size``)."""
         session = self._session(handle)
         with session.lock:
+            nodes, total_bytes = session.graph_nodes + len(graph_def.nodes), session.graph_bytes + graph_bytes
+            self.limits.check_graph_size(f"ExtendSession of session {handle}", nodes, total_bytes)
             _import(graph_def, session.graph)
+            session.graph_nodes, session.graph_bytes = nodes, total_bytes
             return session.graph.version
 
     def close_session(self, handle: str) -> None:

@@ -36,6 +36,7 @@ from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import grpc_frames
 from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.transport import wait_pool
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import master_pb2
@@ -44,6 +45,9 @@ from tensorgrid.v1 import worker_pb2
 if TYPE_CHECKING:
     from tensorgrid.distributed import server as server_lib
 
+RPC_THREADS = 128
+"""Threads of a task's gRPC server shared by every method but RecvTensor, whose waiting
+calls run on a pool of their own (``ServerLimits.recv_tensor_max_waiting`` threads)."""
 MASTER_SERVICE = master_pb2.DESCRIPTOR.services_by_name["Master"]
 WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
 
@@ -175,12 +179,14 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
 # ---------------------------------------------------------------------- servicers
 
 class WorkerServicer:
-    def __init__(self, server: server_lib.Server, tx: transport.Transport, steps: StepHandlers) -> None:
+    def __init__(self, server: server_lib.Server, tx: transport.Transport, steps: StepHandlers,
+                 recv_pool: wait_pool.WaitPool) -> None:
         self._server = server
         self._worker = server.worker
         self._tx = tx
         self._steps = steps
-        self._recv_waiting = threading.BoundedSemaphore(server.limits.recv_tensor_max_waiting)
+        self.recv_pool = recv_pool
+        """RecvTensor's own threads (``serve`` has gRPC run it there, off the shared pool)."""
 
     def GetStatus(self, request: worker_pb2.GetStatusRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
@@ -192,6 +198,8 @@ class WorkerServicer:
 
     def RegisterGraph(self, request: worker_pb2.RegisterGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
+            self._server.limits.check_graph_size("RegisterGraph", len(request.graph_def.node),
+                                                 request.graph_def.ByteSize())
             graph_def = graph_codec.from_proto(request.graph_def)
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
                                                  list(request.fetch), list(request.target))
@@ -212,19 +220,19 @@ class WorkerServicer:
 
     def RecvTensor(self, request: worker_pb2.RecvTensorRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            # A waiting RecvTensor holds one of the server's threads: at most
-            # recv_tensor_max_waiting at once, and each for at most recv_tensor_timeout_s
-            # in all, so waiting pulls can never starve the other methods.
-            if not self._recv_waiting.acquire(blocking=False):
+            # A waiting RecvTensor holds a thread of its own pool, never one of the
+            # server's: at most recv_tensor_max_waiting at once, each for at most
+            # recv_tensor_timeout_s in all, or until its call ends (the client cancels).
+            if self.recv_pool.refusing():
                 raise errors.ResourceExhaustedError(
-                    None, None, f"RecvTensor: {self._server.limits.recv_tensor_max_waiting} RecvTensor calls are "
-                    f"already waiting on {self._worker.task}, the limit (TENSORGRID_RECV_TENSOR_MAX_WAITING)")
-            try:
-                deadline = time.monotonic() + self._server.limits.recv_tensor_timeout_s
-                values = [(key, self._worker.recv_tensor(request.step_id, key, max(deadline - time.monotonic(), 1e-3)))
-                          for key in request.rendezvous_key]
-            finally:
-                self._recv_waiting.release()
+                    None, None, f"RecvTensor: {self.recv_pool.limit} RecvTensor calls are already waiting on "
+                    f"{self._worker.task}, the limit (TENSORGRID_RECV_TENSOR_MAX_WAITING)")
+            ended = threading.Event()
+            context.add_callback(ended.set)
+            deadline = time.monotonic() + self._server.limits.recv_tensor_timeout_s
+            values = [(key, self._worker.recv_tensor(request.step_id, key, max(deadline - time.monotonic(), 1e-3),
+                                                     ended))
+                      for key in request.rendezvous_key]
             metrics.TENSORS_SENT.inc(len(values))
             metrics.RPC_BYTES.labels("RecvTensor", "sent").inc(sum(int(getattr(v, "nbytes", 0)) for _, v in values))
             return self._tx.write_frames(None, values, context=context,
@@ -264,17 +272,22 @@ class MasterServicer:
 
     def CreateSession(self, request: master_pb2.CreateSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
+            graph_bytes = request.graph_def.ByteSize()
+            self._master.limits.check_graph_size("CreateSession", len(request.graph_def.node), graph_bytes)
             graph_def = graph_codec.from_proto(request.graph_def)
             options = master_lib.SessionOptions(list(request.config.device_filters),
                                                 int(request.config.operation_timeout_in_ms))
-            handle = self._master.create_session(graph_def, options)
+            handle = self._master.create_session(graph_def, options, graph_bytes)
             return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=graph_def.version,
                                                     data_port=self._tx.data_port)
         return _answer(context, "CreateSession", body)
 
     def ExtendSession(self, request: master_pb2.ExtendSessionRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            version = self._master.extend_session(request.session_handle, graph_codec.from_proto(request.graph_def))
+            graph_bytes = request.graph_def.ByteSize()
+            self._master.limits.check_graph_size("ExtendSession", len(request.graph_def.node), graph_bytes)
+            version = self._master.extend_session(request.session_handle, graph_codec.from_proto(request.graph_def),
+                                                  graph_bytes)
             return master_pb2.ExtendSessionResponse(new_graph_version=version)
         return _answer(context, "ExtendSession", body)
 
@@ -313,10 +326,13 @@ class Serving:
     """The bound gRPC port."""
     transport: transport.Transport
     """The task's transport, with its data channel (if it has one)."""
+    recv_pool: wait_pool.WaitPool
+    """The threads of waiting RecvTensor calls."""
 
     def stop(self, grace: float) -> None:
         self.grpc_server.stop(grace=grace)
         self.transport.close()
+        self.recv_pool.shutdown(wait=False)
 
 
 def serve(server: server_lib.Server, port: int) -> Serving:
@@ -342,17 +358,22 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         tx = transport.Transport(transport.TransportConfig(
             data_channel=enabled, data_host=host, data_port=data_port, max_tensor_bytes=limits.max_tensor_bytes,
             data_max_connections=limits.data_max_connections, data_header_timeout_s=limits.data_header_timeout_s,
-            data_idle_timeout_s=limits.data_idle_timeout_s), credentials)
+            data_idle_timeout_s=limits.data_idle_timeout_s, tls_handshake_timeout_s=limits.tls_handshake_timeout_s),
+            credentials)
     except OSError as e:
         where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
         raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
     steps = StepHandlers(server.worker, server.master)
     tx.serve_calls(steps.data_channel_handlers())
-    rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=128, thread_name_prefix="rpc"),
-                             options=grpc_frames.grpc_options(grpc_frames.server_options(limits.grpc_max_message_bytes)))
+    shared_pool = concurrent.futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="rpc")
+    recv_pool = wait_pool.WaitPool(limits.recv_tensor_max_waiting, shared_pool, "recv-tensor")
+    rpc_server = grpc.server(shared_pool,
+                             options=grpc_frames.grpc_options(grpc_frames.server_options(
+                                 limits.grpc_max_message_bytes, limits.tls_handshake_timeout_s)))
     rpc_server.add_generic_rpc_handlers((
         grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx, steps)),
-        grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps)),
+        grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps, recv_pool),
+                                    thread_pools={"RecvTensor": recv_pool}),
     ))
     bound = 0
     candidates = (f"[::]:{port}", f"0.0.0.0:{port}") if host == "" else (
@@ -366,6 +387,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
             break
     if not bound:
         tx.close()
+        recv_pool.shutdown(wait=False)
         raise RuntimeError(f"Cannot listen on port {port} for {server.task}: is another process using it?")
     rpc_server.start()
-    return Serving(rpc_server, bound, tx)
+    return Serving(rpc_server, bound, tx, recv_pool)

@@ -57,7 +57,8 @@ class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
     """
 
     def __init__(self, worker: "Worker", limits: limits_lib.ServerLimits) -> None:
-        super().__init__(ttl_s=limits.rendezvous_ttl_s, max_bytes=limits.rendezvous_max_bytes)
+        super().__init__(ttl_s=limits.rendezvous_ttl_s, max_bytes=limits.rendezvous_max_bytes,
+                         max_entries=limits.rendezvous_max_entries)
         self._worker = worker
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="push")
         self._outbox: dict[int, dict[str, list[tuple[str, Any]]]] = {}
@@ -125,6 +126,20 @@ class Worker:
         self.steps_run = 0
         self._steps_metric = metrics.STEPS.labels(task)
         self._step_duration_metric = metrics.STEP_DURATION.labels(task)
+        self._closed = threading.Event()
+        threading.Thread(target=self._sweep_rendezvous, daemon=True, name="rendezvous-sweep").start()
+
+    def _sweep_rendezvous(self) -> None:
+        """Expires the rendezvous entries of steps that are gone, every quarter of the TTL
+        (at most every 10 s), whether or not anything is sent (``LocalRendezvous.sweep``)."""
+        interval = min(max(self.limits.rendezvous_ttl_s / 4, 0.05), 10.0)
+        while not self._closed.wait(interval):
+            with self._lock:
+                running = set(self._running)
+            expired = self.rendezvous.sweep(running)
+            if expired:
+                log.info("%s: expired %d rendezvous entries of steps that are gone (TENSORGRID_RENDEZVOUS_TTL_S=%g)",
+                         self.task, expired, self.limits.rendezvous_ttl_s)
 
     def peer(self, task: str) -> worker_interface.WorkerInterface:
         return self._peer(task)
@@ -235,9 +250,11 @@ class Worker:
         return result
 
     # ------------------------------------------------------------------ tensors for peers
-    def recv_tensor(self, step_id: int, key: str, timeout: Optional[float] = None) -> Any:
+    def recv_tensor(self, step_id: int, key: str, timeout: Optional[float] = None,
+                    wake: Optional[threading.Event] = None) -> Any:
         """The value a Send of this task produced for ``key`` in ``step_id``: waits for it
-        up to ``timeout``, at most ``ServerLimits.recv_tensor_timeout_s``."""
+        up to ``timeout``, at most ``ServerLimits.recv_tensor_timeout_s``, or until
+        ``wake`` is set (CancelledError: the caller's call ended)."""
         fields = key.split(";")
         if len(fields) != 5:
             raise errors.InvalidArgumentError(None, None, f"Malformed rendezvous key {key!r}: expected 5 ';'-separated fields")
@@ -251,7 +268,7 @@ class Worker:
                 f"{self.task} restarted: tensor {fields[3]} was requested from incarnation {incarnation:016x}, "
                 f"the task now runs incarnation {self.incarnation:016x}",
             )
-        return self.rendezvous.take(step_id, key, min(timeout or self._recv_timeout, self._recv_timeout))
+        return self.rendezvous.take(step_id, key, min(timeout or self._recv_timeout, self._recv_timeout), wake)
 
     def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
         """Tensors a peer's Sends produced for this task (the receiving end of PushTensors)."""
@@ -277,6 +294,7 @@ class Worker:
     def close(self) -> None:
         """Fails every running step and closes queues and accumulators, so no thread stays blocked."""
         failure = errors.CancelledError(None, None, f"{self.task} is shutting down")
+        self._closed.set()
         with self._lock:
             running = [step for steps in self._running.values() for step in steps]
         for step in running:

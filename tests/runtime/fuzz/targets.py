@@ -22,6 +22,7 @@ the server, a reply that is not well-formed) is an escape.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import socket
@@ -46,6 +47,7 @@ from tensorgrid.distributed import transport
 from tensorgrid.distributed.transport import buffers
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import wait_pool
 from tensorgrid.distributed.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
@@ -90,11 +92,13 @@ class _Task:
                                                                 data_header_timeout_s=1.0, data_idle_timeout_s=1.0))
         steps = services.StepHandlers(self.server.worker, self.server.master)
         self.tx.serve_calls(steps.data_channel_handlers())
+        recv_pool = wait_pool.WaitPool(self.server.limits.recv_tensor_max_waiting,
+                                       concurrent.futures.ThreadPoolExecutor(max_workers=1), "fuzz-recv-tensor")
         self.handlers = {
             services.MASTER_SERVICE.full_name: grpc_frames.generic_handler(
                 services.MASTER_SERVICE, services.MasterServicer(self.server, self.tx, steps)),
             services.WORKER_SERVICE.full_name: grpc_frames.generic_handler(
-                services.WORKER_SERVICE, services.WorkerServicer(self.server, self.tx, steps)),
+                services.WORKER_SERVICE, services.WorkerServicer(self.server, self.tx, steps, recv_pool)),
         }
         self.methods = [(service, method) for service in (services.MASTER_SERVICE, services.WORKER_SERVICE)
                         for method in service.methods]

@@ -86,6 +86,8 @@ class TransportConfig:
     """Time the data channel gives a request header to arrive whole (``DataServer``)."""
     data_idle_timeout_s: float = 600.0
     """Time the data channel keeps a connection idle between requests (``DataServer``)."""
+    tls_handshake_timeout_s: float = 10.0
+    """Time the data channel gives a client's whole TLS handshake (``DataServer``)."""
 
     def __post_init__(self) -> None:
         if self.chunk_bytes <= 0:
@@ -116,7 +118,8 @@ class Transport:
                 self.config.data_host, self.config.data_port, self.config.data_channel_timeout_s,
                 tls=credentials.server_context if credentials is not None else None,
                 max_connections=self.config.data_max_connections, header_timeout_s=self.config.data_header_timeout_s,
-                idle_timeout_s=self.config.data_idle_timeout_s)
+                idle_timeout_s=self.config.data_idle_timeout_s,
+                handshake_timeout_s=self.config.tls_handshake_timeout_s)
         self.data_client = data_channel.DataChannelClient(
             self.config.data_channel_timeout_s, tls=credentials.client_context if credentials is not None else None)
 

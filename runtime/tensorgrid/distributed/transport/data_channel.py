@@ -152,7 +152,8 @@ class DataServer:
     longest for its next request (idle, in its TLS handshake, or still sending its
     opening or header: no request of it was read, so its client's retry is safe) among
     those of the client address holding the most connections, or is closed itself when
-    every connection is busy. An opening, ticket or call header must arrive whole
+    every connection is busy. A TLS handshake must end within ``handshake_timeout_s`` of
+    the connection's accept; an opening, ticket or call header must arrive whole
     within ``header_timeout_s`` of its first byte, and the rest of a call at
     ``MIN_BYTES_PER_S`` on average; a connection idle for ``idle_timeout_s`` between
     calls is closed (clients reconnect).
@@ -168,7 +169,8 @@ class DataServer:
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
                  tls: Optional[ssl.SSLContext] = None, *, max_connections: int = 512, header_timeout_s: float = 10.0,
-                 idle_timeout_s: float = 600.0, liveness_settings: Optional[liveness.Liveness] = None) -> None:
+                 idle_timeout_s: float = 600.0, handshake_timeout_s: float = 10.0,
+                 liveness_settings: Optional[liveness.Liveness] = None) -> None:
         self._liveness = liveness_settings or liveness.from_env()
         self._listener = ports.listen_for_data(host, port)
         self.port: int = self._listener.getsockname()[1]
@@ -181,6 +183,7 @@ class DataServer:
         self._tls = tls
         self._header_timeout_s = header_timeout_s
         self._idle_timeout_s = idle_timeout_s
+        self._handshake_timeout_s = handshake_timeout_s
         self.refused_connections = 0
         """Connections closed at once because ``max_connections`` busy ones were open (for tests)."""
         self._last_refusal_log = -math.inf
@@ -339,9 +342,9 @@ class DataServer:
             stream_io.tune(conn)
             if conn.family != socket.AF_UNIX:  # a local peer's end closes when its process dies
                 liveness.enable_tcp_keepalive(conn, self._liveness)  # an idle connection of a vanished client ends
-            conn.settimeout(self._header_timeout_s)
             if self._tls is not None and conn.family != socket.AF_UNIX:
                 conn = self._handshake(conn)
+            conn.settimeout(self._header_timeout_s)
             magic = stream_io.recv_exact(conn, len(FETCH_MAGIC), time.monotonic() + self._header_timeout_s)
             self._end_wait(conn)
             if magic == CALL_MAGIC and self._call_handlers:
@@ -375,9 +378,13 @@ class DataServer:
 
     def _handshake(self, conn: socket.socket) -> socket.socket:
         """The TLS side of ``conn``, which replaces it in every record of connections
-        (``close`` shuts them down, the limit evicts them); ssl.SSLError (an OSError) when
-        the client shows no certificate of the CA."""
+        (``close`` shuts them down, the limit evicts them), once its handshake ended within
+        ``handshake_timeout_s``; ssl.SSLError (an OSError) when the client shows no
+        certificate of the CA, TimeoutError when it is too slow."""
         assert self._tls is not None
+        # Since Python 3.5 a socket's timeout bounds the whole handshake, however steadily
+        # the client trickles its bytes (the ssl module's documentation, do_handshake).
+        conn.settimeout(self._handshake_timeout_s)
         wrapped = self._tls.wrap_socket(conn, server_side=True)
         with self._lock:
             closed = self._closed
@@ -460,7 +467,7 @@ class DataChannelClient:
         prefix = _CALL_REQUEST.pack(method, len(control), len(headers))
         address = (host, int(port))
         for attempt in (1, 2):
-            sock, reused = self._checkout(address, CALL_MAGIC)
+            sock, reused = self._checkout(address, CALL_MAGIC, fresh=attempt == 2)
             replied = False
             try:
                 self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
@@ -528,7 +535,7 @@ class DataChannelClient:
         """Reads the payload of ``ref`` from ``host`` into ``into`` (exactly its size)."""
         address = (host, int(ref.port))
         for attempt in (1, 2):
-            sock, reused = self._checkout(address, FETCH_MAGIC)
+            sock, reused = self._checkout(address, FETCH_MAGIC, fresh=attempt == 2)
             try:
                 sock.sendall(ref.ticket)
                 (length,) = _LENGTH.unpack(stream_io.recv_exact(sock, _LENGTH.size))
@@ -608,11 +615,13 @@ class DataChannelClient:
         sock.sendall(magic)
         return sock
 
-    def _checkout(self, address: tuple[str, int], magic: bytes) -> tuple[socket.socket, bool]:
-        """An idle pooled connection of kind ``magic`` (fetches or calls) to ``address``, or a new one."""
+    def _checkout(self, address: tuple[str, int], magic: bytes, fresh: bool = False) -> tuple[socket.socket, bool]:
+        """An idle pooled connection of kind ``magic`` (fetches or calls) to ``address``, or a
+        new one; with ``fresh`` (the retry after a pooled one was found closed: the server
+        closed its idle connections, likely all of them) always a new one."""
         with self._lock:
             idle = self._idle.get((*address, magic))
-            if idle:
+            if idle and not fresh:
                 return idle.pop(), True
         try:
             return self._connect(address, self._connect_timeout_s, magic), False

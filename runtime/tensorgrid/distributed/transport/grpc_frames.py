@@ -44,10 +44,11 @@ Calling::
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Optional, Union, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union, cast
 
 import grpc
 from google.protobuf import descriptor as descriptor_lib
@@ -65,13 +66,16 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 << 20
 """gRPC's message-size limit on what a server receives (``ServerLimits.grpc_max_message_bytes``)."""
 
 
-def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   handshake_timeout_s: float = 10.0) -> list[tuple[str, Any]]:
     """Options of a tensorgrid gRPC server: requests above ``max_message_bytes`` are
     refused with RESOURCE_EXHAUSTED before they are buffered whole. Tensors of a request
     travel in chunk frames from ``TransportConfig.stream_min_bytes`` (4 MiB) on, so only a
     graph with large constants comes near the limit. Replies are not limited here: the
-    client chose its peer."""
-    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1)]
+    client chose its peer. A connection's handshakes (TLS, then HTTP/2's settings) must
+    end within ``handshake_timeout_s`` of its accept (gRPC's default: 120 s)."""
+    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1),
+            ("grpc.server_handshake_timeout_ms", max(1, int(handshake_timeout_s * 1000)))]
 
 
 def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:
@@ -322,7 +326,20 @@ def _response_writer(method: descriptor_lib.MethodDescriptor) -> Callable[[Any],
     return lambda frames: frames.bundle() if isinstance(frames, FrameWriter) else wire.bundle_frames(frames)
 
 
-def _method_handler(method: descriptor_lib.MethodDescriptor, behavior: Callable[..., Any]) -> grpc.RpcMethodHandler:
+def _method_handler(method: descriptor_lib.MethodDescriptor, behavior: Callable[..., Any],
+                    thread_pool: Optional[concurrent.futures.ThreadPoolExecutor] = None) -> grpc.RpcMethodHandler:
+    handler = _plain_method_handler(method, behavior)
+    if thread_pool is not None:
+        # grpc runs a method on the pool its behavior names, else on the server's own.
+        for arity in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+            function = getattr(handler, arity)
+            if function is not None:
+                setattr(function, "experimental_thread_pool", thread_pool)
+    return handler
+
+
+def _plain_method_handler(method: descriptor_lib.MethodDescriptor,
+                          behavior: Callable[..., Any]) -> grpc.RpcMethodHandler:
     if method.client_streaming and method.server_streaming:
         def stream_stream(frames: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
             with _statuses(context):
@@ -353,7 +370,9 @@ def _method_handler(method: descriptor_lib.MethodDescriptor, behavior: Callable[
     return grpc.unary_unary_rpc_method_handler(unary_unary)
 
 
-def generic_handler(service: descriptor_lib.ServiceDescriptor, servicer: object) -> grpc.GenericRpcHandler:
+def generic_handler(service: descriptor_lib.ServiceDescriptor, servicer: object,
+                    thread_pools: Optional[Mapping[str, concurrent.futures.ThreadPoolExecutor]] = None,
+                    ) -> grpc.GenericRpcHandler:
     """A handler serving ``service`` (e.g. ``worker_pb2.DESCRIPTOR.services_by_name["Worker"]``)
     with the methods of ``servicer`` of the same names; add it with
     ``server.add_generic_rpc_handlers((handler,))`` on a server built with ``server_options()``.
@@ -366,15 +385,19 @@ def generic_handler(service: descriptor_lib.ServiceDescriptor, servicer: object)
     bundled as the method needs. A method ``XStream`` without a servicer method of
     that name is served by ``X``: one implementation serves both the unary and the
     streaming form. A TransportError raised by a method is answered with its status
-    code and message; methods the servicer lacks answer UNIMPLEMENTED.
+    code and message; methods the servicer lacks answer UNIMPLEMENTED. ``thread_pools``
+    names, by servicer method, a pool of its own to run it on instead of the server's
+    (``wait_pool.WaitPool``: calls that wait must not take the server's threads).
     """
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in service.methods:
-        behavior = getattr(servicer, method.name, None)
-        if behavior is None and method.name.endswith("Stream"):
-            behavior = getattr(servicer, method.name[:-len("Stream")], None)
+        name = method.name
+        behavior = getattr(servicer, name, None)
+        if behavior is None and name.endswith("Stream"):
+            name = name[:-len("Stream")]
+            behavior = getattr(servicer, name, None)
         if behavior is not None:
-            handlers[method.name] = _method_handler(method, behavior)
+            handlers[method.name] = _method_handler(method, behavior, (thread_pools or {}).get(name))
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 

@@ -78,10 +78,25 @@ up() {
   export KUBECONFIG="$KUBECONFIG_PATH"
   kubectl wait --for=condition=Ready nodes --all --timeout=180s > /dev/null
   kubectl -n kube-system rollout status deployment/coredns --timeout=180s > /dev/null
+  # kube-proxy and the pod network's NetworkPolicy enforcer (kube-network-policies, or
+  # kindnetd on kind's own node images).
+  local daemonset
+  for daemonset in $(kubectl -n kube-system get daemonsets -o name); do
+    kubectl -n kube-system rollout status "$daemonset" --timeout=180s > /dev/null
+  done
   load_images
-  log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE)"
+  # The suite's Prometheus runs on this machine (e2e/test_metrics.py), outside the cluster:
+  # the chart lets its address on kind's network reach the training pods' metrics port,
+  # as the chart's values say to admit a Prometheus outside the cluster.
+  local prometheus_cidr
+  prometheus_cidr="$(docker exec "$(kind get nodes --name "$CLUSTER" | head -n1)" ip -4 route show default \
+    | awk '{print $3 "/32"; exit}')"
+  [[ -n "$prometheus_cidr" ]] || die "no default route in the kind node: where does this machine sit on its network?"
+  log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE; Prometheus at $prometheus_cidr)"
   helm upgrade --install "$RELEASE" "$REPO/charts/tensorgrid-operator" --namespace "$OPERATOR_NAMESPACE" \
-    --create-namespace --wait --timeout 5m "${E2E_HELM_ARGS[@]}"
+    --create-namespace --wait --timeout 5m \
+    --set-json "networkPolicy.extraMetricsPeers=[{\"ipBlock\": {\"cidr\": \"$prometheus_cidr\"}}]" \
+    "${E2E_HELM_ARGS[@]}"
   if [[ $reused == 1 ]]; then restart_operator; fi
   log "cluster $CLUSTER ready in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_PATH"
 }

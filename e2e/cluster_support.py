@@ -3,12 +3,13 @@ user reaches it: ``kubectl``, the Kubernetes Python client, the example manifest
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
 import subprocess
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import kubernetes
 import yaml
@@ -18,6 +19,8 @@ KUBECONFIG = os.environ.get("E2E_KUBECONFIG", str(REPO / ".cache" / "e2e" / "kub
 OPERATOR_NAMESPACE = "tensorgrid-system"
 OPERATOR_DEPLOYMENT = "tensorgrid-tensorgrid-operator"
 GROUP, VERSION, PLURAL = "tensorgrid.io", "v1", "trainingjobs"
+# The pod network of e2e/kind-config.yaml.
+POD_SUBNET = "10.244.0.0/16"
 
 
 def _k8s_bin() -> str:
@@ -151,3 +154,23 @@ def global_steps(log: str) -> list[int]:
 
 def loss_values(log: str) -> list[float]:
     return [float(m) for m in re.findall(r"loss (\d+\.\d+)", log)]
+
+
+def node_address() -> str:
+    """The kind node's address on Docker's network, through which this machine reaches the pods."""
+    return kubectl("get", "nodes", "-o",
+                   "jsonpath={.items[0].status.addresses[?(@.type=='InternalIP')].address}").stdout.strip()
+
+
+@contextlib.contextmanager
+def pod_network_routed() -> Iterator[None]:
+    """This machine reaches pod IPs (POD_SUBNET) through the kind node while the block runs.
+
+    Traffic from here reaches the pods from this machine's address on kind's network, which
+    e2e/cluster.sh gives the chart as where Prometheus runs.
+    """
+    subprocess.run(["ip", "route", "replace", POD_SUBNET, "via", node_address()], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "route", "del", POD_SUBNET], check=False)

@@ -286,6 +286,7 @@ def test_shell_scripts_pass_shellcheck() -> None:
                                            "smoke-images.sh", "tools.sh", "runc-capfilter")]
     # The kind cluster of the end-to-end suite and its node image.
     scripts += ["e2e/cluster.sh", "e2e/node-image/build.sh", "e2e/node-image/images/kube-proxy-wrapper",
+                "e2e/node-image/images/kube-router-wrapper",
                 "e2e/node-image/rootfs/usr/local/bin/entrypoint",
                 "e2e/node-image/rootfs/usr/local/bin/select-iptables-backend",
                 "e2e/node-image/rootfs/usr/local/bin/tensorgrid-local-volumes"]

@@ -25,7 +25,8 @@ def _address(target: str) -> str:
 
 
 def _aliases(server: Any) -> list[str]:
-    return [server.address, f"localhost:{server.port}", f"127.0.0.1:{server.port}"]
+    host = server.address.rpartition(":")[0]
+    return [server.address, f"{host}:{server.port}", f"localhost:{server.port}", f"127.0.0.1:{server.port}"]
 
 
 def register_server(server: Any) -> None:

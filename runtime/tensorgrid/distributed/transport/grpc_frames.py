@@ -70,8 +70,11 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
     refused with RESOURCE_EXHAUSTED before they are buffered whole. Tensors of a request
     travel in chunk frames from ``TransportConfig.stream_min_bytes`` (4 MiB) on, so only a
     graph with large constants comes near the limit. Replies are not limited here: the
-    client chose its peer."""
-    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1)]
+    client chose its peer. ``SO_REUSEPORT`` is off (gRPC turns it on by default on Linux):
+    a second server on a port in use must fail to start, not share the port and answer
+    another task's clients."""
+    return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0)]
 
 
 def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:

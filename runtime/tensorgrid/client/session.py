@@ -104,6 +104,10 @@ def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if wanted == dtypes.string:
         array = _string_feed(tensor, value, array)
+    elif array.dtype.kind in "SU":
+        # As TensorFlow, whose feed goes through numpy: a ValueError, not a TypeError.
+        raise ValueError(f"could not convert string to {wanted.name}: {value!r} cannot be fed to Tensor "
+                         f"{tensor.name!r} of dtype {wanted.name}")
     elif array.dtype == object:
         raise TypeError(f"Cannot feed value {value!r} of unsupported type to Tensor {tensor.name!r} of dtype {wanted.name}")
     if array.dtype != wanted.as_numpy_dtype:

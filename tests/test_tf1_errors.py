@@ -75,3 +75,27 @@ def test_a_saver_with_no_variables(lib: Any) -> None:
     with lib.Graph().as_default():
         error = raised(lambda: lib.train.Saver())
         assert type(error) is ValueError and "No variables to save" in str(error)
+
+
+def default_op_names(lib: Any) -> dict[str, str]:
+    """The names ops get with no ``name=``: TensorFlow names a function's op by its type
+    (``tf.add``: 'Add') and an operator's in lower case (``a + b``: 'add')."""
+    with lib.Graph().as_default():
+        a, b = lib.constant(1), lib.constant(2)
+        m, t = lib.constant([[1.0]]), lib.constant(True)
+        built = {
+            "tf.add": lib.add(a, b), "+": a + b, "radd": 1 + a, "tf.subtract": lib.subtract(a, b), "-": a - b,
+            "rsub": 1 - a, "tf.multiply": lib.multiply(a, b), "*": a * b, "tf.div": lib.div(a, b), "/": a / b,
+            "tf.truediv": lib.truediv(a, b), "tf.divide": lib.divide(a, b), "//": a // b,
+            "tf.floordiv": lib.floordiv(a, b), "tf.pow": lib.pow(a, b), "**": a ** b,
+            "tf.floormod": lib.floormod(a, b), "%": a % b, "@": m @ m, "tf.matmul": lib.matmul(m, m),
+            "tf.negative": lib.negative(a), "neg": -a, "abs": abs(a), "<": a < b, "&": t & t, "|": t | t,
+            "~": ~t, "tf.maximum": lib.maximum(a, b), "tf.square": lib.square(a), "tf.add_n": lib.add_n([a, b]),
+        }
+        # The op's own name: the graph's uniquifying suffix depends on creation order alone.
+        return {what: tensor.op.name.rsplit("_", 1)[0] if tensor.op.name[-1].isdigit() else tensor.op.name
+                for what, tensor in built.items()}
+
+
+def test_default_op_names_are_tensorflows(tf1: Any) -> None:
+    assert default_op_names(tensorgrid) == default_op_names(tf1)

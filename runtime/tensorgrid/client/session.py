@@ -105,7 +105,7 @@ def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
     if wanted == dtypes.string:
         array = _string_feed(tensor, value, array)
     elif array.dtype.kind in "SU":
-        # As TensorFlow, whose feed goes through numpy: a ValueError, not a TypeError.
+        # TensorFlow's class (its feed goes through numpy), for all text: "3" too, which numpy parses.
         raise ValueError(f"could not convert string to {wanted.name}: {value!r} cannot be fed to Tensor "
                          f"{tensor.name!r} of dtype {wanted.name}")
     elif array.dtype == object:

@@ -76,13 +76,18 @@ def test_server_def_is_a_server_def_message(lib: Any, servers: list[Any]) -> Non
     assert dict(server_def.cluster.job[0].tasks) == {0: address}
 
 
-def test_a_server_starts_from_its_server_def(servers: list[Any]) -> None:
+def test_a_server_starts_from_its_server_def() -> None:
     first = tensorgrid.train.Server({"local": ["localhost:0"]})
-    servers.append(first)
-    server_def = first.server_def
-    server_def.port = ports.free_ports(1)[0]
-    servers.append(tensorgrid.train.Server(server_def))
-    assert servers[1].port == server_def.port and servers[1].job_name == "local"
+    second = None
+    try:
+        server_def = first.server_def
+        server_def.port = ports.free_ports(1)[0]
+        second = tensorgrid.train.Server(server_def)
+        assert second.port == server_def.port and second.job_name == "local"
+    finally:
+        for server in (first, second):
+            if server is not None:
+                server.stop()
 
 
 CLUSTER = {"worker": ["w0:1", "w1:1"], "ps": ["p:1"], "empty": []}

@@ -21,7 +21,7 @@ def test_dense_and_sparse_jobs():
 
 @pytest.mark.parametrize("bad, message", [
     ({"ps": ["nohost"]}, "host:port"),
-    ({"ps": ["h:99999"]}, "1..65535"),
+    ({"ps": ["h:99999"]}, "0..65535"),
     ({"p s": ["h:1"]}, "Invalid job name"),
     ({"ps": {"x": "h:1"}}, "not an integer"),
     ({"ps": "h:1"}, "must be a list or dict"),
@@ -46,8 +46,12 @@ def test_tf_config_resolver(monkeypatch):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert resolver.cluster_spec().as_dict() == config["cluster"]
     assert (resolver.task_type, resolver.task_id) == ("worker", 1)
-    assert resolver.master() == "grpc://w1:1"
-    assert resolver.master("ps", 0) == "grpc://p:1"
+    assert resolver.rpc_layer is None  # as TensorFlow's: unset unless given (or in TF_CONFIG)
+    assert resolver.master() == "w1:1"
+    assert resolver.master("ps", 0, rpc_layer="grpc") == "grpc://p:1"
+    assert tf.distribute.cluster_resolver.TFConfigClusterResolver(rpc_layer="grpc").master() == "grpc://w1:1"
+    monkeypatch.setenv("TF_CONFIG", json.dumps({**config, "rpc_layer": "grpc"}))
+    assert resolver.rpc_layer == "grpc" and resolver.master() == "grpc://w1:1"
     assert cluster_lib.chief_task(resolver.cluster_spec()) == ("chief", 0)
 
 

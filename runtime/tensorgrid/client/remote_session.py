@@ -30,6 +30,7 @@ class RemoteEngine:
         self._options = master_lib.SessionOptions(
             device_filters=list(getattr(self._config, "device_filters", []) or []),
             operation_timeout_in_ms=int(getattr(self._config, "operation_timeout_in_ms", 0) or 0),
+            isolate_session_state=bool(getattr(self._config, "isolate_session_state", False)),
         )
 
     def _sync_graph(self) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from tensorgrid.client import config as config_lib
 from tensorgrid.framework import dtypes
+from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
@@ -103,6 +104,10 @@ def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if wanted == dtypes.string:
         array = _string_feed(tensor, value, array)
+    elif array.dtype.kind in "SU":
+        # TensorFlow's class (its feed goes through numpy), for all text: "3" too, which numpy parses.
+        raise ValueError(f"could not convert string to {wanted.name}: {value!r} cannot be fed to Tensor "
+                         f"{tensor.name!r} of dtype {wanted.name}")
     elif array.dtype == object:
         raise TypeError(f"Cannot feed value {value!r} of unsupported type to Tensor {tensor.name!r} of dtype {wanted.name}")
     if array.dtype != wanted.as_numpy_dtype:
@@ -257,17 +262,30 @@ class LocalDevice(collections.namedtuple("LocalDevice", ["name", "device_type", 
     """One entry of ``Session.list_devices()``, with the fields TF1's device attributes have."""
 
 
+def step_timeout_ms(config: Any, options: Any) -> int:
+    """The deadline of one step in milliseconds (0: none): the RunOptions' ``timeout_in_ms``,
+    else the session's ``operation_timeout_in_ms``, as TensorFlow chooses."""
+    from_options = int(getattr(options, "timeout_in_ms", 0) or 0) if options is not None else 0
+    return from_options or int(getattr(config, "operation_timeout_in_ms", 0) or 0)
+
+
 class _LocalEngine:
-    """Runs steps in this process, with variables private to the session (TF1's DirectSession)."""
+    """Runs steps in this process, with variables private to the session (TF1's DirectSession).
+
+    A step with a deadline (``operation_timeout_in_ms``, ``RunOptions.timeout_in_ms``) is
+    cancelled with DeadlineExceededError when it passes, even while it waits in a queue;
+    ``close`` cancels the steps still running with CancelledError, as TensorFlow does."""
 
     def __init__(self, graph: graph_lib.Graph, config: Any) -> None:
         self._graph = graph
+        self._config = config
         self._resources = resources.ResourceManager()
         self._kernel_state: dict[str, dict[str, Any]] = {}
         self._plans: dict[Any, executor.Plan] = {}
         self._placement = executor.default_placement(bool(getattr(config, "allow_soft_placement", False)))
         self._step_ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._running: dict[int, executor.StepContext] = {}
 
     def run(self, feeds: list[graph_lib.Tensor], feed_values: list[Any], fetches: list[graph_lib.Tensor],
             targets: list[graph_lib.Operation], options: Any) -> list[Any]:
@@ -278,7 +296,23 @@ class _LocalEngine:
                 plan = executor.Plan(self._graph, feeds, fetches, targets, self._kernel_state, self._placement)
                 self._plans[key] = plan
         step = executor.StepContext(step_id=next(self._step_ids), resources=self._resources)
-        return plan.run(step, feed_values)
+        timeout_ms = step_timeout_ms(self._config, options)
+        timer = None
+        if timeout_ms:
+            timer = threading.Timer(timeout_ms / 1000.0, step.cancel, [errors.DeadlineExceededError(
+                None, None, f"Timed out: the step ran past its deadline of {timeout_ms} ms "
+                "(operation_timeout_in_ms or RunOptions.timeout_in_ms)")])
+            timer.daemon = True
+            timer.start()
+        with self._lock:
+            self._running[step.step_id] = step
+        try:
+            return plan.run(step, feed_values)
+        finally:
+            with self._lock:
+                self._running.pop(step.step_id, None)
+            if timer is not None:
+                timer.cancel()
 
     def list_devices(self) -> list[Any]:
         devices = [LocalDevice("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", 0, 0)]
@@ -287,6 +321,10 @@ class _LocalEngine:
         return devices
 
     def close(self) -> None:
+        with self._lock:
+            running = list(self._running.values())
+        for step in running:
+            step.cancel(errors.CancelledError(None, None, "Session has been closed: the step was cancelled"))
         self._resources.cleanup()
         self._plans.clear()
 

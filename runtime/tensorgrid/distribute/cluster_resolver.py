@@ -40,8 +40,13 @@ class TFConfigClusterResolver:
         self._task_id = value
 
     @property
-    def rpc_layer(self) -> str:
-        return self._rpc_layer or self._config().rpc_layer or "grpc"
+    def rpc_layer(self) -> Optional[str]:
+        """The one given, else TF_CONFIG's ``rpc_layer``, else None (as TensorFlow's)."""
+        return self._rpc_layer if self._rpc_layer is not None else self._config().rpc_layer
+
+    @rpc_layer.setter
+    def rpc_layer(self, value: Optional[str]) -> None:
+        self._rpc_layer = value
 
     @property
     def environment(self) -> str:
@@ -49,13 +54,19 @@ class TFConfigClusterResolver:
 
     def master(self, task_type: Optional[str] = None, task_id: Optional[int] = None,
                rpc_layer: Optional[str] = None) -> str:
-        """``grpc://address`` of the given task (default: this task); '' when there is no cluster."""
+        """The address of the given task (default: this task) with the ``rpc_layer://`` prefix when
+        there is an rpc layer (``tf.Session`` takes either); '' when there is no cluster, or when
+        it is this one task (as TensorFlow's: an in-process session)."""
         task_type = task_type if task_type is not None else self.task_type
         task_id = task_id if task_id is not None else self.task_id
         cluster = self.cluster_spec()
         if task_type is None or task_id is None or not cluster or task_type not in cluster.jobs:
             return ""
-        return f"{rpc_layer or self.rpc_layer}://{cluster.task_address(task_type, task_id)}"
+        if len(cluster.all_tasks()) == 1:
+            return ""
+        layer = rpc_layer or self.rpc_layer
+        address = cluster.task_address(task_type, task_id)
+        return f"{layer}://{address}" if layer else address
 
     def num_accelerators(self, task_type: Optional[str] = None, task_id: Optional[int] = None,
                          config_proto: Any = None) -> dict[str, int]:

@@ -10,22 +10,27 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
+from tensorgrid.framework import errors
+
 _lock = threading.Lock()
 _servers: dict[str, Any] = {}
 
 
 def _address(target: str) -> str:
     address = target[len("grpc://"):] if target.startswith("grpc://") else target
+    # NotFoundError, as TensorFlow's "No session factory registered" for such a target.
     if "://" in address:
-        raise ValueError(f"Unsupported session target {target!r}: use 'grpc://host:port' (or '' for in-process)")
+        raise errors.NotFoundError(
+            None, None, f"Unsupported session target {target!r}: use 'grpc://host:port' (or '' for in-process)")
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ValueError(f"Session target {target!r} is not 'grpc://host:port'")
+        raise errors.NotFoundError(None, None, f"Session target {target!r} is not 'grpc://host:port'")
     return address
 
 
 def _aliases(server: Any) -> list[str]:
-    return [server.address, f"localhost:{server.port}", f"127.0.0.1:{server.port}"]
+    host = server.address.rpartition(":")[0]
+    return [server.address, f"{host}:{server.port}", f"localhost:{server.port}", f"127.0.0.1:{server.port}"]
 
 
 def register_server(server: Any) -> None:

@@ -277,9 +277,11 @@ class WorkerClient(_Client):
         return [(d.name, d.device_type) for d in response.device]
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
-                       fetches: Sequence[str], targets: Sequence[str]) -> str:
+                       fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False) -> str:
         request = worker_pb2.RegisterGraphRequest(session_handle=session_handle, graph_def=graph_codec.to_proto(graph_def),
-                                                  feed=list(feeds), fetch=list(fetches), target=list(targets))
+                                                  feed=list(feeds), fetch=list(fetches), target=list(targets),
+                                                  config=config_pb2.SessionConfig(
+                                                      isolate_session_state=isolate_session_state))
         response = _call(f"RegisterGraph on {self.task}", lambda: self._stub.RegisterGraph(request))
         self._signatures[response.graph_handle] = (list(feeds), list(fetches))
         return str(response.graph_handle)
@@ -353,13 +355,17 @@ class MasterClient(_Client):
 
     def create_session(self, graph_def: graph_def_lib.GraphDef, options: master_lib.SessionOptions) -> str:
         config = config_pb2.SessionConfig(device_filters=options.device_filters,
-                                          operation_timeout_in_ms=options.operation_timeout_in_ms)
+                                          operation_timeout_in_ms=options.operation_timeout_in_ms,
+                                          isolate_session_state=options.isolate_session_state)
         request = master_pb2.CreateSessionRequest(graph_def=graph_codec.to_proto(graph_def), config=config,
                                                   target=f"grpc://{self.address}")
+        # A master not up yet is waited for: 600 s, or the session's operation timeout
+        # (then DeadlineExceededError, as TensorFlow raises for a session to a dead server).
+        bound = options.operation_timeout_in_ms / 1000.0
         response = master_lib.wait_for_task(
             f"the master at {self.address}",
             lambda: _call(f"CreateSession at {self.address}", lambda: self._stub.CreateSession(request)),
-            timeout=600.0)
+            timeout=bound or 600.0, give_up=errors.DeadlineExceededError if bound else errors.UnavailableError)
         self._data_port, self._reachable = response.data_port, None
         return str(response.session_handle)
 

@@ -14,20 +14,25 @@ import re
 import socket
 from typing import Any, Mapping, Optional
 
+from tensorgrid.v1 import cluster_pb2
+
 _JOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
 class ClusterSpec:
-    """Job name -> {task index -> "host:port"} (``tf.train.ClusterSpec``)."""
+    """Job name -> {task index -> "host:port"} (``tf.train.ClusterSpec``), from a dict, another
+    ClusterSpec or a ``ClusterDef`` message."""
 
     def __init__(self, cluster: Any) -> None:
         if isinstance(cluster, ClusterSpec):
             self._jobs: dict[str, dict[int, str]] = {j: dict(t) for j, t in cluster._jobs.items()}
             return
+        if isinstance(cluster, cluster_pb2.ClusterDef):
+            cluster = {job.name: dict(job.tasks) for job in cluster.job}
         if not isinstance(cluster, Mapping):
             raise TypeError(
-                "ClusterSpec takes a dict of job name -> list of 'host:port' (or dict of index -> 'host:port'), "
-                f"got {type(cluster).__name__}"
+                "ClusterSpec takes a dict of job name -> list of 'host:port' (or dict of index -> 'host:port') "
+                f"or a ClusterDef, got {type(cluster).__name__}"
             )
         self._jobs = {}
         for job, tasks in cluster.items():
@@ -54,14 +59,19 @@ class ClusterSpec:
         return list(self._jobs)
 
     def as_dict(self) -> dict[str, Any]:
-        """Dense jobs as lists, sparse ones as dicts (as TF returns them)."""
+        """Dense jobs as lists, sparse ones and jobs with no task as dicts (as TF returns them)."""
         result: dict[str, Any] = {}
         for job, tasks in self._jobs.items():
-            if list(tasks) == list(range(len(tasks))):
+            if tasks and list(tasks) == list(range(len(tasks))):
                 result[job] = list(tasks.values())
             else:
                 result[job] = dict(tasks)
         return result
+
+    def as_cluster_def(self) -> cluster_pb2.ClusterDef:
+        """The cluster as a ``ClusterDef`` message (TensorFlow's field names, jobs sorted as TF's)."""
+        return cluster_pb2.ClusterDef(job=[cluster_pb2.JobDef(name=job, tasks=self._jobs[job])
+                                           for job in sorted(self._jobs)])
 
     def num_tasks(self, job_name: str) -> int:
         return len(self._tasks(job_name))
@@ -100,16 +110,21 @@ class ClusterSpec:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ClusterSpec) and self._jobs == other._jobs
 
-    def __repr__(self) -> str:
-        return f"ClusterSpec({self.as_dict()!r})"
+    def __str__(self) -> str:
+        """As TensorFlow prints it: jobs sorted by name."""
+        jobs = self.as_dict()
+        return "ClusterSpec({" + ", ".join(f"{job!r}: {jobs[job]!r}" for job in sorted(jobs)) + "})"
+
+    __repr__ = __str__
 
 
 def _check_address(job: str, index: int, address: Any) -> str:
     if not isinstance(address, str) or not address:
         raise ValueError(f"Address of /job:{job}/task:{index} must be a 'host:port' string, got {address!r}")
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"Address {address!r} of /job:{job}/task:{index} is not 'host:port' with a port in 1..65535")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"Address {address!r} of /job:{job}/task:{index} is not 'host:port' with a port in "
+                         "0..65535 (0: a free port, chosen when the server starts)")
     return address
 
 
@@ -121,12 +136,13 @@ class TFConfig:
     """The parsed ``TF_CONFIG``: cluster, this task (type and index), environment."""
 
     def __init__(self, cluster: ClusterSpec, task_type: Optional[str], task_index: Optional[int],
-                 environment: str = "", rpc_layer: str = "grpc") -> None:
+                 environment: str = "", rpc_layer: Optional[str] = None) -> None:
         self.cluster = cluster
         self.task_type = task_type
         self.task_index = task_index
         self.environment = environment
         self.rpc_layer = rpc_layer
+        """TF_CONFIG's ``rpc_layer`` (e.g. "grpc"), None when it names none."""
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TFConfig":
@@ -158,7 +174,8 @@ class TFConfig:
             raise ValueError(f"TF_CONFIG task type {task_type!r} is not a job of the cluster {cluster.jobs}")
         if task_type in (cluster.jobs if cluster else []) and index is not None:
             cluster.task_address(task_type, index)  # validates the index
-        return cls(cluster, task_type, index, str(config.get("environment", "")), str(config.get("rpc_layer", "grpc")))
+        return cls(cluster, task_type, index, str(config.get("environment", "")),
+                   str(config["rpc_layer"]) if config.get("rpc_layer") else None)
 
 
 def chief_task(cluster: ClusterSpec) -> Optional[tuple[str, int]]:

@@ -86,6 +86,8 @@ class SessionOptions:
     """Tasks the session may use; ops placed elsewhere are an error."""
     operation_timeout_in_ms: int = 0
     """Deadline of one step (0: none)."""
+    isolate_session_state: bool = False
+    """The session's resources are its own on every task (``ConfigProto.isolate_session_state``)."""
 
 
 class _MasterSession:
@@ -103,6 +105,8 @@ class _MasterSession:
         self.registered: list[tuple[str, str]] = []
         self.running: dict[int, _StepPlan] = {}
         self.last_used = time.monotonic()
+        self.closed = False
+        """Set by CloseSession: a step it interrupts fails with CancelledError, as in TensorFlow."""
 
 
 class Master:
@@ -170,6 +174,7 @@ class Master:
         if session is None:
             return
         with session.lock:
+            session.closed = True
             running = list(session.running.items())
         for step_id, plan in running:
             self._abort(plan, step_id, errors.CancelledError(None, None, f"session {handle} was closed"))
@@ -261,6 +266,9 @@ class Master:
         if step.failure is not None:
             if not step.aborted:
                 self._abort(plan, step_id, step.failure)
+            if session.closed:
+                raise errors.CancelledError(
+                    None, None, f"Session {session.handle} was closed while step {step_id} ran: the step was cancelled")
             raise self._classify(session, plan, step.run, step.failure)
         return [values[name] for name in fetches]
 
@@ -318,14 +326,22 @@ class Master:
         feed_tensors = [_tensor(graph, n, "feed") for n in feed_names]
         fetch_tensors = [_tensor(graph, n, "fetch") for n in fetches]
         target_ops = [_operation(graph, n) for n in targets]
+        timeout_s = session.options.operation_timeout_in_ms / 1000.0 or None
+
+        def incarnation_of(task: str) -> int:
+            return self.incarnation(task, timeout_s)
+
         parts = partition_lib.partition(graph, feed_tensors, fetch_tensors, target_ops, self.task,
-                                        self.cluster, self.incarnation)
+                                        self.cluster, incarnation_of)
         _check_device_filters(parts, session.options.device_filters)
+        for task in parts:
+            incarnation_of(task)  # a task not up yet (started late) is waited for, not failed at once
         runs = []
         for task, part in parts.items():
             ordered_feeds = list(part.feeds)
             handle = self._worker_for(task).register_graph(
-                session.handle, part.graph_def, [part.feeds[n] for n in ordered_feeds], part.fetches, part.targets
+                session.handle, part.graph_def, [part.feeds[n] for n in ordered_feeds], part.fetches, part.targets,
+                isolate_session_state=session.options.isolate_session_state,
             )
             session.registered.append((task, handle))
             runs.append(_PartitionRun(task, handle, ordered_feeds, part.fetches, self.incarnation(task)))
@@ -333,13 +349,19 @@ class Master:
         return _StepPlan(runs, [n for n in fetches if n in fed], dict(zip(feed_names, feed_tensors)))
 
     # ------------------------------------------------------------------ tasks
-    def incarnation(self, task: str) -> int:
-        """The incarnation of ``task``, waiting (with backoff and a log line) until it answers."""
+    def incarnation(self, task: str, timeout_s: Optional[float] = None) -> int:
+        """The incarnation of ``task``, waiting (with backoff and a log line) until it answers:
+        UnavailableError after the master's connect timeout, or DeadlineExceededError after
+        ``timeout_s`` (a session's ``operation_timeout_in_ms``) when that is sooner."""
         with self._lock:
             known = self._incarnations.get(task)
         if known is not None:
             return known
-        value = int(wait_for_task(task, lambda: self._worker_for(task).incarnation_quick(), self._connect_timeout))
+        probe = self._worker_for(task).incarnation_quick
+        if timeout_s is not None and timeout_s < self._connect_timeout:
+            value = int(wait_for_task(task, probe, timeout_s, give_up=errors.DeadlineExceededError))
+        else:
+            value = int(wait_for_task(task, probe, self._connect_timeout))
         with self._lock:
             self._incarnations[task] = value
         return value
@@ -365,8 +387,11 @@ class Master:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def wait_for_task(task: str, probe: Callable[[], T], timeout: float) -> T:
-    """Calls ``probe`` until it answers, backing off from 0.1 s to 5 s; logs while waiting."""
+def wait_for_task(task: str, probe: Callable[[], T], timeout: float,
+                  give_up: type[errors.OpError] = errors.UnavailableError) -> T:
+    """Calls ``probe`` until it answers, backing off from 0.1 s to 5 s; logs while waiting.
+    After ``timeout`` seconds, raises ``give_up`` (UnavailableError, or DeadlineExceededError
+    when the bound is a session's operation timeout)."""
     start = time.monotonic()
     delay = 0.1
     attempts = 0
@@ -376,13 +401,11 @@ def wait_for_task(task: str, probe: Callable[[], T], timeout: float) -> T:
         except errors.UnavailableError as e:
             attempts += 1
             waited = time.monotonic() - start
-            if waited > timeout:
-                raise errors.UnavailableError(
-                    None, None, f"Gave up waiting for {task} after {waited:.0f} s: {e}"
-                ) from None
+            if waited >= timeout:
+                raise give_up(None, None, f"Gave up waiting for {task} after {waited:.1f} s: {e}") from None
             if attempts == 1 or attempts % 10 == 0:
                 log.warning("waiting for %s (not reachable yet, retrying with backoff): %s", task, e)
-            time.sleep(delay)
+            time.sleep(min(delay, timeout - waited))
             delay = min(delay * 2, 5.0)
 
 

@@ -27,6 +27,8 @@ from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
 from tensorgrid.framework import errors
 from tensorgrid.kernels import numpy_backend
+from tensorgrid.v1 import cluster_pb2
+from tensorgrid.v1 import config_pb2
 
 if TYPE_CHECKING:
     from tensorgrid.distributed import clients
@@ -43,6 +45,15 @@ class Server:
     def __init__(self, server_or_cluster_def: Any, job_name: Optional[str] = None, task_index: Optional[int] = None,
                  protocol: Optional[str] = None, config: Any = None, start: bool = True,
                  metrics_port: Optional[int] = None) -> None:
+        port_override = 0
+        if isinstance(server_or_cluster_def, cluster_pb2.ServerDef):
+            # As TensorFlow: the arguments given override the ServerDef's fields.
+            given = server_or_cluster_def
+            port_override = given.port
+            server_or_cluster_def = given.cluster
+            job_name = job_name if job_name is not None else (given.job_name or None)
+            task_index = task_index if task_index is not None else given.task_index
+            protocol = protocol if protocol is not None else (given.protocol or None)
         if protocol not in (None, "grpc"):
             raise ValueError(f"Unsupported protocol {protocol!r}; tensorgrid speaks 'grpc'")
         cluster = cluster_lib.ClusterSpec(server_or_cluster_def)
@@ -65,6 +76,7 @@ class Server:
         self.task_index = int(task_index)
         self.task = cluster_lib.task_name(job_name, self.task_index)
         self.address = address
+        self._port_override = port_override
         self._config = config
         self._metrics_port = metrics_port
         self.limits = limits_lib.ServerLimits.from_env()
@@ -89,7 +101,8 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
     @property
     def target(self) -> str:
-        return f"grpc://localhost:{self.port}"
+        """``grpc://<host in the cluster spec>:<port listened on>`` (the port chosen when the spec said 0)."""
+        return f"grpc://{self.address.rpartition(':')[0]}:{self.port}"
 
     @property
     def intra_op_threads(self) -> int:
@@ -99,15 +112,27 @@ class Server:
         return configured or cluster_lib.default_intra_op_threads(self.cluster, self.address)
 
     @property
-    def server_def(self) -> dict[str, Any]:
-        return {"cluster": self.cluster.as_dict(), "job_name": self.job_name, "task_index": self.task_index}
+    def server_def(self) -> cluster_pb2.ServerDef:
+        """What this server was started with, as a ``ServerDef`` message (TensorFlow's field names)."""
+        config = self._config
+        session_config = None
+        if config is not None:
+            session_config = config_pb2.SessionConfig(
+                device_filters=list(getattr(config, "device_filters", []) or []),
+                operation_timeout_in_ms=int(getattr(config, "operation_timeout_in_ms", 0) or 0),
+                allow_soft_placement=bool(getattr(config, "allow_soft_placement", False)),
+                log_device_placement=bool(getattr(config, "log_device_placement", False)),
+                isolate_session_state=bool(getattr(config, "isolate_session_state", False)))
+        return cluster_pb2.ServerDef(cluster=self.cluster.as_cluster_def(), job_name=self.job_name,
+                                     task_index=self.task_index, protocol="grpc",
+                                     default_session_config=session_config)
 
     def start(self) -> None:
         if self._started:
             return
         from tensorgrid.distributed import services
 
-        port = int(self.address.rsplit(":", 1)[1])
+        port = self._port_override or int(self.address.rsplit(":", 1)[1])
         numpy_backend.limit_threads(self.intra_op_threads)
         numpy_backend.keep_freed_memory()
         self._serving = services.serve(self, port)

@@ -202,7 +202,8 @@ class WorkerServicer:
                                                  request.graph_def.ByteSize())
             graph_def = graph_codec.from_proto(request.graph_def)
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
-                                                 list(request.fetch), list(request.target))
+                                                 list(request.fetch), list(request.target),
+                                                 isolate_session_state=request.config.isolate_session_state)
             return worker_pb2.RegisterGraphResponse(graph_handle=handle)
         return _answer(context, "RegisterGraph", body)
 
@@ -276,7 +277,8 @@ class MasterServicer:
             self._master.limits.check_graph_size("CreateSession", len(request.graph_def.node), graph_bytes)
             graph_def = graph_codec.from_proto(request.graph_def)
             options = master_lib.SessionOptions(list(request.config.device_filters),
-                                                int(request.config.operation_timeout_in_ms))
+                                                int(request.config.operation_timeout_in_ms),
+                                                bool(request.config.isolate_session_state))
             handle = self._master.create_session(graph_def, options, graph_bytes)
             return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=graph_def.version,
                                                     data_port=self._tx.data_port)

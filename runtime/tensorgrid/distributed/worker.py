@@ -44,6 +44,8 @@ class _RegisteredGraph:
     plan: executor.Plan
     feed_names: list[str]
     fetch_names: list[str]
+    resources: resources_lib.ResourceManager
+    """The task's (shared by name), or the session's own when its state is isolated."""
     last_used: float = dataclasses.field(default_factory=time.monotonic)
 
 
@@ -114,6 +116,8 @@ class Worker:
         self.task = task
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
         self.resources = resources_lib.ResourceManager()
+        self._session_resources: dict[str, resources_lib.ResourceManager] = {}
+        """Resources of sessions created with ``isolate_session_state``, by session handle."""
         self.limits = limits or limits_lib.ServerLimits()
         self.rendezvous = _PeerRendezvous(self, self.limits)
         self._peer = peer
@@ -161,8 +165,12 @@ class Worker:
 
     # ------------------------------------------------------------------ graphs
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef,
-                       feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str]) -> str:
-        """Prepares a partition once; returns the handle RunGraph uses."""
+                       feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str],
+                       isolate_session_state: bool = False) -> str:
+        """Prepares a partition once; returns the handle RunGraph uses. With
+        ``isolate_session_state`` its resources are the session's own on this task (as
+        TensorFlow's per-session resource manager): no other session sees them, and they go
+        when the session's last partition is deregistered."""
         try:
             graph = importer.import_graph_def(graph_def)
             feed_tensors = [graph.get_tensor_by_name(n) for n in feeds]
@@ -176,7 +184,11 @@ class Worker:
         handle = f"{session_handle}/g{next(self._handles)}"
         with self._lock:
             self._make_room_for_a_graph()
-            self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches))
+            resources = self.resources
+            if isolate_session_state:
+                resources = self._session_resources.setdefault(session_handle, resources_lib.ResourceManager())
+            self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches),
+                                                    resources)
         return handle
 
     def _make_room_for_a_graph(self) -> None:
@@ -185,7 +197,7 @@ class Worker:
         AbortedError), then refuses a new one beyond ``max_registered_graphs``."""
         horizon = time.monotonic() - self.limits.session_idle_timeout_s
         for handle in [h for h, g in self._graphs.items() if g.last_used < horizon]:
-            del self._graphs[handle]
+            self._forget_graph(handle)
         if len(self._graphs) >= self.limits.max_registered_graphs:
             raise errors.ResourceExhaustedError(
                 None, None, f"{self.task} has {len(self._graphs)} registered graph partitions, its limit "
@@ -212,12 +224,23 @@ class Worker:
 
     def deregister_graph(self, handle: str) -> None:
         with self._lock:
-            self._graphs.pop(handle, None)
+            self._forget_graph(handle)
 
     def deregister_session(self, session_handle: str) -> None:
         with self._lock:
             for handle in [h for h, g in self._graphs.items() if g.session_handle == session_handle]:
-                del self._graphs[handle]
+                self._forget_graph(handle)
+
+    def _forget_graph(self, handle: str) -> None:
+        """Drops a partition (lock held); an isolated session's resources go with its last one."""
+        registered = self._graphs.pop(handle, None)
+        if registered is None or registered.resources is self.resources:
+            return
+        session = registered.session_handle
+        if not any(g.session_handle == session for g in self._graphs.values()):
+            resources = self._session_resources.pop(session, None)
+            if resources is not None:
+                resources.cleanup()
 
     def run_graph(self, handle: str, step_id: int, feed_values: Sequence[Any]) -> list[Any]:
         """Runs a registered partition for one step; returns its fetches in registration order."""
@@ -226,7 +249,7 @@ class Worker:
             raise errors.InvalidArgumentError(
                 None, None, f"RunGraph for {handle} expects {len(registered.feed_names)} feeds, got {len(feed_values)}"
             )
-        step = executor.StepContext(step_id=step_id, resources=self.resources, rendezvous=self.rendezvous)
+        step = executor.StepContext(step_id=step_id, resources=registered.resources, rendezvous=self.rendezvous)
         started = time.perf_counter()
         with self._lock:
             self._running.setdefault(step_id, []).append(step)
@@ -288,8 +311,12 @@ class Worker:
         self.rendezvous.cleanup_step(step_id)
 
     def cleanup_all(self, containers: Optional[list[str]] = None) -> None:
-        """Clears resource containers (all when None or empty), as ``Session.reset`` asks."""
-        self.resources.cleanup(containers)
+        """Clears resource containers (all when None or empty), as ``Session.reset`` asks,
+        in the shared resources and in every isolated session's."""
+        with self._lock:
+            isolated = list(self._session_resources.values())
+        for resources in [self.resources, *isolated]:
+            resources.cleanup(containers)
 
     def close(self) -> None:
         """Fails every running step and closes queues and accumulators, so no thread stays blocked."""
@@ -300,7 +327,11 @@ class Worker:
         for step in running:
             step.cancel(failure)
         self.rendezvous.abort_all(failure)
-        self.resources.cleanup()
+        with self._lock:
+            isolated = list(self._session_resources.values())
+            self._session_resources.clear()
+        for resources in [self.resources, *isolated]:
+            resources.cleanup()
         self.rendezvous.close()
 
 

@@ -26,8 +26,9 @@ class WorkerInterface(Protocol):
         """The task's devices as ``(name, device type)``."""
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
-                       fetches: Sequence[str], targets: Sequence[str]) -> str:
-        """Prepares a partition of a session's graph; returns the handle ``run_graph`` takes."""
+                       fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False) -> str:
+        """Prepares a partition of a session's graph; returns the handle ``run_graph`` takes. With
+        ``isolate_session_state`` the partition's resources are the session's own on this task."""
 
     def deregister_graph(self, handle: str) -> None:
         """Forgets a registered partition."""

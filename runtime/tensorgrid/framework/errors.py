@@ -23,6 +23,11 @@ class OpError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    @property
+    def error_code(self) -> int:
+        """The status code (``tf.errors.OpError.error_code``): 1 CANCELLED ... 16 UNAUTHENTICATED."""
+        return self.code
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (None, None, self.message))
 

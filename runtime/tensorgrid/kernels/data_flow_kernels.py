@@ -25,20 +25,29 @@ def _never() -> bool:
     return False
 
 
+_Taker = tuple[Optional[int], Done, list[tuple[Any, ...]], Cancelled, bool]
+"""A waiting dequeue: how many elements (None: one, unstacked), its callback, what it took so
+far, whether its step failed, and whether fewer will do once the queue is closed (up_to)."""
+
+
 class FIFOQueue:
     """Tuples of arrays in arrival order; ``capacity < 0`` means unbounded.
 
     As in TensorFlow, ``enqueue_many`` and ``dequeue_many`` move one element at a time
     as room or data appears, so a batch larger than the capacity still goes through.
+    Each component has a dtype name and a shape (None: any) that enqueued elements
+    must match.
     """
 
-    def __init__(self, name: str, capacity: int, num_components: int) -> None:
+    def __init__(self, name: str, capacity: int, component_types: list[str],
+                 shapes: Optional[list[Optional[tuple[Optional[int], ...]]]] = None) -> None:
         self.name = name
         self.capacity = capacity
-        self.num_components = num_components
+        self.component_types = list(component_types)
+        self.num_components = len(component_types)
+        self.shapes = list(shapes) if shapes else [None] * self.num_components
         self._items: collections.deque[tuple[Any, ...]] = collections.deque()
-        self._takers: collections.deque[tuple[Optional[int], Done, list[tuple[Any, ...]], Cancelled]] = \
-            collections.deque()
+        self._takers: collections.deque[_Taker] = collections.deque()
         self._putters: collections.deque[tuple[collections.deque[tuple[Any, ...]], Done, Cancelled]] = \
             collections.deque()
         self._lock = threading.Lock()
@@ -47,6 +56,30 @@ class FIFOQueue:
     def size(self) -> int:
         with self._lock:
             return len(self._items)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_same_definition(self, capacity: int, component_types: list[str],
+                              shapes: list[Optional[tuple[Optional[int], ...]]]) -> None:
+        """InvalidArgumentError unless a queue op asking for this shared queue defines it as it is."""
+        for what, have, asked in (("capacity", self.capacity, capacity),
+                                  ("component types", self.component_types, list(component_types)),
+                                  ("component shapes", self.shapes, list(shapes) or [None] * len(component_types))):
+            if have != asked:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Shared queue '{self.name}' has {what} {have} but requested {what} was {asked}")
+
+    def check_element(self, components: tuple[Any, ...]) -> None:
+        """InvalidArgumentError unless one element's components have the queue's shapes."""
+        for index, (component, shape) in enumerate(zip(components, self.shapes)):
+            actual = tuple(component.shape)
+            if shape is not None and (len(shape) != len(actual) or
+                                      any(d is not None and d != a for d, a in zip(shape, actual))):
+                raise errors.InvalidArgumentError(
+                    None, None, f"Shape mismatch in tuple component {index} of queue '{self.name}'. "
+                    f"Expected {list(shape)}, got {list(actual)}")
 
     def enqueue_async(self, items: list[tuple[Any, ...]], done: Done, cancelled: Cancelled = _never) -> None:
         with self._lock:
@@ -60,10 +93,12 @@ class FIFOQueue:
             done(failure=failure)
         _notify(ready)
 
-    def dequeue_async(self, count: Optional[int], done: Done, cancelled: Cancelled = _never) -> None:
-        """``count=None`` takes one element; an int takes that many, stacked."""
+    def dequeue_async(self, count: Optional[int], done: Done, cancelled: Cancelled = _never,
+                      up_to: bool = False) -> None:
+        """``count=None`` takes one element; an int takes that many, stacked; with ``up_to``,
+        fewer (at least one) once the queue is closed."""
         with self._lock:
-            self._takers.append((count, done, [], cancelled))
+            self._takers.append((count, done, [], cancelled, up_to))
             ready = self._settle()
         _notify(ready)
 
@@ -99,7 +134,7 @@ class FIFOQueue:
                     ready.append((done, None, None))
                     moved = True
             if self._takers:
-                count, done, taken, _ = self._takers[0]
+                count, done, taken, _, _ = self._takers[0]
                 needed = 1 if count is None else count
                 if len(taken) < needed and self._items:
                     taken.append(self._items.popleft())
@@ -111,13 +146,17 @@ class FIFOQueue:
             if not moved:
                 break
         if self._closed and not self._putters:
-            # Nothing more can arrive: a taker still waiting never gets enough. Its
-            # partial batch goes back to the front, as TensorFlow does.
-            for _, _, taken, _ in reversed(self._takers):
+            # Nothing more can arrive: a dequeue_up_to that took some gets them; any
+            # other taker still waiting never gets enough, and its partial batch goes
+            # back to the front, as TensorFlow does.
+            if self._takers and self._takers[0][4] and self._takers[0][2]:
+                _, done, taken, _, _ = self._takers.popleft()
+                ready.append((done, self._value(len(taken), taken), None))
+            for _, _, taken, _, _ in reversed(self._takers):
                 self._items.extendleft(reversed(taken))
             size = len(self._items)
             while self._takers:
-                count, done, _, _ = self._takers.popleft()
+                count, done, _, _, _ = self._takers.popleft()
                 ready.append((done, None, errors.OutOfRangeError(
                     None, None,
                     f"FIFOQueue '{self.name}' is closed and has insufficient elements "
@@ -268,7 +307,11 @@ def _resource(k: Any, step: Any, kind: type, create: Callable[[], Any]) -> Any:
 @register_kernel("FIFOQueueV2", host_only=True)
 def _fifo_queue(k: Any, step: Any) -> Any:
     name = k.attrs["shared_name"] or k.name
-    return _resource(k, step, FIFOQueue, lambda: FIFOQueue(name, k.attrs["capacity"], len(k.attrs["component_types"])))
+    types = list(k.attrs["component_types"])
+    shapes = [None if s is None else tuple(s) for s in k.attrs.get("shapes") or []]
+    queue = _resource(k, step, FIFOQueue, lambda: FIFOQueue(name, k.attrs["capacity"], types, shapes))
+    queue.check_same_definition(k.attrs["capacity"], types, shapes)
+    return queue
 
 
 def _check_components(queue: FIFOQueue, components: tuple[Any, ...]) -> None:
@@ -281,6 +324,7 @@ def _check_components(queue: FIFOQueue, components: tuple[Any, ...]) -> None:
 @register_kernel("QueueEnqueueV2", is_async=True, host_only=True)
 def _enqueue(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: Any) -> None:
     _check_components(queue, components)
+    queue.check_element(components)
     queue.enqueue_async([tuple(c.copy() for c in components)], lambda value=None, failure=None: done(None, failure),
                         step.cancelled.is_set)
 
@@ -295,6 +339,8 @@ def _enqueue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: 
         )
     count = int(components[0].shape[0])
     items = [tuple(c[i].copy() for c in components) for i in range(count)]
+    for item in items[:1]:
+        queue.check_element(item)  # every element of a batch has the same shapes
     queue.enqueue_async(items, lambda value=None, failure=None: done(None, failure), step.cancelled.is_set)
 
 
@@ -309,6 +355,19 @@ def _dequeue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> No
     if count < 0:
         raise errors.InvalidArgumentError(None, None, f"dequeue_many: n must be >= 0, got {count}")
     queue.dequeue_async(count, done, step.cancelled.is_set)
+
+
+@register_kernel("QueueDequeueUpToV2", is_async=True, host_only=True)
+def _dequeue_up_to(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> None:
+    count = int(n)
+    if count < 1:
+        raise errors.InvalidArgumentError(None, None, f"dequeue_up_to: n must be >= 1, got {count}")
+    queue.dequeue_async(count, done, step.cancelled.is_set, up_to=True)
+
+
+@register_kernel("QueueIsClosedV2", host_only=True)
+def _queue_is_closed(k: Any, step: Any, queue: FIFOQueue) -> Any:
+    return k.xp.asarray(queue.closed, dtype=k.output_dtypes[0])
 
 
 @register_kernel("QueueSizeV2", host_only=True)

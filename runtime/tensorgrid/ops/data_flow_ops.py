@@ -19,7 +19,7 @@ from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import op_util
 
 for _op_type in ("FIFOQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
-                 "QueueSizeV2", "QueueCloseV2", "ConditionalAccumulator", "AccumulatorApplyGradient",
+                 "QueueDequeueUpToV2", "QueueIsClosedV2", "QueueSizeV2", "QueueCloseV2", "ConditionalAccumulator", "AccumulatorApplyGradient",
                  "AccumulatorTakeGradient", "AccumulatorSetGlobalStep", "AccumulatorNumAccumulated",
                  "SparseConditionalAccumulator", "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient"):
     op_registry.register_op(_op_type, stateful=True)
@@ -31,7 +31,12 @@ def _as_list(value: Any) -> list[Any]:
 
 
 class FIFOQueue:
-    """A first-in first-out queue of tuples of tensors (``tf.FIFOQueue``)."""
+    """A first-in first-out queue of tuples of tensors (``tf.FIFOQueue``).
+
+    With ``names``, elements are dicts: enqueue takes a dict with exactly those keys and the
+    dequeues return one. Elements are checked against ``shapes`` when the graph is built and,
+    for tensors of unknown shape, when they are enqueued.
+    """
 
     def __init__(self, capacity: int, dtypes: Any, shapes: Optional[Sequence[Any]] = None,
                  names: Any = None, shared_name: Optional[str] = None, name: str = "fifo_queue") -> None:
@@ -52,7 +57,7 @@ class FIFOQueue:
                 raise ValueError(f"FIFOQueue has {len(self._dtypes)} dtypes but {len(self._shapes)} shapes")
         else:
             self._shapes = [tensor_shape.unknown_shape() for _ in self._dtypes]
-        self._names = names
+        self._names = _queue_names(names, len(self._dtypes))
         graph = graph_lib.get_default_graph()
         self._queue_ref = op_util.make_tensor(
             "FIFOQueueV2", [], dtypes_lib.resource, [], name,
@@ -78,8 +83,22 @@ class FIFOQueue:
     def shapes(self) -> list[tensor_shape.TensorShape]:
         return list(self._shapes)
 
+    @property
+    def names(self) -> Optional[list[str]]:
+        return None if self._names is None else list(self._names)
+
     def _components(self, vals: Any, many: bool) -> list[graph_lib.Tensor]:
-        values = list(vals.values()) if isinstance(vals, dict) else _as_list(vals)
+        if self._names is not None:
+            if not isinstance(vals, dict):
+                raise ValueError(f"Queue {self._name} has names {self._names}: enqueue a dictionary with those keys, "
+                                 f"got {type(vals).__name__}")
+            if sorted(vals) != sorted(self._names):
+                raise ValueError(f"Keys in dictionary to enqueue {sorted(vals)} do not match names of queue "
+                                 f"{self._name}: {sorted(self._names)}")
+            vals = [vals[n] for n in self._names]
+        elif isinstance(vals, dict):
+            raise ValueError(f"Queue {self._name} has no names: enqueue a list or tuple, not a dictionary")
+        values = _as_list(vals)
         if len(values) != len(self._dtypes):
             raise ValueError(f"Queue {self._name} takes {len(self._dtypes)} components, got {len(values)}")
         tensors = []
@@ -101,20 +120,38 @@ class FIFOQueue:
             return op_util.make_op("QueueEnqueueManyV2", [self._queue_ref, *self._components(vals, True)], [],
                                    name or "enqueue_many")
 
+    def _dequeued(self, outputs: list[graph_lib.Tensor]) -> Any:
+        """A dequeue's outputs as the user gets them: a dict with names, else one tensor or a list."""
+        if self._names is not None:
+            return dict(zip(self._names, outputs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
     def dequeue(self, name: Optional[str] = None) -> Any:
         with self._queue_ref.graph.colocate_with(self._queue_ref.op):
             op = op_util.make_op("QueueDequeueV2", [self._queue_ref], list(zip(self._dtypes, self._shapes)),
                                  name or "dequeue")
-        return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+        return self._dequeued(op.outputs)
 
     def dequeue_many(self, n: Any, name: Optional[str] = None) -> Any:
+        return self._dequeue_batch("QueueDequeueManyV2", n, name or "dequeue_many", exact=True)
+
+    def dequeue_up_to(self, n: Any, name: Optional[str] = None) -> Any:
+        """Like ``dequeue_many``, but once the queue is closed returns what is left (at least one element)."""
+        return self._dequeue_batch("QueueDequeueUpToV2", n, name or "dequeue_up_to", exact=False)
+
+    def _dequeue_batch(self, op_type: str, n: Any, name: str, exact: bool) -> Any:
         count = op_util.to_tensor(n, dtype=dtypes.int32)
         static_n = op_util.static_value(count)
-        lead = [None if static_n is None else int(static_n)]
+        lead = [None if static_n is None or not exact else int(static_n)]
         specs = [(d, tensor_shape.TensorShape(lead).concatenate(s)) for d, s in zip(self._dtypes, self._shapes)]
         with self._queue_ref.graph.colocate_with(self._queue_ref.op):
-            op = op_util.make_op("QueueDequeueManyV2", [self._queue_ref, count], specs, name or "dequeue_many")
-        return op.outputs[0] if len(op.outputs) == 1 else op.outputs
+            op = op_util.make_op(op_type, [self._queue_ref, count], specs, name)
+        return self._dequeued(op.outputs)
+
+    def is_closed(self, name: Optional[str] = None) -> graph_lib.Tensor:
+        """A boolean scalar: whether the queue was closed."""
+        with self._queue_ref.graph.colocate_with(self._queue_ref.op):
+            return op_util.make_tensor("QueueIsClosedV2", [self._queue_ref], dtypes.bool_, [], name or "is_closed")
 
     def size(self, name: Optional[str] = None) -> graph_lib.Tensor:
         with self._queue_ref.graph.colocate_with(self._queue_ref.op):
@@ -124,6 +161,16 @@ class FIFOQueue:
         with self._queue_ref.graph.colocate_with(self._queue_ref.op):
             return op_util.make_op("QueueCloseV2", [self._queue_ref], [], name or "close",
                                    {"cancel_pending_enqueues": bool(cancel_pending_enqueues)})
+
+
+def _queue_names(names: Any, count: int) -> Optional[list[str]]:
+    """A queue's component names (one string per dtype), or None."""
+    if names is None:
+        return None
+    listed = [names] if isinstance(names, str) else list(names)
+    if len(listed) != count or not all(isinstance(n, str) for n in listed):
+        raise ValueError(f"Queue names must be {count} strings, one per dtype, got {names!r}")
+    return listed
 
 
 class ConditionalAccumulator:

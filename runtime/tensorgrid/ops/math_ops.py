@@ -45,15 +45,15 @@ def _unary(op_type: str, x: Any, name: Optional[str], allowed: tuple[dtypes.DTyp
 # ---------------------------------------------------------------- element-wise
 
 def add(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return _binary("AddV2", x, y, name or "add")
+    return _binary("AddV2", x, y, name or "Add")
 
 
 def subtract(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return _binary("Sub", x, y, name or "sub")
+    return _binary("Sub", x, y, name or "Sub")
 
 
 def multiply(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return _binary("Mul", x, y, name or "mul")
+    return _binary("Mul", x, y, name or "Mul")
 
 
 def truediv(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
@@ -66,7 +66,7 @@ def truediv(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
 
 
 def divide(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return truediv(x, y, name or "div")
+    return truediv(x, y, name or "truediv")
 
 
 def div(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
@@ -82,14 +82,14 @@ def floordiv(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
 
 
 def floormod(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return _binary("FloorMod", x, y, name or "floormod")
+    return _binary("FloorMod", x, y, name or "FloorMod")
 
 
 mod = floormod
 
 
 def pow(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:  # noqa: A001 - TF's name
-    return _binary("Pow", x, y, name or "pow")
+    return _binary("Pow", x, y, name or "Pow")
 
 
 def maximum(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
@@ -628,8 +628,15 @@ def clip_by_global_norm(t_list: Any, clip_norm: Any, use_norm: Any = None,
 
 # ---------------------------------------------------------------- operators on Tensor
 
-def _r(fn: Any) -> Any:
-    return lambda self, other: fn(other, self)
+def _operator(fn: Any, name: str) -> Any:
+    """``fn`` as a Tensor operator: its op named as TensorFlow names an operator's (``a + b`` is
+    'add', while ``tf.add`` is 'Add')."""
+    return lambda self, other: fn(self, other, name=name)
+
+
+def _r(fn: Any, name: str) -> Any:
+    """The reflected operator (``2 - t``), named as the operator."""
+    return lambda self, other: fn(other, self, name=name)
 
 
 def _getitem(self: graph_lib.Tensor, key: Any) -> graph_lib.Tensor:
@@ -637,12 +644,17 @@ def _getitem(self: graph_lib.Tensor, key: Any) -> graph_lib.Tensor:
 
 
 for _name, _fn in {
-    "__add__": add, "__radd__": _r(add), "__sub__": subtract, "__rsub__": _r(subtract),
-    "__mul__": multiply, "__rmul__": _r(multiply), "__truediv__": truediv, "__rtruediv__": _r(truediv),
-    "__floordiv__": floordiv, "__rfloordiv__": _r(floordiv), "__mod__": floormod, "__rmod__": _r(floormod),
-    "__pow__": pow, "__rpow__": _r(pow), "__matmul__": matmul, "__rmatmul__": _r(matmul),
+    "__add__": _operator(add, "add"), "__radd__": _r(add, "add"),
+    "__sub__": _operator(subtract, "sub"), "__rsub__": _r(subtract, "sub"),
+    "__mul__": _operator(multiply, "mul"), "__rmul__": _r(multiply, "mul"),
+    "__truediv__": _operator(truediv, "truediv"), "__rtruediv__": _r(truediv, "truediv"),
+    "__floordiv__": _operator(floordiv, "floordiv"), "__rfloordiv__": _r(floordiv, "floordiv"),
+    "__mod__": _operator(floormod, "mod"), "__rmod__": _r(floormod, "mod"),
+    "__pow__": _operator(pow, "pow"), "__rpow__": _r(pow, "pow"),
+    "__matmul__": _operator(matmul, "matmul"), "__rmatmul__": _r(matmul, "matmul"),
     "__lt__": less, "__le__": less_equal, "__gt__": greater, "__ge__": greater_equal,
-    "__and__": logical_and, "__rand__": _r(logical_and), "__or__": logical_or, "__ror__": _r(logical_or),
+    "__and__": _operator(logical_and, "and"), "__rand__": _r(logical_and, "and"),
+    "__or__": _operator(logical_or, "or"), "__ror__": _r(logical_or, "or"),
 }.items():
     graph_lib.Tensor._override_operator(_name, _fn)
 graph_lib.Tensor._override_operator("__neg__", lambda self: negative(self))

@@ -62,41 +62,29 @@ class Scaffold:
         self._saver = saver
 
     def finalize(self) -> "Scaffold":
-        """Creates the missing ops from the graph's collections, then finalizes the graph."""
+        """Fills in the missing ops, each from its graph collection or else made and added to it
+        (so a second MonitoredSession on the same, now finalized, graph finds them), then
+        finalizes the graph. RuntimeError when a collection holds more than one candidate."""
         graph = graph_lib.get_default_graph()
-        if graph.finalized:
-            return self
         keys = graph_lib.GraphKeys
         if self._init_op is None:
-            self._init_op = _first_in_collection(keys.INIT_OP)
-            if self._init_op is None:
-                self._init_op = variables.global_variables_initializer()
+            self._init_op = _get_or_default("init_op", keys.INIT_OP, variables.global_variables_initializer)
         if self._ready_op is None:
-            self._ready_op = _first_in_collection(keys.READY_OP)
-            if self._ready_op is None:
-                self._ready_op = variables.report_uninitialized_variables()
+            self._ready_op = _get_or_default("ready_op", keys.READY_OP, variables.report_uninitialized_variables)
         if self._ready_for_local_init_op is None:
-            self._ready_for_local_init_op = _first_in_collection(keys.READY_FOR_LOCAL_INIT_OP)
-            if self._ready_for_local_init_op is None:
-                self._ready_for_local_init_op = variables.report_uninitialized_variables(variables.global_variables())
+            self._ready_for_local_init_op = _get_or_default(
+                "ready_for_local_init_op", keys.READY_FOR_LOCAL_INIT_OP,
+                lambda: variables.report_uninitialized_variables(variables.global_variables()))
         if self._local_init_op is None:
-            self._local_init_op = _first_in_collection(keys.LOCAL_INIT_OP)
-            if self._local_init_op is None:
-                self._local_init_op = control_flow_ops.group(variables.local_variables_initializer(), name="local_init")
+            self._local_init_op = _get_or_default(
+                "local_init_op", keys.LOCAL_INIT_OP,
+                lambda: control_flow_ops.group(variables.local_variables_initializer(), name="local_init"))
         if self._summary_op is None:
-            self._summary_op = _first_in_collection(keys.SUMMARY_OP)
-            if self._summary_op is None:
-                self._summary_op = summary_ops.merge_all()
+            self._summary_op = _get_or_default("summary_op", keys.SUMMARY_OP, summary_ops.merge_all)
         if self._saver is None:
-            savers = graph.get_collection(keys.SAVERS)
-            if savers:
-                self._saver = savers[0]
-            elif variables.global_variables():
-                from tensorgrid.train import saver as saver_lib
-
-                self._saver = saver_lib.Saver()
-                graph.add_to_collection(keys.SAVERS, self._saver)
-        graph.finalize()
+            self._saver = _saver_or_default()
+        if not graph.finalized:
+            graph.finalize()
         return self
 
     @property
@@ -138,9 +126,38 @@ def _first_given(value: Any, fallback: Any) -> Any:
     return fallback if value is None else value
 
 
-def _first_in_collection(key: str) -> Any:
-    items = graph_lib.get_default_graph().get_collection(key)
-    return items[0] if items else None
+def _get_or_default(what: str, key: str, make: Any) -> Any:
+    """The one item of collection ``key``, or else ``make()``, added to the collection (TF's
+    ``Scaffold.get_or_default``)."""
+    graph = graph_lib.get_default_graph()
+    items = graph.get_collection(key)
+    if len(items) > 1:
+        raise RuntimeError(f"More than one item in the collection {key!r} ({len(items)}). Please indicate which "
+                           f"one to use by passing it to the Scaffold as {what}=...")
+    if items:
+        return items[0]
+    made = make()
+    if made is not None:
+        graph.add_to_collection(key, made)
+    return made
+
+
+def _saver_or_default() -> Any:
+    """The Saver of the SAVERS collection, or a new one (added to it) when the graph has variables."""
+    graph = graph_lib.get_default_graph()
+    savers = graph.get_collection(graph_lib.GraphKeys.SAVERS)
+    if len(savers) > 1:
+        raise RuntimeError(f"More than one item in the collection {graph_lib.GraphKeys.SAVERS!r} ({len(savers)}). "
+                           "Please indicate which one to use by passing it to the Scaffold as saver=...")
+    if savers:
+        return savers[0]
+    if not variables.global_variables():
+        return None
+    from tensorgrid.train import saver as saver_lib
+
+    made = saver_lib.Saver()
+    graph.add_to_collection(graph_lib.GraphKeys.SAVERS, made)
+    return made
 
 
 class SessionCreator:

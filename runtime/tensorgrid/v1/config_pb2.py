@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/config.proto\x12\rtensorgrid.v1\"\x84\x01\n\rSessionConfig\x12\x16\n\x0e\x64\x65vice_filters\x18\x01 \x03(\t\x12\x1f\n\x17operation_timeout_in_ms\x18\x02 \x01(\x03\x12\x1c\n\x14\x61llow_soft_placement\x18\x03 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x04 \x01(\x08\"?\n\nRunOptions\x12\x15\n\rtimeout_in_ms\x18\x01 \x01(\x03\x12\x1a\n\x12\x61llow_data_channel\x18\x02 \x01(\x08\"`\n\x10\x44\x65viceAttributes\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_type\x18\x02 \x01(\t\x12\x14\n\x0cmemory_limit\x18\x03 \x01(\x03\x12\x13\n\x0bincarnation\x18\x04 \x01(\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/config.proto\x12\rtensorgrid.v1\"\xa3\x01\n\rSessionConfig\x12\x16\n\x0e\x64\x65vice_filters\x18\x01 \x03(\t\x12\x1f\n\x17operation_timeout_in_ms\x18\x02 \x01(\x03\x12\x1c\n\x14\x61llow_soft_placement\x18\x03 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x04 \x01(\x08\x12\x1d\n\x15isolate_session_state\x18\x05 \x01(\x08\"?\n\nRunOptions\x12\x15\n\rtimeout_in_ms\x18\x01 \x01(\x03\x12\x1a\n\x12\x61llow_data_channel\x18\x02 \x01(\x08\"`\n\x10\x44\x65viceAttributes\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_type\x18\x02 \x01(\t\x12\x14\n\x0cmemory_limit\x18\x03 \x01(\x03\x12\x13\n\x0bincarnation\x18\x04 \x01(\x06\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tensorgrid.v1.config_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SESSIONCONFIG']._serialized_start=46
-  _globals['_SESSIONCONFIG']._serialized_end=178
-  _globals['_RUNOPTIONS']._serialized_start=180
-  _globals['_RUNOPTIONS']._serialized_end=243
-  _globals['_DEVICEATTRIBUTES']._serialized_start=245
-  _globals['_DEVICEATTRIBUTES']._serialized_end=341
+  _globals['_SESSIONCONFIG']._serialized_end=209
+  _globals['_RUNOPTIONS']._serialized_start=211
+  _globals['_RUNOPTIONS']._serialized_end=274
+  _globals['_DEVICEATTRIBUTES']._serialized_start=276
+  _globals['_DEVICEATTRIBUTES']._serialized_end=372
 # @@protoc_insertion_point(module_scope)

@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SessionConfig(_message.Message):
-    __slots__ = ("device_filters", "operation_timeout_in_ms", "allow_soft_placement", "log_device_placement")
+    __slots__ = ("device_filters", "operation_timeout_in_ms", "allow_soft_placement", "log_device_placement", "isolate_session_state")
     DEVICE_FILTERS_FIELD_NUMBER: _ClassVar[int]
     OPERATION_TIMEOUT_IN_MS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_SOFT_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     LOG_DEVICE_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    ISOLATE_SESSION_STATE_FIELD_NUMBER: _ClassVar[int]
     device_filters: _containers.RepeatedScalarFieldContainer[str]
     operation_timeout_in_ms: int
     allow_soft_placement: bool
     log_device_placement: bool
-    def __init__(self, device_filters: _Optional[_Iterable[str]] = ..., operation_timeout_in_ms: _Optional[int] = ..., allow_soft_placement: _Optional[bool] = ..., log_device_placement: _Optional[bool] = ...) -> None: ...
+    isolate_session_state: bool
+    def __init__(self, device_filters: _Optional[_Iterable[str]] = ..., operation_timeout_in_ms: _Optional[int] = ..., allow_soft_placement: _Optional[bool] = ..., log_device_placement: _Optional[bool] = ..., isolate_session_state: _Optional[bool] = ...) -> None: ...
 
 class RunOptions(_message.Message):
     __slots__ = ("timeout_in_ms", "allow_data_channel")

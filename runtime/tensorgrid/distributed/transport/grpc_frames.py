@@ -73,9 +73,11 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     travel in chunk frames from ``TransportConfig.stream_min_bytes`` (4 MiB) on, so only a
     graph with large constants comes near the limit. Replies are not limited here: the
     client chose its peer. A connection's handshakes (TLS, then HTTP/2's settings) must
-    end within ``handshake_timeout_s`` of its accept (gRPC's default: 120 s)."""
+    end within ``handshake_timeout_s`` of its accept (gRPC's default: 120 s).
+    ``SO_REUSEPORT`` is off (gRPC turns it on by default on Linux): a second server on a
+    port in use must fail to start, not share the port and answer another task's clients."""
     return [("grpc.max_receive_message_length", max_message_bytes), ("grpc.max_send_message_length", -1),
-            ("grpc.server_handshake_timeout_ms", max(1, int(handshake_timeout_s * 1000)))]
+            ("grpc.server_handshake_timeout_ms", max(1, int(handshake_timeout_s * 1000))), ("grpc.so_reuseport", 0)]
 
 
 def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:

@@ -49,9 +49,10 @@ fuzz: venv
 	  $(PY) tests/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
-# helm for the chart tests (go install, cached in ~/.cache/tensorgrid/bin).
+# helm for the chart tests, kwok for the operator's tests on simulated nodes (go install,
+# cached in ~/.cache/tensorgrid/bin).
 tools:
-	hack/tools.sh
+	hack/tools.sh --with-kwok
 
 # Container images of docker/: installs and starts Docker's engine and makes the local
 # base images when needed (hack/docker-engine.sh, hack/base-images.sh).
@@ -88,7 +89,7 @@ bench:
 	$(PY) bench/training.py
 
 # The operator's scale benchmark (100 TrainingJobs on a real control plane).
-bench-operator: venv kubernetes-binaries
+bench-operator: venv kubernetes-binaries tools
 	$(PY) bench/operator_scale.py
 
 # Static checks: ruff (rules in pyproject.toml), mypy --strict, the import-linter contracts.

@@ -27,7 +27,7 @@ import random
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Optional, TypeVar, cast
+from typing import Any, Awaitable, Callable, Optional, TypeVar, cast
 
 import kopf
 
@@ -95,6 +95,20 @@ class _Runtime:
         """``fn(*args)`` (a blocking API call) on the operator's thread pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
+
+    async def calls(self, coroutines: list[Awaitable[T]]) -> list[T | BaseException]:
+        """Many API calls of one job, at most half the pool's threads at a time (exceptions returned).
+
+        A job of thousands of replicas queues thousands of creations at once: without a bound
+        they fill the pool's queue, and every other job's reads and writes wait behind them.
+        """
+        limit = asyncio.Semaphore(max(1, self.settings.api_workers // 2))
+
+        async def bounded(coroutine: Awaitable[T]) -> T:
+            async with limit:
+                return await coroutine
+
+        return await asyncio.gather(*(bounded(c) for c in coroutines), return_exceptions=True)
 
 
 @dataclasses.dataclass
@@ -449,17 +463,19 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
     await asyncio.gather(*(runtime.call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
                            for pod_name, uid in plan.close_group_pods))
-    await asyncio.gather(
+    deletions = await runtime.calls([
         *(runtime.call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
         *(runtime.call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
-        *(runtime.call(k.delete_service, namespace, svc) for svc in plan.delete_services))
+        *(runtime.call(k.delete_service, namespace, svc) for svc in plan.delete_services)])
+    for result in deletions:
+        if isinstance(result, BaseException):
+            raise result  # as before: the next reconcile (after the error backoff) deletes again
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [
         ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
-    results = await asyncio.gather(
-        *(runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
-        return_exceptions=True)
+    results = await runtime.calls(
+        [runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects])
     failures = []
     for (kind, obj), result in zip(objects, results):
         if isinstance(result, BaseException):

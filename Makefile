@@ -55,9 +55,10 @@ fuzz: venv
 	  $(PY) tests/runtime/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
-# helm for the chart tests (go install, cached in ~/.cache/tensorgrid/bin).
+# helm for the chart tests, kwok for the operator's tests on simulated nodes (go install,
+# cached in ~/.cache/tensorgrid/bin).
 tools:
-	hack/tools.sh
+	hack/tools.sh --with-kwok
 
 # Container images of docker/ (docs/images.md): installs and starts Docker's engine when
 # needed (hack/docker-engine.sh) and builds FROM the standard bases (python:3.11-slim, NVIDIA's
@@ -98,7 +99,7 @@ bench:
 	$(PY) bench/training.py
 
 # The operator's scale benchmark (100 TrainingJobs on a real control plane).
-bench-operator: venv kubernetes-binaries
+bench-operator: venv kubernetes-binaries tools
 	$(PY) bench/operator_scale.py
 
 # Static checks: ruff (rules in pyproject.toml), mypy --strict, the import-linter contracts.

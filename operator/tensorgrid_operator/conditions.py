@@ -64,3 +64,8 @@ def set_condition(conditions: list[Obj], ctype: str, status: bool, reason: str, 
                        "lastTransitionTime": format_time(now)})
     conditions.sort(key=lambda c: CONDITION_TYPES.index(c["type"]) if c["type"] in CONDITION_TYPES else 99)
     return status
+
+
+def job_finished(conditions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a job's conditions say it ended (Succeeded or Failed): nothing runs again."""
+    return is_true(conditions, SUCCEEDED) or is_true(conditions, FAILED)

@@ -18,9 +18,10 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator import jobstatus
 from tensorgrid_operator import podview
+from tensorgrid_operator import plans
 from tensorgrid_operator import policies
-from tensorgrid_operator import reconcile
 
 Obj = dict[str, Any]
 INVALID = 422
@@ -50,13 +51,13 @@ class Outcome:
 
     status: Optional[Obj]
     """The status to write over the plan's, or ``None`` when the plan's is right."""
-    events: list[reconcile.Event]
+    events: list[plans.Event]
     """Every event of the plan, with the creations as they happened (replaces ``plan.events``)."""
     requeue_after: Optional[float]
     transitions: list[str]
 
 
-def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequence[CreateFailure],
+def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[CreateFailure],
                   now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay()) -> Outcome:
     """The outcome of ``plan`` whose creations ended in ``failures``; ``job`` carries the status written."""
     if not failures:
@@ -67,9 +68,9 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
                         if ("Service", s["metadata"]["name"]) not in failed]
     events = [e for e in plan.events if e.reason not in ("CreatedPods", "CreatedServices")]
     if created_pods:
-        events.append(reconcile.Event("Normal", "CreatedPods", f"created pods {', '.join(created_pods)}"))
+        events.append(plans.Event("Normal", "CreatedPods", f"created pods {', '.join(created_pods)}"))
     if created_services:
-        events.append(reconcile.Event("Normal", "CreatedServices",
+        events.append(plans.Event("Normal", "CreatedServices",
                                       f"created headless services {', '.join(created_services)}"))
     status: Obj = copy.deepcopy(dict(job.get("status") or {}))
     conditions: list[Obj] = status.setdefault("conditions", [])
@@ -80,8 +81,8 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
         cond_lib.set_condition(conditions, cond_lib.FAILED, True, "PodTemplateRejected", text, now)
         cond_lib.set_condition(conditions, cond_lib.RUNNING, False, "PodTemplateRejected", "the job failed", now)
         status["completionTime"] = cond_lib.format_time(now)
-        status["state"] = reconcile.job_state(conditions)
-        events.append(reconcile.Event("Warning", "PodTemplateRejected", text))
+        status["state"] = jobstatus.job_state(conditions)
+        events.append(plans.Event("Warning", "PodTemplateRejected", text))
         # Look again at once: the finished job cleans up by the usual path.
         transitions = [t for t in plan.transitions if t != "created" or created_pods]
         return Outcome(status, events, 0.0, transitions + ["failed"])
@@ -98,17 +99,17 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
         previous = before.get(key.short_name)
         if key.short_name not in refused:  # a replica whose pod and Service both failed waits once
             refused[key.short_name] = backoff[key.short_name] = policies.backoff_entry(
-                previous, retry_delay, now, key.short_name, reconcile.FAILED_CREATE,
+                previous, retry_delay, now, key.short_name, plans.FAILED_CREATE,
                 f"could not create {failure.kind.lower()} {failure.name}: {failure.message}")
         # The plan counted the pod as active, unless it was the retry of a refused one.
-        if failure.kind == "Pod" and (previous or {}).get("reason") != reconcile.FAILED_CREATE:
+        if failure.kind == "Pod" and (previous or {}).get("reason") != plans.FAILED_CREATE:
             counts = (status.get("replicaStatuses") or {}).get(key.rtype.value)
             if counts is not None:
                 counts["active"] = max(0, int(counts.get("active", 0)) - 1)
     status["replicaBackoff"] = sorted(backoff.values(), key=lambda e: str(e["replica"]))
-    message = reconcile.refused_message(job["metadata"]["name"],
+    message = jobstatus.refused_message(job["metadata"]["name"],
                                         sorted(refused.values(), key=lambda e: str(e["replica"])))
-    cond_lib.set_condition(conditions, cond_lib.RUNNING, False, reconcile.FAILED_CREATE, message, now)
+    cond_lib.set_condition(conditions, cond_lib.RUNNING, False, plans.FAILED_CREATE, message, now)
     transitions = list(plan.transitions)
     if "created" in plan.transitions:  # this plan said the job's pods were created: say how many exist
         existing = sum(int(c.get("active", 0)) for c in (status.get("replicaStatuses") or {}).values())
@@ -116,14 +117,14 @@ def after_creates(job: Mapping[str, Any], plan: reconcile.Plan, failures: Sequen
             cond_lib.set_condition(conditions, cond_lib.CREATED, True, "PodsCreated",
                                    f"created {existing} pods and their headless services", now)
         else:
-            cond_lib.set_condition(conditions, cond_lib.CREATED, False, reconcile.FAILED_CREATE,
+            cond_lib.set_condition(conditions, cond_lib.CREATED, False, plans.FAILED_CREATE,
                                    "no pod could be created yet", now)
             transitions.remove("created")
-    status["state"] = reconcile.job_state(conditions)
+    status["state"] = jobstatus.job_state(conditions)
     for kind in ("Pod", "Service"):
         mine = [f for f in failures if f.kind == kind]
         if mine:
-            events.append(reconcile.Event("Warning", f"FailedCreate{kind}", _failure_message(mine, refused)))
+            events.append(plans.Event("Warning", f"FailedCreate{kind}", _failure_message(mine, refused)))
     waits = [policies.seconds_until_retry(e, now) for e in refused.values()]
     requeue = min([w for w in (plan.requeue_after, *waits) if w is not None], default=None)
     return Outcome(status, events, requeue, transitions)

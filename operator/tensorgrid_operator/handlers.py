@@ -22,11 +22,12 @@ import dataclasses
 import datetime
 import functools
 import logging
+import math
 import random
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Optional, TypeVar, cast
+from typing import Any, Awaitable, Callable, Optional, TypeVar, cast
 
 import kopf
 
@@ -36,9 +37,11 @@ from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
 from tensorgrid_operator import kueue
+from tensorgrid_operator import looplag
 from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import observed
+from tensorgrid_operator import plans
 from tensorgrid_operator import policies
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
@@ -52,6 +55,11 @@ JobIndex = kopf.Index[JobKey, Obj]
 
 # States in which the job's metrics are read into status.progress.
 PROGRESS_STATES = ("Running", "Restarting")
+# States after which nothing happens to a job but its cleanup, which its pods' events wake, and its TTL.
+FINISHED_STATES = ("Succeeded", "Failed")
+# Threads that run the pure reconcile, off the event loop: a job of thousands of replicas takes
+# long enough to decide that on the loop it would stall the watches, /healthz and every other job.
+RECONCILE_THREADS = 2
 # After an unexpected API error, try again after this long (doubling, capped).
 ERROR_BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -67,6 +75,10 @@ class _Runtime:
     settings: config.Settings
     kube: kube.Kube
     executor: concurrent.futures.ThreadPoolExecutor
+    deciders: concurrent.futures.ThreadPoolExecutor
+    """Threads that run ``reconcile.reconcile`` (apart from the API calls' threads)."""
+    lag_watch: Optional["asyncio.Task[None]"] = None
+    """The task measuring the event loop's lag (``looplag``)."""
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     written_versions: dict[JobKey, str] = dataclasses.field(default_factory=dict)
     phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
@@ -83,6 +95,20 @@ class _Runtime:
         """``fn(*args)`` (a blocking API call) on the operator's thread pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
+
+    async def calls(self, coroutines: list[Awaitable[T]]) -> list[T | BaseException]:
+        """Many API calls of one job, at most half the pool's threads at a time (exceptions returned).
+
+        A job of thousands of replicas queues thousands of creations at once: without a bound
+        they fill the pool's queue, and every other job's reads and writes wait behind them.
+        """
+        limit = asyncio.Semaphore(max(1, self.settings.api_workers // 2))
+
+        async def bounded(coroutine: Awaitable[T]) -> T:
+            async with limit:
+                return await coroutine
+
+        return await asyncio.gather(*(bounded(c) for c in coroutines), return_exceptions=True)
 
 
 @dataclasses.dataclass
@@ -189,7 +215,9 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
         settings=ours,
         kube=kube.Kube(configuration, pool_size=ours.api_workers),
         executor=concurrent.futures.ThreadPoolExecutor(ours.api_workers, thread_name_prefix="tensorgrid-api"),
+        deciders=concurrent.futures.ThreadPoolExecutor(RECONCILE_THREADS, thread_name_prefix="tensorgrid-reconcile"),
     )
+    state.runtime.lag_watch = asyncio.create_task(looplag.watch_lag())
     if ours.metrics_port is not None and state.metrics_server is None:
         state.metrics_server = metrics.serve(ours.metrics_port)
         logger.info("metrics on :%d/metrics", state.metrics_server.port)
@@ -199,7 +227,10 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
 async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     state = state_of(memo)
     if state.runtime is not None:
+        if state.runtime.lag_watch is not None:
+            state.runtime.lag_watch.cancel()
         state.runtime.executor.shutdown(wait=False, cancel_futures=True)
+        state.runtime.deciders.shutdown(wait=False, cancel_futures=True)
         state.runtime.kube.close()
         state.runtime = None
     if state.metrics_server is not None:
@@ -299,7 +330,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
                 break
             if delay > 0:
                 try:
-                    await asyncio.wait_for(wake.wait(), timeout=delay)
+                    await asyncio.wait_for(wake.wait(), timeout=None if math.isinf(delay) else delay)
                 except asyncio.TimeoutError:
                     pass
     finally:
@@ -315,7 +346,8 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
 
 async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
                           services_index: JobIndex) -> Optional[float]:
-    """Read, decide, apply. Returns seconds until the next reconcile is due; ``None`` once the job is gone."""
+    """Read, decide (on a thread), apply. Returns seconds until the next reconcile is due (``math.inf``:
+    only when woken); ``None`` once the job is gone."""
     namespace, name = key
     started = time.monotonic()
     try:
@@ -334,18 +366,32 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
             pods, services = await asyncio.gather(runtime.call(k.list_pods, namespace, name),
                                                   runtime.call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
-        plan = reconcile.reconcile(job, pods, services, now, _retry_delay(runtime.settings),
-                                   _stuck_policy(runtime.settings))
+        plan = await asyncio.get_running_loop().run_in_executor(runtime.deciders, functools.partial(
+            reconcile.reconcile, job, pods, services, now, _retry_delay(runtime.settings),
+            _stuck_policy(runtime.settings)))
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
         job, requeue_after = await _apply(runtime, key, job, plan, logger)
         progress_after = await _update_progress(runtime, key, job, pods)
-        resync = runtime.settings.resync_seconds
-        due = [t for t in (requeue_after, progress_after) if t is not None]
-        return min(max(min(due), 0.0), resync) if due else resync
+        finished = (job.get("status") or {}).get("state") in FINISHED_STATES
+        return next_reconcile_in(finished, requeue_after, progress_after, runtime.settings.resync_seconds)
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+
+
+def next_reconcile_in(finished: bool, requeue_after: Optional[float], progress_after: Optional[float],
+                      resync: float) -> float:
+    """Seconds until a job is reconciled again if no event wakes it sooner.
+
+    The earliest timer (a deadline, a TTL, a retry, the next progress reading), capped by the
+    resync period. A finished job is not polled: it waits for its TTL, or for an event about
+    it or its pods (``math.inf`` when it has no TTL), so thousands of finished jobs cost nothing.
+    """
+    due = [t for t in (requeue_after, progress_after) if t is not None]
+    if finished:
+        return max(min(due), 0.0) if due else math.inf
+    return min(max(min(due), 0.0), resync) if due else resync
 
 
 def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSettings:
@@ -400,7 +446,7 @@ def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
 
 
-async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reconcile.Plan,
+async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plans.Plan,
                  logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
 
@@ -417,17 +463,19 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: reco
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
     await asyncio.gather(*(runtime.call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
                            for pod_name, uid in plan.close_group_pods))
-    await asyncio.gather(
+    deletions = await runtime.calls([
         *(runtime.call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
         *(runtime.call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
-        *(runtime.call(k.delete_service, namespace, svc) for svc in plan.delete_services))
+        *(runtime.call(k.delete_service, namespace, svc) for svc in plan.delete_services)])
+    for result in deletions:
+        if isinstance(result, BaseException):
+            raise result  # as before: the next reconcile (after the error backoff) deletes again
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [
         ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
-    results = await asyncio.gather(
-        *(runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects),
-        return_exceptions=True)
+    results = await runtime.calls(
+        [runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects])
     failures = []
     for (kind, obj), result in zip(objects, results):
         if isinstance(result, BaseException):

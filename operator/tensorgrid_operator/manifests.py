@@ -25,6 +25,11 @@ PS_GRACE_ENV = "TENSORGRID_PS_GRACE_SECONDS"
 # training task has reported finishing, and the operator stops it when the job ends.
 ALL_WORKERS_PS_GRACE_SECONDS = 30 * 24 * 3600
 
+# The most bytes of TF_CONFIG a pod gets: Linux refuses to start a process with an environment
+# string longer than MAX_ARG_STRLEN (32 pages, 131072 bytes), so a container with a longer
+# TF_CONFIG could never start. About 3,000 replicas with short job and namespace names.
+MAX_TF_CONFIG_BYTES = 131072
+
 # Mutual TLS between a job's pods: the Secret of job_certificates.py, mounted into every
 # main container, whose runtime finds it through TLS_DIR_ENV.
 TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
@@ -107,12 +112,31 @@ def cluster_spec(job_name: str, namespace: str, job_spec: spec_lib.JobSpec) -> d
     return cluster
 
 
-def tf_config(job_name: str, namespace: str, job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey) -> str:
-    return json.dumps({
-        "cluster": cluster_spec(job_name, namespace, job_spec),
-        "task": {"type": key.rtype.task_type, "index": key.index},
-        "environment": "cloud",
-    }, sort_keys=True)
+def cluster_json(job_name: str, namespace: str, job_spec: spec_lib.JobSpec) -> str:
+    """TF_CONFIG's ``cluster`` as JSON, computed once per job and reconcile pass, not once per pod.
+
+    Raises ``ValueError`` when the TF_CONFIG it makes would not fit in one environment
+    variable (``MAX_TF_CONFIG_BYTES``): such a container could never start.
+    """
+    cluster = cluster_spec(job_name, namespace, job_spec)
+    text = json.dumps(cluster, sort_keys=True)
+    total = sum(len(addresses) for addresses in cluster.values())
+    # The longest task any replica gets: the longest type name, the largest index.
+    size = len(tf_config(text, spec_lib.ReplicaKey(spec_lib.ReplicaType.EVALUATOR, total)).encode())
+    if size > MAX_TF_CONFIG_BYTES:
+        raise ValueError(f"TF_CONFIG for {total} replicas of job {job_name} in namespace {namespace} would be "
+                         f"{size} bytes, over the {MAX_TF_CONFIG_BYTES} bytes an environment variable can hold "
+                         f"(Linux's MAX_ARG_STRLEN): use fewer replicas or a shorter job name and namespace")
+    return text
+
+
+def tf_config(cluster: str, key: spec_lib.ReplicaKey) -> str:
+    """The TF_CONFIG of one replica, around the job's ``cluster_json``.
+
+    The same bytes as ``json.dumps({"cluster", "environment", "task"}, sort_keys=True)``.
+    """
+    task = json.dumps({"index": key.index, "type": key.rtype.task_type})
+    return f'{{"cluster": {cluster}, "environment": "cloud", "task": {task}}}'
 
 
 def _set_env(container: Obj, name: str, value: str) -> None:
@@ -156,8 +180,12 @@ def _mount_tls(main: Obj, pod_spec: Obj, job_name: str) -> None:
         _set_env(main, TLS_DIR_ENV, TLS_MOUNT_PATH)
 
 
-def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0) -> Obj:
+def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0,
+              cluster: Optional[str] = None) -> Obj:
     """The pod for one replica: the user's template plus names, labels, TF_CONFIG and ports.
+
+    ``cluster`` is the job's ``cluster_json``, computed once per pass by the caller
+    (computed here when not given).
 
     ``restartPolicy`` is always ``Never``: the operator, not the kubelet, decides about
     restarts, so it sees every exit code and ``backoffLimit`` bounds every retry. The
@@ -184,7 +212,9 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     container = main_container(pod_spec)
     if container is not None:
         main: Obj = dict(container)
-        _set_env(main, "TF_CONFIG", tf_config(job_name, namespace, job_spec, key))
+        if cluster is None:
+            cluster = cluster_json(job_name, namespace, job_spec)
+        _set_env(main, "TF_CONFIG", tf_config(cluster, key))
         metrics_port = replica_port(job_spec, key.rtype, spec_lib.METRICS_PORT_NAME)
         _set_env(main, "TENSORGRID_METRICS_PORT", str(metrics_port))
         data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)

@@ -38,6 +38,14 @@ CONSISTENT_READS = prometheus_client.Counter(
     "tensorgrid_operator_consistent_reads_total",
     "Reconciles that listed a job's pods and Services because the watches did not show the operator's last "
     "writes yet (the others read kopf's indexes).", registry=REGISTRY)
+EVENT_LOOP_LAG = prometheus_client.Histogram(
+    "tensorgrid_operator_event_loop_lag_seconds",
+    "How late the operator's event loop woke a task that slept a fixed interval: the time it was busy "
+    "with something else (watches, /healthz and every job's loop wait that long).",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=REGISTRY)
+EVENT_LOOP_LAG_MAX = prometheus_client.Gauge(
+    "tensorgrid_operator_event_loop_lag_max_seconds", "The largest event-loop lag seen since the operator started.",
+    registry=REGISTRY)
 API_ERRORS = prometheus_client.Counter(
     "tensorgrid_operator_api_errors_total",
     "Kubernetes API calls that failed unexpectedly (not 404 on delete, not 409 AlreadyExists on create).",

@@ -41,6 +41,11 @@ METRICS_PORT = 9090
 # Kubernetes names of Services (and hence pods, which share them) are DNS-1035
 # labels: at most 63 characters.
 MAX_NAME_LENGTH = 63
+# The most pods (all replica types together) one job may have; the CRD's CEL rule says the
+# same. Every pod's TF_CONFIG names every other one (about 40 bytes each), and the API
+# server, etcd and the operator hold all of them: 2,000 keeps TF_CONFIG near 80 KB, under
+# the 128 KiB one environment variable can hold (manifests.MAX_TF_CONFIG_BYTES).
+MAX_REPLICAS = 2000
 DEFAULT_BACKOFF_LIMIT = 6
 
 # spec.managedBy (as batch/v1 Job's): absent or this value, the operator reconciles the job;
@@ -183,6 +188,11 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         policy = _enum(RestartPolicy, entry.get("restartPolicy", RestartPolicy.EXIT_CODE.value),
                        f"spec.replicaSpecs.{rtype.value}.restartPolicy")
         replica_specs[rtype] = ReplicaSpec(replicas, policy, entry.get("template") or {})
+    total = sum(r.replicas for r in replica_specs.values())
+    if total > MAX_REPLICAS:
+        counts = " + ".join(f"{t.value} {s.replicas}" for t, s in replica_specs.items() if s.replicas)
+        raise ValueError(f"spec.replicaSpecs: {total} replicas in all ({counts}); a job has at most {MAX_REPLICAS} "
+                         f"(docs/operator.md, Limits)")
     run = raw.get("runPolicy") or {}
     run_policy = RunPolicy(
         clean_pod_policy=_enum(CleanPodPolicy, run.get("cleanPodPolicy", CleanPodPolicy.RUNNING.value),

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from tensorgrid_operator import conditions
 from tensorgrid_operator import creation
+from tensorgrid_operator import plans
 from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
 from tensorgrid_operator import terminating
@@ -67,8 +68,8 @@ class Sim:
         self.pods: dict[str, dict[str, Any]] = {}
         self.services: dict[str, dict[str, Any]] = {}
         self.now = T0
-        self.plans: list[reconcile.Plan] = []
-        self.events: list[reconcile.Event] = []
+        self.plans: list[plans.Plan] = []
+        self.events: list[plans.Event] = []
         self.outcome: Optional[creation.Outcome] = None
         """What the last applied plan's creations came to."""
         self.job_deleted = False
@@ -86,12 +87,12 @@ class Sim:
         found = conditions.get_condition(self.status.get("conditions") or [], ctype)
         return dict(found) if found is not None else {}
 
-    def plan(self) -> reconcile.Plan:
+    def plan(self) -> plans.Plan:
         """Reconcile without applying."""
         return reconcile.reconcile(self.job, list(self.pods.values()), list(self.services.values()), self.now,
                                    self.retry_delay, self.stuck)
 
-    def step(self, seconds: float = 0.0) -> reconcile.Plan:
+    def step(self, seconds: float = 0.0) -> plans.Plan:
         """Advance the clock, reconcile, and apply the plan."""
         self.now += datetime.timedelta(seconds=seconds)
         plan = self.plan()
@@ -99,7 +100,7 @@ class Sim:
         self.plans.append(plan)
         return plan
 
-    def apply(self, plan: reconcile.Plan, status: bool = True, deletes: bool = True, creates: bool = True) -> None:
+    def apply(self, plan: plans.Plan, status: bool = True, deletes: bool = True, creates: bool = True) -> None:
         if status and plan.status is not None:
             self.job["status"] = copy.deepcopy(plan.status)
         if deletes:

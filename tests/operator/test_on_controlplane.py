@@ -194,7 +194,7 @@ def test_deleted_completed_pod_is_not_recreated(operator: Operator, namespace: N
     time.sleep(2)  # the deletion event has been reconciled by now
     assert "keep-worker-2" not in namespace.pods("keep")
     records = namespace.status("keep")["finishedReplicas"]
-    assert [(r["replica"], r["outcome"]) for r in records] == [("worker-2", "Succeeded")]
+    assert [(r["type"], r["indexes"], r["outcome"]) for r in records] == [("Worker", "2", "Succeeded")]
     assert namespace.status("keep")["state"] == "Running"
 
 
@@ -328,3 +328,25 @@ def test_remove_finalizers_once_the_operator_is_gone(controlplane: ControlPlane,
 def test_example_manifests_are_valid(controlplane: ControlPlane, path: pathlib.Path) -> None:
     result = controlplane.kubectl("apply", "--dry-run=server", "-n", "default", "-f", str(path), check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("ps, workers, wanted", [
+    (1, 5000, ["5000", "less than or equal to 2000"]),      # one type over the cap: the schema names the value
+    (1000, 1001, ["at most 2000 replicas in all"]),         # the types together over it: the CEL rule
+])
+def test_the_api_server_refuses_a_job_over_the_replica_cap(operator: Operator, namespace: Namespace, ps: int,
+                                                           workers: int, wanted: list[str]) -> None:
+    from kubernetes.client import exceptions
+
+    with pytest.raises(exceptions.ApiException) as refused:
+        namespace.apply(job_manifest("huge", ps=ps, workers=workers))
+    assert refused.value.status == 422
+    body = json.loads(refused.value.body)["message"]
+    assert all(text in body for text in wanted), body
+    # At the cap the API server accepts it; with this test's long namespace name every pod's TF_CONFIG
+    # would pass what one environment variable holds, so the operator fails it without making a pod.
+    namespace.apply(job_manifest("largest", ps=1, workers=1999))
+    namespace.wait_state("largest", "Failed")
+    message = namespace.condition("largest", "Failed")["message"]
+    assert "TF_CONFIG for 2000 replicas" in message and "over the 131072 bytes" in message, message
+    assert namespace.pods("largest") == {}

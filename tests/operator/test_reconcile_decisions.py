@@ -9,6 +9,7 @@ import pytest
 from operator_sim import Sim, make_job
 from tensorgrid_operator import conditions
 from tensorgrid_operator import exitcodes
+from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import policies
 from tensorgrid_operator import spec as spec_lib
 
@@ -198,7 +199,7 @@ def test_exit_zero_of_a_non_deciding_replica(policy: str, restarted: bool) -> No
     sim = started(make_job(ps=1, workers=2, policy=policy))
     sim.set_phase("mnist-worker-1", "Succeeded", 0)
     sim.step()
-    finished = {r["replica"] for r in sim.status["finishedReplicas"]}
+    finished = set(finished_replicas.expand(sim.status["finishedReplicas"]))
     assert ("worker-1" in finished) is (not restarted)
     assert sim.status["restarts"] == (1 if restarted else 0)
     assert sim.status["state"] in ("Restarting", "Running")
@@ -513,7 +514,7 @@ def test_a_deleted_completed_pod_is_not_recreated() -> None:
     assert plan.create_pods == []
     assert sim.status["replicaStatuses"]["Worker"]["succeeded"] == 1
     record = sim.status["finishedReplicas"][0]
-    assert (record["replica"], record["outcome"], record["exitCode"]) == ("worker-2", "Succeeded", 0)
+    assert (record["type"], record["indexes"], record["outcome"], record["exitCode"]) == ("Worker", "2", "Succeeded", 0)
 
 
 def test_a_vanished_running_pod_is_recreated_without_a_retry() -> None:

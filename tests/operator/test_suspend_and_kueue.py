@@ -12,7 +12,7 @@ from operator_sim import Sim, make_job
 from tensorgrid_operator import conditions
 from tensorgrid_operator import kueue
 from tensorgrid_operator import manifests
-from tensorgrid_operator import reconcile
+from tensorgrid_operator import plans
 from tensorgrid_operator import spec as spec_lib
 
 CRD = pathlib.Path(__file__).resolve().parents[2] / "crds" / "trainingjobs.tensorgrid.io.yaml"
@@ -205,7 +205,7 @@ def test_unqueued_finished_job_patches_no_pod() -> None:
 
 
 def test_close_group_is_an_action() -> None:
-    assert reconcile.Plan(close_group_pods=[("p", "u")]).has_actions
+    assert plans.Plan(close_group_pods=[("p", "u")]).has_actions
 
 
 # --- pods waiting for admission -----------------------------------------------------------------

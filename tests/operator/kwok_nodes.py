@@ -1,0 +1,118 @@
+"""KWOK nodes on the test control plane: pods run, are deleted and are lost as on real nodes.
+
+The other operator tests play the kubelet by patching pod status. Here ``kwok`` (built by
+``hack/tools.sh --with-kwok``, behaviour in ``hack/kwok-stages.yaml``) plays it for a few
+Node objects: the scheduler binds pods to them, KWOK runs them (Running, a pod IP), ends
+a deleted pod once its deletion starts, and renews each node's Lease. A node KWOK stops
+managing (``KwokNodes.lose``) is a lost node: its pods stay as they are and a pod deleted
+there stays Terminating, as on a node whose kubelet died.
+
+The nodes are tainted (``TAINT``): only pods that tolerate it (``tolerate_kwok``) go there,
+so the other tests still see a cluster without nodes. Without the kwok binary the tests
+skip, except under ``CI=true``, where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import subprocess
+import tempfile
+from typing import Any, Iterator
+
+import pytest
+
+from operator_cluster import ControlPlane, wait_for
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+STAGES = ROOT / "hack" / "kwok-stages.yaml"
+# KWOK manages the nodes with this label value; any other value makes a node lost.
+MANAGED_LABEL = "tensorgrid.io/kwok-node"
+MANAGED = "managed"
+TAINT = {"key": "tensorgrid.io/kwok-node", "value": "simulated", "effect": "NoSchedule"}
+
+
+def kwok_binary() -> pathlib.Path:
+    """The kwok binary of hack/tools.sh; skips (fails under CI=true) when it was not built."""
+    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
+                         check=True)
+    binary = pathlib.Path(out.stdout.strip()) / "kwok"
+    if not binary.exists():
+        message = f"no kwok in {binary.parent}: build it with `hack/tools.sh --with-kwok` (`make tools`)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return binary
+
+
+def tolerate_kwok(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The TrainingJob with every replica's pods tolerating the KWOK nodes' taint."""
+    for replica in manifest["spec"]["replicaSpecs"].values():
+        pod_spec = replica["template"].setdefault("spec", {})
+        pod_spec.setdefault("tolerations", []).append({**TAINT, "operator": "Equal"})
+    return manifest
+
+
+class KwokNodes:
+    """The running kwok and its nodes."""
+
+    def __init__(self, cp: ControlPlane, names: list[str]) -> None:
+        self.cp = cp
+        self.names = names
+
+    def lose(self, node: str) -> None:
+        """KWOK stops managing the node: no kubelet answers for it any more."""
+        self.cp.core.patch_node(node, {"metadata": {"labels": {MANAGED_LABEL: "lost"}}})
+
+    def restore(self, node: str) -> None:
+        """KWOK manages the node again: its kubelet is back."""
+        self.cp.core.patch_node(node, {"metadata": {"labels": {MANAGED_LABEL: MANAGED}}})
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {MANAGED_LABEL: MANAGED, "kubernetes.io/hostname": name,
+                                                  "type": "kwok"},
+                         "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+            "spec": {"taints": [TAINT]}}
+
+
+@contextlib.contextmanager
+def running_kwok(cp: ControlPlane, nodes: int, prefix: str = "kwok-node") -> Iterator[KwokNodes]:
+    """kwok managing ``nodes`` new Ready nodes until the block ends; then the nodes are deleted."""
+    binary = kwok_binary()
+    names = [f"{prefix}-{i}" for i in range(nodes)]
+    log = tempfile.NamedTemporaryFile(prefix="kwok-", suffix=".log", delete=False)
+    process = subprocess.Popen(
+        [str(binary), "--kubeconfig", cp.kubeconfig, "--config", str(STAGES), "--manage-all-nodes=false",
+         f"--manage-nodes-with-label-selector={MANAGED_LABEL}={MANAGED}", "--cidr=10.128.0.0/16",
+         "--node-ip=10.127.0.1", "--node-lease-duration-seconds=40", "--server-address="],
+        stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for name in names:
+            cp.core.create_node(_node(name))
+
+        def all_ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"kwok exited ({process.returncode}): "
+                                     f"{pathlib.Path(log.name).read_text()[-2000:]}")
+            ready = 0
+            for node in cp.core.list_node(label_selector=f"{MANAGED_LABEL}={MANAGED}").items:
+                conditions = {c.type: c.status for c in node.status.conditions or []}
+                ready += node.metadata.name in names and conditions.get("Ready") == "True"
+            return ready == len(names)
+
+        wait_for(all_ready, 60, f"{nodes} KWOK nodes to be Ready")
+        yield KwokNodes(cp, names)
+    finally:
+        for name in names:
+            with contextlib.suppress(Exception):
+                cp.core.delete_node(name)
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)
+        log.close()

@@ -76,8 +76,21 @@ class ControlPlane:
         """Returns once no TrainingJob is left in the cluster: what a test needs before it runs an operator
         (or the chart's uninstall hook) for every namespace, which would take the jobs other tests left
         behind while their namespaces are deleted."""
-        wait_for(lambda: not self.training_jobs(), timeout, "the TrainingJobs of other tests to be gone",
+        wait_for(lambda: not self._release_deleted_jobs(), timeout, "the TrainingJobs of other tests to be gone",
                  self.training_jobs)
+
+    def _release_deleted_jobs(self) -> set[str]:
+        """The jobs left; those already being deleted (a finished test's namespace, whose operator
+        may have stopped, e.g. with a pod stuck on a lost KWOK node) lose their finalizers so
+        that they go."""
+        out = self.kubectl("get", "trainingjobs", "--all-namespaces", "-o",
+                           r'jsonpath={range .items[?(@.metadata.deletionTimestamp)]}{.metadata.namespace} '
+                           r'{.metadata.name}{"\n"}{end}').stdout
+        for line in out.splitlines():
+            namespace, name = line.split()
+            self.kubectl("patch", "trainingjob", name, "-n", namespace, "--type=merge", "-p",
+                         '{"metadata":{"finalizers":null}}', check=False)
+        return self.training_jobs()
 
 
 def binaries_dir() -> pathlib.Path:

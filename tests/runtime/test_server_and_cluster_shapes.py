@@ -39,11 +39,10 @@ def test_a_second_server_on_a_port_in_use_fails_to_start(lib: Any, servers: list
     servers.append(lib.train.Server({"local": [address]}))
     with pytest.raises(Exception) as failure:
         servers.append(lib.train.Server({"local": [address]}))
+    assert isinstance(failure.value, lib.errors.UnknownError)
+    assert "Could not start gRPC server" in str(failure.value)
     if lib is tensorgrid:
-        assert address.rpartition(":")[2] in str(failure.value)
-        assert isinstance(failure.value, RuntimeError)
-    else:
-        assert isinstance(failure.value, lib.errors.UnknownError)
+        assert f"cannot listen on port {address.rpartition(':')[2]}" in str(failure.value)
     with lib.Graph().as_default():
         # the first server still answers on its port
         assert lib.Session(servers[0].target).run(lib.constant(3)) == 3

@@ -390,6 +390,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     if not bound:
         tx.close()
         recv_pool.shutdown(wait=False)
-        raise RuntimeError(f"Cannot listen on port {port} for {server.task}: is another process using it?")
+        raise errors.UnknownError(None, None, f"Could not start gRPC server: cannot listen on port {port} for "
+                                  f"{server.task}: is another process using it?")  # TensorFlow's error class
     rpc_server.start()
     return Serving(rpc_server, bound, tx, recv_pool)

@@ -168,9 +168,29 @@ class Plan:
         self.fetch_may_alias = [
             t.dtype.is_ref_dtype or any(x.dtype.is_ref_dtype for x in t.op.inputs) for t in fetches
         ]
+        self.straight_order = None if any(n.is_async for n in self.nodes) else self._dataflow_order()
+        """Without asynchronous kernels, the order the dataflow loop would run the nodes in,
+        fixed once: a step then runs them one after the other (None: the dataflow loop runs)."""
+
+    def _dataflow_order(self) -> Optional[list[_Node]]:
+        """The order ``run``'s dataflow loop takes when every kernel completes at once; None
+        when some node never becomes ready (a cycle, which the loop reports)."""
+        pending = [n.pending for n in self.nodes]
+        ready = collections.deque(self.roots)
+        order: list[_Node] = []
+        while ready:
+            node = self.nodes[ready.popleft()]
+            order.append(node)
+            for c in node.consumers:
+                pending[c] -= 1
+                if pending[c] == 0:
+                    ready.append(c)
+        return order if len(order) == len(self.nodes) else None
 
     def run(self, step: StepContext, feed_values: Sequence[Any]) -> list[Any]:
         """Runs one step; returns the fetched values (copied where they alias a variable)."""
+        if self.straight_order is not None:
+            return self._run_in_order(self.straight_order, step, feed_values)
         values: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.feed_slots, feed_values):
             values[slot] = value
@@ -228,6 +248,32 @@ class Plan:
                 pending[c] -= 1
                 if pending[c] == 0:
                     ready.append(c)
+        return [
+            _fetch_result(values[slot], may_alias)
+            for slot, may_alias in zip(self.fetch_slots, self.fetch_may_alias)
+        ]
+
+    def _run_in_order(self, order: list[_Node], step: StepContext, feed_values: Sequence[Any]) -> list[Any]:
+        """``run`` for a plan whose kernels all complete at once: the same order as the
+        dataflow loop, without its bookkeeping (a loop body or a branch runs this per call)."""
+        if step.cancelled.is_set():
+            raise errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
+        values: list[Any] = [None] * self.num_slots
+        for slot, value in zip(self.feed_slots, feed_values):
+            values[slot] = value
+        copies: dict[tuple[int, int], Any] = {}
+        for node in order:
+            try:
+                inputs = ([values[s] for s in node.input_slots] if node.plain_inputs
+                          else self._gather_inputs(node, values, copies))
+                result = node.kernel(node.ctx, step, *inputs)
+            except BaseException as exc:  # annotated and re-raised
+                step.cancelled.set()
+                raise _annotate(exc, node.ctx.op) from exc
+            if node.num_outputs == 1:
+                values[node.output_slot] = result
+            else:
+                self._store(node, result, values)
         return [
             _fetch_result(values[slot], may_alias)
             for slot, may_alias in zip(self.fetch_slots, self.fetch_may_alias)

@@ -5,11 +5,13 @@ TensorFlow's is one).
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Callable, Iterator
 
 import pytest
 
 import tensorgrid
+from tensorgrid.distributed import ports
 
 
 @pytest.fixture(params=["tensorgrid", "tensorflow"])
@@ -99,3 +101,22 @@ def default_op_names(lib: Any) -> dict[str, str]:
 
 def test_default_op_names_are_tensorflows(tf1: Any) -> None:
     assert default_op_names(tensorgrid) == default_op_names(tf1)
+
+
+def test_reset_of_a_master_nobody_serves_fails_naming_its_address() -> None:
+    """TensorFlow waits for the master (its reset hung past 120 s here); tensorgrid fails at
+    once with UnavailableError naming the address (README: differences)."""
+    port = ports.free_ports(1)[0]
+    error = raised(lambda: tensorgrid.Session.reset(f"grpc://127.0.0.1:{port}"))
+    assert isinstance(error, tensorgrid.errors.UnavailableError) and f"127.0.0.1:{port}" in str(error)
+
+
+@pytest.mark.timeout(60)
+def test_reset_of_a_master_that_never_answers_ends_at_the_operation_timeout() -> None:
+    with socket.socket() as silent:  # accepts connections, never speaks
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        target = f"grpc://127.0.0.1:{silent.getsockname()[1]}"
+        error = raised(lambda: tensorgrid.Session.reset(target, config=tensorgrid.ConfigProto(
+            operation_timeout_in_ms=1000)))
+    assert isinstance(error, tensorgrid.errors.DeadlineExceededError), error

@@ -74,4 +74,12 @@ class RemoteEngine:
 
 
 def reset(target: str, containers: Optional[list[str]] = None, config: Any = None) -> None:
-    channels.master_for_target(target).reset(containers)
+    """Clears ``containers`` through the master at ``target``. A master that cannot be
+    reached fails at once with UnavailableError (TensorFlow waits for it); one that does not
+    answer, after ``config.operation_timeout_in_ms`` (60 s when unset)."""
+    master = channels.master_for_target(target)
+    if isinstance(master, master_lib.Master):
+        master.reset(containers)
+        return
+    timeout_ms = int(getattr(config, "operation_timeout_in_ms", 0) or 0)
+    master.reset(containers, timeout_s=timeout_ms / 1000 if timeout_ms > 0 else 60.0)

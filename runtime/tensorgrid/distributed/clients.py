@@ -390,6 +390,6 @@ class MasterClient(_Client):
             master_pb2.ListDevicesRequest(), timeout=60.0))
         return [(d.name, d.device_type, int(d.incarnation)) for d in [*response.local_device, *response.remote_device]]
 
-    def reset(self, containers: Optional[list[str]]) -> None:
+    def reset(self, containers: Optional[list[str]], timeout_s: float = 60.0) -> None:
         _call(f"Reset at {self.address}", lambda: self._stub.Reset(
-            master_pb2.ResetRequest(container=list(containers or [])), timeout=60.0))
+            master_pb2.ResetRequest(container=list(containers or [])), timeout=timeout_s))

@@ -48,6 +48,7 @@ from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_
 from tensorgrid.ops.cond_ops import cond
 from tensorgrid.ops.logging_ops import Print
 from tensorgrid.ops.while_ops import while_loop
+from tensorgrid.ops.tensor_array_ops import TensorArray
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients
 from tensorgrid.ops.init_ops import (

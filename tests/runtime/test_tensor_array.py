@@ -89,7 +89,18 @@ def integers_and_nested_loops(tf: Any) -> list[Any]:
     return [ta.stack(), ta.size(), ta.concat()], {n: 3}
 
 
+def cond_picks_a_tensor_array(tf: Any) -> list[Any]:
+    """A cond whose branches write different values into one array; reads past it differentiate."""
+    x = tf.placeholder(tf.float64, [3])
+    flag = tf.placeholder(tf.bool, [])
+    ta = tf.TensorArray(tf.float64, size=2).write(0, x * 2.0)
+    ta = tf.cond(flag, lambda: ta.write(1, x * x), lambda: ta.write(1, tf.exp(x)))
+    stacked = ta.stack()
+    return [stacked, *tf.gradients(tf.reduce_sum(stacked * stacked), [x])], {x: X[1], flag: False}
+
+
 PROGRAMS: dict[str, Callable[[Any], list[Any]]] = {
+    "cond_picks_a_tensor_array": cond_picks_a_tensor_array,
     "rnn_loop": rnn_loop,
     "write_read_outside_a_loop": write_read_outside_a_loop,
     "scatter_gather": scatter_gather,
@@ -170,6 +181,10 @@ MISUSES: dict[str, tuple[Callable[[Any], Any], str, str]] = {
         "InvalidArgumentError", "TensorArray has inconsistent shapes.  Index 0 has shape: [2] but index 1 has shape: [3]"),
     "stack_empty_of_unknown_shape": (lambda tf: tf.TensorArray(tf.float32, 0).stack(), "UnimplementedError",
                                      "TensorArray has size zero, but element shape <unknown> is not fully defined"),
+    "read_twice_when_cleared": (
+        lambda tf: (lambda ta: tf.stack([ta.read(0), ta.read(0)]))(tf.TensorArray(tf.float32, 2).write(0, 1.0)),
+        "InvalidArgumentError", "Could not read index 0 twice because it was cleared after a previous read "
+                                "(perhaps try setting clear_after_read = false?)"),
     "split_lengths_sum": (lambda tf: tf.TensorArray(tf.float32, 2).split(_unknown(tf, [1.0, 2.0, 3.0]), [2, 2]).read(1),
                           "InvalidArgumentError", "sum of lengths is 4 and value's shape is: [3]"),
     "split_count": (lambda tf: tf.TensorArray(tf.float32, 2).split([1.0, 2.0, 3.0], [1, 1, 1]).read(1),

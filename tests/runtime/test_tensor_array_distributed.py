@@ -65,3 +65,32 @@ def test_a_tensor_array_loop_trains_across_worker_and_ps(tmp_path: Any) -> None:
     losses, _, w = remote
     assert losses[-1] < losses[0]
     assert not np.allclose(w, [[0.3, -0.2], [0.1, 0.4]])
+
+
+def test_a_tensor_array_made_on_the_ps_stays_there(tmp_path: Any) -> None:
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}) as cluster:
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.placeholder(tf.float64, [2], name="x")
+            with tf.device("/job:ps/task:0"):
+                on_ps = tf.TensorArray(tf.float64, size=2, tensor_array_name="on_ps")
+            with tf.device("/job:worker/task:0"):
+                ta = on_ps.write(0, x * 3.0).write(1, tf.tanh(x))
+                total = tf.reduce_sum(ta.stack() * x)
+                grad = tf.gradients(total, x)[0]
+                looped = tf.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a.write(i, x)),
+                                       [tf.constant(0), on_ps])
+        array_ops = [op for op in graph.get_operations() if op.type.startswith("TensorArray")]
+        assert {op.type for op in array_ops} >= {"TensorArrayNew", "TensorArrayWrite", "TensorArrayGather",
+                                                 "TensorArrayWriteGrad", "TensorArrayGatherGrad"}
+        assert all(op.device == "/job:ps/task:0" for op in array_ops)
+        feed = {x: np.array([0.5, -2.0])}
+        with tf.Session(cluster.target("worker"), graph=graph) as sess:
+            got_total, got_grad = sess.run([total, grad], feed)
+        with tf.Session(graph=graph) as sess:
+            want_total, want_grad = sess.run([total, grad], feed)
+        np.testing.assert_array_equal(got_total, want_total)
+        np.testing.assert_array_equal(got_grad, want_grad)
+        with tf.Session(cluster.target("worker"), graph=graph) as sess:
+            with pytest.raises(tf.errors.InvalidArgumentError, match="would go from .*ps.* to .*worker"):
+                sess.run(looped[1].stack(), feed)

@@ -52,7 +52,8 @@ class TensorArrayValue:
     """The flow is a float32 scalar in the graph, as in TF1; loops check loop variables' shapes."""
 
     def __init__(self, name: str, dtype: Any, elements: Sequence[Optional[Any]], dynamic_size: bool,
-                 element_shape: Shape, infer_shape: bool, aggregate: bool = False) -> None:
+                 element_shape: Shape, infer_shape: bool, aggregate: bool = False,
+                 clear_after_read: bool = False, cleared: frozenset[int] = frozenset()) -> None:
         self.name = name
         self.dtype = np.dtype(dtype)
         self.elements = tuple(elements)
@@ -61,10 +62,14 @@ class TensorArrayValue:
         self.infer_shape = infer_shape
         self.aggregate = aggregate
         """A gradient array: a second write to an index adds to it instead of failing."""
+        self.clear_after_read = clear_after_read
+        self.cleared = set(cleared)
+        """Indices read once already (``clear_after_read``): a second read or a write fails, as in TF1.
+        The only state a read changes; a gradient pass's recomputing reads leave it alone."""
 
     def _replace(self, elements: Sequence[Optional[Any]], element_shape: Shape) -> "TensorArrayValue":
         return TensorArrayValue(self.name, self.dtype, elements, self.dynamic_size, element_shape,
-                                self.infer_shape, self.aggregate)
+                                self.infer_shape, self.aggregate, self.clear_after_read, frozenset(self.cleared))
 
     @property
     def size(self) -> int:
@@ -95,6 +100,10 @@ class TensorArrayValue:
                         "infer_shape=False).")
                 if self.infer_shape:
                     shape = tuple(array.shape)
+            if index in self.cleared:
+                raise errors.InvalidArgumentError(
+                    None, None, f"TensorArray {self.name}: Could not write to TensorArray index {index} because "
+                    "it has already been read.")
             previous = elements[index]
             if previous is not None:
                 if not self.aggregate:
@@ -113,11 +122,18 @@ class TensorArrayValue:
                 elements[index] = None
         return self._replace(elements, self.element_shape)
 
-    def element(self, index: int) -> Any:
-        """The element at ``index``; zeros when not written and its shape is known (as TF1)."""
+    def element(self, index: int, clear: bool = False) -> Any:
+        """The element at ``index``; zeros when not written and its shape is known (as TF1).
+        ``clear``: a forward read of a ``clear_after_read`` array, after which the element is gone."""
         if index < 0 or index >= len(self.elements):
             raise errors.InvalidArgumentError(
                 None, None, f"Tried to read from index {index} but array size is: {len(self.elements)}")
+        if index in self.cleared and clear:
+            raise errors.InvalidArgumentError(
+                None, None, f"TensorArray {self.name}: Could not read index {index} twice because it was cleared "
+                "after a previous read (perhaps try setting clear_after_read = false?).")
+        if clear and self.clear_after_read:
+            self.cleared.add(index)
         value = self.elements[index]
         if value is not None:
             return value
@@ -129,7 +145,7 @@ class TensorArrayValue:
                 "tensor will be returned instead of incurring this error.")
         return np.zeros(_sizes(self.element_shape), dtype=self.dtype)
 
-    def stacked(self, indices: Sequence[int]) -> Any:
+    def stacked(self, indices: Sequence[int], clear: bool = False) -> Any:
         """The elements at ``indices`` stacked on a new first axis (gather, stack)."""
         if not indices:
             if not _fully_defined(self.element_shape):
@@ -138,7 +154,7 @@ class TensorArrayValue:
                     "not fully defined. Currently only static shapes are supported when packing zero-size "
                     "TensorArrays.")
             return np.zeros([0, *_sizes(self.element_shape)], dtype=self.dtype)
-        values = [self.element(i) for i in indices]
+        values = [self.element(i, clear) for i in indices]
         for i, value in zip(indices[1:], values[1:]):
             if value.shape != values[0].shape:
                 raise errors.InvalidArgumentError(
@@ -200,7 +216,7 @@ def _new(k: Any, step: Any, size: Any) -> Any:
     shape = k.attrs["element_shape"]
     return TensorArrayValue(k.attrs["tensor_array_name"] or k.name, dtypes.as_dtype(k.attrs["dtype"]).as_numpy_dtype,
                             [None] * count, k.attrs["dynamic_size"], None if shape is None else tuple(shape),
-                            k.attrs["infer_shape"])
+                            k.attrs["infer_shape"], clear_after_read=k.attrs["clear_after_read"])
 
 
 @register_kernel("TensorArrayWrite", host_only=True)
@@ -208,14 +224,19 @@ def _write(k: Any, step: Any, flow: Any, index: Any, value: Any) -> Any:
     return _forward(k, flow).written({_index(index): value})
 
 
+def _clears(step: Any) -> bool:
+    """Whether reads in this step clear what they read: not when a gradient pass recomputes them."""
+    return not getattr(step, "recompute", False)
+
+
 @register_kernel("TensorArrayRead", host_only=True)
 def _read(k: Any, step: Any, flow: Any, index: Any) -> Any:
-    return _forward(k, flow).element(_index(index))
+    return _forward(k, flow).element(_index(index), _clears(step))
 
 
 @register_kernel("TensorArrayGather", host_only=True)
 def _gather(k: Any, step: Any, flow: Any, indices: Any) -> Any:
-    return _forward(k, flow).stacked(_indices(indices))
+    return _forward(k, flow).stacked(_indices(indices), _clears(step))
 
 
 @register_kernel("TensorArrayScatter", host_only=True)
@@ -236,7 +257,7 @@ def _scatter(k: Any, step: Any, flow: Any, indices: Any, value: Any) -> Any:
 @register_kernel("TensorArrayConcat", host_only=True)
 def _concat(k: Any, step: Any, flow: Any) -> Any:
     array = _forward(k, flow)
-    values = [array.element(i) for i in range(array.size)]
+    values = [array.element(i, _clears(step)) for i in range(array.size)]
     for i, value in enumerate(values):
         if value.ndim == 0:
             raise errors.InvalidArgumentError(

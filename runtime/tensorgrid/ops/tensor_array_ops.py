@@ -10,6 +10,7 @@ flow is a gradient array whose writes to one index add up, as TF's TensorArrayGr
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
@@ -57,6 +58,8 @@ class TensorArray:
         self._element_shape = [tensor_shape.as_shape(element_shape) if element_shape is not None
                                else tensor_shape.unknown_shape()]
         """One shape shared by the TensorArrays of one chain, refined by writes when ``infer_shape``."""
+        self._creator: Optional[graph_lib.Operation] = None
+        """The op that made the array; later ops in its graph run beside it, as TF1 colocates them."""
         if flow is not None:
             if size is not None:
                 raise ValueError("Pass either size (a new TensorArray) or flow (an existing one), not both")
@@ -76,6 +79,13 @@ class TensorArray:
             {"dtype": self._dtype.name, "dynamic_size": self._dynamic_size, "clear_after_read": self._clear_after_read,
              "element_shape": self._element_shape[0].as_tuple_or_none(), "infer_shape": self._infer_shape,
              "tensor_array_name": tensor_array_name or ""})
+        self._creator = self._flow.op
+
+    def _beside_creator(self) -> Any:
+        """Colocates the ops created inside with the array's creator, when in its graph."""
+        if self._creator is None or self._flow.graph is not self._creator.graph:
+            return contextlib.nullcontext()
+        return self._creator.graph.colocate_with(self._creator)
 
     @property
     def flow(self) -> graph_lib.Tensor:
@@ -109,19 +119,28 @@ class TensorArray:
             return t
         return op_util.to_tensor(value, dtype=self._dtype)
 
+    def _make_op(self, op_type: str, inputs: list[graph_lib.Tensor], specs: list[tuple[dtypes.DType, Any]],
+                 name: str) -> graph_lib.Operation:
+        with self._beside_creator():
+            return op_util.make_op(op_type, inputs, specs, name=name)
+
+    def _make_tensor(self, op_type: str, inputs: list[graph_lib.Tensor], dtype: dtypes.DType, shape: Any,
+                     name: str) -> graph_lib.Tensor:
+        return self._make_op(op_type, inputs, [(dtype, shape)], name).outputs[0]
+
     def identity(self) -> "TensorArray":
         return with_flow(self, array_ops.identity(self._flow))
 
     def read(self, index: Any, name: Optional[str] = None) -> graph_lib.Tensor:
         index_t = op_util.to_tensor(index, dtype=dtypes.int32)
-        return op_util.make_tensor("TensorArrayRead", [self._flow, index_t], self._dtype, self.element_shape,
+        return self._make_tensor("TensorArrayRead", [self._flow, index_t], self._dtype, self.element_shape,
                                    name or "TensorArrayReadV3")
 
     def write(self, index: Any, value: Any, name: Optional[str] = None) -> "TensorArray":
         value_t = self._value(value, "write")
         self._merge_element_shape(value_t.shape)
         index_t = op_util.to_tensor(index, dtype=dtypes.int32)
-        flow = op_util.make_tensor("TensorArrayWrite", [self._flow, index_t, value_t], _FLOW, [],
+        flow = self._make_tensor("TensorArrayWrite", [self._flow, index_t, value_t], _FLOW, [],
                                    name or "TensorArrayWrite")
         return with_flow(self, flow)
 
@@ -131,7 +150,7 @@ class TensorArray:
             raise ValueError(f"indices must be a vector, got shape {indices_t.shape}")
         count = indices_t.shape[0] if indices_t.shape.ndims == 1 else None
         shape = tensor_shape.TensorShape([count]).concatenate(self.element_shape)
-        return op_util.make_tensor("TensorArrayGather", [self._flow, indices_t], self._dtype, shape,
+        return self._make_tensor("TensorArrayGather", [self._flow, indices_t], self._dtype, shape,
                                    name or "TensorArrayGatherV3")
 
     def stack(self, name: Optional[str] = None) -> graph_lib.Tensor:
@@ -144,7 +163,7 @@ class TensorArray:
             if value_t.shape.ndims == 0:
                 raise ValueError("The value to scatter into a TensorArray must be at least a vector")
             self._merge_element_shape(tensor_shape.TensorShape(value_t.shape.as_list()[1:]))
-        flow = op_util.make_tensor("TensorArrayScatter", [self._flow, indices_t, value_t], _FLOW, [],
+        flow = self._make_tensor("TensorArrayScatter", [self._flow, indices_t, value_t], _FLOW, [],
                                    name or "TensorArrayScatter")
         return with_flow(self, flow)
 
@@ -157,7 +176,7 @@ class TensorArray:
         shape = tensor_shape.unknown_shape()
         if self.element_shape.ndims is not None and self.element_shape.ndims > 0:
             shape = tensor_shape.TensorShape([None]).concatenate(self.element_shape.as_list()[1:])
-        op = op_util.make_op("TensorArrayConcat", [self._flow], [(self._dtype, shape), (dtypes.int64, [None])],
+        op = self._make_op("TensorArrayConcat", [self._flow], [(self._dtype, shape), (dtypes.int64, [None])],
                              name=name or "TensorArrayConcat")
         return op.outputs[0]
 
@@ -166,15 +185,15 @@ class TensorArray:
         lengths_t = op_util.to_tensor(lengths, dtype=dtypes.int64)
         if value_t.shape.ndims is not None and value_t.shape.ndims > 0:
             self._merge_element_shape(tensor_shape.TensorShape([None] + value_t.shape.as_list()[1:]))
-        flow = op_util.make_tensor("TensorArraySplit", [self._flow, value_t, lengths_t], _FLOW, [],
+        flow = self._make_tensor("TensorArraySplit", [self._flow, value_t, lengths_t], _FLOW, [],
                                    name or "TensorArraySplit")
         return with_flow(self, flow)
 
     def size(self, name: Optional[str] = None) -> graph_lib.Tensor:
-        return op_util.make_tensor("TensorArraySize", [self._flow], dtypes.int32, [], name or "TensorArraySizeV3")
+        return self._make_tensor("TensorArraySize", [self._flow], dtypes.int32, [], name or "TensorArraySizeV3")
 
     def close(self, name: Optional[str] = None) -> graph_lib.Operation:
-        return op_util.make_op("TensorArrayClose", [self._flow], [], name=name or "TensorArrayCloseV3")
+        return self._make_op("TensorArrayClose", [self._flow], [], name=name or "TensorArrayCloseV3")
 
     def __repr__(self) -> str:
         return f"<tf.TensorArray {self._flow.op.name} dtype={self._dtype.name}>"
@@ -196,7 +215,8 @@ _FLOW_PRODUCERS = frozenset({"TensorArrayNew", "TensorArrayWrite", "TensorArrayS
 
 def _grad_op(op_type: str, inputs: list[graph_lib.Tensor], specs: list[tuple[dtypes.DType, Any]],
              op: graph_lib.Operation) -> graph_lib.Operation:
-    return op_util.make_op(op_type, inputs, specs, name=op_type, graph=op.graph)
+    with op.graph.colocate_with(op):  # beside the array, like the forward op
+        return op_util.make_op(op_type, inputs, specs, name=op_type, graph=op.graph)
 
 
 @op_registry.RegisterGradient("TensorArrayWrite")

@@ -89,6 +89,21 @@ def integers_and_nested_loops(tf: Any) -> list[Any]:
     return [ta.stack(), ta.size(), ta.concat()], {n: 3}
 
 
+def nested_loops_with_gradients(tf: Any) -> list[Any]:
+    """Each outer iteration fills a new array in an inner loop; gradients flow through both loops."""
+    x = tf.placeholder(tf.float64, [3])
+
+    def outer(i: Any, ta: Any) -> Any:
+        inner = tf.while_loop(lambda j, a: j < 2,
+                              lambda j, a: (j + 1, a.write(j, x * tf.cast(i + j + 1, tf.float64))),
+                              [tf.constant(0), tf.TensorArray(tf.float64, size=2)])[1]
+        return i + 1, ta.write(i, tf.reduce_sum(tf.square(inner.stack()), 0))
+
+    _, ta = tf.while_loop(lambda i, ta: i < 3, outer, [tf.constant(0), tf.TensorArray(tf.float64, size=3)])
+    stacked = ta.stack()
+    return [stacked, *tf.gradients(tf.reduce_sum(tf.tanh(stacked)), [x])], {x: X[0]}
+
+
 def cond_picks_a_tensor_array(tf: Any) -> list[Any]:
     """A cond whose branches write different values into one array; reads past it differentiate."""
     x = tf.placeholder(tf.float64, [3])
@@ -101,6 +116,7 @@ def cond_picks_a_tensor_array(tf: Any) -> list[Any]:
 
 PROGRAMS: dict[str, Callable[[Any], list[Any]]] = {
     "cond_picks_a_tensor_array": cond_picks_a_tensor_array,
+    "nested_loops_with_gradients": nested_loops_with_gradients,
     "rnn_loop": rnn_loop,
     "write_read_outside_a_loop": write_read_outside_a_loop,
     "scatter_gather": scatter_gather,

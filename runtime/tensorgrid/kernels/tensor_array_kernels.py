@@ -47,9 +47,10 @@ def _sizes(shape: Shape) -> list[int]:
 class TensorArrayValue:
     """The elements of one TensorArray (None where not written) and how it may change."""
 
-    __array_ufunc__ = None  # numpy defers ``zero + value`` to ``__radd__``
     shape = ()
     """The flow is a float32 scalar in the graph, as in TF1; loops check loop variables' shapes."""
+    stays_on_host = True
+    """The executor hands it to a kernel as it is, never copied to a device (it holds host arrays)."""
 
     def __init__(self, name: str, dtype: Any, elements: Sequence[Optional[Any]], dynamic_size: bool,
                  element_shape: Shape, infer_shape: bool, aggregate: bool = False,
@@ -162,11 +163,17 @@ class TensorArrayValue:
                     f"{_shown(values[0].shape)} but index {i} has shape: {_shown(value.shape)}")
         return np.stack(values)
 
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """``zero + value`` (numpy's or a device's zero, the gradient ZerosLike gives a flow) is ``value``."""
+        if ufunc is np.add and method == "__call__" and len(inputs) == 2 and not kwargs:
+            return inputs[0] + inputs[1] if isinstance(inputs[0], TensorArrayValue) else inputs[1] + inputs[0]
+        return NotImplemented
+
     def __add__(self, other: Any) -> "TensorArrayValue":
         """The sum of two gradients of one flow (``tf.gradients`` adds partial gradients)."""
         if not isinstance(other, TensorArrayValue):
-            if isinstance(other, np.ndarray) and other.shape == () and not other.any():
-                return self
+            if getattr(other, "shape", None) == ():
+                return self  # only a zero gradient of a flow is a scalar: ZerosLike's
             return NotImplemented
         total = TensorArrayValue(self.name, self.dtype, [], True, self.element_shape, False, aggregate=True)
         for value in (self, other):

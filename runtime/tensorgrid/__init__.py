@@ -48,6 +48,7 @@ from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_
 from tensorgrid.ops.cond_ops import cond
 from tensorgrid.ops.logging_ops import Print
 from tensorgrid.ops.while_ops import while_loop
+from tensorgrid.ops.tensor_array_ops import TensorArray
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients
 from tensorgrid.ops.init_ops import (
@@ -69,6 +70,7 @@ from tensorgrid.ops.sparse_ops import (
 )
 from tensorgrid.ops.parsing_ops import (
     FixedLenFeature, FixedLenSequenceFeature, VarLenFeature, decode_raw, parse_example, parse_single_example,
+    parse_single_sequence_example,
 )
 from tensorgrid.ops.partitioned_variables import (
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
@@ -139,7 +141,8 @@ io = _types.SimpleNamespace(
     TFRecordCompressionType=_tf_record_io.TFRecordCompressionType,
     tf_record_iterator=_tf_record_io.tf_record_iterator,
     FixedLenFeature=FixedLenFeature, FixedLenSequenceFeature=FixedLenSequenceFeature, VarLenFeature=VarLenFeature,
-    parse_example=parse_example, parse_single_example=parse_single_example, decode_raw=decode_raw)
+    parse_example=parse_example, parse_single_example=parse_single_example,
+    parse_single_sequence_example=parse_single_sequence_example, decode_raw=decode_raw)
 """``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes."""
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""

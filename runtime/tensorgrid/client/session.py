@@ -101,7 +101,10 @@ def _check_feed_value(tensor: graph_lib.Tensor, value: Any) -> np.ndarray:
             "Acceptable feed values include Python scalars, strings, lists, numpy ndarrays"
         )
     wanted = tensor.dtype.base_dtype
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if wanted == dtypes.string and not isinstance(value, np.ndarray):
+        array = np.array(value, dtype=object)  # numpy's bytes dtype would drop trailing NUL bytes
+    else:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if wanted == dtypes.string:
         array = _string_feed(tensor, value, array)
     elif array.dtype.kind in "SU":

@@ -323,8 +323,9 @@ class Dataset:
         return self._then([kind, op_util.static_int(count, f"Dataset.{kind}", "count")])
 
     def prefetch(self, buffer_size: Any) -> "Dataset":
-        positive(buffer_size, "buffer_size", allow_autotune=True)
-        return self._then(["prefetch"])
+        """A thread runs this dataset ahead of the iterator, keeping up to ``buffer_size`` elements
+        ready (``tf.data.experimental.AUTOTUNE``: a few)."""
+        return self._then(["prefetch", positive(buffer_size, "buffer_size", allow_autotune=True)])
 
     # ------------------------------------------------------------ iterators and structure
     def make_one_shot_iterator(self) -> "Iterator":

@@ -27,13 +27,18 @@ class CallContext(executor.StepContext):
     """The step context of one call of a function: the caller's step plus the arguments."""
 
     args: Sequence[Any] = ()
+    recompute: bool = False
+    """A gradient pass recomputing forward values: what the forward pass read is read again
+    (a TensorArray read neither checks nor clears the element; docs/architecture.md)."""
 
 
 class CompiledFunction:
     """A function attribute prepared for running on one backend."""
 
-    def __init__(self, attr: Any, backend: backend_lib.Backend, replay: bool = False) -> None:
+    def __init__(self, attr: Any, backend: backend_lib.Backend, replay: bool = False,
+                 recompute: bool = False) -> None:
         graph, _, outputs, targets = func_graph.function_from_attr(attr, replay=replay)
+        self.recompute = replay or recompute
         host = backend_lib.for_device("CPU")
 
         def place(op: graph_lib.Operation) -> backend_lib.Backend:
@@ -43,21 +48,22 @@ class CompiledFunction:
 
     def __call__(self, step: executor.StepContext, args: Sequence[Any]) -> list[Any]:
         call = CallContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
-                           cancelled=step.cancelled, args=args)
+                           cancelled=step.cancelled, args=args,
+                           recompute=self.recompute or getattr(step, "recompute", False))
         return self.plan.run(call, [])
 
 
 _compile_lock = threading.Lock()
 
 
-def _function(k: Any, attr_name: str, replay: bool = False) -> CompiledFunction:
-    key = (attr_name, replay)
+def _function(k: Any, attr_name: str, replay: bool = False, recompute: bool = False) -> CompiledFunction:
+    key = (attr_name, replay, recompute)
     compiled = k.state.get(key)
     if compiled is None:
         with _compile_lock:
             compiled = k.state.get(key)
             if compiled is None:
-                compiled = k.state[key] = CompiledFunction(k.attrs[attr_name], k.backend, replay)
+                compiled = k.state[key] = CompiledFunction(k.attrs[attr_name], k.backend, replay, recompute)
     return compiled  # type: ignore[no-any-return]
 
 
@@ -81,7 +87,7 @@ def _arg(k: Any, step: Any) -> Any:
 @kernel_registry.register_kernel("If")
 def _if(k: Any, step: Any, pred: Any, *args: Any) -> Any:
     branch = "then_branch" if _truth(k, pred, "the predicate") else "else_branch"
-    return _results(_function(k, branch)(step, args))
+    return _results(_function(k, branch, recompute=bool(k.attrs.get("gradient", False)))(step, args))
 
 
 def _run_loop(k: Any, step: Any, loop_vars: list[Any], captured: Sequence[Any],
@@ -119,7 +125,7 @@ def _while_grad(k: Any, step: Any, *inputs: Any) -> Any:
     loop_vars, captured = list(forward[:count]), forward[count:]
     history: list[list[Any]] = []
     _run_loop(k, step, loop_vars, captured, history)
-    body_grad = _function(k, "body_grad")
+    body_grad = _function(k, "body_grad", recompute=True)
     grads = list(inputs[len(inputs) - count:])
     captured_grads: list[Any] = [None] * len(captured)
     for state in reversed(history):

@@ -4,7 +4,8 @@ A Dataset reaches the graph as a list of stages (an attribute of the iterator op
 source, then transformations) and the tensors its stages read (the op's inputs). An
 iterator is a resource of its task; initializing it builds the pipeline as a chain of
 Python iterators over host arrays; ``IteratorGetNext`` takes one element, or raises
-OutOfRangeError at the end. ``map`` functions run as graphs (``control_flow``).
+OutOfRangeError at the end. ``map`` functions run as graphs (``control_flow``);
+``prefetch`` runs its upstream in a thread of its own (``dataset_prefetch``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import numpy as np
 
 from tensorgrid.execution import control_flow
 from tensorgrid.execution import dataset_batching
+from tensorgrid.execution import dataset_prefetch
+from tensorgrid.execution import executor
 from tensorgrid.framework import errors
 from tensorgrid.framework import python_callables
 from tensorgrid.kernels import backend as backend_lib
@@ -36,11 +39,44 @@ class IteratorState:
         self.lock = threading.Lock()
         self.elements: Optional[Iterator[Element]] = None
         self.step: Any = None
+        self._prefetchers: list[dataset_prefetch.Prefetcher] = []
+        self._prefetchers_lock = threading.Lock()
+        self._thread_step = threading.local()
 
-    def initialize(self, stages: Sequence[Any], inputs: Sequence[Any]) -> None:
+    def initialize(self, stages: Sequence[Any], inputs: Sequence[Any], step: Any) -> None:
+        self.step = step
+        self.close()  # a new pass: the old one's prefetch threads end
         source = _pipeline(self, stages, list(inputs))
         with self.lock:
             self.elements = source()
+
+    def function_step(self) -> Any:
+        """The step a dataset function runs in: the consumer's, or a prefetch thread's own."""
+        return getattr(self._thread_step, "step", None) or self.step
+
+    def _adopt_step(self) -> None:
+        """Gives a prefetch thread a step of its own on the consumer's resources, so a failed
+        training step does not cancel the functions running ahead of it."""
+        consumer = self.step
+        self._thread_step.step = executor.StepContext(step_id=consumer.step_id, resources=consumer.resources)
+
+    def prefetched(self, upstream: Source, buffer_size: int) -> Iterator[Element]:
+        prefetcher = dataset_prefetch.Prefetcher(upstream(), buffer_size, self.name, self._adopt_step)
+        with self._prefetchers_lock:
+            self._prefetchers = [p for p in self._prefetchers if p.thread.is_alive()] + [prefetcher]
+        return prefetcher.elements()
+
+    def prefetch_threads(self) -> list[threading.Thread]:
+        """The prefetch threads still running (for tests of their cleanup)."""
+        with self._prefetchers_lock:
+            return [p.thread for p in self._prefetchers if p.thread.is_alive()]
+
+    def close(self) -> None:
+        """Stops every prefetch thread (the resource is dropped, or a new pass begins)."""
+        with self._prefetchers_lock:
+            doomed, self._prefetchers = self._prefetchers, []
+        for prefetcher in doomed:
+            prefetcher.stop()
 
     def get_next(self, step: Any) -> Element:
         with self.lock:
@@ -164,13 +200,13 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
         attr, count = params
         captured = _take(inputs, count)
         function = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
-        return lambda: (list(function(state.step, [*element, *captured])) for element in upstream())
+        return lambda: (list(function(state.function_step(), [*element, *captured])) for element in upstream())
     if kind == "filter":
         attr, count = params
         captured = _take(inputs, count)
         predicate = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
         return lambda: (element for element in upstream()
-                        if bool(np.asarray(predicate(state.step, [*element, *captured])[0])))
+                        if bool(np.asarray(predicate(state.function_step(), [*element, *captured])[0])))
     if kind == "batch":
         size, drop_remainder, sparse_starts = params
         return lambda: _batches(upstream(), size, drop_remainder, sparse_starts)
@@ -186,7 +222,8 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
             return lambda: itertools.islice(upstream(), None if count < 0 else count)
         return lambda: _skipped(upstream(), count)
     if kind == "prefetch":
-        return upstream
+        size = params[0] if params[0] != -1 else dataset_prefetch.AUTOTUNE_ELEMENTS
+        return lambda: state.prefetched(upstream, size)
     if kind == "padded_batch":
         size, drop_remainder, shapes = params
         pads = [np.asarray(p) for p in _take(inputs, len(shapes))]
@@ -202,7 +239,7 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
 
         def sources() -> Iterator[Source]:
             for element in upstream():
-                values = make_inputs(state.step, [*element, *captured])
+                values = make_inputs(state.function_step(), [*element, *captured])
                 yield _pipeline(state, stages, list(values[:nested_count]))
 
         return lambda: interleaved(sources(), cycle, block)
@@ -291,13 +328,13 @@ def _one_shot_iterator(k: Any, step: Any, *inputs: Any) -> Any:
     state = _iterator_state(k, step)
     with k.state.setdefault("init_lock", threading.Lock()):
         if state.elements is None:
-            state.initialize(k.attrs["dataset"], inputs)
+            state.initialize(k.attrs["dataset"], inputs, step)
     return state
 
 
 @kernel_registry.register_kernel("MakeIterator", host_only=True)
 def _make_iterator(k: Any, step: Any, state: IteratorState, *inputs: Any) -> None:
-    state.initialize(k.attrs["dataset"], inputs)
+    state.initialize(k.attrs["dataset"], inputs, step)
 
 
 @kernel_registry.register_kernel("IteratorGetNext", host_only=True)

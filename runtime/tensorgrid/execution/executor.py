@@ -312,9 +312,10 @@ def _completion(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[.
 
 
 def _to_device(value: Any, target: backend_lib.Backend) -> Any:
-    """``value`` on ``target``'s device: as is when it is there, else copied (through
-    host memory when it is on another device)."""
-    if target.is_native(value):
+    """``value`` on ``target``'s device: as is when it is there or is a host object that
+    stays on the host (a TensorArray's flow), else copied (through host memory when it is on
+    another device)."""
+    if target.is_native(value) or getattr(value, "stays_on_host", False):
         return value
     source = backend_lib.device_backend_of(value)
     return target.asarray(value if source is None else source.to_numpy(value))

@@ -135,6 +135,79 @@ def _parse_example(k: Any, step: Any, serialized: Any, *defaults: Any) -> Any:
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
+def _parse_sequence_record(record: Any) -> Any:
+    data = record if isinstance(record, bytes) else str(record).encode()
+    try:
+        return example_pb2.SequenceExample.FromString(data)
+    except message.DecodeError:
+        shown = data[:40] + (b"..." if len(data) > 40 else b"")
+        raise errors.InvalidArgumentError(
+            None, None, f"Could not parse example input, value: {shown!r} (not a serialized "
+            "tf.train.SequenceExample)") from None
+
+
+def _feature_list_sparse(steps: list[Any], key: str, dtype_name: str) -> tuple[np.ndarray, ...]:
+    lists = [_values({key: step}, key, dtype_name, i) or [] for i, step in enumerate(steps)]
+    longest = max((len(v) for v in lists), default=0)
+    rows = np.repeat(np.arange(len(lists), dtype=np.int64), [len(v) for v in lists])
+    positions = np.concatenate([np.arange(len(v), dtype=np.int64) for v in lists]) if lists else np.zeros(0, np.int64)
+    return (np.stack([rows, positions], axis=1), _array([x for v in lists for x in v], dtype_name),
+            np.array([len(lists), longest], np.int64))
+
+
+def _feature_list_dense(steps: Optional[list[Any]], key: str, dtype_name: str, shape: list[int],
+                        missing_allowed: bool) -> np.ndarray:
+    if steps is None:
+        if not missing_allowed:
+            raise errors.InvalidArgumentError(
+                None, None, f"Name: <unknown>, Feature list '{key}' is required but could not be found.  Did you "
+                "mean to include it in feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?")
+        steps = []
+    size = int(np.prod(shape, dtype=np.int64))
+    values = [x for i, step in enumerate(steps) for x in _values({key: step}, key, dtype_name, i) or []]
+    if size == 0 or len(values) % size:
+        shown = "[?," + ",".join(str(d) for d in shape) + "]"
+        raise errors.InvalidArgumentError(
+            None, None, f"Feature list '{key}' has an unexpected number of values.  Total values size: "
+            f"{len(values)} is not consistent with output shape: {shown}")
+    for i, step in enumerate(steps):
+        count = len(_values({key: step}, key, dtype_name, i) or [])
+        if count != size:
+            raise errors.InvalidArgumentError(
+                None, None, f"Name: <unknown>, Key: {key}, Index: {i}.  Number of values != expected.  values size: "
+                f"{count} but output shape: {shape}")
+    return _array(values, dtype_name).reshape([len(steps), *shape])
+
+
+@register_kernel("ParseSingleSequenceExample", host_only=True)
+def _parse_single_sequence_example(k: Any, step: Any, serialized: Any, *defaults: Any) -> Any:
+    attrs = k.attrs
+    record = np.asarray(serialized, dtype=object)
+    if record.ndim != 0:
+        raise errors.InvalidArgumentError(None, None, f"{k.name}: serialized must be a scalar, got shape "
+                                          f"{list(record.shape)}")
+    parsed = _parse_sequence_record(record.reshape(-1)[0])
+    context = [parsed.context.feature]
+    outputs: list[Any] = []
+    sparse = [_sparse(context, key, t, single=True)
+              for key, t in zip(attrs["context_sparse_keys"], attrs["context_sparse_types"])]
+    outputs += [s[i] for i in range(3) for s in sparse]
+    for key, t, shape, required, default in zip(attrs["context_dense_keys"], attrs["context_dense_types"],
+                                                attrs["context_dense_shapes"], attrs["context_dense_required"],
+                                                defaults):
+        outputs.append(_dense(context, key, t, [int(d) for d in shape], None if required else np.asarray(default))[0])
+    lists = parsed.feature_lists.feature_list
+    sparse = [_feature_list_sparse(list(lists[key].feature) if key in lists else [], key, t)
+              for key, t in zip(attrs["feature_list_sparse_keys"], attrs["feature_list_sparse_types"])]
+    outputs += [s[i] for i in range(3) for s in sparse]
+    for key, t, shape, missing_allowed in zip(attrs["feature_list_dense_keys"], attrs["feature_list_dense_types"],
+                                              attrs["feature_list_dense_shapes"],
+                                              attrs["feature_list_dense_missing_allowed"]):
+        steps = list(lists[key].feature) if key in lists else None
+        outputs.append(_feature_list_dense(steps, key, t, [int(d) for d in shape], missing_allowed))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
 @register_kernel("DecodeRaw", host_only=True)
 def _decode_raw(k: Any, step: Any, strings: Any) -> Any:
     dtype = np.dtype(dtypes.as_dtype(k.attrs["out_type"]).as_numpy_dtype)

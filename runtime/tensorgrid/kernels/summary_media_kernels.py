@@ -1,5 +1,6 @@
-"""Kernels of the image, audio and text summaries: pixels into PNG, samples into WAV,
-strings into a tensor-valued ``Summary`` with the text plugin's metadata.
+"""Kernels of the image, audio, text and tensor summaries: pixels into PNG, samples into WAV,
+strings into a tensor-valued ``Summary`` with the text plugin's metadata, any tensor into a
+TensorProto with the metadata given (``tensor_summary``).
 
 TensorBoard shows these as TensorFlow's own ops write them: the Summary's fields,
 tags (``name/image``, ``name/image/0``, ...), the float-to-pixel and float-to-sample
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.kernels.registry import register_kernel
 from tensorgrid.kernels.summary_kernels import length_delimited, varint
@@ -145,6 +147,30 @@ def _audio_summary(k: Any, step: Any, audio: Any, sample_rate: Any) -> Any:
 
 def _text_bytes(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+def _tensor_proto(array: np.ndarray) -> bytes:
+    """TensorFlow's TensorProto of ``array`` as its TensorSummaryV2 writes it: dtype, shape, then the
+    bytes of a numeric tensor (``tensor_content``, little-endian) or each string (``string_val``)."""
+    shape = b"".join(length_delimited(2, varint_field(1, size)) for size in array.shape)
+    if array.dtype == object:
+        return (varint_field(1, _DT_STRING) + length_delimited(2, shape)
+                + b"".join(length_delimited(8, _text_bytes(s)) for s in array.reshape(-1)))
+    content = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    return (varint_field(1, dtypes.as_dtype(array.dtype).enum) + length_delimited(2, shape)
+            + (length_delimited(4, content) if content else b""))
+
+
+@register_kernel("TensorSummaryV2", host_only=True)
+def _tensor_summary(k: Any, step: Any, tensor: Any) -> Any:
+    metadata = k.attrs["metadata"]
+    if k.attrs["display_name"]:
+        metadata += length_delimited(2, _text_bytes(k.attrs["display_name"]))
+    if k.attrs["summary_description"]:
+        metadata += length_delimited(3, _text_bytes(k.attrs["summary_description"]))
+    value = (length_delimited(1, _text_bytes(k.attrs["tag"])) + length_delimited(8, _tensor_proto(np.asarray(tensor)))
+             + length_delimited(9, metadata))
+    return _summary([value])
 
 
 @register_kernel("TextSummary", host_only=True)

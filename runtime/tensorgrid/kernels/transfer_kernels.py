@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tensorgrid.framework import errors
+from tensorgrid.kernels import tensor_array_kernels
 from tensorgrid.kernels.registry import register_kernel
 
 
 @register_kernel("_Send", host_only=True, any_input_device=True)
 def _send(k: Any, step: Any, value: Any) -> None:
+    if isinstance(value, tensor_array_kernels.TensorArrayValue) and k.attrs["send_task"] != k.attrs["recv_task"]:
+        raise errors.InvalidArgumentError(
+            None, None, f"{k.name}: the flow of TensorArray {value.name} would go from {k.attrs['send_task']} to "
+            f"{k.attrs['recv_task']}, but a TensorArray stays on the task that created it: place the ops that "
+            "use it, and the tf.while_loop or tf.cond that carries it, on that task")
     step.rendezvous.send(step.step_id, k.attrs["key"], value, k.attrs["recv_task"])
 
 

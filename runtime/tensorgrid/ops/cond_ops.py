@@ -15,6 +15,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import op_registry
 from tensorgrid.ops import functional_ops
 from tensorgrid.ops import op_util
+from tensorgrid.ops import tensor_array_ops
 
 op_registry.register_op("If", stateful=True, ref_inputs=op_registry.EVERY_POSITION)
 
@@ -44,8 +45,9 @@ def cond(
         raise ValueError(f"pred must be a scalar, got {pred_t.name} of shape {pred_t.shape}")
     outer = op_util.graph_of(pred_t)
     assert true_fn is not None and false_fn is not None
-    then_fn = functional_ops.build(outer, "true_fn", true_fn, [], allow_operations=True)
-    else_fn = functional_ops.build(outer, "false_fn", false_fn, [], allow_operations=True)
+    arrays: dict[int, tensor_array_ops.TensorArray] = {}
+    then_fn = functional_ops.build(outer, "true_fn", _arrays_as_flows(true_fn, arrays), [], allow_operations=True)
+    else_fn = functional_ops.build(outer, "false_fn", _arrays_as_flows(false_fn, arrays), [], allow_operations=True)
     functional_ops.assert_same_structure(then_fn.structure, else_fn.structure, "true_fn and false_fn results")
     for a, b in zip(functional_ops.flatten(then_fn.structure), functional_ops.flatten(else_fn.structure)):
         if isinstance(a, graph_lib.Operation) != isinstance(b, graph_lib.Operation):
@@ -63,12 +65,33 @@ def cond(
     if device is not None:
         op._set_device(device)
     results = iter(op.outputs)
-    leaves = [op if isinstance(leaf, graph_lib.Operation) else next(results)
-              for leaf in functional_ops.flatten(then_fn.structure)]
+    leaves: list[Any] = [op if isinstance(leaf, graph_lib.Operation) else next(results)
+                         for leaf in functional_ops.flatten(then_fn.structure)]
+    leaves = [tensor_array_ops.with_flow(arrays[i], leaf) if i in arrays and isinstance(leaf, graph_lib.Tensor)
+              else leaf for i, leaf in enumerate(leaves)]
     packed = functional_ops.pack_as(then_fn.structure, leaves)
     if not strict and isinstance(packed, (list, tuple)) and len(packed) == 1:
         return packed[0]
     return packed
+
+
+def _arrays_as_flows(fn: Callable[[], Any], arrays: dict[int, tensor_array_ops.TensorArray]) -> Callable[[], Any]:
+    """``fn`` returning each TensorArray as its flow; ``arrays`` notes the TensorArray at each
+    position of the flattened result, so the cond's output there becomes one again."""
+
+    def call() -> Any:
+        result = fn()
+        leaves = functional_ops.flatten(result)
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, tensor_array_ops.TensorArray):
+                arrays.setdefault(i, leaf)
+        if not any(isinstance(leaf, tensor_array_ops.TensorArray) for leaf in leaves):
+            return result
+        flows = [leaf.flow if isinstance(leaf, tensor_array_ops.TensorArray) else leaf for leaf in leaves]
+        return flows[0] if len(leaves) == 1 and not isinstance(result, (list, tuple, dict)) else \
+            functional_ops.pack_as(result, flows)
+
+    return call
 
 
 @op_registry.RegisterGradient("If")
@@ -78,7 +101,7 @@ def _if_grad(op: graph_lib.Operation, *grads: Any) -> list[Any]:
     captured = op.inputs[1:]
     specs = [(t.dtype.base_dtype, t.shape) for t in captured]
     grad_op = op_util.make_op("If", [op.inputs[0], *captured, *grads], specs, name="cond_grad", graph=op.graph,
-                              attrs={"then_branch": then_attr, "else_branch": else_attr})
+                              attrs={"then_branch": then_attr, "else_branch": else_attr, "gradient": True})
     device = functional_ops.ref_device(captured, grad_op.name)
     if device is not None:
         grad_op._set_device(device)

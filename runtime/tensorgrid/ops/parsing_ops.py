@@ -28,6 +28,8 @@ from tensorgrid.ops import op_util
 
 op_registry.register_op("ParseExample")
 op_registry.NotDifferentiable("ParseExample")
+op_registry.register_op("ParseSingleSequenceExample")
+op_registry.NotDifferentiable("ParseSingleSequenceExample")
 
 EXAMPLE_DTYPES = (dtypes.int64, dtypes.float32, dtypes.string)
 """What a tf.train.Example holds: Int64List, FloatList and BytesList."""
@@ -154,6 +156,98 @@ def parse_single_example(serialized: Any, features: Any, name: Optional[str] = N
     """One serialized Example (a string scalar) parsed by ``features``: as ``parse_example``
     without the batch dimension."""
     return _parse(serialized, features, single=True, name=name)
+
+
+# ---------------------------------------------------------------- sequence examples
+
+def parse_single_sequence_example(serialized: Any, context_features: Any = None, sequence_features: Any = None,
+                                  example_name: Any = None, name: Optional[str] = None
+                                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One serialized ``tf.train.SequenceExample`` (a string scalar) parsed into ``(context,
+    sequences)`` dicts, as TF1's ``tf.io.parse_single_sequence_example``.
+
+    ``context_features`` reads the context as ``parse_single_example`` reads an Example
+    (FixedLenFeature, VarLenFeature). ``sequence_features`` reads each feature list: a
+    ``FixedLenSequenceFeature(shape)`` (or FixedLenFeature) becomes a ``[steps, *shape]`` tensor,
+    every step holding exactly ``shape``'s number of values (a missing list is an error unless
+    ``allow_missing``, then it has no steps); a ``VarLenFeature`` a SparseTensor of
+    ``[steps, longest step]``. ``example_name`` is accepted as TF's and not used.
+    """
+    context_features = dict(context_features or {})
+    sequence_features = dict(sequence_features or {})
+    if not context_features and not sequence_features:
+        raise ValueError("Missing features: pass context_features, sequence_features or both (dicts of feature key "
+                         "to FixedLenFeature, FixedLenSequenceFeature or VarLenFeature)")
+    records = op_util.to_tensor(serialized, dtype=dtypes.string, name="serialized")
+    if records.shape.ndims not in (None, 0):
+        raise ValueError(f"parse_single_sequence_example: serialized must be a string scalar, got shape {records.shape}")
+    graph = op_util.graph_of(records)
+    attrs: dict[str, Any] = {}
+    defaults: list[graph_lib.Tensor] = []
+    with graph.name_scope(name or "ParseSingleSequenceExample"):
+        context_sparse, context_dense = _split_spec(context_features, "context_features", sequence=False)
+        lists_sparse, lists_dense = _split_spec(sequence_features, "sequence_features", sequence=True)
+        for prefix, keys, spec in (("context_sparse", context_sparse, context_features),
+                                   ("feature_list_sparse", lists_sparse, sequence_features)):
+            attrs[f"{prefix}_keys"] = keys
+            attrs[f"{prefix}_types"] = [_dtype_of(key, spec[key]).name for key in keys]
+        attrs["context_dense_keys"] = context_dense
+        attrs["context_dense_types"] = [_dtype_of(key, context_features[key]).name for key in context_dense]
+        attrs["context_dense_shapes"] = [_fixed_shape(key, context_features[key]) for key in context_dense]
+        attrs["context_dense_required"] = [context_features[key].default_value is None for key in context_dense]
+        for key, shape in zip(context_dense, attrs["context_dense_shapes"]):
+            feature = context_features[key]
+            defaults.append(_default(key, _dtype_of(key, feature), feature.default_value, shape, sequence=False))
+        attrs["feature_list_dense_keys"] = lists_dense
+        attrs["feature_list_dense_types"] = [_dtype_of(key, sequence_features[key]).name for key in lists_dense]
+        attrs["feature_list_dense_shapes"] = [_fixed_shape(key, sequence_features[key]) for key in lists_dense]
+        attrs["feature_list_dense_missing_allowed"] = [bool(getattr(sequence_features[key], "allow_missing", False))
+                                                      for key in lists_dense]
+        specs: list[tuple[dtypes.DType, Any]] = []
+        for prefix, rank in (("context_sparse", 1), ("feature_list_sparse", 2)):
+            keys, types = attrs[f"{prefix}_keys"], [dtypes.as_dtype(t) for t in attrs[f"{prefix}_types"]]
+            specs += [(dtypes.int64, [None, rank]) for _ in keys]
+            specs += [(t, [None]) for t in types]
+            specs += [(dtypes.int64, [rank]) for _ in keys]
+            if prefix == "context_sparse":
+                specs += [(dtypes.as_dtype(t), shape)
+                          for t, shape in zip(attrs["context_dense_types"], attrs["context_dense_shapes"])]
+        specs += [(dtypes.as_dtype(t), [None, *shape])
+                  for t, shape in zip(attrs["feature_list_dense_types"], attrs["feature_list_dense_shapes"])]
+        op = op_util.make_op("ParseSingleSequenceExample", [records, *defaults], specs, "ParseSingleSequenceExample",
+                             attrs)
+    outputs = list(op.outputs)
+    context: dict[str, Any] = {}
+    sequences: dict[str, Any] = {}
+    for keys, dense_keys, parsed in ((context_sparse, context_dense, context), (lists_sparse, lists_dense, sequences)):
+        count = len(keys)
+        for i, key in enumerate(keys):
+            parsed[key] = sparse_tensor.SparseTensor(outputs[i], outputs[count + i], outputs[2 * count + i])
+        del outputs[:3 * count]
+        for key in dense_keys:
+            parsed[key] = outputs.pop(0)
+    return context, sequences
+
+
+def _split_spec(features: dict[Any, Any], what: str, sequence: bool) -> tuple[list[str], list[str]]:
+    """The sorted keys of a spec's sparse and dense features; ValueError naming a bad one."""
+    sparse, dense = [], []
+    dense_types: tuple[type, ...] = (FixedLenSequenceFeature, FixedLenFeature) if sequence else (FixedLenFeature,)
+    for key in sorted(features, key=str):
+        feature = features[key]
+        if not isinstance(key, str):
+            raise ValueError(f"Feature keys must be strings, got {key!r}")
+        if isinstance(feature, VarLenFeature):
+            sparse.append(key)
+        elif isinstance(feature, dense_types):
+            if sequence and getattr(feature, "default_value", None) is not None:
+                raise ValueError(f"{what}[{key!r}]: a sequence feature takes no default_value (a missing list is "
+                                 "empty with allow_missing=True, else an error)")
+            dense.append(key)
+        else:
+            valid = " or ".join(t.__name__ for t in (*dense_types, VarLenFeature))
+            raise ValueError(f"Unsupported feature type for {what}[{key!r}]: {feature!r}; valid are {valid}")
+    return sparse, dense
 
 
 # ---------------------------------------------------------------- raw bytes

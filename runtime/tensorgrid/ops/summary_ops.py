@@ -1,4 +1,4 @@
-"""``tf.summary.scalar``, ``histogram``, ``image``, ``audio``, ``text``, ``merge`` and
+"""``tf.summary.scalar``, ``histogram``, ``image``, ``audio``, ``text``, ``tensor_summary``, ``merge`` and
 ``merge_all``: ops whose value is a serialized ``Summary`` protocol buffer, for
 ``tf.summary.FileWriter`` to write.
 
@@ -15,7 +15,8 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import op_registry
 from tensorgrid.ops import op_util
 
-for _op_type in ("ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummaryV2", "TextSummary", "MergeSummary"):
+for _op_type in ("ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummaryV2", "TextSummary", "TensorSummaryV2",
+                 "MergeSummary"):
     op_registry.register_op(_op_type)
     op_registry.NotDifferentiable(_op_type)
 
@@ -92,6 +93,29 @@ def text(name: str, tensor: Any, collections: Optional[Sequence[str]] = None) ->
     if t.dtype.base_dtype != dtypes.string:
         raise ValueError(f"tf.summary.text needs a string tensor, got {t.name} of dtype {t.dtype.name}")
     return _scoped_summary("TextSummary", t, name, None, collections)
+
+
+def tensor_summary(name: str, tensor: Any, summary_description: Optional[str] = None,
+                   collections: Optional[Sequence[str]] = None, summary_metadata: Any = None,
+                   family: Optional[str] = None, display_name: Optional[str] = None) -> graph_lib.Tensor:
+    """A summary holding the whole ``tensor`` (a TensorProto, any dtype and shape) and its
+    ``SummaryMetadata``: ``summary_metadata`` (a message with ``SerializeToString``, or its bytes)
+    with ``display_name`` and ``summary_description`` set over it when given, as TF1's."""
+    t = op_util.to_tensor(tensor)
+    if summary_metadata is None:
+        metadata = b""
+    elif isinstance(summary_metadata, bytes):
+        metadata = summary_metadata
+    elif callable(getattr(summary_metadata, "SerializeToString", None)):
+        metadata = bytes(summary_metadata.SerializeToString())
+    else:
+        raise TypeError(f"summary_metadata must be a SummaryMetadata message or its serialized bytes, got "
+                        f"{summary_metadata!r}")
+    for label, text_value in (("summary_description", summary_description), ("display_name", display_name)):
+        if text_value is not None and not isinstance(text_value, str):
+            raise TypeError(f"{label} must be a string, got {text_value!r}")
+    return _scoped_summary("TensorSummaryV2", t, name, family, collections, attrs={
+        "metadata": metadata, "display_name": display_name or "", "summary_description": summary_description or ""})
 
 
 def merge(inputs: Sequence[Any], collections: Optional[Sequence[str]] = None,

@@ -18,6 +18,7 @@ from tensorgrid.ops import array_ops
 from tensorgrid.ops import functional_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
+from tensorgrid.ops import tensor_array_ops
 
 op_registry.register_op("While", stateful=True, ref_inputs=op_registry.EVERY_POSITION)
 op_registry.register_op("WhileGrad", stateful=True, ref_inputs=op_registry.EVERY_POSITION)
@@ -51,7 +52,9 @@ def while_loop(
         raise ValueError("No loop variables provided: loop_vars must hold at least one tensor")
     single = not isinstance(loop_vars, (list, tuple, dict))
     structure = [loop_vars] if single else loop_vars
-    flat = [_loop_tensor(v) for v in functional_ops.flatten(structure)]
+    leaves = functional_ops.flatten(structure)
+    arrays = {i: v for i, v in enumerate(leaves) if isinstance(v, tensor_array_ops.TensorArray)}
+    flat = [_loop_tensor(v.flow if i in arrays else v) for i, v in enumerate(leaves)]
     invariants = _invariants(flat, structure, shape_invariants, single)
     outer = op_util.graph_of(*flat)
     counted = maximum_iterations is not None
@@ -64,7 +67,7 @@ def while_loop(
     skip = 1 if counted else 0
 
     def user_args(args: tuple[Any, ...]) -> Any:
-        return functional_ops.pack_as(structure, list(args[skip:]))
+        return functional_ops.pack_as(structure, _as_arrays(arrays, args[skip:]))
 
     def call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         packed = user_args(args)
@@ -85,7 +88,7 @@ def while_loop(
         if not single and isinstance(structure, list) and isinstance(result, tuple):
             result = list(result)
         functional_ops.assert_same_structure(structure, result, "loop_vars and the body's result")
-        leaves = functional_ops.flatten(result)
+        leaves = [v.flow if isinstance(v, tensor_array_ops.TensorArray) else v for v in functional_ops.flatten(result)]
         return ([math_ops.add(args[0], 1)] if counted else []) + leaves
 
     specs = [(t.dtype.base_dtype, shape) for t, shape in zip(flat, invariants)]
@@ -111,10 +114,15 @@ def while_loop(
     device = functional_ops.ref_device(captured, op.name)
     if device is not None:
         op._set_device(device)
-    packed = functional_ops.pack_as(structure, op.outputs[skip:])
-    if not return_same_structure and len(op.outputs) - skip == 1:
-        return op.outputs[skip]
-    return packed
+    outputs = _as_arrays(arrays, op.outputs[skip:])
+    if not return_same_structure and len(outputs) == 1:
+        return outputs[0]
+    return functional_ops.pack_as(structure, outputs)
+
+
+def _as_arrays(arrays: dict[int, tensor_array_ops.TensorArray], values: Any) -> list[Any]:
+    """The loop's tensors with a TensorArray's flow turned back into the TensorArray."""
+    return [tensor_array_ops.with_flow(arrays[i], v) if i in arrays else v for i, v in enumerate(values)]
 
 
 def _loop_tensor(value: Any) -> graph_lib.Tensor:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import numpy as np
 
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import partition as partition_lib
 from tensorgrid.distributed import worker_interface
@@ -130,9 +131,12 @@ class Master:
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None,
-                       graph_bytes: int = 0) -> str:
-        """A new session of ``graph_def`` (``graph_bytes`` as serialized, counted against
-        ``ServerLimits.max_graph_bytes``); returns its handle."""
+                       graph_bytes: Optional[int] = None) -> str:
+        """A new session of ``graph_def``; returns its handle. ``graph_bytes`` is its size
+        as serialized (a CreateSession request's; measured here for a client in this
+        process, so both count alike), counted against ``ServerLimits.max_graph_bytes``."""
+        if graph_bytes is None:
+            graph_bytes = graph_codec.to_proto(graph_def).ByteSize()
         self.limits.check_graph_size("CreateSession", len(graph_def.nodes), graph_bytes)
         self._close_idle_sessions()
         with self._lock:
@@ -157,9 +161,12 @@ class Master:
                      self.limits.session_idle_timeout_s)
             self.close_session(handle)
 
-    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef, graph_bytes: int = 0) -> int:
+    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef, graph_bytes: Optional[int] = None) -> int:
         """Adds the client's new nodes to the session graph; returns the new version.
-        The session's graph, extensions included, is bounded (``check_graph_size``)."""
+        The session's graph, extensions included, is bounded (``check_graph_size``;
+        ``graph_bytes`` as for ``create_session``)."""
+        if graph_bytes is None:
+            graph_bytes = graph_codec.to_proto(graph_def).ByteSize()
         session = self._session(handle)
         with session.lock:
             nodes, total_bytes = session.graph_nodes + len(graph_def.nodes), session.graph_bytes + graph_bytes

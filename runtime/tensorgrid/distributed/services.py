@@ -198,12 +198,13 @@ class WorkerServicer:
 
     def RegisterGraph(self, request: worker_pb2.RegisterGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            self._server.limits.check_graph_size("RegisterGraph", len(request.graph_def.node),
-                                                 request.graph_def.ByteSize())
+            graph_bytes = request.graph_def.ByteSize()
+            self._server.limits.check_graph_size("RegisterGraph", len(request.graph_def.node), graph_bytes)
             graph_def = graph_codec.from_proto(request.graph_def)
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
                                                  list(request.fetch), list(request.target),
-                                                 isolate_session_state=request.config.isolate_session_state)
+                                                 isolate_session_state=request.config.isolate_session_state,
+                                                 graph_bytes=graph_bytes)
             return worker_pb2.RegisterGraphResponse(graph_handle=handle)
         return _answer(context, "RegisterGraph", body)
 

@@ -13,6 +13,8 @@ The cluster runs as real processes (``cluster_processes``) without TLS, so the o
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -146,5 +148,26 @@ def test_an_in_process_session_is_held_to_the_byte_limit_as_a_remote_one(monkeyp
             with pytest.raises(tf.errors.ResourceExhaustedError, match="ExtendSession of session .*: the graph would "
                                                                        "have 4 nodes"):
                 session.run(more)
+    finally:
+        server.stop()
+
+
+def test_partitions_of_dropped_plans_are_deregistered_not_piled_up():
+    server = tf.train.Server.create_local_server()
+    try:
+        with tf.Graph().as_default() as graph:
+            total = tf.reduce_sum(tf.constant(np.ones(1000, np.float32)))
+        with tf.Session(server.target, graph=graph) as session:
+            session.run(total)
+            held = server.worker.registered_graph_bytes
+            assert held > 0
+            for _ in range(5):  # each reset drops the session's plans; its next step registers again
+                tf.Session.reset(server.target, ["a-container-nobody-uses"])
+                assert session.run(total) == 1000
+            deadline = time.monotonic() + 60
+            while server.worker.registered_graph_bytes != held:  # the old partitions go in the background
+                assert time.monotonic() < deadline, f"{server.worker.registered_graph_bytes} bytes stay registered"
+                time.sleep(0.05)
+        assert server.worker.registered_graph_bytes == 0  # and the session's close deregisters the last ones
     finally:
         server.stop()

@@ -186,10 +186,7 @@ class Master:
         for step_id, plan in running:
             self._abort(plan, step_id, errors.CancelledError(None, None, f"session {handle} was closed"))
         for task, graph_handle in session.registered:
-            try:
-                self._worker_for(task).deregister_graph(graph_handle)
-            except Exception as e:  # noqa: BLE001 - best effort on close
-                log.debug("could not deregister %s on %s: %s", graph_handle, task, e)
+            self._deregister(task, graph_handle)
 
     def _session(self, handle: str) -> _MasterSession:
         with self._lock:
@@ -313,7 +310,7 @@ class Master:
                     self._incarnations.pop(run.task, None)
         if restarted:
             with session.lock:
-                session.plans.clear()
+                self._drop_plans(session)
             down = ", ".join(restarted)
             if isinstance(failure, errors.UnavailableError):
                 return errors.UnavailableError(None, None, f"Task(s) {down} are unavailable: {failure}")
@@ -324,8 +321,28 @@ class Master:
             # A task that no longer knows a partition (its graph handle) answers ABORTED:
             # the next step registers the partitions again.
             with session.lock:
-                session.plans.clear()
+                self._drop_plans(session)
         return failure
+
+    def _drop_plans(self, session: _MasterSession) -> None:
+        """Forgets the session's plans, so its next step registers its partitions again
+        (lock held). The partitions of plans no step is running are deregistered in the
+        background, best effort (a restarted task forgot them already), so repeated aborts
+        do not pile up registered graphs on the tasks (``max_registered_graph_bytes``); the
+        others are deregistered when the session closes."""
+        running = {id(plan) for plan in session.running.values()}
+        stale = {(run.task, run.handle) for plan in session.plans.values() if id(plan) not in running
+                 for run in plan.runs}
+        session.plans.clear()
+        session.registered = [entry for entry in session.registered if entry not in stale]
+        for task, handle in stale:
+            self._pool.submit(self._deregister, task, handle)
+
+    def _deregister(self, task: str, handle: str) -> None:
+        try:
+            self._worker_for(task).deregister_graph(handle)
+        except Exception as e:  # noqa: BLE001 - best effort: the task may be gone
+            log.debug("could not deregister %s on %s: %s", handle, task, e)
 
     def _plan(self, session: _MasterSession, feed_names: list[str], fetches: list[str],
               targets: list[str]) -> _StepPlan:
@@ -387,8 +404,10 @@ class Master:
         for job, index, _ in self.cluster.all_tasks():
             self._worker_for(cluster_lib.task_name(job, index)).cleanup_all(containers)
         with self._lock:
-            for session in self._sessions.values():
-                session.plans.clear()
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            with session.lock:
+                self._drop_plans(session)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

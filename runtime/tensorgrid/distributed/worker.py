@@ -318,10 +318,14 @@ class Worker:
             )
         return self.rendezvous.take(step_id, key, min(timeout or self._recv_timeout, self._recv_timeout), wake)
 
-    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
-        """Tensors a peer's Sends produced for this task (the receiving end of PushTensors)."""
+    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]],
+                     origin: Optional[str] = None) -> None:
+        """Tensors a peer's Sends produced for this task (the receiving end of PushTensors).
+        They count against ``origin``, who the server saw send them
+        (``LocalRendezvous.deliver``); without one, the caller is a task in this process."""
+        origin = origin or f"{from_task} in this process"
         for key, value in items:
-            self.rendezvous.send(step_id, key, value)
+            self.rendezvous.deliver(step_id, key, value, origin)
 
     def abort_step(self, step_id: int, reason: str) -> None:
         """Fails the step here: its waiters, and its partitions still running (e.g. in a queue)."""

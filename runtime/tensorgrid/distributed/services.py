@@ -349,11 +349,15 @@ class Serving:
     """The task's transport, with its data channel (if it has one)."""
     recv_pool: wait_pool.WaitPool
     """The threads of waiting RecvTensor calls."""
+    expiry_watch: Optional[tls.ExpiryWatch]
+    """What tells when the task's certificates expire (None without TLS)."""
 
     def stop(self, grace: float) -> None:
         self.grpc_server.stop(grace=grace)
         self.transport.close()
         self.recv_pool.shutdown(wait=False)
+        if self.expiry_watch is not None:
+            self.expiry_watch.stop()
 
 
 def serve(server: server_lib.Server, port: int) -> Serving:
@@ -411,4 +415,8 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         recv_pool.shutdown(wait=False)
         raise RuntimeError(f"Cannot listen on port {port} for {server.task}: is another process using it?")
     rpc_server.start()
-    return Serving(rpc_server, bound, tx, recv_pool)
+    expiry_watch = None
+    if credentials is not None:
+        expiry_watch = tls.ExpiryWatch(credentials, server.task)
+        metrics.TLS_CERTIFICATE_EXPIRY.set(expiry_watch.not_after.timestamp())
+    return Serving(rpc_server, bound, tx, recv_pool, expiry_watch)

@@ -171,3 +171,24 @@ def test_partitions_of_dropped_plans_are_deregistered_not_piled_up():
         assert server.worker.registered_graph_bytes == 0  # and the session's close deregisters the last ones
     finally:
         server.stop()
+
+
+def test_a_graph_is_measured_as_serialized_without_serializing_its_large_constants():
+    from tensorgrid.distributed import graph_codec
+    from tensorgrid.framework import graph_def as graph_def_lib
+
+    with tf.Graph().as_default() as graph:
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.Variable(np.ones((3, 2), np.float32))
+        tf.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf.matmul(x, w)))
+        tf.constant(["a", "bc"])
+    small = graph.as_graph_def()  # no tensor of 1 KiB or more: exact
+    assert graph_codec.serialized_size(small) == graph_codec.to_proto(small).ByteSize()
+    with graph.as_default():
+        tf.constant(np.zeros((300, 1000), np.float32))
+        tf.Variable(np.zeros((64, 64), np.float64))
+    large = graph.as_graph_def()
+    large.nodes.append(graph_def_lib.NodeDef("listed", "NoOp", [], "", {"values": [np.arange(5000), np.arange(7)]},
+                                             [], []))  # a list attribute holding a large array
+    exact = graph_codec.to_proto(large).ByteSize()
+    assert exact - 16 * 3 <= graph_codec.serialized_size(large) <= exact

@@ -133,10 +133,11 @@ class Master:
     def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None,
                        graph_bytes: Optional[int] = None) -> str:
         """A new session of ``graph_def``; returns its handle. ``graph_bytes`` is its size
-        as serialized (a CreateSession request's; measured here for a client in this
-        process, so both count alike), counted against ``ServerLimits.max_graph_bytes``."""
+        as serialized (a CreateSession request's; for a client in this process, measured
+        here by ``graph_codec.serialized_size``, so both count alike), counted against
+        ``ServerLimits.max_graph_bytes``."""
         if graph_bytes is None:
-            graph_bytes = graph_codec.to_proto(graph_def).ByteSize()
+            graph_bytes = graph_codec.serialized_size(graph_def)
         self.limits.check_graph_size("CreateSession", len(graph_def.nodes), graph_bytes)
         self._close_idle_sessions()
         with self._lock:
@@ -166,7 +167,7 @@ class Master:
         The session's graph, extensions included, is bounded (``check_graph_size``;
         ``graph_bytes`` as for ``create_session``)."""
         if graph_bytes is None:
-            graph_bytes = graph_codec.to_proto(graph_def).ByteSize()
+            graph_bytes = graph_codec.serialized_size(graph_def)
         session = self._session(handle)
         with session.lock:
             nodes, total_bytes = session.graph_nodes + len(graph_def.nodes), session.graph_bytes + graph_bytes

@@ -176,11 +176,11 @@ class Worker:
         ``isolate_session_state`` its resources are the session's own on this task (as
         TensorFlow's per-session resource manager): no other session sees them, and they go
         when the session's last partition is deregistered. ``graph_bytes`` is the size of
-        the partition's GraphDef as serialized (a RegisterGraph request's; measured here
-        for a caller in this process), counted against ``max_registered_graph_bytes``
-        until the partition is forgotten."""
+        the partition's GraphDef as serialized (a RegisterGraph request's; for a caller in
+        this process, ``graph_codec.serialized_size``), counted against
+        ``max_registered_graph_bytes`` until the partition is forgotten."""
         if graph_bytes is None:
-            graph_bytes = graph_codec.to_proto(graph_def).ByteSize()
+            graph_bytes = graph_codec.serialized_size(graph_def)
         with self._lock:
             self._make_room_for_a_graph(graph_bytes)  # before the graph is imported, which takes memory
         try:

@@ -192,3 +192,33 @@ def test_a_graph_is_measured_as_serialized_without_serializing_its_large_constan
                                              [], []))  # a list attribute holding a large array
     exact = graph_codec.to_proto(large).ByteSize()
     assert exact - 16 * 3 <= graph_codec.serialized_size(large) <= exact
+
+
+def test_after_an_aborted_step_the_failed_plans_partitions_are_deregistered_everywhere():
+    from tensorgrid.distributed import ports
+
+    addresses = [f"localhost:{port}" for port in ports.free_ports(2)]
+    spec = tf.train.ClusterSpec({"ps": [addresses[0]], "worker": [addresses[1]]})
+    ps = tf.train.Server(spec, job_name="ps", task_index=0)
+    worker = tf.train.Server(spec, job_name="worker", task_index=0)
+    try:
+        with tf.Graph().as_default() as graph:
+            with tf.device("/job:ps/task:0"):
+                total = tf.reduce_sum(tf.constant(np.ones(1000, np.float32)))
+            with tf.device("/job:worker/task:0"):
+                doubled = total * 2.0
+        with tf.Session(worker.target, graph=graph) as session:
+            assert session.run(doubled) == 2000
+            held = ps.worker.registered_graph_bytes
+            for _ in range(3):  # the worker forgets its partition: the step fails ABORTED, the next registers again
+                worker.worker.cleanup_all()
+                with pytest.raises(tf.errors.AbortedError, match="is not registered"):
+                    session.run(doubled)
+                assert session.run(doubled) == 2000
+            deadline = time.monotonic() + 60
+            while ps.worker.registered_graph_bytes != held:  # the failed plans' PS partitions go in the background
+                assert time.monotonic() < deadline, f"{ps.worker.registered_graph_bytes} bytes stay registered on the PS"
+                time.sleep(0.05)
+    finally:
+        worker.stop()
+        ps.stop()

@@ -274,7 +274,7 @@ class Master:
             if session.closed:
                 raise errors.CancelledError(
                     None, None, f"Session {session.handle} was closed while step {step_id} ran: the step was cancelled")
-            raise self._classify(session, plan, step.run, step.failure)
+            raise self._classify(session, plan, step_id, step.run, step.failure)
         return [values[name] for name in fetches]
 
     def _on_done(self, future: "concurrent.futures.Future[list[Any]]", run: _PartitionRun, plan: _StepPlan,
@@ -295,7 +295,7 @@ class Master:
             except Exception as e:  # noqa: BLE001 - the task may be the one that died
                 log.debug("abort of step %d on %s failed: %s", step_id, run.task, e)
 
-    def _classify(self, session: _MasterSession, plan: _StepPlan, failed: Optional[_PartitionRun],
+    def _classify(self, session: _MasterSession, plan: _StepPlan, step_id: int, failed: Optional[_PartitionRun],
                   failure: BaseException) -> BaseException:
         """Turns a failure caused by a restarted or unreachable task into AbortedError/UnavailableError;
         after any AbortedError the session's partitions are registered again at the next step."""
@@ -311,7 +311,7 @@ class Master:
                     self._incarnations.pop(run.task, None)
         if restarted:
             with session.lock:
-                self._drop_plans(session)
+                self._drop_plans(session, failed_step=step_id)
             down = ", ".join(restarted)
             if isinstance(failure, errors.UnavailableError):
                 return errors.UnavailableError(None, None, f"Task(s) {down} are unavailable: {failure}")
@@ -322,16 +322,17 @@ class Master:
             # A task that no longer knows a partition (its graph handle) answers ABORTED:
             # the next step registers the partitions again.
             with session.lock:
-                self._drop_plans(session)
+                self._drop_plans(session, failed_step=step_id)
         return failure
 
-    def _drop_plans(self, session: _MasterSession) -> None:
+    def _drop_plans(self, session: _MasterSession, failed_step: Optional[int] = None) -> None:
         """Forgets the session's plans, so its next step registers its partitions again
-        (lock held). The partitions of plans no step is running are deregistered in the
-        background, best effort (a restarted task forgot them already), so repeated aborts
-        do not pile up registered graphs on the tasks (``max_registered_graph_bytes``); the
-        others are deregistered when the session closes."""
-        running = {id(plan) for plan in session.running.values()}
+        (lock held). The partitions of plans no step is running (``failed_step`` ends) are
+        deregistered in the background, best effort (a restarted task forgot them
+        already), so repeated aborts do not pile up registered graphs on the tasks
+        (``max_registered_graph_bytes``); the others are deregistered when the session
+        closes."""
+        running = {id(plan) for step_id, plan in session.running.items() if step_id != failed_step}
         stale = {(run.task, run.handle) for plan in session.plans.values() if id(plan) not in running
                  for run in plan.runs}
         session.plans.clear()

@@ -338,7 +338,10 @@ class Master:
         session.plans.clear()
         session.registered = [entry for entry in session.registered if entry not in stale]
         for task, handle in stale:
-            self._pool.submit(self._deregister, task, handle)
+            try:
+                self._pool.submit(self._deregister, task, handle)
+            except RuntimeError:  # the master is closing: its tasks forget them when idle
+                log.debug("master closed: %s stays registered on %s", handle, task)
 
     def _deregister(self, task: str, handle: str) -> None:
         try:

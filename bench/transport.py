@@ -106,7 +106,7 @@ class _Sender:
         assert main.data_server is not None
         main.data_server.serve_calls({CALL_FETCH: self.fetch_call}, main.pool, 1 << 31)
 
-    def fetch_call(self, control: bytes, tensors: list[wire.ReceivedTensor]) -> tuple[int, bytes, list[Any]]:
+    def fetch_call(self, control: bytes, tensors: list[wire.ReceivedTensor], peer: str) -> tuple[int, bytes, list[Any]]:
         """A data channel call whose reply is the tensor of ``control`` bytes (as RunGraph's
         fetches and a push's tensors travel), echoing what it was sent."""
         return 0, b"", [("t", self.tensors[int(control)])] + [(t.name, t.array) for t in tensors]

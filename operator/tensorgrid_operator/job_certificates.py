@@ -37,7 +37,10 @@ from tensorgrid_operator import spec as spec_lib
 Obj = dict[str, Any]
 
 VALIDITY = datetime.timedelta(days=365)
-"""How long a job's certificates are valid; a job running longer needs its Secret replaced."""
+"""How long a job's certificates are valid; a job running longer needs its Secret replaced
+(its pods log the date at start, warn two weeks before it and refuse to start after it)."""
+ANNOTATION_NOT_AFTER = f"{spec_lib.GROUP}/certificates-not-after"
+"""The Secret's annotation saying when its certificates expire (RFC 3339, UTC)."""
 LOOPBACK_IPS = ("127.0.0.1", "::1")
 
 
@@ -91,6 +94,7 @@ def build_secret(job: Mapping[str, Any], job_spec: spec_lib.JobSpec) -> Obj:
             "name": manifests.tls_secret_name(job_name),
             "namespace": namespace,
             "labels": {spec_lib.LABEL_JOB_NAME: job_name},
+            "annotations": {ANNOTATION_NOT_AFTER: f"{certificate.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}"},
             "ownerReferences": [manifests.owner_reference(job)],
         },
         "data": {name: base64.b64encode(content).decode("ascii") for name, content in files.items()},

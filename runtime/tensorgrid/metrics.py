@@ -36,6 +36,10 @@ DATA_CHANNEL_FALLBACKS = Counter(
     "tensorgrid_data_channel_fallbacks",
     "Calls this task sent over gRPC because the peer's data channel could not be reached.",
     ["peer"], registry=REGISTRY)
+TLS_CERTIFICATE_EXPIRY = Gauge(
+    "tensorgrid_tls_certificate_expiry_timestamp_seconds",
+    "When the first of this task's TLS certificates (its own or the CA it trusts) expires, as a Unix time: "
+    "peers refuse its new connections after it.", registry=REGISTRY)
 # The operator reads it (with tensorgrid_global_step) into the TrainingJob's status.progress.
 TARGET_STEP = Gauge("tensorgrid_target_step",
                     "The global step at which this task's StopAtStepHook ends the training (0: no such hook).",

@@ -41,6 +41,9 @@ def test_the_certificate_is_signed_by_the_job_ca_and_names_every_address_of_tf_c
     assert {"localhost", "mnist-ps-1", "mnist-ps-1.team.svc.cluster.local", "*.team.svc"} <= dns
     assert ipaddress.ip_address("127.0.0.1") in names.get_values_for_type(x509.IPAddress)
     assert certificate.not_valid_after_utc > datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(300)
+    assert ca.not_valid_after_utc == certificate.not_valid_after_utc
+    assert secret["metadata"]["annotations"] == {
+        "tensorgrid.io/certificates-not-after": f"{certificate.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}"}
     assert secret["metadata"]["ownerReferences"] == [manifests.owner_reference(job)]
     assert secret["metadata"]["name"] == "mnist-tls" and secret["type"] == "kubernetes.io/tls"
 

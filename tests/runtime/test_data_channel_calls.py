@@ -30,15 +30,15 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 ECHO, FAIL, BROKEN = 1, 2, 3
 
 
-def _echo(control, tensors):
+def _echo(control, tensors, peer):
     return 0, b"echo:" + control, [(t.name, t.array) for t in tensors]
 
 
-def _fail(control, tensors):
+def _fail(control, tensors, peer):
     return grpc.StatusCode.FAILED_PRECONDITION.value[0], b"not now", []
 
 
-def _broken(control, tensors):
+def _broken(control, tensors, peer):
     raise RuntimeError("handler bug")
 
 

@@ -81,7 +81,7 @@ def test_queue_ops_run_on_the_host_even_after_gpu_ops_were_placed(strict_gpu: An
 @pytest.fixture
 def transports(strict_gpu: Any) -> Any:
     server = transport.Transport(transport.TransportConfig(data_host="127.0.0.1"))
-    server.serve_calls({1: lambda control, tensors: (0, b"", [(t.name, t.array) for t in tensors])})
+    server.serve_calls({1: lambda control, tensors, peer: (0, b"", [(t.name, t.array) for t in tensors])})
     client = transport.Transport(transport.TransportConfig(data_channel=False))
     yield server, client
     client.close()

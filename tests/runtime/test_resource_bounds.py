@@ -414,15 +414,16 @@ def test_the_sweep_expires_entries_of_steps_that_are_gone():
     assert "cleaned up" in str(failures["running"])
 
 
-def test_over_the_bounds_a_flooding_sender_loses_its_own_values_first():
+def test_over_the_bounds_a_flooding_origin_loses_its_own_values_first_whatever_its_keys_say():
     table = rendezvous_lib.LocalRendezvous(max_bytes=10 * MiB)
     training_key = "/job:worker/task:0;1;/job:ps/task:0;gradient:0;0:0"
-    table.send(1, training_key, np.zeros(MiB // 4, np.float32))  # the oldest value, of a training step
-    for i in range(40):  # 40 MiB from another sender
-        table.send(100 + i, f"/job:outsider/task:0;1;/job:ps/task:0;junk{i}:0;0:0", np.zeros(MiB // 4, np.float32))
+    table.deliver(1, training_key, np.zeros(MiB // 4, np.float32), "host 10.0.0.1")  # the oldest, of a training step
+    for i in range(40):  # 40 MiB from another origin, whose keys name the training's task as their sender
+        table.deliver(100 + i, f"/job:worker/task:0;1;/job:ps/task:0;junk{i}:0;0:0", np.zeros(MiB // 4, np.float32),
+                      "host 10.0.0.66")
     assert table.take(1, training_key, timeout=1.0).nbytes == MiB
-    with pytest.raises(tf.errors.AbortedError, match="the oldest of the task sending the most"):
-        table.take(100, "/job:outsider/task:0;1;/job:ps/task:0;junk0:0;0:0", timeout=1.0)
+    with pytest.raises(tf.errors.AbortedError, match="the oldest of the origin sending the most"):
+        table.take(100, "/job:worker/task:0;1;/job:ps/task:0;junk0:0;0:0", timeout=1.0)
     assert table.pending_bytes() <= 10 * MiB
 
 

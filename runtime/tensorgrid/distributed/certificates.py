@@ -43,6 +43,8 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """The names a task of a loopback cluster is dialed by (``localhost:port`` in its cluster spec)."""
 
 DEFAULT_VALIDITY = datetime.timedelta(days=30)
+"""How long the certificates made here are valid (a ``tensorgrid local`` run, a test run, a
+single-process server); a task says when its certificates expire (``tls.ExpiryWatch``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,11 +104,12 @@ def issue(authority: Authority, common_name: str, names: Sequence[str],
 
 
 def write_task_directory(directory: str, authority: Authority, common_name: str,
-                         names: Sequence[str] = LOOPBACK_NAMES) -> str:
+                         names: Sequence[str] = LOOPBACK_NAMES,
+                         validity: datetime.timedelta = DEFAULT_VALIDITY) -> str:
     """Makes ``directory`` (mode 0700) with ``ca.crt``, and a fresh ``tls.crt`` and ``tls.key``
-    (mode 0600) for ``common_name`` and ``names``; returns ``directory``."""
+    (mode 0600) for ``common_name`` and ``names``, valid for ``validity``; returns ``directory``."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    certificate, key = issue(authority, common_name, names)
+    certificate, key = issue(authority, common_name, names, validity)
     for name, content, mode in ((CA_FILE, authority.certificate_pem, 0o644), (CERT_FILE, certificate, 0o644),
                                 (KEY_FILE, key, 0o600)):
         path = os.path.join(directory, name)

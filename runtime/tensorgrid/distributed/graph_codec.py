@@ -42,6 +42,45 @@ def to_proto(graph_def: graph_def_lib.GraphDef) -> graph_pb2.GraphDef:
     return proto
 
 
+SIZE_ONLY_PAYLOAD_BYTES = 1024
+"""Tensor attributes from this many bytes up are not serialized by ``serialized_size``."""
+
+
+def serialized_size(graph_def: graph_def_lib.GraphDef) -> int:
+    """The bytes of ``to_proto(graph_def)`` serialized, as a RegisterGraph or CreateSession
+    request's ``ByteSize`` counts them, without copying the payloads of tensor attributes
+    (a 256 MB constant would take seconds and its size again in memory): each one of
+    ``SIZE_ONLY_PAYLOAD_BYTES`` or more is counted by its length, so the result is exact
+    up to a few bytes per such tensor (its header and length prefixes)."""
+    proto = graph_pb2.GraphDef(version=graph_def.version)
+    payloads = 0
+    for node in graph_def.nodes:
+        attrs = {}
+        for key, value in node.attrs.items():
+            attrs[key], payload = _without_payloads(value)
+            payloads += payload
+        lean = graph_def_lib.NodeDef(node.name, node.op, node.inputs, node.device, attrs, node.output_dtypes,
+                                     node.output_shapes)
+        node_to_proto(lean, proto.node.add())
+    return int(proto.ByteSize()) + payloads
+
+
+def _without_payloads(value: Any) -> tuple[Any, int]:
+    """``value`` with its large numeric arrays (nested in lists too) made empty, and the
+    bytes their payloads and length prefixes take on the wire."""
+    if isinstance(value, np.ndarray) and value.dtype != np.object_ and value.nbytes >= SIZE_ONLY_PAYLOAD_BYTES:
+        return np.empty((0,), value.dtype), value.nbytes + 1 + _varint_bytes(value.nbytes)
+    if isinstance(value, (list, tuple)) and not (isinstance(value, tuple) and _is_shape(value)):
+        parts = [_without_payloads(item) for item in value]
+        lean = [item for item, _ in parts]
+        return (tuple(lean) if isinstance(value, tuple) else lean), sum(payload for _, payload in parts)
+    return value, 0
+
+
+def _varint_bytes(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
+
+
 def from_proto(proto: graph_pb2.GraphDef) -> graph_def_lib.GraphDef:
     """The framework form of a received graph. ValueError naming the node and the bad
     value for an empty or repeated node name, an empty op, an input that is not

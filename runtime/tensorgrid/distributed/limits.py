@@ -89,6 +89,14 @@ class ServerLimits:
     task); RegisterGraph beyond it first forgets partitions unused for
     ``session_idle_timeout_s``, then is refused with RESOURCE_EXHAUSTED.
     ``TENSORGRID_MAX_REGISTERED_GRAPHS``."""
+    max_registered_graph_bytes: int = 4 << 30
+    """Bytes of GraphDef (as serialized) of all the graph partitions registered on a worker
+    and not yet forgotten, whatever session or master registered them: RegisterGraph beyond
+    it first forgets partitions unused for ``session_idle_timeout_s``, then is refused with
+    RESOURCE_EXHAUSTED. DeregisterGraph, the close or expiry of the session that
+    registered a partition, and a CleanupAll of every container free its bytes. Four times
+    ``max_graph_bytes``, so the largest graph fits with room.
+    ``TENSORGRID_MAX_REGISTERED_GRAPH_BYTES``."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

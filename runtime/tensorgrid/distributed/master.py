@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import numpy as np
 
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import partition as partition_lib
 from tensorgrid.distributed import worker_interface
@@ -130,9 +131,13 @@ class Master:
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, graph_def: graph_def_lib.GraphDef, options: Optional[SessionOptions] = None,
-                       graph_bytes: int = 0) -> str:
-        """A new session of ``graph_def`` (``graph_bytes`` as serialized, counted against
-        ``ServerLimits.max_graph_bytes``); returns its handle."""
+                       graph_bytes: Optional[int] = None) -> str:
+        """A new session of ``graph_def``; returns its handle. ``graph_bytes`` is its size
+        as serialized (a CreateSession request's; for a client in this process, measured
+        here by ``graph_codec.serialized_size``, so both count alike), counted against
+        ``ServerLimits.max_graph_bytes``."""
+        if graph_bytes is None:
+            graph_bytes = graph_codec.serialized_size(graph_def)
         self.limits.check_graph_size("CreateSession", len(graph_def.nodes), graph_bytes)
         self._close_idle_sessions()
         with self._lock:
@@ -157,9 +162,12 @@ class Master:
                      self.limits.session_idle_timeout_s)
             self.close_session(handle)
 
-    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef, graph_bytes: int = 0) -> int:
+    def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef, graph_bytes: Optional[int] = None) -> int:
         """Adds the client's new nodes to the session graph; returns the new version.
-        The session's graph, extensions included, is bounded (``check_graph_size``)."""
+        The session's graph, extensions included, is bounded (``check_graph_size``;
+        ``graph_bytes`` as for ``create_session``)."""
+        if graph_bytes is None:
+            graph_bytes = graph_codec.serialized_size(graph_def)
         session = self._session(handle)
         with session.lock:
             nodes, total_bytes = session.graph_nodes + len(graph_def.nodes), session.graph_bytes + graph_bytes
@@ -179,10 +187,7 @@ class Master:
         for step_id, plan in running:
             self._abort(plan, step_id, errors.CancelledError(None, None, f"session {handle} was closed"))
         for task, graph_handle in session.registered:
-            try:
-                self._worker_for(task).deregister_graph(graph_handle)
-            except Exception as e:  # noqa: BLE001 - best effort on close
-                log.debug("could not deregister %s on %s: %s", graph_handle, task, e)
+            self._deregister(task, graph_handle)
 
     def _session(self, handle: str) -> _MasterSession:
         with self._lock:
@@ -269,7 +274,7 @@ class Master:
             if session.closed:
                 raise errors.CancelledError(
                     None, None, f"Session {session.handle} was closed while step {step_id} ran: the step was cancelled")
-            raise self._classify(session, plan, step.run, step.failure)
+            raise self._classify(session, plan, step_id, step.run, step.failure)
         return [values[name] for name in fetches]
 
     def _on_done(self, future: "concurrent.futures.Future[list[Any]]", run: _PartitionRun, plan: _StepPlan,
@@ -290,7 +295,7 @@ class Master:
             except Exception as e:  # noqa: BLE001 - the task may be the one that died
                 log.debug("abort of step %d on %s failed: %s", step_id, run.task, e)
 
-    def _classify(self, session: _MasterSession, plan: _StepPlan, failed: Optional[_PartitionRun],
+    def _classify(self, session: _MasterSession, plan: _StepPlan, step_id: int, failed: Optional[_PartitionRun],
                   failure: BaseException) -> BaseException:
         """Turns a failure caused by a restarted or unreachable task into AbortedError/UnavailableError;
         after any AbortedError the session's partitions are registered again at the next step."""
@@ -306,7 +311,7 @@ class Master:
                     self._incarnations.pop(run.task, None)
         if restarted:
             with session.lock:
-                session.plans.clear()
+                self._drop_plans(session, failed_step=step_id)
             down = ", ".join(restarted)
             if isinstance(failure, errors.UnavailableError):
                 return errors.UnavailableError(None, None, f"Task(s) {down} are unavailable: {failure}")
@@ -317,8 +322,32 @@ class Master:
             # A task that no longer knows a partition (its graph handle) answers ABORTED:
             # the next step registers the partitions again.
             with session.lock:
-                session.plans.clear()
+                self._drop_plans(session, failed_step=step_id)
         return failure
+
+    def _drop_plans(self, session: _MasterSession, failed_step: Optional[int] = None) -> None:
+        """Forgets the session's plans, so its next step registers its partitions again
+        (lock held). The partitions of plans no step is running (``failed_step`` ends) are
+        deregistered in the background, best effort (a restarted task forgot them
+        already), so repeated aborts do not pile up registered graphs on the tasks
+        (``max_registered_graph_bytes``); the others are deregistered when the session
+        closes."""
+        running = {id(plan) for step_id, plan in session.running.items() if step_id != failed_step}
+        stale = {(run.task, run.handle) for plan in session.plans.values() if id(plan) not in running
+                 for run in plan.runs}
+        session.plans.clear()
+        session.registered = [entry for entry in session.registered if entry not in stale]
+        for task, handle in stale:
+            try:
+                self._pool.submit(self._deregister, task, handle)
+            except RuntimeError:  # the master is closing: its tasks forget them when idle
+                log.debug("master closed: %s stays registered on %s", handle, task)
+
+    def _deregister(self, task: str, handle: str) -> None:
+        try:
+            self._worker_for(task).deregister_graph(handle)
+        except Exception as e:  # noqa: BLE001 - best effort: the task may be gone
+            log.debug("could not deregister %s on %s: %s", handle, task, e)
 
     def _plan(self, session: _MasterSession, feed_names: list[str], fetches: list[str],
               targets: list[str]) -> _StepPlan:
@@ -380,8 +409,10 @@ class Master:
         for job, index, _ in self.cluster.all_tasks():
             self._worker_for(cluster_lib.task_name(job, index)).cleanup_all(containers)
         with self._lock:
-            for session in self._sessions.values():
-                session.plans.clear()
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            with session.lock:
+                self._drop_plans(session)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

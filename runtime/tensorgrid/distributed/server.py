@@ -146,7 +146,9 @@ class Server:
                           else int(os.environ["TENSORGRID_METRICS_PORT"]), self, ports.listen_host(self.address))
         _at_exit(self._exit)
         _stop_on_sigterm_as_pid_1()
-        log.info("Started server for %s at %s (incarnation %016x)", self.task, self.address, self.worker.incarnation)
+        watch = self._serving.expiry_watch
+        log.info("Started server for %s at %s (incarnation %016x%s)", self.task, self.address, self.worker.incarnation,
+                 "" if watch is None else f"; TLS certificates valid until {watch.not_after:%Y-%m-%d %H:%M} UTC")
 
     def _exit(self) -> None:
         """At interpreter exit: a training task reports it finished, then the server stops.

@@ -21,6 +21,7 @@ import dataclasses
 import os
 import threading
 import time
+import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import grpc
@@ -35,6 +36,7 @@ from tensorgrid.distributed import transport
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed.transport import data_channel
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import stream_io
 from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wait_pool
 from tensorgrid.distributed.transport import wire
@@ -53,8 +55,10 @@ WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
 
 T = TypeVar("T")
 
-StepBody = Callable[[Any, dict[str, Any]], tuple[message_lib.Message, list[tuple[str, Any]]]]
-"""A call of a step written once: (request message, tensors by name) -> (response, tensors)."""
+StepBody = Callable[[Any, dict[str, Any], str], tuple[message_lib.Message, list[tuple[str, Any]]]]
+"""A call of a step written once: (request message, tensors by name, who sent it) ->
+(response, tensors). Who sent it is what the server saw (``stream_io.peer_identity``,
+``grpc_peer_identity``), never a name in the request."""
 
 
 # ---------------------------------------------------------------------- errors across the wire
@@ -97,15 +101,15 @@ class StepHandlers:
         self._master = master
         self._pushed_bytes = metrics.RPC_BYTES.labels("PushTensors", "received")
 
-    def run_step(self, request: master_pb2.RunStepRequest,
-                 feeds: dict[str, Any]) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+    def run_step(self, request: master_pb2.RunStepRequest, feeds: dict[str, Any],
+                 peer: str) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
         timeout = request.options.timeout_in_ms / 1000.0 if request.options.timeout_in_ms else None
         values = self._master.run_step(request.session_handle, feeds, list(request.fetch), list(request.target),
                                        timeout=timeout)
         return master_pb2.RunStepResponse(), list(zip(request.fetch, values))
 
-    def run_graph(self, request: worker_pb2.RunGraphRequest,
-                  feeds: dict[str, Any]) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+    def run_graph(self, request: worker_pb2.RunGraphRequest, feeds: dict[str, Any],
+                  peer: str) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
         feed_names, fetch_names = self._worker.signature(request.graph_handle)
         missing = [n for n in feed_names if n not in feeds]
         if missing:
@@ -115,9 +119,11 @@ class StepHandlers:
         metrics.TENSORS_SENT.inc(len(values))
         return worker_pb2.RunGraphResponse(step_id=request.step_id), list(zip(fetch_names, values))
 
-    def push_tensors(self, request: worker_pb2.PushTensorsRequest,
-                     tensors: dict[str, Any]) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
-        self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()))
+    def push_tensors(self, request: worker_pb2.PushTensorsRequest, tensors: dict[str, Any],
+                     peer: str) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+        # The rendezvous counts them against the peer that sent them, not request.from_task
+        # or the keys' sending task: those are whatever the pusher wrote.
+        self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()), origin=peer)
         metrics.TENSORS_RECEIVED.inc(len(tensors))
         self._pushed_bytes.inc(sum(int(v.nbytes) for v in tensors.values()))
         return worker_pb2.PushTensorsResponse(), []
@@ -141,7 +147,7 @@ def _serve_frames(call: step_calls.StepCall, body: StepBody, tx: transport.Trans
         if first.WhichOneof("kind") != "request":
             raise errors.InvalidArgumentError(None, None, f"{call.name} must start with a request frame")
         request: Any = getattr(first, "request")
-        response, reply_tensors = body(request, tensors)
+        response, reply_tensors = body(request, tensors, grpc_peer_identity(context.peer()))
         if not call.replies_with_frames:
             return response
         return tx.write_frames(call.frame_type(response=response), reply_tensors, context=context,
@@ -155,7 +161,8 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
     duration = metrics.RPC_DURATION.labels(call.name)
     served = metrics.DATA_CHANNEL_CALLS.labels(call.name)
 
-    def handle(control: bytes, received: list[wire.ReceivedTensor]) -> tuple[int, bytes, list[tuple[str, Any]]]:
+    def handle(control: bytes, received: list[wire.ReceivedTensor],
+               peer: str) -> tuple[int, bytes, list[tuple[str, Any]]]:
         started = time.perf_counter()
         served.inc()
         try:
@@ -164,7 +171,7 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
                 if item.name in tensors:
                     raise wire.TransportError(f"tensor {item.name!r} arrived twice")
                 tensors[item.name] = item.array
-            response, reply_tensors = body(call.request_type.FromString(control), tensors)
+            response, reply_tensors = body(call.request_type.FromString(control), tensors, peer)
             return 0, response.SerializeToString(), reply_tensors
         except Exception as failure:  # answered below, or re-raised
             status = _status_of(failure, call.name)
@@ -174,6 +181,17 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
         finally:
             duration.observe(time.perf_counter() - started)
     return handle
+
+
+def grpc_peer_identity(peer: str) -> str:
+    """The identity of a gRPC client from ``ServicerContext.peer()`` (``ipv4:10.0.0.5:41234``,
+    ``ipv6:%5B::1%5D:41234``), as ``stream_io.address_identity`` gives it on the data
+    channel; the peer string itself when it is neither."""
+    kind, _, address = urllib.parse.unquote(peer).partition(":")
+    host, _, port = address.rpartition(":")
+    if kind not in ("ipv4", "ipv6") or not port.isdigit():
+        return f"gRPC peer {peer}"
+    return stream_io.address_identity(host.strip("[]"), int(port))
 
 
 # ---------------------------------------------------------------------- servicers
@@ -198,12 +216,13 @@ class WorkerServicer:
 
     def RegisterGraph(self, request: worker_pb2.RegisterGraphRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            self._server.limits.check_graph_size("RegisterGraph", len(request.graph_def.node),
-                                                 request.graph_def.ByteSize())
+            graph_bytes = request.graph_def.ByteSize()
+            self._server.limits.check_graph_size("RegisterGraph", len(request.graph_def.node), graph_bytes)
             graph_def = graph_codec.from_proto(request.graph_def)
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
                                                  list(request.fetch), list(request.target),
-                                                 isolate_session_state=request.config.isolate_session_state)
+                                                 isolate_session_state=request.config.isolate_session_state,
+                                                 graph_bytes=graph_bytes)
             return worker_pb2.RegisterGraphResponse(graph_handle=handle)
         return _answer(context, "RegisterGraph", body)
 
@@ -330,11 +349,15 @@ class Serving:
     """The task's transport, with its data channel (if it has one)."""
     recv_pool: wait_pool.WaitPool
     """The threads of waiting RecvTensor calls."""
+    expiry_watch: Optional[tls.ExpiryWatch]
+    """What tells when the task's certificates expire (None without TLS)."""
 
     def stop(self, grace: float) -> None:
         self.grpc_server.stop(grace=grace)
         self.transport.close()
         self.recv_pool.shutdown(wait=False)
+        if self.expiry_watch is not None:
+            self.expiry_watch.stop()
 
 
 def serve(server: server_lib.Server, port: int) -> Serving:
@@ -393,4 +416,8 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         raise errors.UnknownError(None, None, f"Could not start gRPC server: cannot listen on port {port} for "
                                   f"{server.task}: is another process using it?")  # TensorFlow's error class
     rpc_server.start()
-    return Serving(rpc_server, bound, tx, recv_pool)
+    expiry_watch = None
+    if credentials is not None:
+        expiry_watch = tls.ExpiryWatch(credentials, server.task)
+        metrics.TLS_CERTIFICATE_EXPIRY.set(expiry_watch.not_after.timestamp())
+    return Serving(rpc_server, bound, tx, recv_pool, expiry_watch)

@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid import metrics
+from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.execution import executor
@@ -46,6 +47,8 @@ class _RegisteredGraph:
     fetch_names: list[str]
     resources: resources_lib.ResourceManager
     """The task's (shared by name), or the session's own when its state is isolated."""
+    graph_bytes: int
+    """Its GraphDef's size as serialized, counted against ``max_registered_graph_bytes``."""
     last_used: float = dataclasses.field(default_factory=time.monotonic)
 
 
@@ -123,6 +126,8 @@ class Worker:
         self._peer = peer
         self._placement = placement or executor.default_placement(allow_soft_placement=True)
         self._graphs: dict[str, _RegisteredGraph] = {}
+        self.registered_graph_bytes = 0
+        """The bytes of GraphDef of the partitions in ``_graphs`` (``max_registered_graph_bytes``)."""
         self._lock = threading.Lock()
         self._handles = itertools.count(1)
         self._recv_timeout = self.limits.recv_tensor_timeout_s
@@ -166,11 +171,18 @@ class Worker:
     # ------------------------------------------------------------------ graphs
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef,
                        feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str],
-                       isolate_session_state: bool = False) -> str:
+                       isolate_session_state: bool = False, graph_bytes: Optional[int] = None) -> str:
         """Prepares a partition once; returns the handle RunGraph uses. With
         ``isolate_session_state`` its resources are the session's own on this task (as
         TensorFlow's per-session resource manager): no other session sees them, and they go
-        when the session's last partition is deregistered."""
+        when the session's last partition is deregistered. ``graph_bytes`` is the size of
+        the partition's GraphDef as serialized (a RegisterGraph request's; for a caller in
+        this process, ``graph_codec.serialized_size``), counted against
+        ``max_registered_graph_bytes`` until the partition is forgotten."""
+        if graph_bytes is None:
+            graph_bytes = graph_codec.serialized_size(graph_def)
+        with self._lock:
+            self._make_room_for_a_graph(graph_bytes)  # before the graph is imported, which takes memory
         try:
             graph = importer.import_graph_def(graph_def)
             feed_tensors = [graph.get_tensor_by_name(n) for n in feeds]
@@ -183,18 +195,20 @@ class Worker:
             raise errors.InvalidArgumentError(None, None, f"Invalid graph partition: {e}") from None
         handle = f"{session_handle}/g{next(self._handles)}"
         with self._lock:
-            self._make_room_for_a_graph()
+            self._make_room_for_a_graph(graph_bytes)
             resources = self.resources
             if isolate_session_state:
                 resources = self._session_resources.setdefault(session_handle, resources_lib.ResourceManager())
             self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches),
-                                                    resources)
+                                                    resources, graph_bytes)
+            self.registered_graph_bytes += graph_bytes
         return handle
 
-    def _make_room_for_a_graph(self) -> None:
+    def _make_room_for_a_graph(self, graph_bytes: int) -> None:
         """Bounds the registered partitions (lock held): forgets those unused for
         ``session_idle_timeout_s`` (a master re-registers one it still needs, after an
-        AbortedError), then refuses a new one beyond ``max_registered_graphs``."""
+        AbortedError), then refuses a new one of ``graph_bytes`` beyond
+        ``max_registered_graphs`` or ``max_registered_graph_bytes``."""
         horizon = time.monotonic() - self.limits.session_idle_timeout_s
         for handle in [h for h, g in self._graphs.items() if g.last_used < horizon]:
             self._forget_graph(handle)
@@ -202,6 +216,14 @@ class Worker:
             raise errors.ResourceExhaustedError(
                 None, None, f"{self.task} has {len(self._graphs)} registered graph partitions, its limit "
                 f"(TENSORGRID_MAX_REGISTERED_GRAPHS={self.limits.max_registered_graphs}); close sessions or raise it")
+        limit = self.limits.max_registered_graph_bytes
+        if self.registered_graph_bytes + graph_bytes > limit:
+            raise errors.ResourceExhaustedError(
+                None, None, f"RegisterGraph: {self.task} holds {self.registered_graph_bytes} bytes of GraphDef in "
+                f"{len(self._graphs)} registered graph partitions; this one's {graph_bytes} bytes would pass its "
+                f"limit of {limit} bytes ({limits_lib.env_var('max_registered_graph_bytes')}={limit}); deregister "
+                f"graphs or close sessions (unused partitions are forgotten after "
+                f"{self.limits.session_idle_timeout_s:g} s), or raise the limit")
 
     def signature(self, handle: str) -> tuple[list[str], list[str]]:
         """The feed and fetch names a registered partition takes and returns, in order."""
@@ -234,7 +256,10 @@ class Worker:
     def _forget_graph(self, handle: str) -> None:
         """Drops a partition (lock held); an isolated session's resources go with its last one."""
         registered = self._graphs.pop(handle, None)
-        if registered is None or registered.resources is self.resources:
+        if registered is None:
+            return
+        self.registered_graph_bytes -= registered.graph_bytes
+        if registered.resources is self.resources:
             return
         session = registered.session_handle
         if not any(g.session_handle == session for g in self._graphs.values()):
@@ -293,10 +318,14 @@ class Worker:
             )
         return self.rendezvous.take(step_id, key, min(timeout or self._recv_timeout, self._recv_timeout), wake)
 
-    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
-        """Tensors a peer's Sends produced for this task (the receiving end of PushTensors)."""
+    def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]],
+                     origin: Optional[str] = None) -> None:
+        """Tensors a peer's Sends produced for this task (the receiving end of PushTensors).
+        They count against ``origin``, who the server saw send them
+        (``LocalRendezvous.deliver``); without one, the caller is a task in this process."""
+        origin = origin or f"{from_task} in this process"
         for key, value in items:
-            self.rendezvous.send(step_id, key, value)
+            self.rendezvous.deliver(step_id, key, value, origin)
 
     def abort_step(self, step_id: int, reason: str) -> None:
         """Fails the step here: its waiters, and its partitions still running (e.g. in a queue)."""
@@ -312,8 +341,13 @@ class Worker:
 
     def cleanup_all(self, containers: Optional[list[str]] = None) -> None:
         """Clears resource containers (all when None or empty), as ``Session.reset`` asks,
-        in the shared resources and in every isolated session's."""
+        in the shared resources and in every isolated session's. Clearing all of them also
+        forgets every registered partition (as TensorFlow's Reset closes every session): a
+        master that still runs one gets ABORTED and registers it again."""
         with self._lock:
+            if not containers:
+                for handle in list(self._graphs):
+                    self._forget_graph(handle)
             isolated = list(self._session_resources.values())
         for resources in [self.resources, *isolated]:
             resources.cleanup(containers)

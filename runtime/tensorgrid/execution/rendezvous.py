@@ -9,7 +9,10 @@ task's ports, may push tensors for steps that never run; a receiver may wait for
 tensor nobody sends): a value waiting longer than ``ttl_s``, or the oldest values
 while those waiting are more than ``max_entries`` or hold more than ``max_bytes``, are
 dropped, and their step is aborted with an error saying why, so a step that does come
-for one fails instead of waiting forever. ``sweep`` (the worker calls it on a timer)
+for one fails instead of waiting forever. Over the bounds, the values of the origin
+holding the most bytes go first: the origin is who delivered a value as the server saw
+it (``deliver``: a process, a host or a connection), never the sending task a key names,
+which whoever pushes it chooses, so one origin's flood cannot push out another's values. ``sweep`` (the worker calls it on a timer)
 does the same without waiting for the next send, and fails the receivers with no
 deadline of their own that waited longer than ``ttl_s`` for a step no longer running.
 """
@@ -27,6 +30,8 @@ Callback = Callable[..., None]
 ENTRY_OVERHEAD_BYTES = 256
 """What a waiting value costs besides its array's bytes and its key (the entry, its
 tuple and the array object), counted against ``max_bytes`` so tiny values are bounded too."""
+LOCAL_ORIGIN = "this task"
+"""The origin of values sent by this task's own Sends (``send``)."""
 MAX_ABORTED_STEPS = 65536
 """Aborted step ids remembered (so late sends fail) beyond which the oldest are forgotten."""
 
@@ -37,8 +42,8 @@ class LocalRendezvous:
     def __init__(self, ttl_s: float = 300.0, max_bytes: int = 1 << 30, max_entries: int = 1 << 18,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._values: dict[tuple[int, str], tuple[Any, float, int]] = {}
-        """(value, time sent, bytes counted), oldest first (dicts keep insertion order)."""
+        self._values: dict[tuple[int, str], tuple[Any, float, int, str]] = {}
+        """(value, time sent, bytes counted, origin), oldest first (dicts keep insertion order)."""
         self._waiters: dict[tuple[int, str], tuple[Callback, Optional[float]]] = {}
         """(callback, time it began waiting; None for a receiver with a deadline of its own)."""
         self._aborted: dict[int, tuple[BaseException, float]] = {}
@@ -47,13 +52,20 @@ class LocalRendezvous:
         self._max_entries = max_entries
         self._clock = clock
         self._value_bytes = 0
-        self._sender_bytes: dict[str, int] = {}
-        """Bytes counted for the waiting values of each sending task (a key's first field)."""
+        self._origin_bytes: dict[str, int] = {}
+        """Bytes counted for the waiting values of each origin (``deliver``)."""
         self.dropped = 0
         """Entries dropped: values untaken (expired or over the bounds) and receivers
         expired by ``sweep``, for metrics and tests."""
 
     def send(self, step_id: int, key: str, value: Any) -> None:
+        """A value of this task's own Send for ``key`` in ``step_id``."""
+        self.deliver(step_id, key, value, LOCAL_ORIGIN)
+
+    def deliver(self, step_id: int, key: str, value: Any, origin: str) -> None:
+        """A value for ``key`` in ``step_id`` that ``origin`` delivered: who the server
+        knows sent it (a peer process, host or connection), whatever task the key names.
+        Its bytes count against ``origin`` when values must be dropped."""
         entry = (step_id, key)
         with self._lock:
             failure = self._aborted.get(step_id)
@@ -65,10 +77,9 @@ class LocalRendezvous:
                     raise errors.InternalError(None, None, f"Duplicate send of {key} in step {step_id}")
                 size = int(getattr(value, "nbytes", 0)) + len(key) + ENTRY_OVERHEAD_BYTES
                 now = self._clock()
-                self._values[entry] = (value, now, size)
+                self._values[entry] = (value, now, size, origin)
                 self._value_bytes += size
-                sender = _sender(key)
-                self._sender_bytes[sender] = self._sender_bytes.get(sender, 0) + size
+                self._origin_bytes[origin] = self._origin_bytes.get(origin, 0) + size
                 self._drop_untaken(now)
                 return
         waiting[0](value)
@@ -76,21 +87,21 @@ class LocalRendezvous:
     def _drop_untaken(self, now: float) -> None:
         """Drops values while the oldest is older than ``ttl_s`` (that one), or the values are
         more than ``max_entries`` or hold more than ``max_bytes``: then the oldest of the
-        sending task holding the most bytes, so one sender's flood drops its own values
-        first (never the newest value), aborting their steps (lock held)."""
+        origin holding the most bytes, so one origin's flood drops its own values first
+        (never the newest value), aborting their steps (lock held)."""
         dropped = False
         while self._values:
-            (step_id, key), (_, sent, _) = next(iter(self._values.items()))
+            (step_id, key), (_, sent, _, _) = next(iter(self._values.items()))
             if now - sent > self._ttl_s:
                 why = f"nobody took it within {self._ttl_s:g} s (TENSORGRID_RENDEZVOUS_TTL_S)"
             elif self._value_bytes > self._max_bytes and len(self._values) > 1:
-                step_id, key = self._oldest_of_heaviest_sender()
+                step_id, key = self._oldest_of_heaviest_origin()
                 why = (f"the tensors waiting to be taken on this task held more than {self._max_bytes} bytes "
-                       f"(TENSORGRID_RENDEZVOUS_MAX_BYTES), and it was the oldest of the task sending the most")
+                       f"(TENSORGRID_RENDEZVOUS_MAX_BYTES), and it was the oldest of the origin sending the most")
             elif len(self._values) > self._max_entries:
-                step_id, key = self._oldest_of_heaviest_sender()
+                step_id, key = self._oldest_of_heaviest_origin()
                 why = (f"more than {self._max_entries} tensors were waiting to be taken on this task "
-                       f"(TENSORGRID_RENDEZVOUS_MAX_ENTRIES), and it was the oldest of the task sending the most")
+                       f"(TENSORGRID_RENDEZVOUS_MAX_ENTRIES), and it was the oldest of the origin sending the most")
             else:
                 break
             self._forget_value((step_id, key))
@@ -102,24 +113,23 @@ class LocalRendezvous:
         if dropped:
             self._forget_old_aborts()
 
-    def _oldest_of_heaviest_sender(self) -> tuple[int, str]:
-        """The oldest waiting value of the sender holding the most bytes, unless that is the
+    def _oldest_of_heaviest_origin(self) -> tuple[int, str]:
+        """The oldest waiting value of the origin holding the most bytes, unless that is the
         newest value: then the oldest of all (lock held, at least two values)."""
-        heaviest = max(self._sender_bytes, key=self._sender_bytes.__getitem__)
+        heaviest = max(self._origin_bytes, key=self._origin_bytes.__getitem__)
         newest = next(reversed(self._values))
-        entry = next(e for e in self._values if _sender(e[1]) == heaviest)
+        entry = next(e for e, (_, _, _, origin) in self._values.items() if origin == heaviest)
         return next(iter(self._values)) if entry == newest else entry
 
     def _forget_value(self, entry: tuple[int, str]) -> Any:
         """Removes a waiting value and its bytes from the counts; returns it (lock held)."""
-        value, _, size = self._values.pop(entry)
+        value, _, size, origin = self._values.pop(entry)
         self._value_bytes -= size
-        sender = _sender(entry[1])
-        left = self._sender_bytes[sender] - size
+        left = self._origin_bytes[origin] - size
         if left:
-            self._sender_bytes[sender] = left
+            self._origin_bytes[origin] = left
         else:
-            del self._sender_bytes[sender]
+            del self._origin_bytes[origin]
         return value
 
     def flush(self, step_id: int) -> None:
@@ -247,8 +257,3 @@ class LocalRendezvous:
             del self._aborted[step_id]
         while len(self._aborted) > MAX_ABORTED_STEPS:
             del self._aborted[next(iter(self._aborted))]
-
-
-def _sender(key: str) -> str:
-    """The sending task of a rendezvous key ("src;incarnation;dst;name;frame")."""
-    return key.split(";", 1)[0]

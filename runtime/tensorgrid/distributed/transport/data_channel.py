@@ -98,10 +98,10 @@ class Method(enum.IntEnum):
     RUN_STEP = 3
 
 
-CallHandler = Callable[[bytes, list[wire.ReceivedTensor]], tuple[int, bytes, Iterable[tuple[str, Any]]]]
-"""Takes a call's control bytes and tensors; returns the status of the answer (a gRPC
-status number, 0: OK), the reply's control bytes (the error message when not OK) and
-its tensors."""
+CallHandler = Callable[[bytes, list[wire.ReceivedTensor], str], tuple[int, bytes, Iterable[tuple[str, Any]]]]
+"""Takes a call's control bytes, its tensors and who sent it (``stream_io.peer_identity``
+of its connection); returns the status of the answer (a gRPC status number, 0: OK), the
+reply's control bytes (the error message when not OK) and its tensors."""
 
 
 def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterable[tuple[str, Any]]) -> None:
@@ -399,6 +399,7 @@ class DataServer:
     def _serve_calls(self, conn: socket.socket) -> None:
         """The calls of one connection, in order; a malformed one is answered and ends it."""
         assert self._pool is not None
+        peer = stream_io.peer_identity(conn)
         while True:
             prefix = self._next_request(conn, _CALL_REQUEST.size)
             method, control_bytes, header_bytes = _CALL_REQUEST.unpack(prefix)
@@ -424,7 +425,7 @@ class DataServer:
                 _send_reply(conn, code, str(e).encode(), ())
                 return stream_io.linger(conn)  # the rest of the stream cannot be trusted
             try:
-                code, reply, reply_tensors = handler(control, tensors)
+                code, reply, reply_tensors = handler(control, tensors, peer)
             except Exception as e:  # answered to the caller, the server goes on
                 log.exception("data channel call of method %d failed", method)
                 code, reply, reply_tensors = errors.InternalError.code, f"{type(e).__name__}: {e}".encode(), ()

@@ -9,6 +9,7 @@ reached on and who may use it.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import socket
@@ -134,6 +135,33 @@ def same_user(sock: socket.socket) -> bool:
     credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
     _, uid, _ = PEER_CREDENTIALS.unpack(credentials)
     return bool(uid == os.getuid())
+
+
+def peer_identity(sock: socket.socket) -> str:
+    """Who is at the other end of an accepted connection, as far as this end can tell
+    without trusting anything the peer sends (the rendezvous counts pushed tensors by it):
+    the process, for a Unix socket (SO_PEERCRED, from the kernel); else as
+    ``address_identity`` says of the peer's address."""
+    if sock.family == socket.AF_UNIX:
+        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
+        pid, _, _ = PEER_CREDENTIALS.unpack(credentials)
+        return f"process {pid} on this machine"
+    host, port = sock.getpeername()[:2]
+    return address_identity(str(host), int(port))
+
+
+def address_identity(host: str, port: int) -> str:
+    """The identity of a TCP peer at ``host:port``: its host (a pod has an address of its
+    own), or the connection itself when the host is a loopback address, which every
+    process of this machine shares."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return f"host {host}"
+    mapped = getattr(address, "ipv4_mapped", None)
+    if (mapped or address).is_loopback:
+        return f"connection from {host} port {port}"
+    return f"host {host}"
 
 
 def connect_local(address: tuple[str, int], timeout_s: float) -> Optional[socket.socket]:

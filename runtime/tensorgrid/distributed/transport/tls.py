@@ -14,19 +14,27 @@ warns once). Host names are checked as usual (the name a peer is dialed by must 
 of its certificate's names), so a CA shared by several jobs does not let one job into
 another; the certificates tensorgrid makes name every address the cluster spec uses.
 The files are read once per process and directory (docs/security.md).
+
+Certificates expire (the operator's after 365 days, ``tensorgrid local``'s after 30), and
+peers then refuse every new connection, which a long job makes whenever a connection
+closes or a task restarts. So a task does not start with expired certificates (the error
+names the date), and a running one says when they expire (``ExpiryWatch``): a log line at
+start, a warning two weeks before, an error when it happens, and the date as a metric.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import logging
 import os
 import ssl
 import threading
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import grpc
+from cryptography import x509
 
 log = logging.getLogger("tensorgrid.tls")
 
@@ -35,6 +43,8 @@ TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
 INSECURE_ENV = "TENSORGRID_INSECURE"
 """``1``: run without TLS (any other task or program that reaches a port owns the job)."""
 FILES = ("ca.crt", "tls.crt", "tls.key")
+EXPIRY_WARNING = datetime.timedelta(days=14)
+"""How long before its certificates expire a task warns (``ExpiryWatch``)."""
 
 _warned_insecure = threading.Event()
 _process_directory: Optional[str] = None
@@ -95,6 +105,14 @@ class Credentials:
         context.verify_mode = ssl.CERT_REQUIRED
         return context
 
+    @functools.cached_property
+    def not_after(self) -> datetime.datetime:
+        """When the first of this task's certificates (``tls.crt``, its chain included) and
+        the CAs it trusts (``ca.crt``) expires (UTC): from then on peers refuse this task's
+        new connections, and it theirs."""
+        certificates = x509.load_pem_x509_certificates(self.certificate) + x509.load_pem_x509_certificates(self.ca)
+        return min(c.not_valid_after_utc for c in certificates)
+
     def _context(self, protocol: int) -> ssl.SSLContext:
         context = ssl.SSLContext(protocol)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -121,10 +139,64 @@ def load(directory: str) -> Credentials:
     credentials = Credentials(contents[0], contents[1], contents[2], directory)
     try:
         credentials.server_context  # parses and matches the files now, not at the first connection
+        not_after = credentials.not_after
     except (ssl.SSLError, ValueError) as e:
         raise ValueError(f"the certificates in {TLS_DIR_ENV}={directory!r} are not usable: {e} (ca.crt must be "
                          f"PEM certificates, tls.crt and tls.key a matching certificate and key)") from None
+    if not_after <= datetime.datetime.now(datetime.timezone.utc):
+        raise ValueError(f"the certificates in {TLS_DIR_ENV}={directory!r} expired at {not_after:%Y-%m-%d %H:%M} UTC: "
+                         f"peers refuse expired certificates. {RENEWAL_ADVICE}")
     return credentials
+
+
+RENEWAL_ADVICE = ("Renew them: a TrainingJob's are in its Secret <job>-tls (delete it, and restart the whole job "
+                  "so every pod gets the new CA; docs/security.md); `tensorgrid local` makes new ones at each run.")
+
+
+class ExpiryWatch:
+    """Tells, for a running task, when its certificates expire (``Credentials.not_after``,
+    which the server's start line shows): a WARNING once less than ``EXPIRY_WARNING`` is
+    left (at once if that is so already), an ERROR once they expired. A thread of its own
+    waits for those instants until ``stop``."""
+
+    def __init__(self, credentials: Credentials, task: str,
+                 clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)) -> None:
+        self.not_after = credentials.not_after
+        self._where = f"{TLS_DIR_ENV}={credentials.directory!r}"
+        self._task = task
+        self._clock = clock
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="tls-expiry")
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if self._wait_until(self.not_after - EXPIRY_WARNING):
+            log.warning("%s: the TLS certificates of %s expire at %s UTC, in %s: then peers refuse this task's new "
+                        "connections. %s", self._task, self._where, f"{self.not_after:%Y-%m-%d %H:%M}",
+                        _days(self.not_after - self._clock()), RENEWAL_ADVICE)
+        if self._wait_until(self.not_after):
+            log.error("%s: the TLS certificates of %s expired at %s UTC: every new connection between this task "
+                      "and its peers (a reconnect, a restarted task, a new data-channel connection) now fails its "
+                      "TLS handshake, and steps that need one fail. %s", self._task, self._where,
+                      f"{self.not_after:%Y-%m-%d %H:%M}", RENEWAL_ADVICE)
+
+    def _wait_until(self, instant: datetime.datetime) -> bool:
+        """Waits until ``instant`` (at most a day at a time, so a clock that jumps is
+        followed); False if stopped first."""
+        while not self._stopped.is_set():
+            left = (instant - self._clock()).total_seconds()
+            if left <= 0:
+                return True
+            self._stopped.wait(min(left, 86400.0))
+        return False
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def _days(left: datetime.timedelta) -> str:
+    return f"{left.total_seconds() / 86400:.1f} days" if abs(left) >= datetime.timedelta(days=1) else (
+        f"{left.total_seconds() / 3600:.1f} hours")
 
 
 @functools.lru_cache(maxsize=8)

@@ -102,19 +102,21 @@ class Kube:
 
     def create_secret(self, secret: Mapping[str, Any]) -> None:
         self._create("create_secret", self._core.create_namespaced_secret, secret)
-    def create_network_policy(self, policy: Mapping[str, Any]) -> None:
-        self._create("create_network_policy", self._networking.create_namespaced_network_policy, policy)
+    def create_network_policy(self, policy: Mapping[str, Any]) -> bool:
+        return self._create("create_network_policy", self._networking.create_namespaced_network_policy, policy)
 
-    def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> None:
-        self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
+    def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> bool:
+        return self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
 
-    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
+    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> bool:
+        """Creates the object; ``False`` if it already existed."""
         try:
             fn(obj["metadata"]["namespace"], obj, _preload_content=False)
         except kube_exceptions.ApiException as e:
             if e.status == 409:
-                return  # AlreadyExists: an earlier reconcile (or another replica) made it
+                return False  # AlreadyExists: an earlier reconcile (or another replica) made it
             raise _counted(operation, e)
+        return True
 
     def delete_pod(self, namespace: str, name: str, uid: str, force: bool = False) -> None:
         """Delete the pod of that uid; ``force``: with a grace period of 0 (no wait for its kubelet)."""

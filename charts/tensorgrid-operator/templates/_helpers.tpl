@@ -84,10 +84,10 @@ derives the same set from the code and compares both ways):
   verbs: ["create"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["create"]
+  verbs: ["list", "watch", "create"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["create"]
+  verbs: ["list", "watch", "create"]
 {{- end }}
 
 {{/*

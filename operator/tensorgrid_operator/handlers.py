@@ -33,6 +33,7 @@ import kopf
 
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
+from tensorgrid_operator import ensure_objects
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
@@ -43,6 +44,7 @@ from tensorgrid_operator import metrics
 from tensorgrid_operator import observed
 from tensorgrid_operator import owned_objects
 from tensorgrid_operator import plans
+from tensorgrid_operator import podgroups
 from tensorgrid_operator import policies
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
@@ -390,7 +392,8 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         job = await runtime.call(k.get_job, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
-        await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])])
+        if not await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])]):
+            return runtime.settings.resync_seconds  # no pods before their PodGroup: they would never start
         pods = [dict(p) for p in pods_index.get(key, [])]
         services = [dict(s) for s in services_index.get(key, [])]
         if observed.caught_up(runtime.expectations.get(key), pods, services):
@@ -435,47 +438,21 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
 
 
 async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any],
-                              indexed: list[tuple[str, str, str]]) -> None:
-    """Create the job's NetworkPolicy and PS PodDisruptionBudget, and again when one is deleted (owned_objects).
-
-    An existing one is left as it is. A refusal is said once per distinct message (a Warning event) and
-    tried again at the next reconcile; it does not stop the job's pods from being made.
-    """
-    if (job.get("status") or {}).get("state") in FINISHED_STATES:
-        return
-    settings = _job_object_settings(runtime.settings)
-    wanted = [jobobjects.network_policy(job, settings)] if settings.network_policy else []
-    try:
-        budget = jobobjects.ps_disruption_budget(job, spec_lib.parse_spec(job.get("spec") or {}))
-    except ValueError:
-        budget = None  # the reconcile fails the job for its spec
-    if settings.ps_disruption_budget and budget is not None:
-        wanted.append(budget)
+                              indexed: list[tuple[str, str, str]]) -> bool:
+    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects); whether its pods may start."""
     upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
-    todo = owned_objects.creations(wanted, owned_objects.present(indexed, job["metadata"]["uid"]), upkeep)
-    if not todo:
-        return
-    create = {"NetworkPolicy": runtime.kube.create_network_policy,
-              "PodDisruptionBudget": runtime.kube.create_pod_disruption_budget}
-    results = await asyncio.gather(*(runtime.call(create[c.kind], c.obj) for c in todo), return_exceptions=True)
-    errors = []
-    for item, result in zip(todo, results):
-        if isinstance(result, BaseException):
-            if not isinstance(result, Exception):
-                raise result
-            code, message = kube.error_details(result)
-            errors.append((item.kind, f"could not create {item.kind} {item.name}: {message} "
-                                           f"(HTTP {code})"))
-            continue
-        owned_objects.created(upkeep, item)
-        if item.recreated and result:
-            kopf.event(_body(job), type="Warning", reason=f"Recreated{item.kind}",
-                       message=owned_objects.recreated_message(item))
-    text = "; ".join(message for _, message in errors)
-    if text and upkeep.last_error != text:
-        for kind, message in errors:
-            kopf.event(_body(job), type="Warning", reason=f"FailedCreate{kind}", message=message)
-    upkeep.last_error = text
+
+    def say(kind: str, reason: str, message: str) -> None:
+        kopf.event(_body(job), type=kind, reason=reason, message=message)
+
+    await ensure_objects.job_objects(runtime.kube, runtime.call, say, job, indexed, upkeep,
+                                     _job_object_settings(runtime.settings))
+    gang = runtime.settings.gang
+    patch = await ensure_objects.pod_group(runtime.kube, runtime.call, say, job, upkeep, gang)
+    if patch is not None:
+        written = await runtime.call(runtime.kube.patch_status, job, patch)
+        runtime.written_versions[key] = written["metadata"]["resourceVersion"]
+    return ensure_objects.pods_may_start(job, upkeep, gang)
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
@@ -519,7 +496,8 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [
-        ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
+        ("Pod", podgroups.with_gang_fields(jobobjects.with_pod_defaults(pod, pod_settings), runtime.settings.gang))
+        for pod in plan.create_pods]
     results = await runtime.calls(
         [runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects])
     failures = []

@@ -34,6 +34,8 @@ class Upkeep:
     """Objects the index has shown owned by the job at least once."""
     last_error: str = ""
     """The last creation errors, said once (a Warning event) until they change."""
+    pod_group_error: str = ""
+    """Why the job's PodGroup could not be created (ensure_objects.pod_group), said once until it changes."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_defaults() -> None:
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
                                  "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
                                  "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
-                                 "--ps-anti-affinity=off"]
+                                 "--ps-anti-affinity=off", "--gang-scheduler=none"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME
@@ -81,6 +81,19 @@ def test_network_policy_and_training_pod_values_reach_the_operator() -> None:
                                                                       "psAntiAffinity": "required"}})
     assert "--no-network-policy" in off and "--no-ps-disruption-budget" in off and "--ps-anti-affinity=required" in off
     assert not [a for a in off if a.startswith("--network-policy-metrics-from")]
+
+
+def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> None:
+    def args(values: dict[str, object]) -> list[str]:
+        return list(one(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    plugins = args(VALUE_SETS["gang-scheduler-plugins"])
+    assert "--gang-scheduler=scheduler-plugins" in plugins and "--gang-scheduler-name=coscheduler" in plugins
+    volcano = args(VALUE_SETS["gang-volcano"])
+    assert "--gang-scheduler=volcano" in volcano and not [a for a in volcano if a.startswith("--gang-scheduler-name")]
+    failed = template({"trainingPods": {"gangScheduler": "kueue"}}, check=False)
+    assert failed.returncode != 0
+    assert 'trainingPods.gangScheduler "kueue" is not one of none, volcano, scheduler-plugins' in failed.stderr
 
 
 def test_pod_is_hardened_and_probed() -> None:

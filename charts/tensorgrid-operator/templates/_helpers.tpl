@@ -88,6 +88,17 @@ derives the same set from the code and compares both ways):
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "create"]
+{{- if eq .Values.trainingPods.gangScheduler "volcano" }}
+- apiGroups: ["scheduling.volcano.sh"]
+  resources: ["podgroups"]
+  verbs: ["create"]
+{{- else if eq .Values.trainingPods.gangScheduler "scheduler-plugins" }}
+- apiGroups: ["scheduling.x-k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["create"]
+{{- else if ne .Values.trainingPods.gangScheduler "none" }}
+{{- fail (printf "trainingPods.gangScheduler %q is not one of none, volcano, scheduler-plugins" .Values.trainingPods.gangScheduler) }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -134,6 +134,38 @@ def test_replicas_need_peering() -> None:
     assert failed.returncode != 0 and "replicas > 1 needs peering.enabled" in failed.stderr
 
 
+def test_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:
+    single = render({})
+    assert not by_kind(single, "PodDisruptionBudget")
+    assert "affinity" not in one(single, "Deployment")["spec"]["template"]["spec"]
+    manifests = render(VALUE_SETS["replicas-2"])
+    deployment = one(manifests, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    budget = one(manifests, "PodDisruptionBudget")
+    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert anti == {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}}]}
+    required = render({"replicas": 3, "highAvailability": {"podAntiAffinity": "required"},
+                       "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                           "nodeSelectorTerms": [{"matchExpressions": [
+                               {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}})
+    affinity = one(required, "Deployment")["spec"]["template"]["spec"]["affinity"]
+    assert set(affinity) == {"nodeAffinity", "podAntiAffinity"}
+    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == \
+        "kubernetes.io/hostname"
+    own = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": {"team": "ml"}}, "topologyKey": "topology.kubernetes.io/zone"}}]}
+    kept = render({"replicas": 2, "affinity": {"podAntiAffinity": own}})
+    assert one(kept, "Deployment")["spec"]["template"]["spec"]["affinity"] == {"podAntiAffinity": own}
+    off = render({"replicas": 2, "highAvailability": {"podDisruptionBudget": False, "podAntiAffinity": "off"}})
+    assert not by_kind(off, "PodDisruptionBudget")
+    assert "affinity" not in one(off, "Deployment")["spec"]["template"]["spec"]
+    failed = template({"replicas": 2, "highAvailability": {"podAntiAffinity": "always"}}, check=False)
+    assert failed.returncode != 0
+    assert 'highAvailability.podAntiAffinity "always" is not one of off, preferred, required' in failed.stderr
+
+
 def test_standalone_recreates_and_drops_metrics() -> None:
     manifests = render(VALUE_SETS["standalone-no-metrics"])
     deployment = one(manifests, "Deployment")

@@ -80,7 +80,7 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
 
     While it cannot be created (the scheduler's CRD missing: 404; a refusal), the job's condition
     ``PodGroupCreated`` is False with the reason, a Warning event says it once per distinct message,
-    and :func:`pods_may_start` holds the pods back: without their group they would never start.
+    and :func:`why_pods_wait` holds the pods back: without their group they would never start.
     """
     job_spec = _spec_or_none(job)
     status = job.get("status") or {}
@@ -107,11 +107,16 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
     return _condition_patch(status, True, "PodGroupCreated", f"created PodGroup {name} ({api.api_version})")
 
 
-def pods_may_start(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> bool:
-    """Whether the job's pods may be created: always without a gang scheduler, else once its PodGroup exists."""
-    if not gang.enabled or _spec_or_none(job) is None:
-        return True
-    return ("PodGroup", job["metadata"]["name"]) in upkeep.made
+def why_pods_wait(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> Optional[str]:
+    """Why the job's pods must not be created yet (its PodGroup is missing); ``None``: they may be.
+
+    Without a gang scheduler, or for a finished job or one whose spec the reconcile fails, never.
+    """
+    name = job["metadata"]["name"]
+    if not gang.enabled or _spec_or_none(job) is None or ("PodGroup", name) in upkeep.made \
+            or (job.get("status") or {}).get("state") in FINISHED_STATES:
+        return None
+    return upkeep.pod_group_error or f"PodGroup {name} does not exist yet"
 
 
 def _condition_patch(status: Mapping[str, Any], value: bool, reason: str, message: str) -> Optional[Obj]:

@@ -392,8 +392,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         job = await runtime.call(k.get_job, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
-        if not await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])]):
-            return runtime.settings.resync_seconds  # no pods before their PodGroup: they would never start
+        held = await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])])
         pods = [dict(p) for p in pods_index.get(key, [])]
         services = [dict(s) for s in services_index.get(key, [])]
         if observed.caught_up(runtime.expectations.get(key), pods, services):
@@ -410,7 +409,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
-        job, requeue_after = await _apply(runtime, key, job, plan, logger)
+        job, requeue_after = await _apply(runtime, key, job, plan, logger, held)
         progress_after = await _update_progress(runtime, key, job, pods)
         finished = (job.get("status") or {}).get("state") in FINISHED_STATES
         return next_reconcile_in(finished, requeue_after, progress_after, runtime.settings.resync_seconds)
@@ -438,8 +437,8 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
 
 
 async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any],
-                              indexed: list[tuple[str, str, str]]) -> bool:
-    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects); whether its pods may start."""
+                              indexed: list[tuple[str, str, str]]) -> Optional[str]:
+    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects); why its pods must wait, if so."""
     upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
 
     def say(kind: str, reason: str, message: str) -> None:
@@ -452,7 +451,7 @@ async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any
     if patch is not None:
         written = await runtime.call(runtime.kube.patch_status, job, patch)
         runtime.written_versions[key] = written["metadata"]["resourceVersion"]
-    return ensure_objects.pods_may_start(job, upkeep, gang)
+    return ensure_objects.why_pods_wait(job, upkeep, gang)
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
@@ -469,9 +468,12 @@ def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
 
 
-async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plans.Plan,
-                 logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
+async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
+                 held: Optional[str] = None) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
+
+    ``held``: why the plan's pods must not be created yet (their PodGroup is missing); they count as
+    refused creations, which say so and are retried after their delay.
 
     Returns the job as last written and when to look again.
     """
@@ -497,10 +499,10 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [
         ("Pod", podgroups.with_gang_fields(jobobjects.with_pod_defaults(pod, pod_settings), runtime.settings.gang))
-        for pod in plan.create_pods]
+        for pod in plan.create_pods if held is None]
     results = await runtime.calls(
         [runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects])
-    failures = []
+    failures = [creation.CreateFailure("Pod", p["metadata"]["name"], None, held) for p in plan.create_pods if held]
     for (kind, obj), result in zip(objects, results):
         if isinstance(result, BaseException):
             if not isinstance(result, Exception):

@@ -104,11 +104,15 @@ def test_without_the_pod_group_crd_the_job_says_so_and_creates_no_pods(controlpl
             events = [e for e in namespace.events("lonely") if e["reason"] == "PodGroupCRDMissing"]
             assert events and events[0]["type"] == "Warning" and "install volcano" in events[0]["message"]
             assert namespace.pods("lonely") == {}, "pods without their PodGroup would never start"
+            # The held pods are refused creations: state FailedCreate, retried after their delay.
+            status = namespace.wait_state("lonely", "FailedCreate")
+            assert "PodGroup lonely" in namespace.condition("lonely", "Running")["message"]
+            assert {b["replica"] for b in status["replicaBackoff"]} == {"ps-0", "worker-0"}
+            refused = [e["message"] for e in namespace.events("lonely") if e["reason"] == "FailedCreatePod"]
+            assert refused and "could not create pods lonely-ps-0, lonely-worker-0" in refused[0]
 
             _install(controlplane, VOLCANO_CRD)
-            # Any change to the job wakes its loop; else the resync would, within 30 s.
-            namespace.cp.custom.patch_namespaced_custom_object("tensorgrid.io", "v1", namespace.name, "trainingjobs",
-                                                               "lonely", {"metadata": {"labels": {"crd": "installed"}}})
+            # No nudge: the refused pods' retry (1 s doubling to 4 s here) creates the group, then them.
             namespace.wait_pods("lonely", {"lonely-ps-0", "lonely-worker-0"}, timeout=60)
             assert _pod_group(namespace, gang, "lonely") is not None
             wait_for(lambda: namespace.condition("lonely", podgroups.CONDITION).get("status") == "True", 30,

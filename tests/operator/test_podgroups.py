@@ -7,6 +7,8 @@ from typing import Any, Optional
 import pytest
 
 from tensorgrid_operator import cli
+from tensorgrid_operator import ensure_objects
+from tensorgrid_operator import owned_objects
 from tensorgrid_operator import podgroups
 from tensorgrid_operator import spec as spec_lib
 
@@ -102,3 +104,19 @@ def test_the_flags() -> None:
         cli.parse_args(["--gang-scheduler", "kueue"])
     with pytest.raises(ValueError, match="'kueue' is not one of none, volcano, scheduler-plugins"):
         podgroups.GangSettings("kueue")
+
+
+@pytest.mark.parametrize("gang, made, error, state, spec, expected", [
+    (podgroups.GangSettings(), set(), "", None, {"replicaSpecs": {"Worker": {"replicas": 1}}}, None),
+    (VOLCANO, {("PodGroup", "mnist")}, "", None, {"replicaSpecs": {"Worker": {"replicas": 1}}}, None),
+    (VOLCANO, set(), "", None, {"replicaSpecs": {"Worker": {"replicas": 1}}}, "PodGroup mnist does not exist yet"),
+    (VOLCANO, set(), "no CRD", None, {"replicaSpecs": {"Worker": {"replicas": 1}}}, "no CRD"),
+    (VOLCANO, set(), "no CRD", "Failed", {"replicaSpecs": {"Worker": {"replicas": 1}}}, None),
+    # an invalid spec: the reconcile fails the job, nothing waits
+    (VOLCANO, set(), "", None, {"replicaSpecs": {"Worker": {"replicas": -1}}}, None),
+])
+def test_why_pods_wait(gang: podgroups.GangSettings, made: set[Any], error: str, state: Optional[str],
+                       spec: dict[str, Any], expected: Optional[str]) -> None:
+    job = {**JOB, "spec": spec, "status": {"state": state} if state else {}}
+    upkeep = owned_objects.Upkeep(made=set(made), pod_group_error=error)
+    assert ensure_objects.why_pods_wait(job, upkeep, gang) == expected

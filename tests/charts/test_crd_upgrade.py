@@ -14,7 +14,7 @@ import shlex
 import yaml
 
 from chart_support import CHART, ROOT
-from kube_controlplane import ControlPlane, wait_for
+from kube_controlplane import ControlPlane, wait_crds_established, wait_for
 
 CRD = "trainingjobs.tensorgrid.io"
 
@@ -52,3 +52,4 @@ def test_the_documented_upgrade_step_updates_an_older_crd(controlplane: ControlP
         wait_for(lambda: _has_scheduling_policy(cp), 30, "the upgraded CRD to be served")
     finally:
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+        wait_crds_established(cp, CRD)

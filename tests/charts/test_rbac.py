@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from chart_support import FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, by_kind, render
-from kube_controlplane import ControlPlane, wait_for
+from kube_controlplane import ControlPlane, wait_crds_established, wait_for
 
 OPERATOR = ROOT / "operator" / "tensorgrid_operator"
 Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
@@ -325,12 +325,19 @@ def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
     return set(out.split())
 
 
-@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces"])
+@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
-    """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error."""
+    """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
+    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds)."""
     cp = controlplane
     job_namespace = f"chart-rbac-{watch}"
-    values = {"watchNamespaces": [job_namespace]} if watch == "given-namespaces" else {}
+    values: dict[str, Any] = {"watchNamespaces": [job_namespace]} if watch != "all-namespaces" else {}
+    gang = watch.endswith("-volcano")
+    if gang:
+        values["trainingPods"] = {"gangScheduler": "volcano"}
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                   str(ROOT / "tests" / "operator" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
+        wait_crds_established(cp, "podgroups.scheduling.volcano.sh")
     for namespace in (RELEASE_NAMESPACE, job_namespace):
         if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
             cp.kubectl("create", "namespace", namespace)
@@ -370,6 +377,9 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         kinds = "networkpolicies,poddisruptionbudgets"
         assert _names(cp, job_namespace, kinds) == {"networkpolicy.networking.k8s.io/rbac",
                                                     "poddisruptionbudget.policy/rbac-ps"}
+        if gang:
+            assert _names(cp, job_namespace, "podgroups.scheduling.volcano.sh") == {
+                "podgroup.scheduling.volcano.sh/rbac"}
         _finish_as_kubelet(cp, job_namespace, "rbac-worker-0")
         # Succeeded (status patch, events), PS pod deleted, then deleted by its TTL of 0 (finalizer removed).
         wait_for(lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", check=False).returncode != 0, 60,

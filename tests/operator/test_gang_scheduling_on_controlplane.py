@@ -18,7 +18,7 @@ import pytest
 from kubernetes.client import exceptions
 
 from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, operator_settings, running_operator
-from kube_controlplane import wait_for
+from kube_controlplane import wait_crds_established, wait_for
 from tensorgrid_operator import podgroups
 
 CRDS = pathlib.Path(__file__).parent / "crds"
@@ -30,7 +30,7 @@ VOLCANO_CRD, PLUGINS_CRD = CRD_FILES
 def _install(cp: ControlPlane, *names: str) -> None:
     for name in names:
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS / CRD_FILES[name]))
-    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in names))
+    wait_crds_established(cp, *names)
 
 
 @pytest.fixture(scope="module")

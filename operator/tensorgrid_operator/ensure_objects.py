@@ -82,10 +82,11 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
     ``PodGroupCreated`` is False with the reason, a Warning event says it once per distinct message,
     and :func:`why_pods_wait` holds the pods back: without their group they would never start.
     """
-    job_spec = _spec_or_none(job)
     status = job.get("status") or {}
-    if not gang.enabled or job_spec is None or status.get("state") in FINISHED_STATES \
-            or ("PodGroup", job["metadata"]["name"]) in upkeep.made:
+    if not gang.enabled or status.get("state") in FINISHED_STATES or ("PodGroup", job["metadata"]["name"]) in upkeep.made:
+        return None
+    job_spec = _spec_or_none(job)
+    if job_spec is None:
         return None
     group = podgroups.pod_group(job, job_spec, gang)
     assert group is not None

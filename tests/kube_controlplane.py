@@ -120,9 +120,20 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
         time.sleep(0.1)
 
 
+def wait_crds_established(cp: ControlPlane, *names: str) -> None:
+    """Waits until each CRD is Established. Not `kubectl wait`: it fails at once ("status.conditions
+    accessor error") when it reads a CRD whose status the API server has not written yet."""
+    def established(name: str) -> bool:
+        path = '{.status.conditions[?(@.type=="Established")].status}'
+        return cp.kubectl("get", "crd", name, "-o", f"jsonpath={path}", check=False).stdout.strip() == "True"
+
+    for name in names:
+        wait_for(lambda: established(name), 60, f"crd/{name} to be Established")
+
+
 def _install_crds(cp: ControlPlane) -> None:
     cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in CRD_NAMES))
+    wait_crds_established(cp, *CRD_NAMES)
     wait_for(lambda: cp.kubectl("get", "tj", "-A", check=False).returncode == 0, 30, "the tj resource to serve")
 
 

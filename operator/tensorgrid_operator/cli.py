@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from tensorgrid_operator import config
 from tensorgrid_operator import jobobjects
+from tensorgrid_operator import podgroups
 from tensorgrid_operator import uninstall
 
 
@@ -68,6 +69,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     parser.add_argument("--ps-anti-affinity", choices=jobobjects.ANTI_AFFINITY_MODES, default=defaults.ps_anti_affinity,
                         help="keep a job's parameter servers on different nodes, as a preference or a requirement, "
                              "unless the PS template has its own podAntiAffinity (default off)")
+    parser.add_argument("--gang-scheduler", choices=podgroups.GANG_SCHEDULERS, default=defaults.gang.scheduler,
+                        help="create a PodGroup per job for this gang scheduler from spec.runPolicy.schedulingPolicy, "
+                             "and put the job's pods in it, so they start all together or not at all (default none)")
+    parser.add_argument("--gang-scheduler-name", default=defaults.gang.scheduler_name,
+                        help="the training pods' schedulerName under --gang-scheduler (default: volcano, or "
+                             f"{podgroups.DEFAULT_SCHEDULER_PLUGINS_NAME} for scheduler-plugins); a template's own "
+                             "schedulerName wins")
     parser.add_argument("--progress-interval-seconds", type=float, default=defaults.progress_interval_seconds,
                         help="read a running job's global step from its chief's and parameter servers' metrics into "
                              f"status.progress this often; 0 turns it off (default "
@@ -108,6 +116,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         stuck_terminating_seconds=args.stuck_terminating_seconds,
         force_delete_stuck_pods=args.force_delete_stuck_pods,
         progress_interval_seconds=args.progress_interval_seconds,
+        gang=podgroups.GangSettings(args.gang_scheduler, args.gang_scheduler_name),
         verbose=args.verbose,
         remove_finalizers=args.remove_finalizers,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
+from tensorgrid_operator import podgroups
+
 
 @dataclasses.dataclass
 class Settings:
@@ -52,6 +54,8 @@ class Settings:
     """Create a PodDisruptionBudget per job that keeps voluntary evictions off its Ready parameter servers."""
     ps_anti_affinity: str = "off"
     """``off``, ``preferred`` or ``required``: anti-affinity of a job's parameter servers across nodes."""
+    gang: podgroups.GangSettings = podgroups.GangSettings()
+    """Gang scheduling: a PodGroup per job for Volcano or scheduler-plugins, or none (``--gang-scheduler``)."""
     progress_interval_seconds: float = 30.0
     """How often a running job's metrics are read into ``status.progress``; 0 turns progress off."""
     progress_timeout_seconds: float = 5.0

@@ -33,6 +33,7 @@ import kopf
 
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
+from tensorgrid_operator import ensure_objects
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube
@@ -41,7 +42,9 @@ from tensorgrid_operator import looplag
 from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import observed
+from tensorgrid_operator import owned_objects
 from tensorgrid_operator import plans
+from tensorgrid_operator import podgroups
 from tensorgrid_operator import policies
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
@@ -52,6 +55,8 @@ T = TypeVar("T")
 JobKey = tuple[str, str]
 Obj = dict[str, Any]
 JobIndex = kopf.Index[JobKey, Obj]
+# Per job: (kind, name, controller owner's uid) of its NetworkPolicy and PodDisruptionBudget.
+OwnedIndex = kopf.Index[JobKey, tuple[str, str, str]]
 
 # States in which the job's metrics are read into status.progress.
 PROGRESS_STATES = ("Running", "Restarting")
@@ -84,8 +89,8 @@ class _Runtime:
     phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
     expectations: dict[JobKey, observed.Expectations] = dataclasses.field(default_factory=dict)
     """Per job: what its last plans wrote that the indexes did not show yet."""
-    job_objects: dict[JobKey, str] = dataclasses.field(default_factory=dict)
-    """Per job: "" once its NetworkPolicy and PodDisruptionBudget exist, else the last creation error."""
+    job_objects: dict[JobKey, owned_objects.Upkeep] = dataclasses.field(default_factory=dict)
+    """Per job: what this operator made and saw of its NetworkPolicy and PodDisruptionBudget."""
     progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
     """When (monotonic) each running job's metrics are read next."""
     managed_elsewhere: set[str] = dataclasses.field(default_factory=set)
@@ -193,6 +198,8 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     # Only the job's own objects are watched: server-side label selectors.
     settings.watching.label_selectors["v1", "pods"] = spec_lib.LABEL_JOB_NAME
     settings.watching.label_selectors["v1", "services"] = spec_lib.LABEL_JOB_NAME
+    settings.watching.label_selectors["networking.k8s.io", "networkpolicies"] = spec_lib.LABEL_JOB_NAME
+    settings.watching.label_selectors["policy", "poddisruptionbudgets"] = spec_lib.LABEL_JOB_NAME
     settings.persistence.finalizer = spec_lib.FINALIZER
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
@@ -295,6 +302,35 @@ async def service_event(*, namespace: Optional[str], labels: kopf.Labels, memo: 
     _wake(memo, (namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
 
 
+@kopf.index("networking.k8s.io", "v1", "networkpolicies", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+def network_policies_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
+                            **_: Any) -> dict[JobKey, tuple[str, str, str]]:
+    """Every job's NetworkPolicy (kind, name, owner), so a deleted one is noticed without a LIST."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): ("NetworkPolicy", name, owned_objects.owner_uid(meta))}
+
+
+@kopf.index("policy", "v1", "poddisruptionbudgets", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+def disruption_budgets_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
+                              **_: Any) -> dict[JobKey, tuple[str, str, str]]:
+    """Every job's PodDisruptionBudget (kind, name, owner)."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): ("PodDisruptionBudget", name,
+                                                                 owned_objects.owner_uid(meta))}
+
+
+@kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+async def network_policy_event(*, event: kopf.RawEvent, namespace: Optional[str], labels: kopf.Labels,
+                               memo: kopf.Memo, **_: Any) -> None:
+    if event.get("type") == "DELETED":  # the job's pass creates it again
+        _wake(memo, (namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
+
+
+@kopf.on.event("policy", "v1", "poddisruptionbudgets", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
+async def disruption_budget_event(*, event: kopf.RawEvent, namespace: Optional[str], labels: kopf.Labels,
+                                  memo: kopf.Memo, **_: Any) -> None:
+    if event.get("type") == "DELETED":
+        _wake(memo, (namespace or "", labels[spec_lib.LABEL_JOB_NAME]))
+
+
 # No daemon, and so no finalizer, for a job another controller manages (spec.managedBy).
 @kopf.daemon(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, cancellation_timeout=30.0, when=_managed_here)
 async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], name: str, logger: kopf.Logger,
@@ -302,6 +338,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
     """One loop per job: reconcile, then sleep until woken, a deadline, or the resync period."""
     # kopf passes each index (live) as the keyword of its function's name.
     pods_by_job, services_by_job = cast(JobIndex, kwargs["pods_by_job"]), cast(JobIndex, kwargs["services_by_job"])
+    owned = (cast(OwnedIndex, kwargs["network_policies_by_job"]), cast(OwnedIndex, kwargs["disruption_budgets_by_job"]))
     runtime = _runtime_of(memo)
     key = (namespace or "", name)
     wake = asyncio.Event()
@@ -317,7 +354,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         while not stopped:
             wake.clear()
             try:
-                delay = await _reconcile_once(runtime, key, logger, pods_by_job, services_by_job)
+                delay = await _reconcile_once(runtime, key, logger, pods_by_job, services_by_job, owned)
                 errors = 0
             except kube.ConflictError:
                 delay = 0.0
@@ -345,7 +382,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
 
 
 async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
-                          services_index: JobIndex) -> Optional[float]:
+                          services_index: JobIndex, owned: tuple[OwnedIndex, ...]) -> Optional[float]:
     """Read, decide (on a thread), apply. Returns seconds until the next reconcile is due (``math.inf``:
     only when woken); ``None`` once the job is gone."""
     namespace, name = key
@@ -355,7 +392,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         job = await runtime.call(k.get_job, namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
-        await _ensure_job_objects(runtime, key, job)
+        held = await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])])
         pods = [dict(p) for p in pods_index.get(key, [])]
         services = [dict(s) for s in services_index.get(key, [])]
         if observed.caught_up(runtime.expectations.get(key), pods, services):
@@ -372,7 +409,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         if runtime.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
-        job, requeue_after = await _apply(runtime, key, job, plan, logger)
+        job, requeue_after = await _apply(runtime, key, job, plan, logger, held)
         progress_after = await _update_progress(runtime, key, job, pods)
         finished = (job.get("status") or {}).get("state") in FINISHED_STATES
         return next_reconcile_in(finished, requeue_after, progress_after, runtime.settings.resync_seconds)
@@ -399,37 +436,22 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
                                         settings.ps_disruption_budget, settings.ps_anti_affinity)
 
 
-async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any]) -> None:
-    """Create the job's NetworkPolicy and PS PodDisruptionBudget once (an existing one is left as it is).
+async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+                              indexed: list[tuple[str, str, str]]) -> Optional[str]:
+    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects); why its pods must wait, if so."""
+    upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
 
-    A refusal is said once per distinct message (a Warning event) and tried again at the next reconcile;
-    it does not stop the job's pods from being made.
-    """
-    if runtime.job_objects.get(key) == "" or (job.get("status") or {}).get("state") in ("Succeeded", "Failed"):
-        return
-    settings = _job_object_settings(runtime.settings)
-    wanted: list[tuple[str, Callable[[Any], None], dict[str, Any]]] = []
-    if settings.network_policy:
-        wanted.append(("NetworkPolicy", runtime.kube.create_network_policy, jobobjects.network_policy(job, settings)))
-    try:
-        budget = jobobjects.ps_disruption_budget(job, spec_lib.parse_spec(job.get("spec") or {}))
-    except ValueError:
-        budget = None  # the reconcile fails the job for its spec
-    if settings.ps_disruption_budget and budget is not None:
-        wanted.append(("PodDisruptionBudget", runtime.kube.create_pod_disruption_budget, budget))
-    results = await asyncio.gather(*(runtime.call(create, obj) for _, create, obj in wanted), return_exceptions=True)
-    errors = []
-    for (kind, _, obj), result in zip(wanted, results):
-        if isinstance(result, BaseException):
-            if not isinstance(result, Exception):
-                raise result
-            code, message = kube.error_details(result)
-            errors.append((kind, f"could not create {kind} {obj['metadata']['name']}: {message} (HTTP {code})"))
-    text = "; ".join(message for _, message in errors)
-    if text and runtime.job_objects.get(key) != text:
-        for kind, message in errors:
-            kopf.event(_body(job), type="Warning", reason=f"FailedCreate{kind}", message=message)
-    runtime.job_objects[key] = text
+    def say(kind: str, reason: str, message: str) -> None:
+        kopf.event(_body(job), type=kind, reason=reason, message=message)
+
+    await ensure_objects.job_objects(runtime.kube, runtime.call, say, job, indexed, upkeep,
+                                     _job_object_settings(runtime.settings))
+    gang = runtime.settings.gang
+    patch = await ensure_objects.pod_group(runtime.kube, runtime.call, say, job, upkeep, gang)
+    if patch is not None:
+        written = await runtime.call(runtime.kube.patch_status, job, patch)
+        runtime.written_versions[key] = written["metadata"]["resourceVersion"]
+    return ensure_objects.why_pods_wait(job, upkeep, gang)
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
@@ -446,9 +468,12 @@ def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
 
 
-async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plans.Plan,
-                 logger: kopf.Logger) -> tuple[dict[str, Any], Optional[float]]:
+async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
+                 held: Optional[str] = None) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
+
+    ``held``: why the plan's pods must not be created yet (their PodGroup is missing); they count as
+    refused creations, which say so and are retried after their delay.
 
     Returns the job as last written and when to look again.
     """
@@ -473,10 +498,11 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [
-        ("Pod", jobobjects.with_pod_defaults(pod, pod_settings)) for pod in plan.create_pods]
+        ("Pod", podgroups.with_gang_fields(jobobjects.with_pod_defaults(pod, pod_settings), runtime.settings.gang))
+        for pod in plan.create_pods if held is None]
     results = await runtime.calls(
         [runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects])
-    failures = []
+    failures = [creation.CreateFailure("Pod", p["metadata"]["name"], None, held) for p in plan.create_pods if held]
     for (kind, obj), result in zip(objects, results):
         if isinstance(result, BaseException):
             if not isinstance(result, Exception):

@@ -53,6 +53,9 @@ class Kube:
         self._custom = kubernetes.client.CustomObjectsApi(self._api)
         self._networking = kubernetes.client.NetworkingV1Api(self._api)
         self._policy = kubernetes.client.PolicyV1Api(self._api)
+        # Custom objects of a gang scheduler's group (podgroups.py), apart from the TrainingJobs': the
+        # RBAC test derives their permissions from this attribute and the scheduler's API.
+        self._pod_groups = kubernetes.client.CustomObjectsApi(self._api)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
@@ -102,19 +105,34 @@ class Kube:
 
     def create_secret(self, secret: Mapping[str, Any]) -> None:
         self._create("create_secret", self._core.create_namespaced_secret, secret)
-    def create_network_policy(self, policy: Mapping[str, Any]) -> None:
-        self._create("create_network_policy", self._networking.create_namespaced_network_policy, policy)
+    def create_network_policy(self, policy: Mapping[str, Any]) -> bool:
+        return self._create("create_network_policy", self._networking.create_namespaced_network_policy, policy)
 
-    def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> None:
-        self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
+    def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> bool:
+        return self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
 
-    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> None:
+    def create_pod_group(self, group: str, version: str, plural: str, pod_group: Mapping[str, Any]) -> bool:
+        """Creates a gang scheduler's PodGroup; ``False`` if it already existed. A 404 (the scheduler's
+        CRD is not installed) is raised, for the caller to say so."""
+        namespace = pod_group["metadata"]["namespace"]
+        try:
+            self._pod_groups.create_namespaced_custom_object(group, version, namespace, plural, dict(pod_group),
+                                                             _preload_content=False)
+        except kube_exceptions.ApiException as e:
+            if e.status == 409:
+                return False
+            raise _counted("create_pod_group", e)
+        return True
+
+    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> bool:
+        """Creates the object; ``False`` if it already existed."""
         try:
             fn(obj["metadata"]["namespace"], obj, _preload_content=False)
         except kube_exceptions.ApiException as e:
             if e.status == 409:
-                return  # AlreadyExists: an earlier reconcile (or another replica) made it
+                return False  # AlreadyExists: an earlier reconcile (or another replica) made it
             raise _counted(operation, e)
+        return True
 
     def delete_pod(self, namespace: str, name: str, uid: str, force: bool = False) -> None:
         """Delete the pod of that uid; ``force``: with a grace period of 0 (no wait for its kubelet)."""

@@ -101,6 +101,20 @@ class ReplicaSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class SchedulingPolicy:
+    """Kubeflow's spec.runPolicy.schedulingPolicy: the job's PodGroup when a gang scheduler is set (podgroups)."""
+
+    min_available: Optional[int] = None
+    """Pods that must be schedulable together before any starts; ``None``: all of the job's replicas."""
+    queue: Optional[str] = None
+    """The Volcano queue of the PodGroup."""
+    priority_class: Optional[str] = None
+    """The PriorityClass of the PodGroup (Volcano orders queued groups by it)."""
+    schedule_timeout_seconds: Optional[int] = None
+    """scheduler-plugins: how long the group may wait to be scheduled whole before it is retried."""
+
+
+@dataclasses.dataclass(frozen=True)
 class RunPolicy:
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
     """Which pods to delete when the job finishes."""
@@ -112,6 +126,8 @@ class RunPolicy:
     """Seconds after completion after which the TrainingJob itself is deleted."""
     suspend: bool = False
     """Kubeflow TFJob's spec.runPolicy.suspend: the same as ``JobSpec.suspend`` (either one suspends)."""
+    scheduling_policy: SchedulingPolicy = SchedulingPolicy()
+    """Gang scheduling: what the job's PodGroup asks (used only when the operator has a gang scheduler set)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,9 +217,21 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         active_deadline_seconds=_optional_int(run.get("activeDeadlineSeconds")),
         ttl_seconds_after_finished=_optional_int(run.get("ttlSecondsAfterFinished")),
         suspend=bool(run.get("suspend", False)),
+        scheduling_policy=_scheduling_policy(run.get("schedulingPolicy") or {}, total),
     )
     success = _enum(SuccessPolicy, raw.get("successPolicy", SuccessPolicy.CHIEF.value), "spec.successPolicy")
     return JobSpec(replica_specs, run_policy, success, suspend=bool(raw.get("suspend", False)))
+
+
+def _scheduling_policy(raw: Mapping[str, Any], total: int) -> SchedulingPolicy:
+    minimum = _optional_int(raw.get("minAvailable"))
+    if minimum is not None and not 1 <= minimum <= total:
+        raise ValueError(f"spec.runPolicy.schedulingPolicy.minAvailable: {minimum} must be >= 1 and <= the job's "
+                         f"{total} replicas in all (absent: all of them)")
+    timeout = _optional_int(raw.get("scheduleTimeoutSeconds"))
+    if timeout is not None and timeout < 1:
+        raise ValueError(f"spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds: {timeout} must be >= 1")
+    return SchedulingPolicy(minimum, raw.get("queue") or None, raw.get("priorityClass") or None, timeout)
 
 
 def managed_by(raw_spec: Mapping[str, Any]) -> str:

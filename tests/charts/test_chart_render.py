@@ -42,7 +42,7 @@ def test_defaults() -> None:
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
                                  "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
                                  "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
-                                 "--ps-anti-affinity=off"]
+                                 "--ps-anti-affinity=off", "--gang-scheduler=none"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME
@@ -83,6 +83,19 @@ def test_network_policy_and_training_pod_values_reach_the_operator() -> None:
     assert not [a for a in off if a.startswith("--network-policy-metrics-from")]
 
 
+def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> None:
+    def args(values: dict[str, object]) -> list[str]:
+        return list(one(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    plugins = args(VALUE_SETS["gang-scheduler-plugins"])
+    assert "--gang-scheduler=scheduler-plugins" in plugins and "--gang-scheduler-name=coscheduler" in plugins
+    volcano = args(VALUE_SETS["gang-volcano"])
+    assert "--gang-scheduler=volcano" in volcano and not [a for a in volcano if a.startswith("--gang-scheduler-name")]
+    failed = template({"trainingPods": {"gangScheduler": "kueue"}}, check=False)
+    assert failed.returncode != 0
+    assert 'trainingPods.gangScheduler "kueue" is not one of none, volcano, scheduler-plugins' in failed.stderr
+
+
 def test_pod_is_hardened_and_probed() -> None:
     pod = one(render({}), "Deployment")["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -119,6 +132,38 @@ def test_replicas_need_peering() -> None:
     assert one(render({"replicas": 2}), "Deployment")["spec"]["replicas"] == 2
     failed = template({"replicas": 2, "peering": {"enabled": False}}, check=False)
     assert failed.returncode != 0 and "replicas > 1 needs peering.enabled" in failed.stderr
+
+
+def test_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:
+    single = render({})
+    assert not by_kind(single, "PodDisruptionBudget")
+    assert "affinity" not in one(single, "Deployment")["spec"]["template"]["spec"]
+    manifests = render(VALUE_SETS["replicas-2"])
+    deployment = one(manifests, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    budget = one(manifests, "PodDisruptionBudget")
+    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert anti == {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}}]}
+    required = render({"replicas": 3, "highAvailability": {"podAntiAffinity": "required"},
+                       "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                           "nodeSelectorTerms": [{"matchExpressions": [
+                               {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}})
+    affinity = one(required, "Deployment")["spec"]["template"]["spec"]["affinity"]
+    assert set(affinity) == {"nodeAffinity", "podAntiAffinity"}
+    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == \
+        "kubernetes.io/hostname"
+    own = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": {"team": "ml"}}, "topologyKey": "topology.kubernetes.io/zone"}}]}
+    kept = render({"replicas": 2, "affinity": {"podAntiAffinity": own}})
+    assert one(kept, "Deployment")["spec"]["template"]["spec"]["affinity"] == {"podAntiAffinity": own}
+    off = render({"replicas": 2, "highAvailability": {"podDisruptionBudget": False, "podAntiAffinity": "off"}})
+    assert not by_kind(off, "PodDisruptionBudget")
+    assert "affinity" not in one(off, "Deployment")["spec"]["template"]["spec"]
+    failed = template({"replicas": 2, "highAvailability": {"podAntiAffinity": "always"}}, check=False)
+    assert failed.returncode != 0
+    assert 'highAvailability.podAntiAffinity "always" is not one of off, preferred, required' in failed.stderr
 
 
 def test_standalone_recreates_and_drops_metrics() -> None:

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from chart_support import FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, by_kind, render
-from kube_controlplane import ControlPlane, wait_for
+from kube_controlplane import ControlPlane, wait_crds_established, wait_for
 
 OPERATOR = ROOT / "operator" / "tensorgrid_operator"
 Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
@@ -55,15 +55,14 @@ def _request_of(api_class: type, method: str) -> tuple[str, str]:
     raise AssertionError(f"cannot find the request of {api_class.__name__}.{method}")
 
 
-def _triple(http_method: str, path: str) -> Triple:
-    from tensorgrid_operator import spec as spec_lib
-
+def _triple(http_method: str, path: str, custom: tuple[str, str]) -> Triple:
+    """(apiGroup, resource, verb) of a request; ``custom``: the (group, plural) of a custom object API's."""
     parts = path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
     if rest[0] == "namespaces" and len(rest) >= 3:
         rest = rest[2:]
-    group = spec_lib.GROUP if group == "{group}" else group
-    resource = spec_lib.PLURAL if rest[0] == "{plural}" else rest[0]
+    group = custom[0] if group == "{group}" else group
+    resource = custom[1] if rest[0] == "{plural}" else rest[0]
     named = len(rest) >= 2
     if len(rest) >= 3:
         resource += "/" + rest[2]
@@ -84,9 +83,20 @@ def _api_attributes(tree: ast.Module) -> dict[str, str]:
     return found
 
 
-def operator_api_calls() -> set[Triple]:
-    """What kube.py asks of the API server: every method of the client's API objects it names."""
+# The attribute of kube.Kube whose custom objects are a gang scheduler's PodGroups (podgroups.APIS).
+POD_GROUPS_ATTRIBUTE = "_pod_groups"
+
+
+def operator_api_calls(gang_scheduler: str = "none") -> set[Triple]:
+    """What kube.py asks of the API server: every method of the client's API objects it names.
+
+    Custom objects are TrainingJobs, except on the PodGroups' API object: the gang scheduler's
+    podgroups when the chart sets one, else never called.
+    """
     import kubernetes
+
+    from tensorgrid_operator import podgroups
+    from tensorgrid_operator import spec as spec_lib
 
     tree = ast.parse((OPERATOR / "kube.py").read_text())
     apis = _api_attributes(tree)
@@ -97,7 +107,13 @@ def operator_api_calls() -> set[Triple]:
                 and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"
                 and node.value.attr in apis):
             api_class = getattr(kubernetes.client, apis[node.value.attr])
-            calls.add(_triple(*_request_of(api_class, node.attr)))
+            custom = (spec_lib.GROUP, spec_lib.PLURAL)
+            if node.value.attr == POD_GROUPS_ATTRIBUTE:
+                if gang_scheduler == podgroups.NONE:
+                    continue
+                custom = (podgroups.APIS[gang_scheduler].group, podgroups.APIS[gang_scheduler].plural)
+            calls.add(_triple(*_request_of(api_class, node.attr), custom))
+    assert POD_GROUPS_ATTRIBUTE in apis, f"kube.py has no {POD_GROUPS_ATTRIBUTE}: {apis}"
     return calls
 
 
@@ -188,6 +204,9 @@ def test_the_code_scan_sees_the_calls() -> None:
     calls = operator_api_calls()
     assert {("", "pods", "create"), ("", "services", "delete"), ("tensorgrid.io", "trainingjobs", "get"),
             ("tensorgrid.io", "trainingjobs/status", "patch")} <= calls, calls
+    assert not [c for c in calls if c[1] == "podgroups"]
+    assert operator_api_calls("volcano") - calls == {("scheduling.volcano.sh", "podgroups", "create")}
+    assert operator_api_calls("scheduler-plugins") - calls == {("scheduling.x-k8s.io", "podgroups", "create")}
     assert ("", "events", "create") in kopf_needs(namespaced=False, peering=True)
     assert owner_reference_needs() == {("tensorgrid.io", "trainingjobs/finalizers", "update")}
 
@@ -204,13 +223,15 @@ def _compare(granted_set: set[Triple], needed: set[Triple], what: str) -> None:
                                        f"used but not granted: {sorted(missing)}")
 
 
-@pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2"])
+@pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2", "gang-volcano",
+                                  "gang-scheduler-plugins"])
 def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
     values = VALUE_SETS[name]
     manifests = render(values)
     peering = values.get("peering", {}).get("enabled", True)
     assert not by_kind(manifests, "Role")
-    needed = operator_api_calls() | owner_reference_needs() | kopf_needs(False, peering)
+    gang = values.get("trainingPods", {}).get("gangScheduler", "none")
+    needed = operator_api_calls(gang) | owner_reference_needs() | kopf_needs(False, peering)
     _compare(granted(operator_cluster_roles(manifests)), needed, "ClusterRole")
 
 
@@ -304,12 +325,19 @@ def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
     return set(out.split())
 
 
-@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces"])
+@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
-    """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error."""
+    """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
+    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds)."""
     cp = controlplane
     job_namespace = f"chart-rbac-{watch}"
-    values = {"watchNamespaces": [job_namespace]} if watch == "given-namespaces" else {}
+    values: dict[str, Any] = {"watchNamespaces": [job_namespace]} if watch != "all-namespaces" else {}
+    gang = watch.endswith("-volcano")
+    if gang:
+        values["trainingPods"] = {"gangScheduler": "volcano"}
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                   str(ROOT / "tests" / "operator" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
+        wait_crds_established(cp, "podgroups.scheduling.volcano.sh")
     for namespace in (RELEASE_NAMESPACE, job_namespace):
         if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
             cp.kubectl("create", "namespace", namespace)
@@ -349,6 +377,9 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         kinds = "networkpolicies,poddisruptionbudgets"
         assert _names(cp, job_namespace, kinds) == {"networkpolicy.networking.k8s.io/rbac",
                                                     "poddisruptionbudget.policy/rbac-ps"}
+        if gang:
+            assert _names(cp, job_namespace, "podgroups.scheduling.volcano.sh") == {
+                "podgroup.scheduling.volcano.sh/rbac"}
         _finish_as_kubelet(cp, job_namespace, "rbac-worker-0")
         # Succeeded (status patch, events), PS pod deleted, then deleted by its TTL of 0 (finalizer removed).
         wait_for(lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", check=False).returncode != 0, 60,

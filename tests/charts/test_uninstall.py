@@ -30,6 +30,8 @@ def kube_method_calls() -> dict[str, set[Triple]]:
     """For each method of kube.Kube, the API requests it makes."""
     import kubernetes
 
+    from tensorgrid_operator import spec as spec_lib
+
     tree = ast.parse((OPERATOR / "kube.py").read_text())
     apis = _api_attributes(tree)
     (kube_class,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Kube"]
@@ -37,7 +39,8 @@ def kube_method_calls() -> dict[str, set[Triple]]:
     for method in kube_class.body:
         if isinstance(method, ast.FunctionDef):
             calls[method.name] = {
-                _triple(*_request_of(getattr(kubernetes.client, apis[node.value.attr]), node.attr))
+                _triple(*_request_of(getattr(kubernetes.client, apis[node.value.attr]), node.attr),
+                        (spec_lib.GROUP, spec_lib.PLURAL))
                 for node in ast.walk(method)
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
                 and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"

@@ -68,3 +68,36 @@ def test_a_job_without_parameter_servers_gets_no_budget(operator: Operator, name
     namespace.wait_pods("solo", {"solo-worker-0"})
     wait_for(lambda: _network_policy(namespace, "solo") is not None, 10, "the NetworkPolicy")
     assert _budget(namespace, "solo-ps") is None
+
+
+def test_a_deleted_network_policy_or_budget_is_created_again_with_an_event(
+        operator: Operator, namespace: Namespace) -> None:
+    job = namespace.apply(job_manifest("guarded", ps=1, workers=1))
+    namespace.wait_pods("guarded", {"guarded-ps-0", "guarded-worker-0"})
+    wait_for(lambda: _network_policy(namespace, "guarded") is not None and _budget(namespace, "guarded-ps") is not None,
+             10, "the NetworkPolicy and the budget")
+    first_policy = _network_policy(namespace, "guarded")["metadata"]["uid"]
+    first_budget = _budget(namespace, "guarded-ps")["metadata"]["uid"]
+
+    namespace.cp.networking.delete_namespaced_network_policy("guarded", namespace.name)
+    wait_for(lambda: (_network_policy(namespace, "guarded") or {"metadata": {"uid": first_policy}})["metadata"]["uid"]
+             != first_policy, 30, "the NetworkPolicy to be created again")
+    namespace.cp.policy.delete_namespaced_pod_disruption_budget("guarded-ps", namespace.name)
+    wait_for(lambda: (_budget(namespace, "guarded-ps") or {"metadata": {"uid": first_budget}})["metadata"]["uid"]
+             != first_budget, 30, "the PodDisruptionBudget to be created again")
+    policy = _network_policy(namespace, "guarded")
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert policy["metadata"]["labels"] == {"tensorgrid.io/job-name": "guarded"}
+
+    def reasons() -> list[str]:
+        return [e["reason"] for e in namespace.events("guarded")]
+
+    wait_for(lambda: {"RecreatedNetworkPolicy", "RecreatedPodDisruptionBudget"} <= set(reasons()), 10,
+             "the events saying so", reasons)
+    messages = [e["message"] for e in namespace.events("guarded") if e["reason"] == "RecreatedNetworkPolicy"]
+    assert messages and "NetworkPolicy guarded of the job was deleted" in messages[0]
+    # Deleted again: created once more (the operator keeps noticing, not only once).
+    second_policy = policy["metadata"]["uid"]
+    namespace.cp.networking.delete_namespaced_network_policy("guarded", namespace.name)
+    wait_for(lambda: (_network_policy(namespace, "guarded") or {"metadata": {"uid": second_policy}})["metadata"]["uid"]
+             != second_policy, 30, "the NetworkPolicy to be created a second time")

@@ -29,3 +29,6 @@ def test_only_the_jobs_objects_are_watched_and_the_finalizer_is_ours() -> None:
     assert settings.persistence.finalizer == "tensorgrid.io/operator"
     selectors = settings.watching.label_selectors
     assert selectors.collect(kopf.Resource("", "v1", "pods")) == ["tensorgrid.io/job-name"]
+    assert selectors.collect(kopf.Resource("", "v1", "services")) == ["tensorgrid.io/job-name"]
+    assert selectors.collect(kopf.Resource("networking.k8s.io", "v1", "networkpolicies")) == ["tensorgrid.io/job-name"]
+    assert selectors.collect(kopf.Resource("policy", "v1", "poddisruptionbudgets")) == ["tensorgrid.io/job-name"]

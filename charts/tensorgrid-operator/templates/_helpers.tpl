@@ -84,10 +84,21 @@ derives the same set from the code and compares both ways):
   verbs: ["create"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["create"]
+  verbs: ["list", "watch", "create"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
+  verbs: ["list", "watch", "create"]
+{{- if eq .Values.trainingPods.gangScheduler "volcano" }}
+- apiGroups: ["scheduling.volcano.sh"]
+  resources: ["podgroups"]
   verbs: ["create"]
+{{- else if eq .Values.trainingPods.gangScheduler "scheduler-plugins" }}
+- apiGroups: ["scheduling.x-k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["create"]
+{{- else if ne .Values.trainingPods.gangScheduler "none" }}
+{{- fail (printf "trainingPods.gangScheduler %q is not one of none, volcano, scheduler-plugins" .Values.trainingPods.gangScheduler) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -140,4 +151,27 @@ patch one to remove the finalizer).
 {{- fail (printf "watchNamespaces takes exact namespace names (a Role is created in each), not the pattern %q; leave it empty to watch all namespaces" .) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+The operator pods' affinity: .Values.affinity, plus, with more than one replica and no
+podAntiAffinity of its own, anti-affinity between the replicas across nodes
+(highAvailability.podAntiAffinity: preferred or required), so one node's loss does not
+take the active operator and its standby together.
+*/}}
+{{- define "tensorgrid-operator.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- $mode := .Values.highAvailability.podAntiAffinity }}
+{{- if not (has $mode (list "off" "preferred" "required")) }}
+{{- fail (printf "highAvailability.podAntiAffinity %q is not one of off, preferred, required" $mode) }}
+{{- end }}
+{{- if and (gt (int .Values.replicas) 1) (ne $mode "off") (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "labelSelector" (dict "matchLabels" (include "tensorgrid-operator.selectorLabels" . | fromYaml)) "topologyKey" "kubernetes.io/hostname" }}
+{{- if eq $mode "required" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- else }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- end }}
+{{- toYaml $affinity }}
 {{- end }}

@@ -1,0 +1,128 @@
+"""Creating what a job owns besides its pods and Services, before its pods: the API calls and what is said.
+
+A pass first makes sure the job's NetworkPolicy and PS PodDisruptionBudget exist
+(``jobobjects``; created again after a deletion, ``owned_objects``) and, with a gang
+scheduler, its PodGroup (``podgroups``). The decisions are pure functions of those
+modules; this module makes the calls (on the operator's thread pool, through ``call``)
+and says what happened through ``say`` (an Event on the job), so kopf stays in the
+handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any, Awaitable, Callable, Mapping, Optional
+
+from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator import jobobjects
+from tensorgrid_operator import kube as kube_lib
+from tensorgrid_operator import owned_objects
+from tensorgrid_operator import podgroups
+from tensorgrid_operator import spec as spec_lib
+
+Obj = dict[str, Any]
+Call = Callable[..., Awaitable[Any]]
+"""Runs a blocking API call ``fn(*args)`` off the event loop: ``await call(fn, *args)``."""
+Say = Callable[[str, str, str], None]
+"""Posts an Event on the job: ``say(type, reason, message)``."""
+FINISHED_STATES = ("Succeeded", "Failed")
+
+
+def _spec_or_none(job: Mapping[str, Any]) -> Optional[spec_lib.JobSpec]:
+    try:
+        return spec_lib.parse_spec(job.get("spec") or {})
+    except ValueError:
+        return None  # the reconcile fails the job for its spec
+
+
+async def job_objects(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
+                      indexed: list[tuple[str, str, str]], upkeep: owned_objects.Upkeep,
+                      settings: jobobjects.JobObjectSettings) -> None:
+    """Create the job's NetworkPolicy and PS PodDisruptionBudget, and again when one is deleted.
+
+    An existing one is left as it is. A refusal is said once per distinct message (a Warning event) and
+    tried again at the next reconcile; it does not stop the job's pods from being made.
+    """
+    if (job.get("status") or {}).get("state") in FINISHED_STATES:
+        return
+    wanted = [jobobjects.network_policy(job, settings)] if settings.network_policy else []
+    job_spec = _spec_or_none(job)
+    budget = jobobjects.ps_disruption_budget(job, job_spec) if job_spec is not None else None
+    if settings.ps_disruption_budget and budget is not None:
+        wanted.append(budget)
+    todo = owned_objects.creations(wanted, owned_objects.present(indexed, job["metadata"]["uid"]), upkeep)
+    if not todo:
+        return
+    create = {"NetworkPolicy": kube.create_network_policy, "PodDisruptionBudget": kube.create_pod_disruption_budget}
+    results = await asyncio.gather(*(call(create[c.kind], c.obj) for c in todo), return_exceptions=True)
+    errors = []
+    for item, result in zip(todo, results):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result
+            code, message = kube_lib.error_details(result)
+            errors.append((item.kind, f"could not create {item.kind} {item.name}: {message} (HTTP {code})"))
+            continue
+        owned_objects.created(upkeep, item)
+        if item.recreated and result:
+            say("Warning", f"Recreated{item.kind}", owned_objects.recreated_message(item))
+    text = "; ".join(message for _, message in errors)
+    if text and upkeep.last_error != text:
+        for kind, message in errors:
+            say("Warning", f"FailedCreate{kind}", message)
+    upkeep.last_error = text
+
+
+async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any], upkeep: owned_objects.Upkeep,
+                    gang: podgroups.GangSettings) -> Optional[Obj]:
+    """Create the job's PodGroup once (with a gang scheduler). Returns the status patch to write, if any.
+
+    While it cannot be created (the scheduler's CRD missing: 404; a refusal), the job's condition
+    ``PodGroupCreated`` is False with the reason, a Warning event says it once per distinct message,
+    and :func:`why_pods_wait` holds the pods back: without their group they would never start.
+    """
+    status = job.get("status") or {}
+    if not gang.enabled or status.get("state") in FINISHED_STATES or ("PodGroup", job["metadata"]["name"]) in upkeep.made:
+        return None
+    job_spec = _spec_or_none(job)
+    if job_spec is None:
+        return None
+    group = podgroups.pod_group(job, job_spec, gang)
+    assert group is not None
+    api = podgroups.APIS[gang.scheduler]
+    name = group["metadata"]["name"]
+    try:
+        await call(kube.create_pod_group, api.group, api.version, api.plural, group)
+    except Exception as e:  # noqa: BLE001 - every refusal is said, and tried again next pass
+        code, message = kube_lib.error_details(e)
+        reason, text = podgroups.failure_message(gang, name, code, message)
+        if upkeep.pod_group_error != text:
+            say("Warning", reason, text)
+        upkeep.pod_group_error = text
+        return _condition_patch(status, False, reason, text)
+    upkeep.made.add(("PodGroup", name))
+    upkeep.pod_group_error = ""
+    if cond_lib.get_condition(status.get("conditions") or [], podgroups.CONDITION) is None:
+        return None  # created at the first try: nothing to report in the status
+    return _condition_patch(status, True, "PodGroupCreated", f"created PodGroup {name} ({api.api_version})")
+
+
+def why_pods_wait(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> Optional[str]:
+    """Why the job's pods must not be created yet (its PodGroup is missing); ``None``: they may be.
+
+    Without a gang scheduler, or for a finished job or one whose spec the reconcile fails, never.
+    """
+    name = job["metadata"]["name"]
+    if not gang.enabled or _spec_or_none(job) is None or ("PodGroup", name) in upkeep.made \
+            or (job.get("status") or {}).get("state") in FINISHED_STATES:
+        return None
+    return upkeep.pod_group_error or f"PodGroup {name} does not exist yet"
+
+
+def _condition_patch(status: Mapping[str, Any], value: bool, reason: str, message: str) -> Optional[Obj]:
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    before = [dict(c) for c in conditions]
+    cond_lib.set_condition(conditions, podgroups.CONDITION, value, reason, message,
+                           datetime.datetime.now(datetime.timezone.utc))
+    return None if conditions == before else {"conditions": conditions}

@@ -1,0 +1,135 @@
+"""Gang scheduling on a real API server: the PodGroups the operator creates, validated by the schedulers'
+own CRDs (tests/operator/crds, copied from Volcano and scheduler-plugins), the pods' fields, the
+schedulingPolicy checks of the TrainingJob CRD, and a job whose PodGroup CRD is not installed.
+
+No gang scheduler runs here (no images offline): these tests check what the operator writes and
+that the API server accepts it; the pods stay Pending (their scheduler does not exist).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import uuid
+from typing import Any, Iterator, Optional
+
+import pytest
+from kubernetes.client import exceptions
+
+from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, operator_settings, running_operator
+from kube_controlplane import wait_crds_established, wait_for
+from tensorgrid_operator import podgroups
+
+CRDS = pathlib.Path(__file__).parent / "crds"
+CRD_FILES = {"podgroups.scheduling.volcano.sh": "scheduling.volcano.sh_podgroups.yaml",
+             "podgroups.scheduling.x-k8s.io": "scheduling.x-k8s.io_podgroups.yaml"}
+VOLCANO_CRD, PLUGINS_CRD = CRD_FILES
+
+
+def _install(cp: ControlPlane, *names: str) -> None:
+    for name in names:
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS / CRD_FILES[name]))
+    wait_crds_established(cp, *names)
+
+
+@pytest.fixture(scope="module")
+def podgroup_crds(controlplane: ControlPlane) -> None:
+    _install(controlplane, VOLCANO_CRD, PLUGINS_CRD)
+
+
+@contextlib.contextmanager
+def gang_operator(cp: ControlPlane, gang: podgroups.GangSettings) -> Iterator[tuple[Operator, Namespace]]:
+    """An operator with this gang scheduler, alone on a namespace of its own (not the shared operator's tg-*)."""
+    namespace = Namespace(cp, f"tgg-{uuid.uuid4().hex[:8]}")
+    cp.core.create_namespace({"metadata": {"name": namespace.name}})
+    try:
+        settings = dataclasses.replace(operator_settings(cp, (namespace.name,)), gang=gang)
+        with running_operator(settings) as operator:
+            yield operator, namespace
+    finally:
+        cp.core.delete_namespace(namespace.name)
+
+
+def _pod_group(namespace: Namespace, gang: podgroups.GangSettings, name: str) -> Optional[dict[str, Any]]:
+    api = podgroups.APIS[gang.scheduler]
+    try:
+        group: dict[str, Any] = namespace.cp.custom.get_namespaced_custom_object(
+            api.group, api.version, namespace.name, api.plural, name)
+        return group
+    except exceptions.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+@pytest.mark.parametrize("gang, policy, group_spec", [
+    (podgroups.GangSettings(podgroups.VOLCANO), {"minAvailable": 3, "queue": "research", "priorityClass": "high"},
+     {"minMember": 3, "queue": "research", "priorityClassName": "high"}),
+    (podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS, "coscheduler"), {"scheduleTimeoutSeconds": 120},
+     {"minMember": 4, "scheduleTimeoutSeconds": 120}),
+], ids=["volcano", "scheduler-plugins"])
+def test_a_job_gets_one_pod_group_and_its_pods_join_it(controlplane: ControlPlane, podgroup_crds: None,
+                                                       gang: podgroups.GangSettings, policy: dict[str, Any],
+                                                       group_spec: dict[str, Any]) -> None:
+    with gang_operator(controlplane, gang) as (_, namespace):
+        job = namespace.apply(job_manifest("gang", ps=1, workers=3, run_policy={"schedulingPolicy": policy}))
+        pods = namespace.wait_pods("gang", {"gang-ps-0", "gang-worker-0", "gang-worker-1", "gang-worker-2"})
+        group = _pod_group(namespace, gang, "gang")
+        assert group is not None, "no PodGroup"
+        assert {k: v for k, v in group["spec"].items() if k in group_spec} == group_spec
+        (owner,) = group["metadata"]["ownerReferences"]
+        assert owner["uid"] == job["metadata"]["uid"] and owner["kind"] == "TrainingJob"
+        for name, pod in pods.items():
+            assert pod["spec"]["schedulerName"] == gang.pod_scheduler_name, name
+            if gang.scheduler == podgroups.VOLCANO:
+                assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "gang", name
+            else:
+                assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "gang", name
+        assert namespace.condition("gang", podgroups.CONDITION) == {}, "created at once: nothing to say"
+
+
+def test_without_the_pod_group_crd_the_job_says_so_and_creates_no_pods(controlplane: ControlPlane,
+                                                                       podgroup_crds: None) -> None:
+    gang = podgroups.GangSettings(podgroups.VOLCANO)
+    controlplane.kubectl("delete", "crd", VOLCANO_CRD, "--wait=true")
+    try:
+        with gang_operator(controlplane, gang) as (_, namespace):
+            namespace.apply(job_manifest("lonely", ps=1, workers=1))
+            wait_for(lambda: namespace.condition("lonely", podgroups.CONDITION).get("status") == "False", 30,
+                     "the PodGroupCreated condition", lambda: namespace.status("lonely"))
+            condition = namespace.condition("lonely", podgroups.CONDITION)
+            assert condition["reason"] == "PodGroupCRDMissing"
+            assert "podgroups.scheduling.volcano.sh (scheduling.volcano.sh/v1beta1)" in condition["message"]
+            events = [e for e in namespace.events("lonely") if e["reason"] == "PodGroupCRDMissing"]
+            assert events and events[0]["type"] == "Warning" and "install volcano" in events[0]["message"]
+            assert namespace.pods("lonely") == {}, "pods without their PodGroup would never start"
+            # The held pods are refused creations: state FailedCreate, retried after their delay.
+            status = namespace.wait_state("lonely", "FailedCreate")
+            assert "PodGroup lonely" in namespace.condition("lonely", "Running")["message"]
+            assert {b["replica"] for b in status["replicaBackoff"]} == {"ps-0", "worker-0"}
+            refused = [e["message"] for e in namespace.events("lonely") if e["reason"] == "FailedCreatePod"]
+            assert refused and "could not create pods lonely-ps-0, lonely-worker-0" in refused[0]
+
+            _install(controlplane, VOLCANO_CRD)
+            # No nudge: the refused pods' retry (1 s doubling to 4 s here) creates the group, then them.
+            namespace.wait_pods("lonely", {"lonely-ps-0", "lonely-worker-0"}, timeout=60)
+            assert _pod_group(namespace, gang, "lonely") is not None
+            wait_for(lambda: namespace.condition("lonely", podgroups.CONDITION).get("status") == "True", 30,
+                     "the condition to turn True", lambda: namespace.status("lonely"))
+    finally:
+        _install(controlplane, VOLCANO_CRD)
+
+
+@pytest.mark.parametrize("policy, message", [
+    ({"minAvailable": 4}, "spec.runPolicy.schedulingPolicy.minAvailable is more than the job's replicas in all "
+                          "(Chief + PS + Worker + Evaluator)"),
+    ({"minAvailable": 0}, "spec.runPolicy.schedulingPolicy.minAvailable: Invalid value: 0"),
+    ({"scheduleTimeoutSeconds": 0}, "scheduleTimeoutSeconds: Invalid value: 0"),
+])
+def test_the_crd_refuses_a_bad_scheduling_policy(operator: Operator, namespace: Namespace, policy: dict[str, Any],
+                                                 message: str) -> None:
+    with pytest.raises(exceptions.ApiException) as refused:
+        namespace.apply(job_manifest("bad", ps=1, workers=2, run_policy={"schedulingPolicy": policy}))
+    assert refused.value.status == 422
+    assert message in str(refused.value.body)

@@ -13,6 +13,7 @@ from typing import Iterator
 
 import pytest
 
+from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane
 from tensorgrid_operator import cli
 from tensorgrid_operator import config
@@ -39,15 +40,13 @@ def no_peering_crd(controlplane: ControlPlane) -> Iterator[None]:
     controlplane.kubectl("delete", "-f", crd, "--ignore-not-found", "--wait")
     yield
     controlplane.kubectl("apply", "-f", crd)
-    controlplane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                         "crd/clusterkopfpeerings.kopf.dev", "crd/kopfpeerings.kopf.dev")
+    wait_crds_established(controlplane, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
 
 
 @pytest.fixture
 def peering_object(controlplane: ControlPlane) -> Iterator[None]:
     controlplane.kubectl("apply", "-f", str(ROOT / "crds" / "kopf-peering.yaml"))
-    controlplane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                         "crd/clusterkopfpeerings.kopf.dev")
+    wait_crds_established(controlplane, "clusterkopfpeerings.kopf.dev")
     controlplane.kubectl("apply", "-f", "-", stdin=PEERING_OBJECT)
     yield
     controlplane.kubectl("delete", "clusterkopfpeering", "tensorgrid-operator", "--ignore-not-found")

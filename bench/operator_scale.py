@@ -9,7 +9,9 @@ operator runs as a separate process. Figures:
   workers applied at once; time from the first create until every pod runs and until every
   job reads Running; the operator's CPU seconds and peak RSS (VmHWM); the event loop's lag
   (``tensorgrid_operator_event_loop_lag_*``: max, and p99 from the histogram's buckets);
-  reconciles and the mean reconcile time; the machine's load average before and after.
+  reconciles and the mean reconcile time; the machine's load average before and after; the
+  CPU seconds each control-plane component (etcd, kube-apiserver, controller-manager,
+  scheduler) and KWOK spent meanwhile, so the operator's share of the 2 cores is plain.
 - ``--big-job W`` (default 0: skipped): one job of 1 PS + W workers, then at once a job of
   1 PS + 4 workers: how long the small job's pods wait to exist and to run while the big
   job's are made, and the big job's own time to Running. A job over the replica cap
@@ -108,6 +110,16 @@ def job_manifest(name: str, workers: int) -> dict[str, Any]:
                                       "Worker": {"replicas": workers, "template": template}}}}
 
 
+def component_pids(kubeconfig: str) -> dict[str, int]:
+    """The control plane's processes, from the PID files hack/controlplane.sh keeps beside the kubeconfig."""
+    pids = {}
+    for pid_file in sorted((pathlib.Path(kubeconfig).parent / "run").glob("*.pid")):
+        pid = int(pid_file.read_text().strip() or 0)
+        if pid and pathlib.Path(f"/proc/{pid}").exists():
+            pids[pid_file.stem] = pid
+    return pids
+
+
 class Cluster:
     """The API clients and kubeconfig of the control plane under test."""
 
@@ -119,6 +131,11 @@ class Cluster:
         self.api = kubernetes.client.ApiClient(configuration)
         self.core = kubernetes.client.CoreV1Api(self.api)
         self.custom = kubernetes.client.CustomObjectsApi(self.api)
+        self.processes = component_pids(kubeconfig)
+        """Name -> pid of every process of the cluster this machine runs (KWOK's once started)."""
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in self.processes.items() if pathlib.Path(f"/proc/{pid}").exists()}
 
     def pods(self, namespace: str, job: Optional[str] = None) -> list[dict[str, Any]]:
         selector = f"tensorgrid.io/job-name={job}" if job else "tensorgrid.io/job-name"
@@ -195,7 +212,11 @@ def say(message: str) -> None:
 def drop_namespace(cluster: Cluster, namespace: str) -> None:
     """Delete its jobs (while the operator runs: it removes its finalizer from each), then the namespace;
     wait until it is gone, so its pods' deletion does not load the next measurement."""
-    cluster.custom.delete_collection_namespaced_custom_object("tensorgrid.io", "v1", namespace, "trainingjobs")
+    try:
+        cluster.custom.delete_collection_namespaced_custom_object("tensorgrid.io", "v1", namespace, "trainingjobs")
+    except kubernetes.client.exceptions.ApiException as e:
+        if e.status != 504:  # 1,000 deletions may outlast the request's timeout; they go on regardless
+            raise
     wait_for(lambda: not cluster.job_states(namespace), 1800, f"the jobs of {namespace} to be deleted", every=5)
     cluster.core.delete_namespace(namespace)
 
@@ -216,6 +237,7 @@ def many_jobs(cluster: Cluster, jobs: int, workers: int) -> dict[str, Any]:
     operator = Operator(cluster, namespace)
     try:
         say(f"applying {jobs} jobs of 1 PS + {workers} workers")
+        cpu_before = cluster.cpu_seconds()
         t0 = time.monotonic()
         cluster.create_jobs(namespace, [job_manifest(f"job-{i:04d}", workers) for i in range(jobs)])
         results["apply_s"] = round(time.monotonic() - t0, 1)
@@ -227,6 +249,9 @@ def many_jobs(cluster: Cluster, jobs: int, workers: int) -> dict[str, Any]:
                           "all jobs Running")
         results["all_jobs_running_s"] = round(t_jobs - t0, 1)
         results["load_after"] = os.getloadavg()
+        cpu_after = cluster.cpu_seconds()
+        results["cluster_cpu_s"] = {name: round(cpu_after[name] - cpu_before[name], 1)
+                                    for name in cpu_before if name in cpu_after}
         results.update(operator.figures())
     finally:
         try:
@@ -282,6 +307,7 @@ def start_kwok(cluster: Cluster, nodes: int) -> subprocess.Popen[bytes]:
          "--manage-all-nodes=false", "--manage-nodes-with-label-selector=tensorgrid.io/kwok-node=managed",
          "--cidr=10.128.0.0/12", "--node-ip=10.127.0.1", "--server-address="],
         stdout=subprocess.DEVNULL, stderr=open(pathlib.Path(tempfile.gettempdir()) / "kwok-bench.log", "w"))
+    cluster.processes["kwok"] = process.pid
     for i in range(nodes):
         name = f"bench-kwok-{i}"
         cluster.core.create_node({"metadata": {"name": name, "labels": {"tensorgrid.io/kwok-node": "managed",

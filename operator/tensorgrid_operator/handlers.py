@@ -417,7 +417,7 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
         job = await runtime.read_job(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
-        held = await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])])
+        job, held = await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])])
         pods = [dict(p) for p in pods_index.get(key, [])]
         services = [dict(s) for s in services_index.get(key, [])]
         if observed.caught_up(runtime.expectations.get(key), pods, services):
@@ -462,8 +462,9 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
 
 
 async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any],
-                              indexed: list[tuple[str, str, str]]) -> Optional[str]:
-    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects); why its pods must wait, if so."""
+                              indexed: list[tuple[str, str, str]]) -> tuple[dict[str, Any], Optional[str]]:
+    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects): the job as
+    it is now (its status may say why the PodGroup is missing), and why its pods must wait, if so."""
     upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
 
     def say(kind: str, reason: str, message: str) -> None:
@@ -474,9 +475,8 @@ async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any
     gang = runtime.settings.gang
     patch = await ensure_objects.pod_group(runtime.kube, runtime.call, say, job, upkeep, gang)
     if patch is not None:
-        written = await runtime.call(runtime.kube.patch_status, job, patch)
-        runtime.written_versions[key] = written["metadata"]["resourceVersion"]
-    return ensure_objects.why_pods_wait(job, upkeep, gang)
+        job = await runtime.write_status(key, job, patch)
+    return job, ensure_objects.why_pods_wait(job, upkeep, gang)
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:

@@ -113,7 +113,7 @@ def test_pod_is_hardened_and_probed() -> None:
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "liveness"}
     assert {"name": "liveness", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
-    assert container["resources"]["limits"] == {"memory": "512Mi"}
+    assert container["resources"]["limits"] == {"memory": "1Gi"}
 
 
 def test_watch_namespaces_give_roles_and_peerings_per_namespace() -> None:

@@ -66,9 +66,21 @@ def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
         raise AssertionError("the PS was evicted despite the job's PodDisruptionBudget")
     except kubernetes.client.exceptions.ApiException as e:
         assert e.status == 429, e
-    # ... until an administrator lifts it.
-    ns.kubectl("delete", "poddisruptionbudget", "digits-async-ps")
-    ns.core.create_namespaced_pod_eviction("digits-async-ps-0", ns.name, eviction)
+    # ... until an administrator lifts it: the operator leaves an existing budget as it is
+    # (a deleted one it creates again), so the budget is opened, not deleted.
+    ns.kubectl("patch", "poddisruptionbudget", "digits-async-ps", "--type", "merge",
+               "-p", '{"spec": {"maxUnavailable": 1}}')
+
+    def evicted() -> bool:  # 429 until the disruption controller has processed the new budget
+        try:
+            ns.core.create_namespaced_pod_eviction("digits-async-ps-0", ns.name, eviction)
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status == 429:
+                return False
+            raise
+        return True
+
+    wait_for("the eviction of digits-async-ps-0 once its budget is opened", evicted, 60)
     wait_for("a new digits-async-ps-0", lambda: any(
         p.metadata.name == "digits-async-ps-0" and p.metadata.uid != old_uid for p in ns.pods()), 120)
     job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)

@@ -35,6 +35,7 @@ from tensorgrid_operator import conditions as cond_lib
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
 from tensorgrid_operator import ensure_objects
+from tensorgrid_operator import indexed
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import known_jobs
@@ -305,15 +306,16 @@ def _say_managed_elsewhere(runtime: Optional[_Runtime], body: kopf.Body, logger:
 
 @kopf.index("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 def pods_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, Obj]:
-    """Every job's pods, kept by the pod watch: a reconcile reads them here, not with a LIST."""
-    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): dict(body)}
+    """Every job's pods, kept by the pod watch: a reconcile reads them here, not with a LIST.
+    Only the fields it reads (:func:`indexed.pod`): the whole pods would be most of the memory."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): indexed.pod(body)}
 
 
 @kopf.index("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body,
                     **_: Any) -> dict[JobKey, Obj]:
-    """Every job's Services, kept by the Service watch."""
-    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): dict(body)}
+    """Every job's Services, kept by the Service watch (:func:`indexed.service`: their names and owners)."""
+    return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): indexed.service(body)}
 
 
 @kopf.on.event("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from tensorgrid_operator import conditions
 from tensorgrid_operator import creation
+from tensorgrid_operator import indexed
 from tensorgrid_operator import plans
 from tensorgrid_operator import policies
 from tensorgrid_operator import reconcile
@@ -88,8 +89,9 @@ class Sim:
         return dict(found) if found is not None else {}
 
     def plan(self) -> plans.Plan:
-        """Reconcile without applying."""
-        return reconcile.reconcile(self.job, list(self.pods.values()), list(self.services.values()), self.now,
+        """Reconcile without applying, reading the pods and Services as the operator's indexes keep them."""
+        return reconcile.reconcile(self.job, [indexed.pod(p) for p in self.pods.values()],
+                                   [indexed.service(s) for s in self.services.values()], self.now,
                                    self.retry_delay, self.stuck)
 
     def step(self, seconds: float = 0.0) -> plans.Plan:

@@ -16,9 +16,9 @@ from cluster_support import PROGRESS, Namespace, example, global_steps, wait_for
 JOB_TIMEOUT = 900
 
 
-def _train_long(ns: Namespace) -> None:
+def _train_long(ns: Namespace, steps: int = 30000) -> None:
     """The async example, long enough to be disrupted mid-way, checkpointing often."""
-    ns.apply(example("async", steps=30000, checkpoint_every=1000, log_every=1000))
+    ns.apply(example("async", steps=steps, checkpoint_every=1000, log_every=1000))
     ns.wait_log("digits-async-worker-0", PROGRESS, timeout=300)
 
 
@@ -56,7 +56,9 @@ def test_a_deleted_ps_resumes_from_the_checkpoint(ns: Namespace) -> None:
 
 
 def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
-    _train_long(ns)
+    # Longer: opening the budget and waiting for the API server to take it in can outlast
+    # 30,000 steps (about 65 s at the 450 steps/s seen on a quiet CI machine).
+    _train_long(ns, steps=90000)
     old_uid = ns.pod("digits-async-ps-0").metadata.uid
     eviction = kubernetes.client.V1Eviction(
         metadata=kubernetes.client.V1ObjectMeta(name="digits-async-ps-0", namespace=ns.name))

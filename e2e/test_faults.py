@@ -78,11 +78,13 @@ def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
             ns.core.create_namespaced_pod_eviction("digits-async-ps-0", ns.name, eviction)
         except kubernetes.client.exceptions.ApiException as e:
             if e.status == 429:
+                print("eviction refused:", e.body)
                 return False
             raise
         return True
 
     wait_for("the eviction of digits-async-ps-0 once its budget is opened", evicted, 60)
+    assert ns.job("digits-async")["status"].get("state") == "Running", "the job ended before the PS was evicted"
     wait_for("a new digits-async-ps-0", lambda: any(
         p.metadata.name == "digits-async-ps-0" and p.metadata.uid != old_uid for p in ns.pods()), 120)
     job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)

@@ -71,7 +71,7 @@ def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
     # ... until an administrator lifts it: the operator leaves an existing budget as it is
     # (a deleted one it creates again), so the budget is opened, not deleted.
     ns.kubectl("patch", "poddisruptionbudget", "digits-async-ps", "--type", "merge",
-               "-p", '{"spec": {"maxUnavailable": 1}}')
+               "-p", '{"spec": {"minAvailable": 0}}')
 
     def evicted() -> bool:  # 429 until the disruption controller has processed the new budget
         try:

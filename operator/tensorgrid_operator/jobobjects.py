@@ -85,7 +85,13 @@ def network_policy(job: Mapping[str, Any], settings: JobObjectSettings) -> Obj:
 
 
 def ps_disruption_budget(job: Mapping[str, Any], job_spec: spec_lib.JobSpec) -> Optional[Obj]:
-    """No voluntary eviction of a Ready parameter server; ``None`` for a job without one."""
+    """No voluntary eviction of a Ready parameter server; ``None`` for a job without one.
+
+    ``minAvailable`` as the number of parameter servers, not ``maxUnavailable: 0``: for
+    ``maxUnavailable`` (or a percentage) Kubernetes' disruption controller needs the pods'
+    controller to have a scale subresource, which a TrainingJob has not, so it never
+    processes such a budget: every eviction is refused as "still being processed", even
+    after an administrator opens the budget."""
     if job_spec.replicas(spec_lib.ReplicaType.PS) == 0:
         return None
     job_name = job["metadata"]["name"]
@@ -94,7 +100,7 @@ def ps_disruption_budget(job: Mapping[str, Any], job_spec: spec_lib.JobSpec) -> 
         "kind": "PodDisruptionBudget",
         "metadata": _owned_metadata(job, f"{job_name}-ps"),
         "spec": {
-            "maxUnavailable": 0,
+            "minAvailable": job_spec.replicas(spec_lib.ReplicaType.PS),
             "selector": {"matchLabels": {spec_lib.LABEL_JOB_NAME: job_name,
                                          spec_lib.LABEL_REPLICA_TYPE: spec_lib.ReplicaType.PS.task_type}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",

@@ -55,7 +55,7 @@ def test_the_ps_budget_keeps_drains_off_ready_parameter_servers() -> None:
     job = make_job(ps=2, workers=2)
     budget = jobobjects.ps_disruption_budget(job, spec_lib.parse_spec(job["spec"]))
     assert budget is not None and budget["metadata"]["name"] == "mnist-ps"
-    assert budget["spec"] == {"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "AlwaysAllow", "selector": {
+    assert budget["spec"] == {"minAvailable": 2, "unhealthyPodEvictionPolicy": "AlwaysAllow", "selector": {
         "matchLabels": {"tensorgrid.io/job-name": "mnist", "tensorgrid.io/replica-type": "ps"}}}
     no_ps = make_job(workers=2)
     assert jobobjects.ps_disruption_budget(no_ps, spec_lib.parse_spec(no_ps["spec"])) is None

@@ -47,7 +47,7 @@ def test_a_job_gets_its_network_policy_and_ps_budget_and_loses_them_with_the_job
         {"from": list(PROMETHEUS_PEERS), "ports": [{"port": "metrics", "protocol": "TCP"}]}]
     assert policy["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     budget = _budget(namespace, "fenced-ps")
-    assert budget is not None and budget["spec"]["maxUnavailable"] == 0
+    assert budget is not None and budget["spec"]["minAvailable"] == 2
     assert budget["spec"]["selector"]["matchLabels"] == {"tensorgrid.io/job-name": "fenced",
                                                          "tensorgrid.io/replica-type": "ps"}
     for name, pod in pods.items():

@@ -95,12 +95,20 @@ def run_fallback(target: str, argv: list[str]) -> int:
 
 def run_atheris(target: str, argv: list[str]) -> None:
     test = targets.TARGETS[target]
-    with tempfile.TemporaryDirectory(prefix=f"fuzz-{target}-") as corpus:
-        for i, seed in enumerate(targets.seeds(target)):
-            with open(os.path.join(corpus, f"seed{i}"), "wb") as f:
-                f.write(seed)
-        atheris.Setup([sys.argv[0], *argv, corpus], test)
-        atheris.Fuzz()
+    # atheris.Fuzz() ends the process itself, so nothing here is cleaned up: the run's corpus
+    # and any finding (crash-*, oom-*, timeout-*, which libFuzzer otherwise writes into the
+    # working directory, the checkout) go to one directory under the system's temporary one.
+    workdir = tempfile.mkdtemp(prefix=f"fuzz-{target}-")
+    corpus = os.path.join(workdir, "corpus")
+    os.mkdir(corpus)
+    for i, seed in enumerate(targets.seeds(target)):
+        with open(os.path.join(corpus, f"seed{i}"), "wb") as f:
+            f.write(seed)
+    if not any(arg.startswith("-artifact_prefix=") for arg in argv):
+        argv = [*argv, f"-artifact_prefix={workdir}/"]
+    print(f"fuzz target {target}: corpus and findings in {workdir}", file=sys.stderr)
+    atheris.Setup([sys.argv[0], *argv, corpus], test)
+    atheris.Fuzz()
 
 
 def main() -> int:

@@ -96,3 +96,15 @@ def test_a_partitioned_variable_restores_through_the_meta_graph(tmp_path: Any) -
             with tf.Session() as sess:
                 saver.restore(sess, prefix)
                 np.testing.assert_array_equal(sess.run(tf.get_collection("lookup")[0]), table[[5, 0]])
+
+
+@pytest.mark.parametrize("as_text", [False, True], ids=["binary", "text"])
+def test_a_meta_graph_written_by_tensorflow_is_refused_by_name(tf1: Any, tmp_path: Any, as_text: bool) -> None:
+    meta = str(tmp_path / "tensorflow.meta")
+    with tf1.Graph().as_default():
+        tf1.get_variable("w", initializer=tf1.constant([[1.0, 2.0]]))
+        tf1.train.export_meta_graph(meta, as_text=as_text)
+    kind = "protobuf text format" if as_text else "binary"
+    with tensorgrid.Graph().as_default(), pytest.raises(ValueError, match=f"tensorflow.meta is not a tensorgrid meta "
+                                                                           f"graph: it is (a TensorFlow MetaGraphDef in )?{kind}"):
+        tensorgrid.train.import_meta_graph(meta)

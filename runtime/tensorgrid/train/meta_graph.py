@@ -1,8 +1,8 @@
 """``tf.train.export_meta_graph`` and ``import_meta_graph``: a graph and its collections in
 one file, so another process can rebuild the model and restore a checkpoint into it.
 
-The file is tensorgrid's own (TensorFlow's ``.meta`` protobufs do not load here, nor ours
-there): JSON holding the GraphDef in its wire form (base64 of graph.proto's bytes, the
+The file is tensorgrid's own (TensorFlow's ``.meta`` protobufs are refused here with an
+error saying so, and ours do not load there): JSON holding the GraphDef in its wire form (base64 of graph.proto's bytes, the
 lossless codec of the distributed layer) and every collection whose items it can name:
 tensors, operations, variables (by their ops' names), and plain numbers and strings.
 Collections of other Python objects (queue runners, savers) are left out, with a log line.
@@ -39,6 +39,22 @@ class MetaGraphDef:
         proto = graph_codec.to_proto(self.graph_def).SerializeToString()
         return json.dumps({"format": FORMAT, "graph_def": base64.b64encode(proto).decode(),
                            "collections": self.collections})
+
+    @staticmethod
+    def from_bytes(content: bytes, where: str) -> "MetaGraphDef":
+        """Reads what ``to_json`` wrote; TensorFlow's own ``.meta`` files are refused by name."""
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{where} is not a tensorgrid meta graph: it is binary, as TensorFlow's "
+                             f"MetaGraphDef protobufs (.meta files written by TensorFlow) are; tensorgrid "
+                             f"reads only the JSON meta graphs its own export_meta_graph writes (build the "
+                             f"model in code, or export it from tensorgrid, then restore the checkpoint)") from None
+        if text.lstrip().startswith(("meta_info_def", "graph_def")):
+            raise ValueError(f"{where} is not a tensorgrid meta graph: it is a TensorFlow MetaGraphDef in "
+                             f"protobuf text format (export_meta_graph(as_text=True) in TensorFlow); tensorgrid "
+                             f"reads only the JSON meta graphs its own export_meta_graph writes")
+        return MetaGraphDef.from_json(text, where)
 
     @staticmethod
     def from_json(text: str, where: str) -> "MetaGraphDef":
@@ -94,8 +110,8 @@ def import_meta_graph(meta_graph_or_file: Any, clear_devices: bool = False,
     if isinstance(meta_graph_or_file, MetaGraphDef):
         meta = meta_graph_or_file
     else:
-        with open(meta_graph_or_file, encoding="utf-8") as f:
-            meta = MetaGraphDef.from_json(f.read(), str(meta_graph_or_file))
+        with open(meta_graph_or_file, "rb") as f:
+            meta = MetaGraphDef.from_bytes(f.read(), str(meta_graph_or_file))
     graph = graph_lib.get_default_graph()
     prefix = f"{import_scope}/" if import_scope else ""
     nodes = []

@@ -15,7 +15,8 @@ first pods, from ``spec.runPolicy.schedulingPolicy`` (Kubeflow's field names):
   ``scheduling.x-k8s.io/pod-group`` and the scheduler name the operator is given.
 
 ``minMember`` is ``minAvailable``, else all of the job's replicas. Pure functions; the
-handlers create the object and hold the pods back while it cannot be created.
+handlers create the object, hold the pods back while it cannot be created, and create it
+again before new pods if it was deleted.
 """
 
 from __future__ import annotations
@@ -138,3 +139,9 @@ def failure_message(gang: GangSettings, name: str, code: Optional[int], message:
                 f"with --gang-scheduler {NONE}; the job's pods are not created until the PodGroup is")
     return ("FailedCreatePodGroup", f"could not create PodGroup {name}: {message} (HTTP {code}); the job's pods "
                                     f"are not created until it is")
+
+
+def recreated_message(name: str) -> str:
+    return (f"PodGroup {name} of the job was deleted; created it again before the job's new pods, which the gang "
+            f"scheduler places only in their group (delete the TrainingJob, or run the operator with "
+            f"--gang-scheduler {NONE}, to do without it)")

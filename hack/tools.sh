@@ -39,6 +39,7 @@ KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 SCHEDULER_PLUGINS_VERSION="${SCHEDULER_PLUGINS_VERSION:-v0.34.7}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 # The control plane's release (hack/build-kubernetes.sh's default), which scheduler-plugins is built against.
+# shellcheck disable=SC2016  # the pattern matches the literal ${KUBERNETES_VERSION:-...} of that script
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-$(sed -n 's/^KUBERNETES_VERSION="${KUBERNETES_VERSION:-\(v[^}]*\)}"$/\1/p' "$HERE/build-kubernetes.sh")}"
 CACHE="${TENSORGRID_CACHE:-$HOME/.cache/tensorgrid}"
 BIN="$CACHE/bin"
@@ -106,7 +107,7 @@ fi
 # wrapper module whose replace lines are the release's own with its Kubernetes patch release swapped for
 # the control plane's (v0.34.7 -> v0.34.10, v1.34.7 -> v1.34.10); unless their stamps say that pair is there.
 scheduler_plugins_build() {
-  local stamp="$SCHEDULER_PLUGINS_VERSION kubernetes $KUBERNETES_VERSION" go wrap json gomod upstream t0=$SECONDS
+  local stamp="$SCHEDULER_PLUGINS_VERSION kubernetes $KUBERNETES_VERSION recipe 2" go wrap json gomod upstream said t0=$SECONDS
   if [[ -x "$BIN/scheduler-plugins-scheduler" && -x "$BIN/scheduler-plugins-controller" \
         && "$(cat "$BIN/.scheduler-plugins.stamp" 2>/dev/null)" == "$stamp" ]]; then
     return 0
@@ -150,14 +151,24 @@ scheduler_plugins_build() {
     rm -f "$wrap/go.mod.new"
   fi
   echo 'package schedulerpluginsbuild // placeholder so the wrapper module has a package' > "$wrap/doc.go"
-  # Upstream's Makefile stamps the release as the binaries' version; the tags and -trimpath are
+  # The version stamped is the Kubernetes release with scheduler-plugins' as build metadata: the scheduler
+  # derives its emulation version from it and refuses to start with scheduler-plugins' own v0.34.7
+  # ("emulation version 0.34 is not between [1.31, 0.34.0]"). The tags and -trimpath are
   # hack/build-kubernetes.sh's, so the Kubernetes packages compiled there are reused from GOCACHE.
+  local ver="${KUBERNETES_VERSION#v}" ldflags="-s -w" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION+scheduler-plugins-$SCHEDULER_PLUGINS_VERSION"
+    ldflags+=" -X $pkg.gitMajor=${ver%%.*} -X $pkg.gitMinor=$(cut -d. -f2 <<< "$ver") -X $pkg.gitTreeState=clean"
+  done
   (cd "$wrap" && nice -n 10 "$go" build -mod=mod -p "${BUILD_PARALLELISM:-2}" -trimpath -tags selinux,notest,grpcnotrace \
-      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$SCHEDULER_PLUGINS_VERSION" -o "$wrap/bin/" \
+      -ldflags "$ldflags" -o "$wrap/bin/" \
       sigs.k8s.io/scheduler-plugins/cmd/scheduler sigs.k8s.io/scheduler-plugins/cmd/controller)
-  "$wrap/bin/scheduler" --version | grep -q "$SCHEDULER_PLUGINS_VERSION" \
-    || { echo "tools: the scheduler built says $("$wrap/bin/scheduler" --version), not $SCHEDULER_PLUGINS_VERSION" >&2; exit 1; }
-  "$wrap/bin/controller" --help > /dev/null 2>&1
+  said="$("$wrap/bin/scheduler" --version)"
+  [[ "$said" == *"$SCHEDULER_PLUGINS_VERSION"* ]] \
+    || { echo "tools: the scheduler built says '$said', not $SCHEDULER_PLUGINS_VERSION" >&2; exit 1; }
+  # The controller has no --version; its usage (exit status 2) names its flags.
+  said="$("$wrap/bin/controller" --help 2>&1 || true)"
+  [[ "$said" == *metricsAddr* ]] || { echo "tools: the controller built does not run: $said" >&2; exit 1; }
   mv -f "$wrap/bin/scheduler" "$BIN/scheduler-plugins-scheduler"
   mv -f "$wrap/bin/controller" "$BIN/scheduler-plugins-controller"
   echo "$stamp" > "$BIN/.scheduler-plugins.stamp"

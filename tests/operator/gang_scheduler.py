@@ -39,6 +39,10 @@ CONTROLLER = "scheduler-plugins-controller"
 # How long a group's first pods wait at Permit for the rest (upstream's example config: 10 s); then all are
 # rejected and tried again. Short, so a job that waits keeps retrying while the test adds capacity.
 PERMIT_WAITING_SECONDS = 5
+# How long a pod the scheduler found unschedulable waits before it is tried again, at most (kube-scheduler's
+# default: 5 minutes). Coscheduling's rejections are retried only on a new pod or a PodGroup change, not on a
+# new node (its EventsToRegister), so a job waiting for capacity starts up to this long after it appears.
+RETRY_UNSCHEDULABLE_SECONDS = 10
 
 
 def install_crds(cp: ControlPlane, *names: str) -> None:
@@ -115,7 +119,8 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
         processes = {
             SCHEDULER: subprocess.Popen(
                 [str(scheduler), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
-                 f"--cert-dir={work}/certs", "--v=2"], stdout=logs[SCHEDULER], stderr=subprocess.STDOUT),
+                 f"--cert-dir={work}/certs", "--v=2",
+                 f"--pod-max-in-unschedulable-pods-duration={RETRY_UNSCHEDULABLE_SECONDS}s"], stdout=logs[SCHEDULER], stderr=subprocess.STDOUT),
             CONTROLLER: subprocess.Popen(
                 [str(controller), f"--kubeconfig={cp.kubeconfig}", "--metricsAddr=0", "--probeAddr=0"],
                 stdout=logs[CONTROLLER], stderr=subprocess.STDOUT),
@@ -123,7 +128,7 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
 
         def tail(name: str) -> str:
             logs[name].flush()
-            return (pathlib.Path(work) / f"{name}.log").read_text()[-3000:]
+            return (pathlib.Path(work) / f"{name}.log").read_text()[-6000:]
 
         def scheduler_up() -> bool:
             for name, process in processes.items():
@@ -134,6 +139,10 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
         try:
             wait_for(scheduler_up, 60, f"{SCHEDULER} /healthz")
             yield
+        except BaseException:
+            for name in processes:  # shown with the failure (pytest's captured output)
+                print(f"--- the end of {name}'s log ---\n{tail(name)}")
+            raise
         finally:
             for process in processes.values():
                 process.terminate()

@@ -129,6 +129,20 @@ def with_gang_fields(pod: Mapping[str, Any], gang: GangSettings) -> Obj:
     return {**pod, "metadata": meta, "spec": spec}
 
 
+def group_of(pod_metadata: Mapping[str, Any]) -> str:
+    """The PodGroup a pod is in (scheduler-plugins' label or Volcano's annotation); empty if none."""
+    labels = pod_metadata.get("labels") or {}
+    annotations = pod_metadata.get("annotations") or {}
+    return str(labels.get(SCHEDULER_PLUGINS_GROUP_LABEL) or annotations.get(VOLCANO_GROUP_ANNOTATION) or "")
+
+
+def waiting_message(group: str, job_spec: spec_lib.JobSpec) -> str:
+    """What a job whose gang-scheduled pods are unschedulable adds to the scheduler's words."""
+    wanted = min_member(job_spec)
+    return (f"the job is gang scheduled: its PodGroup {group} has pods placed only when {wanted} of them "
+            f"(minMember) fit together, and waits whole until then")
+
+
 def failure_message(gang: GangSettings, name: str, code: Optional[int], message: str) -> tuple[str, str]:
     """(reason, message) of a PodGroup that could not be created: the job's pods wait for it."""
     api = APIS[gang.scheduler]

@@ -32,8 +32,10 @@ from tensorgrid_operator import podgroups
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = pathlib.Path(__file__).parent / "crds"
 CRD_FILES = {"podgroups.scheduling.volcano.sh": "scheduling.volcano.sh_podgroups.yaml",
-             "podgroups.scheduling.x-k8s.io": "scheduling.x-k8s.io_podgroups.yaml"}
-VOLCANO_CRD, PLUGINS_CRD = CRD_FILES
+             "podgroups.scheduling.x-k8s.io": "scheduling.x-k8s.io_podgroups.yaml",
+             "elasticquotas.scheduling.x-k8s.io": "scheduling.x-k8s.io_elasticquotas.yaml"}
+# ElasticQuota: unused here, but scheduler-plugins' controller watches it too and exits after 2 minutes without it.
+VOLCANO_CRD, PLUGINS_CRD, QUOTA_CRD = CRD_FILES
 SCHEDULER = "scheduler-plugins-scheduler"
 CONTROLLER = "scheduler-plugins-controller"
 # How long a group's first pods wait at Permit for the rest (upstream's example config: 10 s); then all are
@@ -110,7 +112,7 @@ def _healthy(port: int) -> bool:
 def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
     """scheduler-plugins' scheduler and controller against ``cp`` until the block ends (the PodGroup CRD installed)."""
     scheduler, controller = binaries()
-    install_crds(cp, PLUGINS_CRD)
+    install_crds(cp, PLUGINS_CRD, QUOTA_CRD)
     with tempfile.TemporaryDirectory(prefix="scheduler-plugins-") as work:
         config = pathlib.Path(work) / "scheduler.yaml"
         config.write_text(scheduler_config(cp.kubeconfig))
@@ -139,6 +141,7 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
         try:
             wait_for(scheduler_up, 60, f"{SCHEDULER} /healthz")
             yield
+            scheduler_up()  # both still running: the test saw them at work throughout
         except BaseException:
             for name in processes:  # shown with the failure (pytest's captured output)
                 print(f"--- the end of {name}'s log ---\n{tail(name)}")

@@ -115,6 +115,10 @@ def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlpla
         assert status["state"] != "Running", status
         message = _why_waiting(ns, "big")
         assert "Unschedulable" in message and "big-ps-0" in message, status
+        assert "gang scheduled: its PodGroup big has pods placed only when 4 of them (minMember) fit together" \
+            in message, message
+        warnings = [e["message"] for e in ns.events("big") if e["reason"] == "Unschedulable"]
+        assert warnings and "gang scheduled" in warnings[0], warnings  # what `kubectl describe tj big` shows
 
         # One more node of 2 CPUs: now the whole group fits, and all of it is bound.
         c.kwok.add(f"{c.kwok.names[0].rsplit('-', 1)[0]}-2")
@@ -123,6 +127,17 @@ def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlpla
         wait_for(lambda: _group_status(ns, "big").get("phase") == "Running", 60,
                  "the PodGroup of big to be Running", lambda: _group_status(ns, "big"))
         assert ns.status("small")["state"] == "Running"
+
+        # A deleted PodGroup: its next pod would never be placed ("PodGroup not found"), so the operator
+        # creates the group again before it, and the replaced pod runs.
+        ns.cp.custom.delete_namespaced_custom_object(API.group, API.version, ns.name, API.plural, "small")
+        old_uid = ns.pods("small")["small-worker-0"]["metadata"]["uid"]
+        ns.cp.core.delete_namespaced_pod("small-worker-0", ns.name)
+        wait_for(lambda: (ns.pods("small").get("small-worker-0", {}).get("metadata", {}).get("uid") not in
+                          (None, old_uid)) and "small-worker-0" in _bound(ns, "small"), 90,
+                 "a new small-worker-0 bound", lambda: ns.pods("small").get("small-worker-0", {}).get("status"))
+        ns.wait_state("small", "Running", timeout=60)
+        assert any(e["reason"] == "RecreatedPodGroup" for e in ns.events("small"))
 
 
 def _two_jobs_that_fit_one_at_a_time(c: Cluster) -> None:

@@ -65,10 +65,10 @@ fuzz: venv
 	  $(PY) tests/runtime/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
-# helm for the chart tests, kwok for the operator's tests on simulated nodes (go install,
-# cached in ~/.cache/tensorgrid/bin).
+# helm for the chart tests, kwok for the operator's tests on simulated nodes, scheduler-plugins
+# for its gang scheduling tests (go install / go build, cached in ~/.cache/tensorgrid/bin).
 tools:
-	hack/tools.sh --with-kwok
+	hack/tools.sh --with-kwok --with-gang-scheduler
 
 # Container images of docker/ (docs/images.md): installs and starts Docker's engine when
 # needed (hack/docker-engine.sh) and builds FROM the standard bases (python:3.11-slim, NVIDIA's

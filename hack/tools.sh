@@ -13,19 +13,34 @@
 #            (`go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION`): v0.8 is the first
 #            release whose supported Kubernetes releases include 1.34 (v0.7 stops at 1.33);
 #            it needs Go 1.26
+#   scheduler-plugins-scheduler, scheduler-plugins-controller
+#            with --with-gang-scheduler, for the gang scheduling tests: the scheduler of
+#            sigs.k8s.io/scheduler-plugins (kube-scheduler with its Coscheduling plugin) and its
+#            controller (it keeps each PodGroup's status.phase), release $SCHEDULER_PLUGINS_VERSION,
+#            the one for Kubernetes 1.34. Its go.mod replaces the k8s.io modules, which `go
+#            install` refuses, so it is built in a wrapper module (as hack/build-kubernetes.sh
+#            builds kube-apiserver) that pins them to the control plane's release
+#            ($KUBERNETES_VERSION of hack/build-kubernetes.sh): the same scheduler framework as
+#            the test control plane's kube-scheduler, and its compiled packages are reused
 # Idempotent: a cached binary of the right version is reused at once.
 #
-# Usage: hack/tools.sh [--with-kind] [--with-kwok] [--print-bin-dir]
-#   --with-kind      also build kind
-#   --with-kwok      also build kwok
-#   --print-bin-dir  print the directory holding helm, kind and kwok (builds nothing)
+# Usage: hack/tools.sh [--with-kind] [--with-kwok] [--with-gang-scheduler] [--print-bin-dir]
+#   --with-kind            also build kind
+#   --with-kwok            also build kwok
+#   --with-gang-scheduler  also build scheduler-plugins' scheduler and controller
+#   --print-bin-dir        print the directory holding helm, kind, kwok and scheduler-plugins (builds nothing)
 # Environment: TENSORGRID_CACHE (default ~/.cache/tensorgrid), HELM_VERSION, KIND_VERSION, KWOK_VERSION,
-# GO (default: go on PATH, else /usr/local/go/bin/go).
+# SCHEDULER_PLUGINS_VERSION, KUBERNETES_VERSION, GO (default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
 KIND_VERSION="${KIND_VERSION:-v0.30.0}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+SCHEDULER_PLUGINS_VERSION="${SCHEDULER_PLUGINS_VERSION:-v0.34.7}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+# The control plane's release (hack/build-kubernetes.sh's default), which scheduler-plugins is built against.
+# shellcheck disable=SC2016  # the pattern matches the literal ${KUBERNETES_VERSION:-...} of that script
+KUBERNETES_VERSION="${KUBERNETES_VERSION:-$(sed -n 's/^KUBERNETES_VERSION="${KUBERNETES_VERSION:-\(v[^}]*\)}"$/\1/p' "$HERE/build-kubernetes.sh")}"
 CACHE="${TENSORGRID_CACHE:-$HOME/.cache/tensorgrid}"
 BIN="$CACHE/bin"
 
@@ -33,10 +48,12 @@ log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 with_kind=0
 with_kwok=0
+with_gang_scheduler=0
 for arg in "$@"; do
   case "$arg" in
     --with-kind) with_kind=1 ;;
     --with-kwok) with_kwok=1 ;;
+    --with-gang-scheduler) with_gang_scheduler=1 ;;
     --print-bin-dir) echo "$BIN"; exit 0 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "tools: unknown argument: $arg" >&2; exit 2 ;;
@@ -52,6 +69,13 @@ fi
 # The same module and build caches as hack/build-kubernetes.sh.
 export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off GOFLAGS=
 
+go_tool() {
+  local go
+  go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+  [[ -x "$go" ]] || { echo "tools: no Go toolchain found (set GO=...)" >&2; exit 1; }
+  echo "$go"
+}
+
 # go_build NAME VERSION MODULE LDFLAGS [VERSION-ARGS]: go install MODULE@VERSION into $BIN
 # unless its stamp says that version is there (helm prints e.g. v3.21.4+g1234abc, so a stamp
 # records the version we built instead); the new binary must answer VERSION-ARGS (default
@@ -61,8 +85,7 @@ go_build() {
   if [[ -x "$BIN/$name" && "$(cat "$BIN/.$name.stamp" 2>/dev/null)" == "$version" ]]; then
     return 0
   fi
-  go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
-  [[ -x "$go" ]] || { echo "tools: no Go toolchain found (set GO=...)" >&2; exit 1; }
+  go="$(go_tool)"
   mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE"
   log "building $name $version with $("$go" version | awk '{print $3}') (go install)"
   GOBIN="$BIN" "$go" install -trimpath -ldflags "$ldflags" "$module@$version"
@@ -78,4 +101,80 @@ if [[ $with_kind == 1 ]]; then
 fi
 if [[ $with_kwok == 1 ]]; then
   go_build kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" --version
+fi
+
+# scheduler_plugins_build: the scheduler and the controller of sigs.k8s.io/scheduler-plugins, built in a
+# wrapper module whose replace lines are the release's own with its Kubernetes patch release swapped for
+# the control plane's (v0.34.7 -> v0.34.10, v1.34.7 -> v1.34.10); unless their stamps say that pair is there.
+scheduler_plugins_build() {
+  local stamp="$SCHEDULER_PLUGINS_VERSION kubernetes $KUBERNETES_VERSION recipe 2" go wrap json gomod upstream said t0=$SECONDS
+  if [[ -x "$BIN/scheduler-plugins-scheduler" && -x "$BIN/scheduler-plugins-controller" \
+        && "$(cat "$BIN/.scheduler-plugins.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    return 0
+  fi
+  [[ -n "$KUBERNETES_VERSION" ]] || { echo "tools: no KUBERNETES_VERSION found in hack/build-kubernetes.sh" >&2; exit 1; }
+  go="$(go_tool)"
+  wrap="$CACHE/src/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION-$KUBERNETES_VERSION"
+  mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE" "$wrap"
+  log "building scheduler-plugins $SCHEDULER_PLUGINS_VERSION against Kubernetes $KUBERNETES_VERSION with" \
+      "$("$go" version | awk '{print $3}') (wrapper module $wrap)"
+  json="$("$go" mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")"
+  gomod="$(sed -n 's/.*"GoMod": *"\([^"]*\)".*/\1/p' <<< "$json" | head -n1)"
+  [[ -f "$gomod" ]] || { echo "tools: could not download sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION: $json" >&2; exit 1; }
+  # The release's Kubernetes patch release, from its own pin of k8s.io/kubernetes.
+  upstream="$(sed -n 's#^[[:space:]]*k8s\.io/kubernetes => k8s\.io/kubernetes v1\.\([0-9.]*\)$#\1#p' "$gomod")"
+  [[ -n "$upstream" ]] || { echo "tools: $gomod pins no k8s.io/kubernetes release" >&2; exit 1; }
+  {
+    echo "// Generated by tensorgrid hack/tools.sh; do not edit."
+    echo "module tensorgrid.local/scheduler-plugins-build"
+    echo
+    grep -E '^go [0-9]' "$gomod"
+    echo
+    echo "require sigs.k8s.io/scheduler-plugins $SCHEDULER_PLUGINS_VERSION"
+    echo
+    echo "replace ("
+    sed -n 's#^\(replace\)\{0,1\}[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \(k8s\.io/[^[:space:]]*\) \(v[^[:space:]]*\)$#\2 \3 \4#p' \
+        "$gomod" |
+      while read -r mod target version; do
+        case "$version" in
+          "v0.$upstream") version="v0.${KUBERNETES_VERSION#v1.}" ;;
+          "v1.$upstream") version="$KUBERNETES_VERSION" ;;
+        esac
+        printf '\t%s => %s %s\n' "$mod" "$target" "$version"
+      done
+    echo ")"
+  } > "$wrap/go.mod.new"
+  if ! cmp -s "$wrap/go.mod.new" "$wrap/go.mod"; then
+    mv "$wrap/go.mod.new" "$wrap/go.mod"
+    rm -f "$wrap/go.sum"
+  else
+    rm -f "$wrap/go.mod.new"
+  fi
+  echo 'package schedulerpluginsbuild // placeholder so the wrapper module has a package' > "$wrap/doc.go"
+  # The version stamped is the Kubernetes release with scheduler-plugins' as build metadata: the scheduler
+  # derives its emulation version from it and refuses to start with scheduler-plugins' own v0.34.7
+  # ("emulation version 0.34 is not between [1.31, 0.34.0]"). The tags and -trimpath are
+  # hack/build-kubernetes.sh's, so the Kubernetes packages compiled there are reused from GOCACHE.
+  local ver="${KUBERNETES_VERSION#v}" ldflags="-s -w" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION+scheduler-plugins-$SCHEDULER_PLUGINS_VERSION"
+    ldflags+=" -X $pkg.gitMajor=${ver%%.*} -X $pkg.gitMinor=$(cut -d. -f2 <<< "$ver") -X $pkg.gitTreeState=clean"
+  done
+  (cd "$wrap" && nice -n 10 "$go" build -mod=mod -p "${BUILD_PARALLELISM:-2}" -trimpath -tags selinux,notest,grpcnotrace \
+      -ldflags "$ldflags" -o "$wrap/bin/" \
+      sigs.k8s.io/scheduler-plugins/cmd/scheduler sigs.k8s.io/scheduler-plugins/cmd/controller)
+  said="$("$wrap/bin/scheduler" --version)"
+  [[ "$said" == *"$SCHEDULER_PLUGINS_VERSION"* ]] \
+    || { echo "tools: the scheduler built says '$said', not $SCHEDULER_PLUGINS_VERSION" >&2; exit 1; }
+  # The controller has no --version; its usage (exit status 2) names its flags.
+  said="$("$wrap/bin/controller" --help 2>&1 || true)"
+  [[ "$said" == *metricsAddr* ]] || { echo "tools: the controller built does not run: $said" >&2; exit 1; }
+  mv -f "$wrap/bin/scheduler" "$BIN/scheduler-plugins-scheduler"
+  mv -f "$wrap/bin/controller" "$BIN/scheduler-plugins-controller"
+  echo "$stamp" > "$BIN/.scheduler-plugins.stamp"
+  log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION in $BIN (scheduler-plugins-scheduler, -controller), built in $((SECONDS - t0))s"
+}
+
+if [[ $with_gang_scheduler == 1 ]]; then
+  scheduler_plugins_build
 fi

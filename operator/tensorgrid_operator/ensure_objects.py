@@ -2,7 +2,8 @@
 
 A pass first makes sure the job's NetworkPolicy and PS PodDisruptionBudget exist
 (``jobobjects``; created again after a deletion, ``owned_objects``) and, with a gang
-scheduler, its PodGroup (``podgroups``). The decisions are pure functions of those
+scheduler, its PodGroup (``podgroups``; created again, after a deletion, before the
+next pods that need it). The decisions are pure functions of those
 modules; this module makes the calls (on the operator's thread pool, through ``call``)
 and says what happened through ``say`` (an Event on the job), so kopf stays in the
 handlers.
@@ -83,6 +84,7 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
     and :func:`why_pods_wait` holds the pods back: without their group they would never start.
     """
     status = job.get("status") or {}
+    upkeep.pod_group_fresh = False
     if not gang.enabled or status.get("state") in FINISHED_STATES or ("PodGroup", job["metadata"]["name"]) in upkeep.made:
         return None
     job_spec = _spec_or_none(job)
@@ -102,10 +104,44 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
         upkeep.pod_group_error = text
         return _condition_patch(status, False, reason, text)
     upkeep.made.add(("PodGroup", name))
+    upkeep.pod_group_fresh = True
     upkeep.pod_group_error = ""
     if cond_lib.get_condition(status.get("conditions") or [], podgroups.CONDITION) is None:
         return None  # created at the first try: nothing to report in the status
     return _condition_patch(status, True, "PodGroupCreated", f"created PodGroup {name} ({api.api_version})")
+
+
+async def pod_group_before_pods(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
+                                upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> Optional[str]:
+    """Before a pass creates pods (a restart, a replaced pod): their PodGroup again, if it was deleted since
+    :func:`pod_group` made it. Returns why the pods must wait, if it cannot be made.
+
+    Without its PodGroup a pod is never placed by the gang scheduler (scheduler-plugins answers "PodGroup
+    not found"), so the job would hang at its next restart. The operator may only create PodGroups
+    (no watch: the chart grants ``create`` alone), so it asks at the only time the group matters: a create
+    answered 409 means it is there. The pass that made it skips this (``upkeep.pod_group_fresh``).
+    """
+    name = job["metadata"]["name"]
+    if not gang.enabled or ("PodGroup", name) not in upkeep.made or upkeep.pod_group_fresh:
+        return None
+    job_spec = _spec_or_none(job)
+    if job_spec is None:
+        return None
+    group = podgroups.pod_group(job, job_spec, gang)
+    assert group is not None
+    api = podgroups.APIS[gang.scheduler]
+    try:
+        created = await call(kube.create_pod_group, api.group, api.version, api.plural, group)
+    except Exception as e:  # noqa: BLE001 - said; the next pass's pod_group tries again and sets the condition
+        code, message = kube_lib.error_details(e)
+        reason, text = podgroups.failure_message(gang, name, code, message)
+        say("Warning", reason, text)
+        upkeep.made.discard(("PodGroup", name))
+        upkeep.pod_group_error = text
+        return text
+    if created:
+        say("Warning", "RecreatedPodGroup", podgroups.recreated_message(name))
+    return None
 
 
 def why_pods_wait(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> Optional[str]:

@@ -521,6 +521,11 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     for result in deletions:
         if isinstance(result, BaseException):
             raise result  # as before: the next reconcile (after the error backoff) deletes again
+    if plan.create_pods and held is None:
+        held = await ensure_objects.pod_group_before_pods(
+            k, runtime.call, lambda kind, reason, message: kopf.event(_body(job), type=kind, reason=reason,
+                                                                      message=message),
+            job, runtime.job_objects.setdefault(key, owned_objects.Upkeep()), runtime.settings.gang)
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = _job_object_settings(runtime.settings)
     objects = [("Service", svc) for svc in plan.create_services] + [

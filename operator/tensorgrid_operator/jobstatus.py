@@ -16,6 +16,7 @@ from tensorgrid_operator import conditions as cond_lib
 from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import kueue
 from tensorgrid_operator import plans
+from tensorgrid_operator import podgroups
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
 from tensorgrid_operator import spec as spec_lib
@@ -47,6 +48,9 @@ def running_conditions(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Ma
     if stuck:
         reason = stuck[0].stuck_reason
         message = _stuck_message(stuck)
+        groups = sorted({v.pod_group for v in stuck if v.pod_group and v.stuck_reason == podview.UNSCHEDULABLE})
+        if groups:
+            message += "; " + podgroups.waiting_message(groups[0], job_spec)
         previous = cond_lib.get_condition(work.conditions, cond_lib.RUNNING)
         if previous is None or previous.get("reason") != reason:
             work.event("Warning", reason, message)

@@ -15,7 +15,8 @@ first pods, from ``spec.runPolicy.schedulingPolicy`` (Kubeflow's field names):
   ``scheduling.x-k8s.io/pod-group`` and the scheduler name the operator is given.
 
 ``minMember`` is ``minAvailable``, else all of the job's replicas. Pure functions; the
-handlers create the object and hold the pods back while it cannot be created.
+handlers create the object, hold the pods back while it cannot be created, and create it
+again before new pods if it was deleted.
 """
 
 from __future__ import annotations
@@ -128,6 +129,20 @@ def with_gang_fields(pod: Mapping[str, Any], gang: GangSettings) -> Obj:
     return {**pod, "metadata": meta, "spec": spec}
 
 
+def group_of(pod_metadata: Mapping[str, Any]) -> str:
+    """The PodGroup a pod is in (scheduler-plugins' label or Volcano's annotation); empty if none."""
+    labels = pod_metadata.get("labels") or {}
+    annotations = pod_metadata.get("annotations") or {}
+    return str(labels.get(SCHEDULER_PLUGINS_GROUP_LABEL) or annotations.get(VOLCANO_GROUP_ANNOTATION) or "")
+
+
+def waiting_message(group: str, job_spec: spec_lib.JobSpec) -> str:
+    """What a job whose gang-scheduled pods are unschedulable adds to the scheduler's words."""
+    wanted = min_member(job_spec)
+    return (f"the job is gang scheduled: its PodGroup {group} has pods placed only when {wanted} of them "
+            f"(minMember) fit together, and waits whole until then")
+
+
 def failure_message(gang: GangSettings, name: str, code: Optional[int], message: str) -> tuple[str, str]:
     """(reason, message) of a PodGroup that could not be created: the job's pods wait for it."""
     api = APIS[gang.scheduler]
@@ -138,3 +153,9 @@ def failure_message(gang: GangSettings, name: str, code: Optional[int], message:
                 f"with --gang-scheduler {NONE}; the job's pods are not created until the PodGroup is")
     return ("FailedCreatePodGroup", f"could not create PodGroup {name}: {message} (HTTP {code}); the job's pods "
                                     f"are not created until it is")
+
+
+def recreated_message(name: str) -> str:
+    return (f"PodGroup {name} of the job was deleted; created it again before the job's new pods, which the gang "
+            f"scheduler places only in their group (delete the TrainingJob, or run the operator with "
+            f"--gang-scheduler {NONE}, to do without it)")

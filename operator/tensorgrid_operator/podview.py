@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 
 from tensorgrid_operator import conditions
 from tensorgrid_operator import manifests
+from tensorgrid_operator import podgroups
 from tensorgrid_operator import spec as spec_lib
 
 # Waiting reasons of a pending pod that will not go away by themselves.
@@ -58,6 +59,8 @@ class PodView:
     """``metadata.deletionTimestamp``: when the grace period of a terminating pod ends."""
     node: str = ""
     """The node the pod is bound to (``spec.nodeName``); empty while unscheduled."""
+    pod_group: str = ""
+    """The gang scheduler's PodGroup the pod is in (its label or annotation, ``podgroups``); empty if none."""
     scheduling_gates: tuple[str, ...] = ()
     """The names of the pod's scheduling gates: the scheduler ignores it until they are removed."""
 
@@ -184,6 +187,7 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         sidecar_running=sidecar_running,
         deletion_time=conditions.parse_time(meta.get("deletionTimestamp")),
         node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        pod_group=podgroups.group_of(meta),
         scheduling_gates=tuple(str(g.get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []
                                if phase == "Pending"),
     )

@@ -2,35 +2,26 @@
 own CRDs (tests/operator/crds, copied from Volcano and scheduler-plugins), the pods' fields, the
 schedulingPolicy checks of the TrainingJob CRD, and a job whose PodGroup CRD is not installed.
 
-No gang scheduler runs here (no images offline): these tests check what the operator writes and
-that the API server accepts it; the pods stay Pending (their scheduler does not exist).
+No gang scheduler runs here: these tests check what the operator writes and that the API server
+accepts it; the pods stay Pending (their scheduler does not run). A real one schedules them in
+test_gang_scheduling_with_scheduler_plugins.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import pathlib
 import uuid
 from typing import Any, Iterator, Optional
 
 import pytest
 from kubernetes.client import exceptions
 
+from gang_scheduler import PLUGINS_CRD, VOLCANO_CRD
+from gang_scheduler import install_crds as _install
 from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, operator_settings, running_operator
-from kube_controlplane import wait_crds_established, wait_for
+from kube_controlplane import wait_for
 from tensorgrid_operator import podgroups
-
-CRDS = pathlib.Path(__file__).parent / "crds"
-CRD_FILES = {"podgroups.scheduling.volcano.sh": "scheduling.volcano.sh_podgroups.yaml",
-             "podgroups.scheduling.x-k8s.io": "scheduling.x-k8s.io_podgroups.yaml"}
-VOLCANO_CRD, PLUGINS_CRD = CRD_FILES
-
-
-def _install(cp: ControlPlane, *names: str) -> None:
-    for name in names:
-        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS / CRD_FILES[name]))
-    wait_crds_established(cp, *names)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +78,31 @@ def test_a_job_gets_one_pod_group_and_its_pods_join_it(controlplane: ControlPlan
             else:
                 assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "gang", name
         assert namespace.condition("gang", podgroups.CONDITION) == {}, "created at once: nothing to say"
+
+
+def test_a_deleted_pod_group_is_created_again_before_the_next_pods(controlplane: ControlPlane,
+                                                                   podgroup_crds: None) -> None:
+    gang = podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS)
+    api = podgroups.APIS[gang.scheduler]
+    with gang_operator(controlplane, gang) as (_, namespace):
+        namespace.apply(job_manifest("regroup", ps=1, workers=1))
+        pods = namespace.wait_pods("regroup", {"regroup-ps-0", "regroup-worker-0"})
+        first = _pod_group(namespace, gang, "regroup")
+        assert first is not None
+        controlplane.custom.delete_namespaced_custom_object(api.group, api.version, namespace.name, api.plural,
+                                                            "regroup")
+        # Nothing needs the group while no pod is made: the operator does not watch PodGroups (it may only create).
+        # A replaced pod does: the group comes back first, and the event says why.
+        controlplane.core.delete_namespaced_pod("regroup-worker-0", namespace.name, grace_period_seconds=0)
+        wait_for(lambda: namespace.pods("regroup").get("regroup-worker-0", {}).get("metadata", {}).get("uid")
+                 not in (None, pods["regroup-worker-0"]["metadata"]["uid"]), 30, "a new regroup-worker-0")
+        again = _pod_group(namespace, gang, "regroup")
+        assert again is not None and again["metadata"]["uid"] != first["metadata"]["uid"]
+        assert again["spec"]["minMember"] == 2
+        wait_for(lambda: any(e["reason"] == "RecreatedPodGroup" for e in namespace.events("regroup")), 10,
+                 "the RecreatedPodGroup event")
+        (event,) = [e for e in namespace.events("regroup") if e["reason"] == "RecreatedPodGroup"]
+        assert event["type"] == "Warning" and "PodGroup regroup of the job was deleted" in event["message"]
 
 
 def test_without_the_pod_group_crd_the_job_says_so_and_creates_no_pods(controlplane: ControlPlane,

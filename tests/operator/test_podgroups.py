@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Optional
 
 import pytest
+from kubernetes.client import exceptions
 
 from tensorgrid_operator import cli
 from tensorgrid_operator import ensure_objects
@@ -120,3 +122,50 @@ def test_why_pods_wait(gang: podgroups.GangSettings, made: set[Any], error: str,
     job = {**JOB, "spec": spec, "status": {"state": state} if state else {}}
     upkeep = owned_objects.Upkeep(made=set(made), pod_group_error=error)
     assert ensure_objects.why_pods_wait(job, upkeep, gang) == expected
+
+
+class _Answers:
+    """What the API server answers a PodGroup create with: True (created), False (409: there), or an error."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.creates: list[dict[str, Any]] = []
+
+    def create_pod_group(self, group: str, version: str, plural: str, pod_group: dict[str, Any]) -> bool:
+        self.creates.append(pod_group)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return bool(self.answer)
+
+
+async def _call(fn: Any, *args: Any) -> Any:
+    return fn(*args)
+
+
+@pytest.mark.parametrize("made, fresh, answer, held, events, still_made", [
+    # made in this very pass: no second create
+    ({("PodGroup", "mnist")}, True, True, None, [], True),
+    # never made (its creation failed: why_pods_wait holds the pods already): nothing to ask
+    (set(), False, True, None, [], False),
+    # made in an earlier pass and still there (409)
+    ({("PodGroup", "mnist")}, False, False, None, [], True),
+    # made earlier and deleted since: created again, said with a Warning
+    ({("PodGroup", "mnist")}, False, True, None, [("Warning", "RecreatedPodGroup")], True),
+    # deleted, and the CRD with it: the pods wait, and the next pass's pod_group sets the condition
+    ({("PodGroup", "mnist")}, False, exceptions.ApiException(status=404, reason="Not Found"),
+     "could not create PodGroup mnist", [("Warning", "PodGroupCRDMissing")], False),
+])
+def test_a_pod_group_is_asked_for_before_new_pods(made: set[Any], fresh: bool, answer: Any, held: Optional[str],
+                                                  events: list[tuple[str, str]], still_made: bool) -> None:
+    kube = _Answers(answer)
+    said: list[tuple[str, str]] = []
+    job = {**JOB, "spec": {"replicaSpecs": {"PS": {"replicas": 1}, "Worker": {"replicas": 2}}}}
+    upkeep = owned_objects.Upkeep(made=set(made), pod_group_fresh=fresh)
+    result = asyncio.run(ensure_objects.pod_group_before_pods(
+        kube, _call, lambda kind, reason, message: said.append((kind, reason)), job, upkeep, PLUGINS))
+    assert (result is None) == (held is None) and (held is None or held in str(result))
+    assert said == events
+    assert (("PodGroup", "mnist") in upkeep.made) == still_made
+    expected_creates = 0 if fresh or not made else 1
+    assert len(kube.creates) == expected_creates
+    assert all(c["spec"] == {"minMember": 3} for c in kube.creates)

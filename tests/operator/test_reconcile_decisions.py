@@ -644,6 +644,33 @@ def test_stuck_pods_are_surfaced(pod_status: dict[str, Any], reason: str) -> Non
     assert sim.status["state"] == "Running"
 
 
+@pytest.mark.parametrize("group_fields, policy, said", [
+    ({}, None, None),
+    ({"labels": {"scheduling.x-k8s.io/pod-group": "mnist"}}, None,
+     "the job is gang scheduled: its PodGroup mnist has pods placed only when 3 of them (minMember) fit together"),
+    ({"annotations": {"scheduling.k8s.io/group-name": "mnist"}}, {"minAvailable": 2},
+     "the job is gang scheduled: its PodGroup mnist has pods placed only when 2 of them (minMember) fit together"),
+])
+def test_unschedulable_gang_pods_say_the_group_waits_whole(group_fields: dict[str, Any],
+                                                           policy: Optional[dict[str, Any]], said: Optional[str]) -> None:
+    job = make_job(ps=1, workers=2)
+    if policy:
+        job["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = policy
+    sim = Sim(job)
+    sim.step()
+    for pod in sim.pods.values():
+        for field, values in group_fields.items():
+            pod["metadata"].setdefault(field, {}).update(values)
+        pod["status"] = {"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/2 nodes are available: 2 rejected due to timeout after waiting 5s at plugin Coscheduling."}]}
+    sim.step()
+    message = sim.condition("Running")["message"]
+    assert sim.status["state"] == "Unschedulable"
+    assert "at plugin Coscheduling" in message
+    assert (said in message) if said else ("gang" not in message), message
+
+
 # --- the API server refuses to create (quota, admission, outage) ----------------------------------------
 
 QUOTA = ('pods "{}" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0')

@@ -1,0 +1,158 @@
+"""A real gang scheduler on the test control plane: scheduler-plugins' Coscheduling, as a second scheduler.
+
+scheduler-plugins (sigs.k8s.io/scheduler-plugins, built by ``hack/tools.sh
+--with-gang-scheduler``) is kube-scheduler with extra plugins, plus a controller that keeps
+each PodGroup's ``status.phase``. ``running_scheduler_plugins`` runs both as its install
+does: the scheduler with one profile, named like the operator's default
+``--gang-scheduler-name`` (``scheduler-plugins-scheduler``), whose Coscheduling plugin binds
+a PodGroup's pods only once ``minMember`` of them fit (they wait at its Permit stage, then
+are all released or all rejected); the control plane's own kube-scheduler keeps scheduling
+every other pod. The PodGroup CRD is the upstream one (tests/operator/crds).
+
+Without the binaries the tests skip, except under ``CI=true``, where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import ssl
+import subprocess
+import tempfile
+import urllib.request
+from typing import Iterator
+
+import pytest
+
+from kube_controlplane import wait_crds_established
+from operator_cluster import ControlPlane, free_port, wait_for
+from tensorgrid_operator import podgroups
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CRDS = pathlib.Path(__file__).parent / "crds"
+CRD_FILES = {"podgroups.scheduling.volcano.sh": "scheduling.volcano.sh_podgroups.yaml",
+             "podgroups.scheduling.x-k8s.io": "scheduling.x-k8s.io_podgroups.yaml",
+             "elasticquotas.scheduling.x-k8s.io": "scheduling.x-k8s.io_elasticquotas.yaml"}
+# ElasticQuota: unused here, but scheduler-plugins' controller watches it too and exits after 2 minutes without it.
+VOLCANO_CRD, PLUGINS_CRD, QUOTA_CRD = CRD_FILES
+SCHEDULER = "scheduler-plugins-scheduler"
+CONTROLLER = "scheduler-plugins-controller"
+# How long a group's first pods wait at Permit for the rest (upstream's example config: 10 s); then all are
+# rejected and tried again. Short, so a job that waits keeps retrying while the test adds capacity.
+PERMIT_WAITING_SECONDS = 5
+# How long a pod the scheduler found unschedulable waits before it is tried again, at most (kube-scheduler's
+# default: 5 minutes). Coscheduling's rejections are retried only on a new pod or a PodGroup change, not on a
+# new node (its EventsToRegister), so a job waiting for capacity starts up to this long after it appears.
+RETRY_UNSCHEDULABLE_SECONDS = 10
+
+
+def install_crds(cp: ControlPlane, *names: str) -> None:
+    """Installs the PodGroup CRDs (``VOLCANO_CRD``, ``PLUGINS_CRD``) and waits until they serve."""
+    for name in names:
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS / CRD_FILES[name]))
+    wait_crds_established(cp, *names)
+
+
+def binaries() -> tuple[pathlib.Path, pathlib.Path]:
+    """The scheduler and the controller of hack/tools.sh; skips (fails under CI=true) when they were not built."""
+    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
+                         check=True)
+    bin_dir = pathlib.Path(out.stdout.strip())
+    scheduler, controller = bin_dir / SCHEDULER, bin_dir / CONTROLLER
+    missing = [p.name for p in (scheduler, controller) if not p.exists()]
+    if missing:
+        message = (f"no {' or '.join(missing)} in {bin_dir}: build them with `hack/tools.sh --with-gang-scheduler` "
+                   f"(`make tools`)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return scheduler, controller
+
+
+def scheduler_config(kubeconfig: str) -> str:
+    """The scheduler's KubeSchedulerConfiguration: one profile, Coscheduling sorting the queue and gating binds."""
+    return f"""\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: {kubeconfig}
+profiles:
+- schedulerName: {podgroups.DEFAULT_SCHEDULER_PLUGINS_NAME}
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+    queueSort:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: "*"
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      permitWaitingTimeSeconds: {PERMIT_WAITING_SECONDS}
+"""
+
+
+def _healthy(port: int) -> bool:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=context) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
+    """scheduler-plugins' scheduler and controller against ``cp`` until the block ends (the PodGroup CRD installed)."""
+    scheduler, controller = binaries()
+    install_crds(cp, PLUGINS_CRD, QUOTA_CRD)
+    with tempfile.TemporaryDirectory(prefix="scheduler-plugins-") as work:
+        config = pathlib.Path(work) / "scheduler.yaml"
+        config.write_text(scheduler_config(cp.kubeconfig))
+        port = free_port()
+        logs = {name: open(pathlib.Path(work) / f"{name}.log", "w") for name in (SCHEDULER, CONTROLLER)}
+        processes = {
+            SCHEDULER: subprocess.Popen(
+                [str(scheduler), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+                 f"--cert-dir={work}/certs", "--v=2",
+                 f"--pod-max-in-unschedulable-pods-duration={RETRY_UNSCHEDULABLE_SECONDS}s"], stdout=logs[SCHEDULER], stderr=subprocess.STDOUT),
+            CONTROLLER: subprocess.Popen(
+                [str(controller), f"--kubeconfig={cp.kubeconfig}", "--metricsAddr=0", "--probeAddr=0"],
+                stdout=logs[CONTROLLER], stderr=subprocess.STDOUT),
+        }
+
+        def tail(name: str) -> str:
+            logs[name].flush()
+            return (pathlib.Path(work) / f"{name}.log").read_text()[-6000:]
+
+        def scheduler_up() -> bool:
+            for name, process in processes.items():
+                if process.poll() is not None:
+                    raise AssertionError(f"{name} exited ({process.returncode}): {tail(name)}")
+            return _healthy(port)
+
+        try:
+            wait_for(scheduler_up, 60, f"{SCHEDULER} /healthz")
+            yield
+            scheduler_up()  # both still running: the test saw them at work throughout
+        except BaseException:
+            for name in processes:  # shown with the failure (pytest's captured output)
+                print(f"--- the end of {name}'s log ---\n{tail(name)}")
+            raise
+        finally:
+            for process in processes.values():
+                process.terminate()
+            for name, process in processes.items():
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(30)
+                logs[name].close()

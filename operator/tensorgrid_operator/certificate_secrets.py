@@ -4,14 +4,14 @@ The certificates and Secrets themselves are ``job_certificates``'s; this module 
 calls (on the operator's thread pool, through ``call``) and says what went wrong through
 ``say`` (an Event on the job), so kopf stays in the handlers. A job's first pods cost one
 creation of its CA's Secret and one of each replica's; a later pass that makes pods
-(restarts, replicas added) reads the CA's Secret once, and each pod's Secret before
+(restarts, creations retried) reads the CA's Secret once, and each pod's Secret before
 making it (a restarted pod finds its replica's). Nothing is kept in memory between
 passes, so Secrets deleted by hand are seen at once.
 
 Jobs an earlier operator started have the one Secret ``<job>-tls`` and no CA key: their
-pods keep mounting it (:attr:`JobCertificates.job_wide`). Their certificate names the
-namespace's Services by wildcard, so replicas added to them are trusted too; a job gets
-per-replica certificates when it is created again.
+pods keep mounting it (:attr:`JobCertificates.job_wide`); a job gets per-replica
+certificates when it is created again (``spec.replicaSpecs`` is immutable, so a job's
+replicas are those it was created with).
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ with it):
 
 - ``<job>-ca`` (:func:`authority_secret`): the job's CA certificate and its private key
   (``ca.crt``, ``ca.key``), made once, before the job's first pods. The operator keeps the
-  key to sign the certificates of replicas added later (an edit of the spec) and of pods
-  made again; no pod mounts this Secret;
+  key to sign the certificates of replicas whose first pod is made in a later pass (a
+  creation refused and retried, pods held for their PodGroup) or whose Secret was
+  deleted; no pod mounts this Secret;
 - ``<pod>-tls`` (:func:`replica_secret`), one per replica, made before its pod and kept
   for the pods that replace it: ``ca.crt`` (the CA only), ``tls.crt`` and ``tls.key``, a
   certificate naming the replica's Service (``<pod>``, ``<pod>.<ns>``, ``<pod>.<ns>.svc``,

@@ -31,12 +31,12 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar, cast
 
 import kopf
 
+from tensorgrid_operator import certificate_secrets
 from tensorgrid_operator import conditions as cond_lib
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
 from tensorgrid_operator import ensure_objects
 from tensorgrid_operator import indexed
-from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import known_jobs
 from tensorgrid_operator import kube
@@ -183,6 +183,13 @@ def _runtime_of(memo: Any) -> _Runtime:
 
 def _body(job: dict[str, Any]) -> kopf.Body:
     return kopf.Body(cast(kopf.RawBody, job))
+
+
+def _say_on(job: dict[str, Any]) -> certificate_secrets.Say:
+    """Posts an Event on the job: ``say(type, reason, message)``."""
+    def say(kind: str, reason: str, message: str) -> None:
+        kopf.event(_body(job), type=kind, reason=reason, message=message)
+    return say
 
 
 def _wake(memo: Any, key: JobKey) -> None:
@@ -468,10 +475,7 @@ async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any
     """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects): the job as
     it is now (its status may say why the PodGroup is missing), and why its pods must wait, if so."""
     upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
-
-    def say(kind: str, reason: str, message: str) -> None:
-        kopf.event(_body(job), type=kind, reason=reason, message=message)
-
+    say = _say_on(job)
     await ensure_objects.job_objects(runtime.kube, runtime.call, say, job, indexed, upkeep,
                                      _job_object_settings(runtime.settings))
     gang = runtime.settings.gang
@@ -506,8 +510,10 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     """
     namespace, name = key
     k = runtime.kube
-    if plan.create_pods:
-        await _ensure_tls_secret(runtime, job)  # before anything is written: the pods mount it
+    first_pods = not cond_lib.is_true((job.get("status") or {}).get("conditions") or [], cond_lib.CREATED)
+    certificates = None
+    if plan.create_pods:  # before anything is written: the pods mount them
+        certificates = await certificate_secrets.for_job(k, runtime.call, _say_on(job), job, first_pods)
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
         job = await runtime.write_status(key, job, _replacing(job, plan.status))
@@ -531,8 +537,16 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     objects = [("Service", svc) for svc in plan.create_services] + [
         ("Pod", podgroups.with_gang_fields(jobobjects.with_pod_defaults(pod, pod_settings), runtime.settings.gang))
         for pod in plan.create_pods if held is None]
+
+    async def create_pod(pod: Obj) -> None:
+        assert certificates is not None  # made above whenever the plan creates pods
+        if certificates.job_wide:
+            pod = manifests.with_job_wide_tls(pod, name)
+        await certificate_secrets.replica_secret(k, runtime.call, _say_on(job), job, certificates, pod, first_pods)
+        await runtime.call(k.create_pod, pod)
+
     results = await runtime.calls(
-        [runtime.call(k.create_service if kind == "Service" else k.create_pod, obj) for kind, obj in objects])
+        [runtime.call(k.create_service, obj) if kind == "Service" else create_pod(obj) for kind, obj in objects])
     failures = [creation.CreateFailure("Pod", p["metadata"]["name"], None, held) for p in plan.create_pods if held]
     for (kind, obj), result in zip(objects, results):
         if isinstance(result, BaseException):
@@ -604,38 +618,6 @@ def _read_metrics(target: progress.Target, timeout: float) -> progress.Reading:
         reason = e.reason if isinstance(e, urllib.error.URLError) else e
         return progress.Reading(target.pod, error=f"{target.pod}: could not read {target.url}: {reason}")
     return progress.read_page(target.pod, text)
-
-
-async def _ensure_tls_secret(runtime: _Runtime, job: dict[str, Any]) -> None:
-    """Creates the job's TLS Secret (job_certificates) unless it exists: made once per job,
-    never again, so its pods keep trusting each other across restarts. A Secret of that
-    name that is not the job's stops the creation of pods, with a warning event.
-
-    A job's first pods try the creation at once (one call, not a read, a creation and a read
-    again: at 1,000 new jobs that is 2,000 calls fewer); later ones read first, since the
-    Secret is there by then.
-    """
-    meta = job["metadata"]
-    k = runtime.kube
-    name = manifests.tls_secret_name(meta["name"])
-    first_pods = not cond_lib.is_true((job.get("status") or {}).get("conditions") or [], cond_lib.CREATED)
-    secret = None if first_pods else await runtime.call(k.get_secret, meta["namespace"], name)
-    if secret is None:
-        secret = job_certificates.build_secret(job, spec_lib.parse_spec(job["spec"]))
-        try:
-            created = await runtime.call(k.create_secret, secret)
-        except Exception as e:
-            code, message = kube.error_details(e)
-            kopf.event(_body(job), type="Warning", reason="FailedCreateSecret",
-                       message=f"could not create secret {name} for the job's TLS certificates: {message} ({code})")
-            raise
-        if not created:  # one of that name exists: whose?
-            secret = await runtime.call(k.get_secret, meta["namespace"], name)
-    if secret is not None and not job_certificates.owned_by(secret, job):
-        message = (f"secret {name} exists and is not this job's; the job's TLS certificates go there: delete or "
-                   f"rename it (if it belonged to a deleted job of the same name, it goes away shortly)")
-        kopf.event(_body(job), type="Warning", reason="FailedCreateSecret", message=message)
-        raise RuntimeError(message)
 
 
 def resolve_peering(settings: config.Settings) -> config.Settings:

@@ -30,15 +30,21 @@ ALL_WORKERS_PS_GRACE_SECONDS = 30 * 24 * 3600
 # TF_CONFIG could never start. About 3,000 replicas with short job and namespace names.
 MAX_TF_CONFIG_BYTES = 131072
 
-# Mutual TLS between a job's pods: the Secret of job_certificates.py, mounted into every
-# main container, whose runtime finds it through TLS_DIR_ENV.
+# Mutual TLS between a job's pods: each replica's Secret of job_certificates.py, mounted into
+# its main container, whose runtime finds it through TLS_DIR_ENV.
 TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
 TLS_VOLUME = "tensorgrid-tls"
 TLS_MOUNT_PATH = "/var/run/tensorgrid/tls"
 
 
-def tls_secret_name(job_name: str) -> str:
-    """The Secret holding a job's CA certificate and its replicas' certificate and key."""
+def replica_tls_secret_name(pod_name: str) -> str:
+    """The Secret holding one replica's certificate and key, and the job's CA certificate."""
+    return f"{pod_name}-tls"
+
+
+def job_wide_tls_secret_name(job_name: str) -> str:
+    """The one Secret every replica of a job mounted before per-replica certificates (kept for
+    the jobs an earlier operator started: ``certificate_secrets``)."""
     return f"{job_name}-tls"
 
 
@@ -164,20 +170,31 @@ def _declare_port(container: Obj, name: str, number: int) -> None:
     ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
 
 
-def _mount_tls(main: Obj, pod_spec: Obj, job_name: str) -> None:
-    """Mounts the job's TLS Secret read-only into the main container and points the runtime at it.
+def _mount_tls(main: Obj, pod_spec: Obj, secret_name: str) -> None:
+    """Mounts the replica's TLS Secret read-only into the main container and points the runtime at it.
 
     A template that sets ``TENSORGRID_TLS_DIR`` itself (its own certificates, e.g. from
     cert-manager) keeps its value, and the Secret is mounted all the same.
     """
-    volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != TLS_VOLUME]
-    volumes.append({"name": TLS_VOLUME, "secret": {"secretName": tls_secret_name(job_name)}})
-    pod_spec["volumes"] = volumes
+    pod_spec["volumes"] = _with_tls_volume(pod_spec.get("volumes") or [], secret_name)
     mounts = [m for m in main.get("volumeMounts") or [] if m.get("name") != TLS_VOLUME]
     mounts.append({"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True})
     main["volumeMounts"] = mounts
     if TLS_DIR_ENV not in {e.get("name") for e in main.get("env") or []}:
         _set_env(main, TLS_DIR_ENV, TLS_MOUNT_PATH)
+
+
+def _with_tls_volume(volumes: list[Obj], secret_name: str) -> list[Obj]:
+    return [v for v in volumes if v.get("name") != TLS_VOLUME] + [
+        {"name": TLS_VOLUME, "secret": {"secretName": secret_name}}]
+
+
+def with_job_wide_tls(pod: Mapping[str, Any], job_name: str) -> Obj:
+    """``pod`` mounting its job's one ``<job>-tls`` Secret instead of its replica's: for a job whose
+    running pods show that Secret's certificate (an earlier operator's), so the new pod is trusted."""
+    pod_spec = dict(pod["spec"])
+    pod_spec["volumes"] = _with_tls_volume(pod_spec.get("volumes") or [], job_wide_tls_secret_name(job_name))
+    return {**pod, "spec": pod_spec}
 
 
 def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.ReplicaKey, epoch: int = 0,
@@ -223,7 +240,7 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         declared = {e.get("name") for e in main.get("env") or []}
         if key.rtype is spec_lib.ReplicaType.PS and grace is not None and PS_GRACE_ENV not in declared:
             _set_env(main, PS_GRACE_ENV, str(grace))  # a value in the template wins
-        _mount_tls(main, pod_spec, job_name)
+        _mount_tls(main, pod_spec, replica_tls_secret_name(spec_lib.pod_name(job_name, key)))
         main["ports"] = [dict(p) for p in main.get("ports") or []]
         _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))
         _declare_port(main, spec_lib.DATA_PORT_NAME, data_port)

@@ -30,7 +30,7 @@ def _task_directory(path, validity: datetime.timedelta) -> str:
 def test_a_task_with_expired_certificates_does_not_start_and_names_the_date(tmp_path):
     directory = _task_directory(tmp_path / "tls", datetime.timedelta(minutes=-30))  # ended 30 min ago
     with pytest.raises(ValueError, match=r"expired at \d{4}-\d\d-\d\d \d\d:\d\d UTC: peers refuse expired "
-                                         r"certificates\. Renew them: a TrainingJob's are in its Secret <job>-tls"):
+                                         r"certificates\. Renew them: a TrainingJob's are in its Secrets <job>-ca and <pod>-tls"):
         tls.load(directory)
     with LocalCluster(tmp_path, {"ps": 1}, start=False, extra_env={tls.TLS_DIR_ENV: directory}) as cluster:
         task = cluster.task("ps")

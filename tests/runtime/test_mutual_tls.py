@@ -167,3 +167,39 @@ def test_tensorgrid_local_makes_certificates_per_task_and_removes_them(tmp_path)
     assert len(directories) == 2, result.stdout  # one per task
     assert os.environ.get(tls.TLS_DIR_ENV) not in directories  # made for this run, not inherited
     assert not any(os.path.exists(d) for d in directories), "the run's certificates must be removed at exit"
+
+
+def test_a_client_refuses_a_task_of_the_job_whose_certificate_names_another_address(tmp_path, monkeypatch):
+    """Each replica of an operator's job shows a certificate naming only its own Service: a member's
+    key cannot serve for another replica's address, on gRPC or the data channel (a client checks
+    the name it dialed), while the same key serves its own name."""
+    authority = certificates.new_authority("a job's CA")
+    member = str(tmp_path / "member")
+    certificates.write_task_directory(member, authority, "job-worker-1", ["job-worker-1.team.svc"])
+    client = tls.load(certificates.write_task_directory(str(tmp_path / "client"), authority, "job-worker-0",
+                                                        ["job-worker-0.team.svc"]))
+    data_port = ports.free_ports(1)[0]
+    monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, "0")  # TCP and TLS, as between pods
+    with LocalCluster(tmp_path, {"ps": 1}, start=False,
+                      extra_env={tls.TLS_DIR_ENV: member, ports.DATA_PORT_ENV: str(data_port),
+                                 ports.LOCAL_SOCKETS_ENV: "0"}) as cluster:
+        task = cluster.task("ps")
+        task.start(wait=False)
+        task.wait_listening()
+        # Dialed as localhost (another replica's address, for this key): refused.
+        with pytest.raises(grpc.RpcError) as refused:
+            _get_status(task.address, client.grpc_channel())
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        channel = data_channel.DataChannelClient(connect_timeout_s=5, io_timeout_s=5, tls=client.client_context)
+        try:
+            assert "Hostname mismatch" in channel.why_unreachable("localhost", data_port)
+        finally:
+            channel.close()
+        # Dialed by the name its certificate carries: answered.
+        port = task.address.rsplit(":", 1)[1]
+        own_name = grpc.secure_channel(f"localhost:{port}", client.grpc_channel(),
+                                       options=[("grpc.ssl_target_name_override", "job-worker-1.team.svc")])
+        try:
+            assert own_name.unary_unary("/tensorgrid.v1.Worker/GetStatus")(b"", timeout=5) is not None
+        finally:
+            own_name.close()

@@ -31,6 +31,7 @@ from tensorgrid import metrics
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import ports
+from tensorgrid.distributed import sender_names
 from tensorgrid.distributed import step_calls
 from tensorgrid.distributed import transport
 from tensorgrid.distributed import worker as worker_lib
@@ -55,10 +56,10 @@ WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"]
 
 T = TypeVar("T")
 
-StepBody = Callable[[Any, dict[str, Any], str], tuple[message_lib.Message, list[tuple[str, Any]]]]
+StepBody = Callable[[Any, dict[str, Any], stream_io.Peer], tuple[message_lib.Message, list[tuple[str, Any]]]]
 """A call of a step written once: (request message, tensors by name, who sent it) ->
-(response, tensors). Who sent it is what the server saw (``stream_io.peer_identity``,
-``grpc_peer_identity``), never a name in the request."""
+(response, tensors). Who sent it is what the server saw (``stream_io.peer_of``,
+``grpc_peer``), never a name in the request."""
 
 
 # ---------------------------------------------------------------------- errors across the wire
@@ -96,20 +97,22 @@ def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -
 class StepHandlers:
     """RunStep, RunGraph and PushTensors, each written once, for both protocols."""
 
-    def __init__(self, worker: worker_lib.Worker, master: master_lib.Master) -> None:
+    def __init__(self, worker: worker_lib.Worker, master: master_lib.Master,
+                 senders: sender_names.SenderNames) -> None:
         self._worker = worker
         self._master = master
+        self._senders = senders
         self._pushed_bytes = metrics.RPC_BYTES.labels("PushTensors", "received")
 
     def run_step(self, request: master_pb2.RunStepRequest, feeds: dict[str, Any],
-                 peer: str) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+                 peer: stream_io.Peer) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
         timeout = request.options.timeout_in_ms / 1000.0 if request.options.timeout_in_ms else None
         values = self._master.run_step(request.session_handle, feeds, list(request.fetch), list(request.target),
                                        timeout=timeout)
         return master_pb2.RunStepResponse(), list(zip(request.fetch, values))
 
     def run_graph(self, request: worker_pb2.RunGraphRequest, feeds: dict[str, Any],
-                  peer: str) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+                  peer: stream_io.Peer) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
         feed_names, fetch_names = self._worker.signature(request.graph_handle)
         missing = [n for n in feed_names if n not in feeds]
         if missing:
@@ -120,10 +123,12 @@ class StepHandlers:
         return worker_pb2.RunGraphResponse(step_id=request.step_id), list(zip(fetch_names, values))
 
     def push_tensors(self, request: worker_pb2.PushTensorsRequest, tensors: dict[str, Any],
-                     peer: str) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
-        # The rendezvous counts them against the peer that sent them, not request.from_task
-        # or the keys' sending task: those are whatever the pusher wrote.
-        self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()), origin=peer)
+                     peer: stream_io.Peer) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
+        # The keys' sending task is whatever the pusher wrote: held to the client's certificate
+        # where names tell tasks apart (sender_names), and the rendezvous counts the tensors
+        # against the peer that sent them, not request.from_task.
+        self._senders.check("PushTensors", tensors, peer.names)
+        self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()), origin=peer.identity)
         metrics.TENSORS_RECEIVED.inc(len(tensors))
         self._pushed_bytes.inc(sum(int(v.nbytes) for v in tensors.values()))
         return worker_pb2.PushTensorsResponse(), []
@@ -147,7 +152,7 @@ def _serve_frames(call: step_calls.StepCall, body: StepBody, tx: transport.Trans
         if first.WhichOneof("kind") != "request":
             raise errors.InvalidArgumentError(None, None, f"{call.name} must start with a request frame")
         request: Any = getattr(first, "request")
-        response, reply_tensors = body(request, tensors, grpc_peer_identity(context.peer()))
+        response, reply_tensors = body(request, tensors, grpc_peer(context))
         if not call.replies_with_frames:
             return response
         return tx.write_frames(call.frame_type(response=response), reply_tensors, context=context,
@@ -162,7 +167,7 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
     served = metrics.DATA_CHANNEL_CALLS.labels(call.name)
 
     def handle(control: bytes, received: list[wire.ReceivedTensor],
-               peer: str) -> tuple[int, bytes, list[tuple[str, Any]]]:
+               peer: stream_io.Peer) -> tuple[int, bytes, list[tuple[str, Any]]]:
         started = time.perf_counter()
         served.inc()
         try:
@@ -181,6 +186,16 @@ def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_cha
         finally:
             duration.observe(time.perf_counter() - started)
     return handle
+
+
+def grpc_peer(context: grpc.ServicerContext) -> stream_io.Peer:
+    """Who sent a gRPC call: ``grpc_peer_identity``, and the names of its TLS certificate."""
+    auth = context.auth_context()
+    names = None
+    if b"ssl" in auth.get("transport_security_type", ()):
+        names = frozenset(bytes(name).decode("utf-8", "replace").strip().lower()
+                          for name in auth.get("x509_subject_alternative_name", ()))
+    return stream_io.Peer(grpc_peer_identity(context.peer()), names)
 
 
 def grpc_peer_identity(peer: str) -> str:
@@ -388,7 +403,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     except OSError as e:
         where = f" (set by {ports.DATA_PORT_ENV})" if data_port else ""
         raise RuntimeError(f"Cannot start the data channel of {server.task}{where}: {e}") from None
-    steps = StepHandlers(server.worker, server.master)
+    steps = StepHandlers(server.worker, server.master, sender_names.SenderNames(server.cluster))
     tx.serve_calls(steps.data_channel_handlers())
     shared_pool = concurrent.futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="rpc")
     recv_pool = wait_pool.WaitPool(limits.recv_tensor_max_waiting, shared_pool, "recv-tensor")

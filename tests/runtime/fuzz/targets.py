@@ -41,6 +41,7 @@ os.environ.update({
     "TENSORGRID_DATA_CHANNEL": "1",
 })
 
+from tensorgrid.distributed import sender_names
 from tensorgrid.distributed import server as server_lib
 from tensorgrid.distributed import services
 from tensorgrid.distributed import transport
@@ -90,7 +91,8 @@ class _Task:
         self.tx = transport.Transport(transport.TransportConfig(data_host="127.0.0.1",
                                                                 max_tensor_bytes=MAX_TENSOR_BYTES,
                                                                 data_header_timeout_s=1.0, data_idle_timeout_s=1.0))
-        steps = services.StepHandlers(self.server.worker, self.server.master)
+        steps = services.StepHandlers(self.server.worker, self.server.master,
+                                      sender_names.SenderNames(self.server.cluster))
         self.tx.serve_calls(steps.data_channel_handlers())
         recv_pool = wait_pool.WaitPool(self.server.limits.recv_tensor_max_waiting,
                                        concurrent.futures.ThreadPoolExecutor(max_workers=1), "fuzz-recv-tensor")
@@ -218,6 +220,9 @@ class _Context:
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:1"
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {"transport_security_type": [b"insecure"]}  # what grpc says of a plaintext call
 
     def invocation_metadata(self) -> tuple[Any, ...]:
         return ()

@@ -98,9 +98,9 @@ class Method(enum.IntEnum):
     RUN_STEP = 3
 
 
-CallHandler = Callable[[bytes, list[wire.ReceivedTensor], str], tuple[int, bytes, Iterable[tuple[str, Any]]]]
-"""Takes a call's control bytes, its tensors and who sent it (``stream_io.peer_identity``
-of its connection); returns the status of the answer (a gRPC status number, 0: OK), the
+CallHandler = Callable[[bytes, list[wire.ReceivedTensor], stream_io.Peer], tuple[int, bytes, Iterable[tuple[str, Any]]]]
+"""Takes a call's control bytes, its tensors and who sent it (``stream_io.peer_of`` its
+connection); returns the status of the answer (a gRPC status number, 0: OK), the
 reply's control bytes (the error message when not OK) and its tensors."""
 
 
@@ -399,7 +399,7 @@ class DataServer:
     def _serve_calls(self, conn: socket.socket) -> None:
         """The calls of one connection, in order; a malformed one is answered and ends it."""
         assert self._pool is not None
-        peer = stream_io.peer_identity(conn)
+        peer = stream_io.peer_of(conn)
         while True:
             prefix = self._next_request(conn, _CALL_REQUEST.size)
             method, control_bytes, header_bytes = _CALL_REQUEST.unpack(prefix)

@@ -9,6 +9,7 @@ reached on and who may use it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -135,6 +136,27 @@ def same_user(sock: socket.socket) -> bool:
     credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
     _, uid, _ = PEER_CREDENTIALS.unpack(credentials)
     return bool(uid == os.getuid())
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """Who sent a call, as far as a server can tell without trusting anything the call says."""
+
+    identity: str
+    """The process (a Unix socket), the host, or the loopback connection (``peer_identity``): what
+    the rendezvous counts pushed tensors against."""
+    names: Optional[frozenset[str]] = None
+    """The DNS names and IP addresses of the client's TLS certificate, lower case; ``None`` without
+    TLS (``sender_names`` holds a client to them)."""
+
+
+def peer_of(sock: socket.socket) -> Peer:
+    """The peer of an accepted connection (TLS handshake done, for a TLS one)."""
+    names = None
+    if isinstance(sock, ssl.SSLSocket):
+        alt_names: Any = (sock.getpeercert() or {}).get("subjectAltName", ())  # ((kind, value), ...)
+        names = frozenset(str(value).strip().lower() for kind, value in alt_names if kind in ("DNS", "IP Address"))
+    return Peer(peer_identity(sock), names)
 
 
 def peer_identity(sock: socket.socket) -> str:

@@ -149,8 +149,9 @@ def load(directory: str) -> Credentials:
     return credentials
 
 
-RENEWAL_ADVICE = ("Renew them: a TrainingJob's are in its Secret <job>-tls (delete it, and restart the whole job "
-                  "so every pod gets the new CA; docs/security.md); `tensorgrid local` makes new ones at each run.")
+RENEWAL_ADVICE = ("Renew them: a TrainingJob's are in its Secrets <job>-ca and <pod>-tls (delete them all, `kubectl "
+                  "delete secret -l tensorgrid.io/job-name=<job>`, and restart the whole job so every pod gets the "
+                  "new CA; docs/security.md); `tensorgrid local` makes new ones at each run.")
 
 
 class ExpiryWatch:

@@ -159,14 +159,17 @@ class Cluster:
 class Operator:
     """The operator as its own process, watching one namespace."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, probe: list[str]) -> None:
+        """``probe``: the arguments of bench/memory_probe.py to start the operator through, if any."""
         self.metrics_port = free_port()
         self.log = open(pathlib.Path(tempfile.gettempdir()) / f"operator-{namespace}.log", "w")
+        start = [str(ROOT / "bench/memory_probe.py"), *probe, "--"] if probe else ["-m", "tensorgrid_operator"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tensorgrid_operator", "--standalone", "-n", namespace, "--metrics-port",
+            [sys.executable, *start, "--standalone", "-n", namespace, "--metrics-port",
              str(self.metrics_port), "--liveness-port", "off", "--kubeconfig", cluster.kubeconfig,
              "--progress-interval-seconds", "0"], stdout=subprocess.DEVNULL, stderr=self.log)
-        wait_for(self._answers, 60, "the operator's metrics", every=0.2)
+        # Under tracemalloc (--memory-profile --tracemalloc) its imports alone take a minute or more.
+        wait_for(self._answers, 600 if probe else 60, "the operator's metrics", every=0.2)
         self.cpu_at_start = cpu_seconds(self.process.pid)
 
     def _answers(self) -> bool:
@@ -212,12 +215,18 @@ def say(message: str) -> None:
 def drop_namespace(cluster: Cluster, namespace: str) -> None:
     """Delete its jobs (while the operator runs: it removes its finalizer from each), then the namespace;
     wait until it is gone, so its pods' deletion does not load the next measurement."""
-    try:
-        cluster.custom.delete_collection_namespaced_custom_object("tensorgrid.io", "v1", namespace, "trainingjobs")
-    except kubernetes.client.exceptions.ApiException as e:
-        if e.status != 504:  # 1,000 deletions may outlast the request's timeout; they go on regardless
-            raise
-    wait_for(lambda: not cluster.job_states(namespace), 1800, f"the jobs of {namespace} to be deleted", every=5)
+    def deleted() -> bool:
+        try:
+            cluster.custom.delete_collection_namespaced_custom_object("tensorgrid.io", "v1", namespace,
+                                                                      "trainingjobs")
+        except kubernetes.client.exceptions.ApiException as e:
+            # 1,000 deletions may outlast the request's timeout (504): the jobs it had not reached
+            # by then are not deleted (seen at 2026-11-23 16:49: 473 of 1,000), so ask again.
+            if e.status != 504:
+                raise
+        return not cluster.job_states(namespace)
+
+    wait_for(deleted, 1800, f"the jobs of {namespace} to be deleted", every=5)
     cluster.core.delete_namespace(namespace)
 
     def gone() -> bool:
@@ -230,11 +239,11 @@ def drop_namespace(cluster: Cluster, namespace: str) -> None:
     wait_for(gone, 1800, f"namespace {namespace} to be deleted", every=5)
 
 
-def many_jobs(cluster: Cluster, jobs: int, workers: int) -> dict[str, Any]:
+def many_jobs(cluster: Cluster, jobs: int, workers: int, probe: list[str]) -> dict[str, Any]:
     """``jobs`` jobs of 1 PS + ``workers`` workers applied at once: the figures of the module docstring."""
     results: dict[str, Any] = {"jobs": jobs, "pods": jobs * (1 + workers), "load_before": os.getloadavg()}
     namespace = fresh_namespace(cluster, f"scale-{jobs}")
-    operator = Operator(cluster, namespace)
+    operator = Operator(cluster, namespace, probe)
     try:
         say(f"applying {jobs} jobs of 1 PS + {workers} workers")
         cpu_before = cluster.cpu_seconds()
@@ -261,11 +270,11 @@ def many_jobs(cluster: Cluster, jobs: int, workers: int) -> dict[str, Any]:
     return results
 
 
-def big_and_small(cluster: Cluster, big_workers: int) -> dict[str, Any]:
+def big_and_small(cluster: Cluster, big_workers: int, probe: list[str]) -> dict[str, Any]:
     """A job of 1 PS + ``big_workers`` workers, then at once one of 1 PS + 4: how long the small one waits."""
     results: dict[str, Any] = {"big_job_workers": big_workers, "load_before": os.getloadavg()}
     namespace = fresh_namespace(cluster, "big-small")
-    operator = Operator(cluster, namespace)
+    operator = Operator(cluster, namespace, probe)
     try:
         t0 = time.monotonic()
         try:
@@ -329,7 +338,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100, help="jobs of 1 PS + --workers workers applied at once")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--big-job", type=int, default=0, help="workers of the big job beside a small one (0: skip)")
+    parser.add_argument("--memory-profile", type=pathlib.Path, default=None, metavar="DIR",
+                        help="start the operator through bench/memory_probe.py, which writes where its memory is "
+                             "at each new peak into DIR/many-jobs and DIR/big-job")
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                        help="with --memory-profile: trace Python's allocations with this many frames (slower)")
     args = parser.parse_args()
+
+    def probe(run: str) -> list[str]:
+        if args.memory_profile is None:
+            return []
+        # Each report holds the interpreter (seconds under tracemalloc): one per 25 MiB of growth.
+        return [str(args.memory_profile / run), "--tracemalloc", str(args.tracemalloc),
+                "--step-mib", "25"]
     state_dir = None
     kubeconfig = os.environ.get("TENSORGRID_KUBECONFIG")
     if not kubeconfig:
@@ -354,9 +375,9 @@ def main() -> None:
         wait_for(lambda: _lists_jobs(cluster), 120, "the TrainingJob storage", every=1)
         kwok = start_kwok(cluster, KWOK_NODES)
         if args.jobs:
-            runs["many_jobs"] = many_jobs(cluster, args.jobs, args.workers)
+            runs["many_jobs"] = many_jobs(cluster, args.jobs, args.workers, probe("many-jobs"))
         if args.big_job:
-            runs["big_and_small"] = big_and_small(cluster, args.big_job)
+            runs["big_and_small"] = big_and_small(cluster, args.big_job, probe("big-job"))
     finally:
         for i in range(KWOK_NODES):
             try:

@@ -41,6 +41,11 @@ class Settings:
     """The operator gives up on a watch the server did not end in time (a stalled connection) and watches anew."""
     watch_connect_timeout_seconds: float = 30.0
     """A watch connection that does not open within this long is tried again."""
+    watch_worker_idle_seconds: float = 0.5
+    """kopf keeps a task per watched object (pod, Service, job) from its event until this long after
+    it, holding the object's last event whole (a pod parsed is about 25 KB, plus its TF_CONFIG). kopf's
+    default of 5 s keeps thousands of them alive while a thousand jobs start; the next event of an
+    object only starts a new task."""
     stuck_terminating_seconds: float = 300.0
     """A pod still terminating this long after its grace period is reported stuck (condition, Warning event)."""
     force_delete_stuck_pods: bool = False

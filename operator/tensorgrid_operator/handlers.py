@@ -242,6 +242,9 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     settings.watching.server_timeout = int(ours.watch_server_timeout_seconds)  # "300.0" is a 400 Bad Request
     settings.watching.client_timeout = ours.watch_client_timeout_seconds
     settings.watching.connect_timeout = ours.watch_connect_timeout_seconds
+    # Each watched object's task holds its last event whole until it idles out: at a thousand
+    # starting jobs, the operator's peak memory (docs/limits.md).
+    settings.queueing.idle_timeout = ours.watch_worker_idle_seconds
 
 
 @kopf.on.startup()

@@ -90,12 +90,10 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
     job_spec = _spec_or_none(job)
     if job_spec is None:
         return None
-    group = podgroups.pod_group(job, job_spec, gang)
-    assert group is not None
+    name = job["metadata"]["name"]
     api = podgroups.APIS[gang.scheduler]
-    name = group["metadata"]["name"]
     try:
-        await call(kube.create_pod_group, api.group, api.version, api.plural, group)
+        await _create_pod_group(kube, call, job, job_spec, gang)
     except Exception as e:  # noqa: BLE001 - every refusal is said, and tried again next pass
         code, message = kube_lib.error_details(e)
         reason, text = podgroups.failure_message(gang, name, code, message)
@@ -127,11 +125,8 @@ async def pod_group_before_pods(kube: kube_lib.Kube, call: Call, say: Say, job: 
     job_spec = _spec_or_none(job)
     if job_spec is None:
         return None
-    group = podgroups.pod_group(job, job_spec, gang)
-    assert group is not None
-    api = podgroups.APIS[gang.scheduler]
     try:
-        created = await call(kube.create_pod_group, api.group, api.version, api.plural, group)
+        created = await _create_pod_group(kube, call, job, job_spec, gang)
     except Exception as e:  # noqa: BLE001 - said; the next pass's pod_group tries again and sets the condition
         code, message = kube_lib.error_details(e)
         reason, text = podgroups.failure_message(gang, name, code, message)
@@ -142,6 +137,15 @@ async def pod_group_before_pods(kube: kube_lib.Kube, call: Call, say: Say, job: 
     if created:
         say("Warning", "RecreatedPodGroup", podgroups.recreated_message(name))
     return None
+
+
+async def _create_pod_group(kube: kube_lib.Kube, call: Call, job: Mapping[str, Any], job_spec: spec_lib.JobSpec,
+                            gang: podgroups.GangSettings) -> Any:
+    """Asks the API server for the job's PodGroup; what ``kube.create_pod_group`` answers."""
+    group = podgroups.pod_group(job, job_spec, gang)
+    assert group is not None
+    api = podgroups.APIS[gang.scheduler]
+    return await call(kube.create_pod_group, api.group, api.version, api.plural, group)
 
 
 def why_pods_wait(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> Optional[str]:

@@ -134,3 +134,81 @@ def test_a_task_refuses_a_member_pushing_as_another_and_keeps_serving(ps_at_its_
             "127.0.0.4: a task may push only its own tensors") in refused
     assert _push(ps, directories["worker", 0], _worker(0)) == "taken"
     assert ps.process is not None and ps.process.poll() is None
+
+
+def test_only_a_task_itself_reports_its_end_and_only_the_chief_stops_a_task() -> None:
+    names = sender_names.SenderNames(cluster_lib.ClusterSpec(PODS))
+    worker_1 = _own_names("mnist-worker-1")
+    names.check_task("Shutdown", ("worker", 1), worker_1, "why")
+    names.check_task("Shutdown", ("worker", 0), None, "why")  # no TLS: nothing to hold the client to
+    with pytest.raises(tf.errors.PermissionDeniedError) as refused:
+        names.check_task("Shutdown", ("worker", 0), worker_1, "only the chief stops a task")
+    assert refused.value.message == (
+        "Shutdown: the client's certificate names 127.0.0.1, ::1, localhost, mnist-worker-1, mnist-worker-1.team, "
+        "mnist-worker-1.team.svc, mnist-worker-1.team.svc.cluster.local, not /job:worker/replica:0/task:0 (at "
+        "mnist-worker-0.team.svc): only the chief stops a task")
+
+
+def test_only_tasks_that_run_sessions_clear_variables() -> None:
+    names = sender_names.SenderNames(cluster_lib.ClusterSpec(PODS))
+    names.check_jobs("CleanupAll", ["worker"], _own_names("mnist-worker-1"), "why")
+    names.check_jobs("CleanupAll", ["worker"], frozenset({"10.0.0.7"}), "why")
+    with pytest.raises(tf.errors.PermissionDeniedError, match=r"^CleanupAll: the client's certificate names .*"
+                       r"mnist-ps-0.team.svc.cluster.local, no task of chief, worker: only sessions$"):
+        names.check_jobs("CleanupAll", ["worker", "chief"], _own_names("mnist-ps-0"), "only sessions")
+    loopback = sender_names.SenderNames(cluster_lib.ClusterSpec({"ps": ["localhost:1"], "worker": ["localhost:2"]}))
+    loopback.check_jobs("CleanupAll", ["worker"], frozenset({"localhost"}), "why")  # names cannot tell them apart
+
+
+CALLER = """
+import sys
+import grpc
+from tensorgrid.distributed.transport import tls
+from tensorgrid.v1 import worker_pb2, worker_pb2_grpc
+address, method, finished, is_chief = sys.argv[1:]
+channel = tls.open_channel(address, tls.from_env(), [])
+stub = worker_pb2_grpc.WorkerStub(channel)
+if method == "CleanupAll":
+    request = worker_pb2.CleanupAllRequest()
+else:
+    request = worker_pb2.ShutdownRequest(reason="test", finished_task=finished, finished_task_is_chief=is_chief == "1")
+try:
+    getattr(stub, method)(request, timeout=30)
+    print("taken")
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+
+
+def _call(ps: TaskProcess, directory: str, method: str, finished: str = "", is_chief: bool = False) -> str:
+    env = task_environment({tls.TLS_DIR_ENV: directory, ports.LOCAL_SOCKETS_ENV: "0"})
+    env.pop(tls.INSECURE_ENV, None)
+    called = subprocess.run([sys.executable, "-c", CALLER, ps.address, method, finished, "1" if is_chief else "0"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert called.returncode == 0, called.stderr
+    return called.stdout.strip()
+
+
+def test_a_task_takes_ends_stops_and_clears_only_from_the_tasks_entitled(ps_at_its_own_address):
+    """A member's certificate (worker 1's, the PS's own) cannot report another task's end, stop
+    the PS (only the chief, worker 0, may) or clear its variables (the PS runs no sessions)."""
+    ps, directories = ps_at_its_own_address
+    worker_1, ps_itself = directories["worker", 1], directories["ps", 0]
+    assert _call(ps, worker_1, "Shutdown", _worker(0), is_chief=True) == (
+        "PERMISSION_DENIED Shutdown: the client's certificate names 127.0.0.4, not /job:worker/replica:0/task:0 "
+        "(at 127.0.0.3): a task reports only its own end")
+    assert _call(ps, worker_1, "Shutdown", _worker(1), is_chief=True) == (
+        "INVALID_ARGUMENT Shutdown: finished_task_is_chief=True for /job:worker/replica:0/task:1, which is not the "
+        "chief")
+    assert _call(ps, worker_1, "Shutdown", "/job:ps/replica:0/task:0").startswith(
+        "INVALID_ARGUMENT Shutdown: finished_task '/job:ps/replica:0/task:0' is not a training task of the cluster "
+        "(one of /job:worker/replica:0/task:0, /job:worker/replica:0/task:1)")
+    assert _call(ps, worker_1, "Shutdown") == (
+        "PERMISSION_DENIED Shutdown: the client's certificate names 127.0.0.4, not /job:worker/replica:0/task:0 "
+        "(at 127.0.0.3): only the chief stops a task")
+    assert _call(ps, ps_itself, "CleanupAll") == (
+        "PERMISSION_DENIED CleanupAll: the client's certificate names 127.0.0.2, no task of worker: only a task that "
+        "runs sessions clears variables (Session.reset)")
+    assert _call(ps, worker_1, "CleanupAll") == "taken"
+    assert _call(ps, worker_1, "Shutdown", _worker(1)) == "taken"  # its own end: the PS waits for worker 0
+    assert ps.process is not None and ps.process.poll() is None

@@ -1,11 +1,23 @@
-"""Which tasks a client may push tensors for: the names of its certificate against the sender its keys name.
+"""What a member of a job may ask of a task: the names of its certificate against the task a call speaks for.
 
-Why it exists: a rendezvous key names its sending task in its own text
-(``partition.rendezvous_key``), and a task's rendezvous takes the key as written. Where
-each task shows a certificate naming only its own address (the operator's per-replica
-certificates, docs/security.md), a server can hold a client to it: a PushTensors whose key
-names a sending task that the client's certificate does not name is refused with
-PERMISSION_DENIED naming both, so one member of a job cannot write another's tensors.
+Why it exists: mutual TLS keeps everyone outside a job out, but every member's certificate
+is signed by the same CA. Where each task shows a certificate naming only its own address
+(the operator's per-replica certificates, docs/security.md), a server can hold a client to
+the task it is, with PERMISSION_DENIED naming both:
+
+- PushTensors: a rendezvous key names its sending task in its own text
+  (``partition.rendezvous_key``), and a task's rendezvous takes the key as written. A key
+  naming a sending task that the client's certificate does not name is refused, so one
+  member cannot write another's tensors (``check``);
+- Shutdown reporting a finished training task (``finished_task``): only that task may say
+  it finished, since a parameter server stops once every training task has, or a grace
+  period after the chief (``check_task``);
+- Shutdown asking a task to stop now: only the chief, the task that ends the training;
+- CleanupAll (clearing a task's variables, ``Session.reset``): only a task that runs
+  sessions, not a parameter server (``check_jobs``).
+
+RunStep, RunGraph, RecvTensor and the calls that set a step up stay open to every member:
+in between-graph replication each worker's session runs graphs on every parameter server.
 
 Only where the names tell tasks apart:
 
@@ -37,8 +49,33 @@ class SenderNames:
 
     def __init__(self, cluster: cluster_lib.ClusterSpec) -> None:
         hosts = {(job, index): _host(address) for job, index, address in cluster.all_tasks()}
+        self._tasks = list(hosts)
         shared = collections.Counter(hosts.values())
         self._hosts = {task: host for task, host in hosts.items() if shared[host] == 1}
+
+    def check_task(self, method: str, task: tuple[str, int], names: Optional[frozenset[str]], why: str) -> None:
+        """PermissionDeniedError if ``names`` (``None`` without TLS) do not carry the host of
+        ``task``, where no other task shares it; ``why`` ends the message (who may call)."""
+        if names is None:
+            return
+        host = self._hosts.get(task)
+        if host is None or _names_host(names, host):
+            return
+        raise errors.PermissionDeniedError(
+            None, None, f"{method}: the client's certificate names {', '.join(sorted(names)) or 'nothing'}, not "
+            f"{cluster_lib.task_name(*task)} (at {host}): {why}")
+
+    def check_jobs(self, method: str, jobs: Iterable[str], names: Optional[frozenset[str]], why: str) -> None:
+        """PermissionDeniedError unless ``names`` carry the host of a task of ``jobs`` (or a
+        task of theirs shares its host with another, and names cannot tell them apart)."""
+        if names is None:
+            return
+        tasks = [task for task in self._tasks if task[0] in set(jobs)]
+        if any(task not in self._hosts or _names_host(names, self._hosts[task]) for task in tasks):
+            return
+        raise errors.PermissionDeniedError(
+            None, None, f"{method}: the client's certificate names {', '.join(sorted(names)) or 'nothing'}, no task "
+            f"of {', '.join(sorted(set(jobs)))}: {why}")
 
     def check(self, method: str, keys: Iterable[str], names: Optional[frozenset[str]]) -> None:
         """PermissionDeniedError if a key of ``keys`` names a sending task whose host ``names`` (the

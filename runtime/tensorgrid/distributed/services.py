@@ -28,6 +28,7 @@ import grpc
 from google.protobuf import message as message_lib
 
 from tensorgrid import metrics
+from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import ports
@@ -101,7 +102,8 @@ class StepHandlers:
                  senders: sender_names.SenderNames) -> None:
         self._worker = worker
         self._master = master
-        self._senders = senders
+        self.senders = senders
+        """Who may ask what (``sender_names``): PushTensors here, CleanupAll and Shutdown on gRPC."""
         self._pushed_bytes = metrics.RPC_BYTES.labels("PushTensors", "received")
 
     def run_step(self, request: master_pb2.RunStepRequest, feeds: dict[str, Any],
@@ -127,7 +129,7 @@ class StepHandlers:
         # The keys' sending task is whatever the pusher wrote: held to the client's certificate
         # where names tell tasks apart (sender_names), and the rendezvous counts the tensors
         # against the peer that sent them, not request.from_task.
-        self._senders.check("PushTensors", tensors, peer.names)
+        self.senders.check("PushTensors", tensors, peer.names)
         self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()), origin=peer.identity)
         metrics.TENSORS_RECEIVED.inc(len(tensors))
         self._pushed_bytes.inc(sum(int(v.nbytes) for v in tensors.values()))
@@ -285,15 +287,33 @@ class WorkerServicer:
 
     def CleanupAll(self, request: worker_pb2.CleanupAllRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
+            session_jobs = [job for job in self._server.cluster.jobs if job != "ps"]
+            self._steps.senders.check_jobs("CleanupAll", session_jobs, grpc_peer(context).names,
+                                           "only a task that runs sessions clears variables (Session.reset)")
             self._worker.cleanup_all(list(request.container))
             return worker_pb2.CleanupAllResponse()
         return _answer(context, "CleanupAll", body)
 
     def Shutdown(self, request: worker_pb2.ShutdownRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
+            names = grpc_peer(context).names
+            cluster = self._server.cluster
+            chief = cluster_lib.chief_task(cluster)
             if request.finished_task:
-                self._server.on_task_finished(request.finished_task, request.finished_task_is_chief)
+                training = {cluster_lib.task_name(job, index): (job, index)
+                            for job, index in cluster_lib.training_tasks(cluster)}
+                task = training.get(request.finished_task)
+                if task is None:
+                    raise ValueError(f"finished_task {request.finished_task!r} is not a training task of the cluster "
+                                     f"(one of {', '.join(sorted(training)) or 'none'})")
+                if request.finished_task_is_chief != (task == chief):
+                    raise ValueError(f"finished_task_is_chief={request.finished_task_is_chief} for "
+                                     f"{request.finished_task}, which is {'' if task == chief else 'not '}the chief")
+                self._steps.senders.check_task("Shutdown", task, names, "a task reports only its own end")
+                self._server.on_task_finished(request.finished_task, task == chief)
             else:
+                if chief is not None:
+                    self._steps.senders.check_task("Shutdown", chief, names, "only the chief stops a task")
                 self._server.request_stop(request.reason or "asked to shut down")
             return worker_pb2.ShutdownResponse()
         return _answer(context, "Shutdown", body)

@@ -376,7 +376,8 @@ class MasterClient(_Client):
 
     def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef) -> int:
         request = master_pb2.ExtendSessionRequest(session_handle=handle, graph_def=graph_codec.to_proto(graph_def))
-        return int(_call(f"ExtendSession at {self.address}", self._channel, lambda stub: stub.ExtendSession(request)).new_graph_version)
+        response = _call(f"ExtendSession at {self.address}", self._channel, lambda stub: stub.ExtendSession(request))
+        return int(response.new_graph_version)
 
     def run_step(self, handle: str, feeds: dict[str, Any], fetches: Sequence[str], targets: Sequence[str],
                  timeout: Optional[float] = None) -> list[Any]:

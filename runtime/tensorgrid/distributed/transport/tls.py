@@ -275,13 +275,13 @@ class LiveCredentials:
     def current(self) -> Credentials:
         if self.reload_interval_s and self._clock() >= self._next_check and self._checking.acquire(blocking=False):
             try:
-                self.check()
+                self._check()
             finally:
                 self._next_check = self._clock() + self.reload_interval_s
                 self._checking.release()
         return self._current
 
-    def check(self) -> bool:
+    def _check(self) -> bool:
         """Reads the files now; True when they changed and were taken."""
         try:
             contents = _read(self.directory)
@@ -293,7 +293,7 @@ class LiveCredentials:
             return False
         try:
             credentials = _usable(contents, self.directory)
-        except ValueError as e:
+        except (ValueError, OSError) as e:
             self._refuse(contents, e)
             return False
         self._current, self._refused = credentials, None
@@ -301,7 +301,7 @@ class LiveCredentials:
                  self.directory, f"{credentials.not_after:%Y-%m-%d %H:%M}")
         return True
 
-    def _refuse(self, contents: tuple[bytes, ...], problem: ValueError) -> None:
+    def _refuse(self, contents: tuple[bytes, ...], problem: Exception) -> None:
         """Logs ``problem`` unless these ``contents`` were refused last time too."""
         if contents == self._refused:
             return

@@ -281,25 +281,24 @@ class LiveCredentials:
                 self._checking.release()
         return self._current
 
-    def _check(self) -> bool:
-        """Reads the files now; True when they changed and were taken."""
+    def _check(self) -> None:
+        """Reads the files now, and takes them if they changed and are usable."""
         try:
             contents = _read(self.directory)
         except ValueError as e:
             self._refuse((str(e).encode(),), e)
-            return False
+            return
         if contents == (self._current.ca, self._current.certificate, self._current.key):
             self._refused = None
-            return False
+            return
         try:
             credentials = _usable(contents, self.directory)
         except (ValueError, OSError) as e:
             self._refuse(contents, e)
-            return False
+            return
         self._current, self._refused = credentials, None
         log.info("reloaded the TLS certificates of %s=%r: new connections use them; valid until %s UTC", TLS_DIR_ENV,
                  self.directory, f"{credentials.not_after:%Y-%m-%d %H:%M}")
-        return True
 
     def _refuse(self, contents: tuple[bytes, ...], problem: Exception) -> None:
         """Logs ``problem`` unless these ``contents`` were refused last time too."""

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Optional
 
@@ -158,3 +159,49 @@ def train_three_steps(target: str) -> Any:
         for _ in range(3):
             sess.run(train, {x: np.ones((2, 3), np.float32)})
         return sess.run(w)
+
+
+class BackgroundTraining:
+    """SGD steps of ``sum(x @ w)``, ``w`` on the PS and the step on the worker, run in a
+    loop by a thread of this process until closed; ``advance`` waits for more steps."""
+
+    def __init__(self, target: str) -> None:
+        with tf.Graph().as_default() as graph:
+            with tf.device("/job:ps/task:0"):
+                self.w = tf.Variable(np.zeros((3, 2), np.float32), name="w")
+            with tf.device("/job:worker/task:0"):
+                self.x = tf.placeholder(tf.float32, [None, 3])
+                loss = tf.reduce_sum(tf.matmul(self.x, self.w))
+                self.train = tf.train.GradientDescentOptimizer(0.001).minimize(loss)
+        self.session = tf.Session(target, graph=graph)
+        self.session.run(self.w.initializer)
+        self.steps = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        feed = {self.x: np.ones((2, 3), np.float32)}
+        try:
+            while not self._stop.is_set():
+                self.session.run(self.train, feed)
+                self.steps += 1
+        except BaseException as e:  # noqa: BLE001 - reported by advance()
+            self.error = e
+
+    def advance(self, steps: int = 20, timeout: float = 120.0) -> None:
+        """Waits until the loop made ``steps`` more steps; fails if it failed or stalled."""
+        target = self.steps + steps
+        deadline = time.monotonic() + timeout
+        while self.steps < target:
+            if self.error is not None:
+                raise AssertionError(f"training failed: {self.error!r}")
+            assert time.monotonic() < deadline, f"training stalled at step {self.steps}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.session.close()
+        assert self.error is None, f"training failed: {self.error!r}"

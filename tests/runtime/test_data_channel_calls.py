@@ -179,7 +179,7 @@ def test_bad_input_on_a_servers_data_channel_is_answered_and_it_keeps_serving(tm
         client.incarnation_quick()
         control = b"\xff\xff not a RunGraphRequest"
         run_graph = data_channel.Method.RUN_GRAPH
-        member = tls.from_env().client_context
+        member = tls.from_env().current().client_context
         code, text = _raw_call(client._data_port, struct.pack("<BII", run_graph, len(control), 0) + control, member)
         assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "RunGraph" in text
         request = worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1).SerializeToString()

@@ -138,10 +138,11 @@ def test_steps_served_on_the_data_channel_are_counted(monkeypatch):
 def _stub_calls(client):
     """Records the name of every gRPC method ``client`` calls."""
     calls = []
-    for name in ("RunGraph", "RunGraphStream", "PushTensors", "PushTensorsStream"):
-        method = getattr(client._stub, name)
-        setattr(client._stub, name, lambda *args, _name=name, _method=method, **kwargs: (
-            calls.append(_name), _method(*args, **kwargs))[1])
+    with client._channel.stub() as stub:  # the stub of the current certificates (they do not change here)
+        for name in ("RunGraph", "RunGraphStream", "PushTensors", "PushTensorsStream"):
+            method = getattr(stub, name)
+            setattr(stub, name, lambda *args, _name=name, _method=method, **kwargs: (
+                calls.append(_name), _method(*args, **kwargs))[1])
     return calls
 
 

@@ -64,8 +64,9 @@ def test_a_job_with_tls_trains(cluster):
 
 @pytest.mark.parametrize("outsider", ["plaintext", "no client certificate", "another CA"])
 def test_grpc_refuses_a_client_outside_the_job(cluster, other_ca, outsider):
-    own = tls.from_env()
-    assert own is not None
+    live = tls.from_env()
+    assert live is not None
+    own = live.current()
     credentials = {
         "plaintext": None,
         "no client certificate": grpc.ssl_channel_credentials(root_certificates=own.ca),
@@ -91,8 +92,9 @@ def test_a_client_refuses_a_server_of_another_ca(cluster, other_ca):
 
 @pytest.mark.parametrize("outsider", ["plaintext", "another CA"])
 def test_data_channel_refuses_a_client_outside_the_job(cluster, other_ca, outsider, monkeypatch):
-    own = tls.from_env()
-    assert own is not None
+    live = tls.from_env()
+    assert live is not None
+    own = live.current()
     # The outsider dials TCP, as from another machine. (On this machine the channel's Unix
     # socket admits processes of the tasks' own user only: test_data_channel_calls.py.)
     monkeypatch.setenv(ports.LOCAL_SOCKETS_ENV, "0")

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tensorgrid as tf
+from cluster_processes import BackgroundTraining
 from cluster_processes import LocalCluster
 from tensorgrid.distributed import clients
 from tensorgrid.distributed import limits as limits_lib
@@ -77,52 +78,6 @@ def grpc_only_cluster(tmp_path_factory):
         env.delenv(tls.TLS_DIR_ENV, raising=False)
         with LocalCluster(tmp_path_factory.mktemp("grpc-only"), {"ps": 1, "worker": 1}, extra_env=GRPC_ONLY) as c:
             yield c
-
-
-class BackgroundTraining:
-    """SGD steps of ``sum(x @ w)``, ``w`` on the PS and the step on the worker, run in a
-    loop by a thread of this process until closed; ``advance`` waits for more steps."""
-
-    def __init__(self, target: str) -> None:
-        with tf.Graph().as_default() as graph:
-            with tf.device("/job:ps/task:0"):
-                self.w = tf.Variable(np.zeros((3, 2), np.float32), name="w")
-            with tf.device("/job:worker/task:0"):
-                self.x = tf.placeholder(tf.float32, [None, 3])
-                loss = tf.reduce_sum(tf.matmul(self.x, self.w))
-                self.train = tf.train.GradientDescentOptimizer(0.001).minimize(loss)
-        self.session = tf.Session(target, graph=graph)
-        self.session.run(self.w.initializer)
-        self.steps = 0
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        feed = {self.x: np.ones((2, 3), np.float32)}
-        try:
-            while not self._stop.is_set():
-                self.session.run(self.train, feed)
-                self.steps += 1
-        except BaseException as e:  # noqa: BLE001 - reported by advance()
-            self.error = e
-
-    def advance(self, steps: int = 20, timeout: float = 120.0) -> None:
-        """Waits until the loop made ``steps`` more steps; fails if it failed or stalled."""
-        target = self.steps + steps
-        deadline = time.monotonic() + timeout
-        while self.steps < target:
-            if self.error is not None:
-                raise AssertionError(f"training failed during the flood: {self.error!r}")
-            assert time.monotonic() < deadline, f"training stalled at step {self.steps} during the flood"
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=60)
-        self.session.close()
-        assert self.error is None, f"training failed: {self.error!r}"
 
 
 @pytest.fixture
@@ -720,7 +675,7 @@ def test_an_outsider_without_a_certificate_cannot_hold_the_data_channel(tmp_path
         try:
             for sock in flood[::2]:
                 sock.sendall(data_channel.CALL_MAGIC)
-            member = data_channel.DataChannelClient(tls=credentials.client_context)
+            member = data_channel.DataChannelClient(tls=credentials.current().client_context)
             assert member.why_unreachable("localhost", port) == ""  # a member's new connection is served
             member.close()
             training.advance(20)

@@ -29,6 +29,7 @@ from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import step_calls
 from tensorgrid.distributed import transport
 from tensorgrid.distributed.transport import grpc_frames
+from tensorgrid.distributed.transport import peer_channel
 from tensorgrid.distributed.transport import tls
 from tensorgrid.distributed.transport import wire
 from tensorgrid.framework import errors
@@ -55,9 +56,11 @@ def _as_op_error(e: grpc.RpcError, what: str) -> errors.OpError:
     return errors.error_for_code(code.value[0], details or f"{what} failed with {code.name}")
 
 
-def _call(what: str, fn: Callable[[], T]) -> T:
+def _call(what: str, channel: peer_channel.PeerChannel, fn: Callable[[grpc_frames.Stub], T]) -> T:
+    """``fn`` with a stub of ``channel`` (for the credentials current now), its errors as OpError."""
     try:
-        return fn()
+        with channel.stub() as stub:
+            return fn(stub)
     except grpc.RpcError as e:
         raise _as_op_error(e, what) from None
     except wire.TransportError as e:
@@ -67,16 +70,17 @@ def _call(what: str, fn: Callable[[], T]) -> T:
 STATUS_TIMEOUT_SECONDS = 10.0
 
 
-def _status(what: str, stub: Any, wait_for_ready: bool = False) -> worker_pb2.GetStatusResponse:
+def _status(what: str, channel: peer_channel.PeerChannel, wait_for_ready: bool = False) -> worker_pb2.GetStatusResponse:
     """GetStatus, bounded by our own deadline: a peer that does not answer in time is
     unavailable (a pod being replaced, a stale address), not a failed step, so callers
     retry it as any other unavailable peer instead of ending the program.
     ``wait_for_ready`` waits (within the deadline) for a channel that failed to
     connect again, instead of failing at once while it backs off."""
     try:
-        response: worker_pb2.GetStatusResponse = stub.GetStatus(worker_pb2.GetStatusRequest(),
-                                                                 timeout=STATUS_TIMEOUT_SECONDS,
-                                                                 wait_for_ready=wait_for_ready)
+        with channel.stub() as stub:
+            response: worker_pb2.GetStatusResponse = stub.GetStatus(worker_pb2.GetStatusRequest(),
+                                                                     timeout=STATUS_TIMEOUT_SECONDS,
+                                                                     wait_for_ready=wait_for_ready)
         return response
     except grpc.RpcError as e:
         if hasattr(e, "code") and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -87,12 +91,12 @@ def _status(what: str, stub: Any, wait_for_ready: bool = False) -> worker_pb2.Ge
 
 # ---------------------------------------------------------------------- state shared by a process's clients
 
-_client_transports: dict[Optional[tls.Credentials], transport.Transport] = {}
+_client_transports: dict[Optional[tls.LiveCredentials], transport.Transport] = {}
 _shared_lock = threading.Lock()
 _warned_peers: set[str] = set()
 
 
-def _shared_transport(credentials: Optional[tls.Credentials]) -> transport.Transport:
+def _shared_transport(credentials: Optional[tls.LiveCredentials]) -> transport.Transport:
     """Receiving side only (buffer pool and data-channel client), one per set of credentials;
     no data server needed."""
     with _shared_lock:
@@ -124,9 +128,8 @@ class _Client:
         self.host = grpc_frames.host_of(address)
         self._peer = peer
         credentials = tls.from_env()
-        self._channel = tls.open_channel(address, credentials, grpc_frames.grpc_options(grpc_frames.channel_options(
-            limits.ServerLimits.from_env().grpc_max_message_bytes)))
-        self._stub = grpc_frames.Stub(self._channel, service)
+        self._channel = peer_channel.PeerChannel(address, credentials, grpc_frames.grpc_options(
+            grpc_frames.channel_options(limits.ServerLimits.from_env().grpc_max_message_bytes)), service)
         self._tx = _shared_transport(credentials)
         self._data_port = 0
         self._incarnation = 0
@@ -175,7 +178,8 @@ class _Client:
             if timeout:
                 options.timeout_in_ms = int(timeout * 1000)
         inline_reply_key = None if reachable else reply_key
-        return _call(what, lambda: self._call_grpc(call, request, tensors, inline_reply_key, timeout))
+        return _call(what, self._channel,
+                     lambda stub: self._call_grpc(stub, call, request, tensors, inline_reply_key, timeout))
 
     def _call_data_channel(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                            tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -223,16 +227,17 @@ class _Client:
             raise errors.error_for_code(code, message or f"{what} failed with status {code}")
         return {item.name: item.array for item in received}
 
-    def _call_grpc(self, call: step_calls.StepCall, request: message_lib.Message, tensors: Sequence[tuple[str, Any]],
-                   inline_reply_key: Hashable, timeout: Optional[float]) -> dict[str, Any]:
+    def _call_grpc(self, stub: grpc_frames.Stub, call: step_calls.StepCall, request: message_lib.Message,
+                   tensors: Sequence[tuple[str, Any]], inline_reply_key: Hashable,
+                   timeout: Optional[float]) -> dict[str, Any]:
         """Calls ``call`` on gRPC: its streaming twin when the request, or the last reply
         of ``inline_reply_key`` (None: replies are not inline), is large."""
         writer = self._tx.write_frames(call.frame_type(request=request), tensors)
         threshold = self._tx.config.stream_min_bytes
         if inline_reply_key in self._large_replies or _inline_bytes(tensors) >= threshold:
-            reply = getattr(self._stub, call.stream_name)(iter(writer), timeout=timeout)
+            reply = getattr(stub, call.stream_name)(iter(writer), timeout=timeout)
         else:
-            reply = getattr(self._stub, call.name)(writer.bundle(), timeout=timeout)
+            reply = getattr(stub, call.name)(writer.bundle(), timeout=timeout)
         if not call.replies_with_frames:
             return {}
         _, fetched = self._tx.read_message(reply, call.frame_type, peer_host=self.host)
@@ -263,7 +268,7 @@ class WorkerClient(_Client):
         self.incarnation_quick(wait_for_ready)
 
     def incarnation_quick(self, wait_for_ready: bool = False) -> int:
-        response = _status(f"GetStatus of {self.task} at {self.address}", self._stub, wait_for_ready)
+        response = _status(f"GetStatus of {self.task} at {self.address}", self._channel, wait_for_ready)
         if not response.device:
             raise errors.InternalError(None, None, f"{self.task} reported no devices")
         if response.data_port != self._data_port:
@@ -273,7 +278,7 @@ class WorkerClient(_Client):
         return self._incarnation
 
     def devices(self) -> list[tuple[str, str]]:
-        response = _status(f"GetStatus of {self.task}", self._stub)
+        response = _status(f"GetStatus of {self.task}", self._channel)
         return [(d.name, d.device_type) for d in response.device]
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
@@ -282,13 +287,13 @@ class WorkerClient(_Client):
                                                   feed=list(feeds), fetch=list(fetches), target=list(targets),
                                                   config=config_pb2.SessionConfig(
                                                       isolate_session_state=isolate_session_state))
-        response = _call(f"RegisterGraph on {self.task}", lambda: self._stub.RegisterGraph(request))
+        response = _call(f"RegisterGraph on {self.task}", self._channel, lambda stub: stub.RegisterGraph(request))
         self._signatures[response.graph_handle] = (list(feeds), list(fetches))
         return str(response.graph_handle)
 
     def deregister_graph(self, handle: str) -> None:
         self._signatures.pop(handle, None)
-        _call(f"DeregisterGraph on {self.task}", lambda: self._stub.DeregisterGraph(
+        _call(f"DeregisterGraph on {self.task}", self._channel, lambda stub: stub.DeregisterGraph(
             worker_pb2.DeregisterGraphRequest(graph_handle=handle), timeout=10.0))
 
     def run_graph(self, handle: str, step_id: int, feed_values: Sequence[Any]) -> list[Any]:
@@ -310,8 +315,8 @@ class WorkerClient(_Client):
             self._fall_back()
         stream = not reachable and key in self._large_replies
 
-        def run() -> Any:
-            reply = (self._stub.RecvTensorStream if stream else self._stub.RecvTensor)(request)
+        def run(stub: grpc_frames.Stub) -> Any:
+            reply = (stub.RecvTensorStream if stream else stub.RecvTensor)(request)
             received = [item for item in self._tx.read_frames(reply, peer_host=self.host)
                         if isinstance(item, wire.ReceivedTensor)]
             if len(received) != 1:
@@ -321,7 +326,7 @@ class WorkerClient(_Client):
             metrics.TENSORS_RECEIVED.inc()
             return received[0].array
 
-        return _call(f"RecvTensor from {self.task}", run)
+        return _call(f"RecvTensor from {self.task}", self._channel, run)
 
     def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
         """Delivers a step's tensors to the peer's rendezvous."""
@@ -330,20 +335,20 @@ class WorkerClient(_Client):
         self._exchange(step_calls.PUSH_TENSORS, f"PushTensors to {self.task}", request, items)
 
     def abort_step(self, step_id: int, reason: str) -> None:
-        _call(f"CleanupGraph on {self.task}", lambda: self._stub.CleanupGraph(
+        _call(f"CleanupGraph on {self.task}", self._channel, lambda stub: stub.CleanupGraph(
             worker_pb2.CleanupGraphRequest(step_id=step_id, abort_reason=reason), timeout=10.0))
 
     def cleanup_all(self, containers: Optional[list[str]] = None) -> None:
-        _call(f"CleanupAll on {self.task}", lambda: self._stub.CleanupAll(
+        _call(f"CleanupAll on {self.task}", self._channel, lambda stub: stub.CleanupAll(
             worker_pb2.CleanupAllRequest(container=list(containers or [])), timeout=30.0))
 
     def task_finished(self, task: str, is_chief: bool, timeout: float = 5.0) -> None:
-        _call(f"Shutdown on {self.task}", lambda: self._stub.Shutdown(
+        _call(f"Shutdown on {self.task}", self._channel, lambda stub: stub.Shutdown(
             worker_pb2.ShutdownRequest(reason=f"{task} finished", finished_task=task, finished_task_is_chief=is_chief),
             timeout=timeout))
 
     def shutdown(self, reason: str, timeout: float = 5.0) -> None:
-        _call(f"Shutdown on {self.task}", lambda: self._stub.Shutdown(
+        _call(f"Shutdown on {self.task}", self._channel, lambda stub: stub.Shutdown(
             worker_pb2.ShutdownRequest(reason=reason), timeout=timeout))
 
 
@@ -364,14 +369,15 @@ class MasterClient(_Client):
         bound = options.operation_timeout_in_ms / 1000.0
         response = master_lib.wait_for_task(
             f"the master at {self.address}",
-            lambda: _call(f"CreateSession at {self.address}", lambda: self._stub.CreateSession(request)),
+            lambda: _call(f"CreateSession at {self.address}", self._channel, lambda stub: stub.CreateSession(request)),
             timeout=bound or 600.0, give_up=errors.DeadlineExceededError if bound else errors.UnavailableError)
         self._data_port, self._reachable = response.data_port, None
         return str(response.session_handle)
 
     def extend_session(self, handle: str, graph_def: graph_def_lib.GraphDef) -> int:
         request = master_pb2.ExtendSessionRequest(session_handle=handle, graph_def=graph_codec.to_proto(graph_def))
-        return int(_call(f"ExtendSession at {self.address}", lambda: self._stub.ExtendSession(request)).new_graph_version)
+        response = _call(f"ExtendSession at {self.address}", self._channel, lambda stub: stub.ExtendSession(request))
+        return int(response.new_graph_version)
 
     def run_step(self, handle: str, feeds: dict[str, Any], fetches: Sequence[str], targets: Sequence[str],
                  timeout: Optional[float] = None) -> list[Any]:
@@ -382,14 +388,14 @@ class MasterClient(_Client):
         return [fetched[name] for name in fetches]
 
     def close_session(self, handle: str) -> None:
-        _call(f"CloseSession at {self.address}", lambda: self._stub.CloseSession(
+        _call(f"CloseSession at {self.address}", self._channel, lambda stub: stub.CloseSession(
             master_pb2.CloseSessionRequest(session_handle=handle), timeout=10.0))
 
     def list_devices(self) -> list[tuple[str, str, int]]:
-        response = _call(f"ListDevices at {self.address}", lambda: self._stub.ListDevices(
+        response = _call(f"ListDevices at {self.address}", self._channel, lambda stub: stub.ListDevices(
             master_pb2.ListDevicesRequest(), timeout=60.0))
         return [(d.name, d.device_type, int(d.incarnation)) for d in [*response.local_device, *response.remote_device]]
 
     def reset(self, containers: Optional[list[str]], timeout_s: float = 60.0) -> None:
-        _call(f"Reset at {self.address}", lambda: self._stub.Reset(
+        _call(f"Reset at {self.address}", self._channel, lambda stub: stub.Reset(
             master_pb2.ResetRequest(container=list(containers or [])), timeout=timeout_s))

@@ -402,7 +402,8 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     The data channel listens on ``TENSORGRID_DATA_PORT`` when set, else on a free port
     (``ports``); ``TENSORGRID_DATA_CHANNEL=0`` turns it off, and peers then send the
     task everything over gRPC. Both speak mutual TLS with the certificates of
-    ``TENSORGRID_TLS_DIR`` (``transport.tls``): tls.InsecureNotAllowedError without them
+    ``TENSORGRID_TLS_DIR`` (``transport.tls``), renewed ones once reloaded (each new
+    connection's handshake uses the current ones): tls.InsecureNotAllowedError without them
     unless ``TENSORGRID_INSECURE=1``. ValueError for a bad ``TENSORGRID_DATA_PORT`` or
     certificates, RuntimeError when a port cannot be bound.
     """
@@ -453,6 +454,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     rpc_server.start()
     expiry_watch = None
     if credentials is not None:
-        expiry_watch = tls.ExpiryWatch(credentials, server.task)
-        metrics.TLS_CERTIFICATE_EXPIRY.set(expiry_watch.not_after.timestamp())
+        expiry_watch = tls.ExpiryWatch(credentials, server.task, check_every_s=credentials.reload_interval_s)
+        live = credentials
+        metrics.TLS_CERTIFICATE_EXPIRY.set_function(lambda: live.current().not_after.timestamp())
     return Serving(rpc_server, bound, tx, recv_pool, expiry_watch)

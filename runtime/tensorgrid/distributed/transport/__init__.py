@@ -17,11 +17,14 @@ module imports only the ones listed before it; ``.importlinter`` checks it):
 - ``data_channel``: the raw TCP data channel, for payloads fetched by ticket and for
   the calls of every step; its module docstring is the byte-level protocol. No gRPC.
 - ``tls``: mutual TLS for both protocols: where a task's certificates are
-  (``TENSORGRID_TLS_DIR``), the opt-out, and the credentials of gRPC and of the data
-  channel made from them. Imports none of the modules above or below.
+  (``TENSORGRID_TLS_DIR``), the opt-out, the credentials of gRPC and of the data
+  channel made from them, and their reload when the files change. Imports none of
+  the modules above or below.
 - ``grpc_frames``: frames on gRPC: ``FrameWriter`` and the frame reader, and
   ``generic_handler`` and ``Stub``, which serve and call a service of
   ``tensorgrid.v1`` with raw frames.
+- ``peer_channel``: a gRPC channel to a peer that a reload of the certificates
+  replaces, closing the old one when its last call ends.
 - this module: ``Transport``, the facade a task holds (one receive pool, its data
   channel server and client, its settings), and ``TransportConfig``.
 
@@ -104,11 +107,12 @@ class Transport:
     ``read_frames`` / ``read_message``, which take either form; ``call`` makes a call
     on a peer's data channel. Thread-safe: one instance serves every call of the
     task. ``close()`` stops the data channel. With ``credentials`` its data channel
-    connections, both ways, are mutual TLS (``tls``); without, plaintext.
+    connections, both ways, are mutual TLS (``tls``), each new one with
+    ``credentials.current()`` (renewed certificates, once reloaded); without, plaintext.
     """
 
     def __init__(self, config: Optional[TransportConfig] = None,
-                 credentials: Optional[tls.Credentials] = None) -> None:
+                 credentials: Optional[tls.CredentialSource] = None) -> None:
         self.config = config or TransportConfig()
         self.credentials = credentials
         self.pool = buffers.BufferPool(self.config.pool_bytes)
@@ -116,12 +120,13 @@ class Transport:
         if self.config.data_channel:
             self.data_server = data_channel.DataServer(
                 self.config.data_host, self.config.data_port, self.config.data_channel_timeout_s,
-                tls=credentials.server_context if credentials is not None else None,
+                tls=(lambda: credentials.current().server_context) if credentials is not None else None,
                 max_connections=self.config.data_max_connections, header_timeout_s=self.config.data_header_timeout_s,
                 idle_timeout_s=self.config.data_idle_timeout_s,
                 handshake_timeout_s=self.config.tls_handshake_timeout_s)
         self.data_client = data_channel.DataChannelClient(
-            self.config.data_channel_timeout_s, tls=credentials.client_context if credentials is not None else None)
+            self.config.data_channel_timeout_s,
+            tls=(lambda: credentials.current().client_context) if credentials is not None else None)
 
     @property
     def data_port(self) -> int:

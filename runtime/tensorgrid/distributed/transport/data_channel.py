@@ -63,7 +63,7 @@ import ssl
 import struct
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Union
 
 from tensorgrid.distributed import ports
 from tensorgrid.distributed.transport import buffers
@@ -102,6 +102,17 @@ CallHandler = Callable[[bytes, list[wire.ReceivedTensor], stream_io.Peer], tuple
 """Takes a call's control bytes, its tensors and who sent it (``stream_io.peer_of`` its
 connection); returns the status of the answer (a gRPC status number, 0: OK), the
 reply's control bytes (the error message when not OK) and its tensors."""
+
+TlsContexts = Union[ssl.SSLContext, Callable[[], ssl.SSLContext], None]
+"""The TLS of a side's new connections: one context, a function giving the context for each
+(a task's certificates, which a reload replaces: ``tls.LiveCredentials``), or None: none."""
+
+
+def _context_for_each_connection(tls: TlsContexts) -> Optional[Callable[[], ssl.SSLContext]]:
+    if isinstance(tls, ssl.SSLContext):
+        context = tls
+        return lambda: context
+    return tls
 
 
 def _send_reply(conn: socket.socket, code: int, control: bytes, tensors: Iterable[tuple[str, Any]]) -> None:
@@ -162,13 +173,14 @@ class DataServer:
     accepts peers on its Unix socket (``ports.local_data_socket``), with a thread of its
     own; not when listening on every interface (a pod), where the socket would also be
     reachable from the pod's other containers. With ``tls`` (a server context requiring
-    client certificates) a TCP connection whose handshake fails is dropped before
+    client certificates, or a function giving the one for each new connection: a task's
+    reloaded certificates) a TCP connection whose handshake fails is dropped before
     anything is read; a Unix socket's peer is authenticated by the kernel instead
     (``same_user``), and its bytes never leave this machine's memory.
     """
 
     def __init__(self, host: str = "", port: int = 0, io_timeout_s: float = 300.0,
-                 tls: Optional[ssl.SSLContext] = None, *, max_connections: int = 512, header_timeout_s: float = 10.0,
+                 tls: TlsContexts = None, *, max_connections: int = 512, header_timeout_s: float = 10.0,
                  idle_timeout_s: float = 600.0, handshake_timeout_s: float = 10.0,
                  liveness_settings: Optional[liveness.Liveness] = None) -> None:
         self._liveness = liveness_settings or liveness.from_env()
@@ -180,7 +192,7 @@ class DataServer:
             if local is not None:
                 self._listeners.append(local)
         self._io_timeout_s = io_timeout_s
-        self._tls = tls
+        self._tls = _context_for_each_connection(tls)
         self._header_timeout_s = header_timeout_s
         self._idle_timeout_s = idle_timeout_s
         self._handshake_timeout_s = handshake_timeout_s
@@ -385,7 +397,7 @@ class DataServer:
         # Since Python 3.5 a socket's timeout bounds the whole handshake, however steadily
         # the client trickles its bytes (the ssl module's documentation, do_handshake).
         conn.settimeout(self._handshake_timeout_s)
-        wrapped = self._tls.wrap_socket(conn, server_side=True)
+        wrapped = self._tls().wrap_socket(conn, server_side=True)
         with self._lock:
             closed = self._closed
             admitted = not closed and self._slots.replace(conn, wrapped)
@@ -442,16 +454,18 @@ class DataChannelClient:
     """The calling side of the data channel: fetches payloads by ticket into
     caller-provided buffers and makes calls, over connections pooled per peer and
     kind and reused (``recv_into``: no user-space copy). With ``tls`` (a client context
-    holding this task's certificate) every connection is mutual TLS, and the server
-    must show a certificate of the CA naming the host dialed."""
+    holding this task's certificate, or a function giving the one for each new
+    connection) every connection is mutual TLS, and the server must show a certificate
+    of the CA naming the host dialed. Pooled connections keep the certificate they were
+    made with."""
 
     def __init__(self, io_timeout_s: float = 300.0, connect_timeout_s: float = 10.0,
-                 tls: Optional[ssl.SSLContext] = None,
+                 tls: TlsContexts = None,
                  liveness_settings: Optional[liveness.Liveness] = None) -> None:
         self._liveness = liveness_settings or liveness.from_env()
         self._io_timeout_s = io_timeout_s
         self._connect_timeout_s = connect_timeout_s
-        self._tls = tls
+        self._tls = _context_for_each_connection(tls)
         self._idle: dict[tuple[str, int, bytes], list[socket.socket]] = {}
         self._lock = threading.Lock()
 
@@ -607,7 +621,7 @@ class DataChannelClient:
             liveness.enable_tcp_keepalive(sock, self._liveness)
             if self._tls is not None:
                 try:
-                    sock = self._tls.wrap_socket(sock, server_hostname=address[0])
+                    sock = self._tls().wrap_socket(sock, server_hostname=address[0])
                 except OSError:
                     sock.close()
                     raise

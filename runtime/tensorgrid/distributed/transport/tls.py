@@ -7,13 +7,21 @@ the model, or stop the job (``CleanupAll``, ``Shutdown``). With mutual TLS, both
 every connection show a certificate signed by the job's CA, or the connection is
 refused before a single request is read.
 
-``TENSORGRID_TLS_DIR`` names a directory holding ``ca.crt`` (the CA to trust, and only
-it), ``tls.crt`` and ``tls.key`` (this task's certificate and key, PEM). Without it a
+``TENSORGRID_TLS_DIR`` names a directory holding ``ca.crt`` (the CAs to trust, and only
+them), ``tls.crt`` and ``tls.key`` (this task's certificate and key, PEM). Without it a
 task refuses to start, unless ``TENSORGRID_INSECURE=1`` says to run without TLS (then it
 warns once). Host names are checked as usual (the name a peer is dialed by must be one
 of its certificate's names), so a CA shared by several jobs does not let one job into
 another; the certificates tensorgrid makes name every address the cluster spec uses.
-The files are read once per process and directory (docs/security.md).
+
+A running task follows its directory (``LiveCredentials``): every
+``TENSORGRID_TLS_RELOAD_SECONDS`` (30) at most, when a connection is made or the task's
+``ExpiryWatch`` looks, it reads the three files again, and when they changed and are
+usable (as at start) it uses them for every connection made from then on: the gRPC
+server's handshakes (``add_port``), the data channel's both ways, and gRPC channels to
+peers (``peer_channel``). So certificates renewed in place (cert-manager renewing a
+Secret that kubelet updates in the pod) are taken without a restart; files that are not
+usable are logged as an error and the task keeps the ones it has.
 
 Certificates expire (the operator's after 365 days, ``tensorgrid local``'s after 30), and
 peers then refuse every new connection, which a long job makes whenever a connection
@@ -24,16 +32,20 @@ start, a warning two weeks before, an error when it happens, and the date as a m
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
 import logging
 import os
 import ssl
+import tempfile
 import threading
-from typing import Callable, Mapping, Optional, Sequence
+import time
+from typing import Callable, Iterator, Mapping, Optional, Protocol, Sequence
 
 import grpc
+from cryptography import exceptions as crypto_exceptions
 from cryptography import x509
 
 log = logging.getLogger("tensorgrid.tls")
@@ -42,6 +54,9 @@ TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
 """The directory with ``ca.crt``, ``tls.crt`` and ``tls.key``."""
 INSECURE_ENV = "TENSORGRID_INSECURE"
 """``1``: run without TLS (any other task or program that reaches a port owns the job)."""
+RELOAD_ENV = "TENSORGRID_TLS_RELOAD_SECONDS"
+"""How often at most a running task reads its certificate files again (0: only at start)."""
+DEFAULT_RELOAD_SECONDS = 30.0
 FILES = ("ca.crt", "tls.crt", "tls.key")
 EXPIRY_WARNING = datetime.timedelta(days=14)
 """How long before its certificates expire a task warns (``ExpiryWatch``)."""
@@ -71,7 +86,8 @@ class InsecureNotAllowedError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Credentials:
-    """One task's certificates (PEM bytes), and the TLS settings of both protocols made from them."""
+    """One task's certificates (PEM bytes) as read at one moment, and the TLS settings of
+    both protocols made from exactly these bytes."""
 
     ca: bytes
     certificate: bytes
@@ -79,10 +95,13 @@ class Credentials:
     directory: str
     """Where they were read from (for messages)."""
 
-    def grpc_server(self) -> grpc.ServerCredentials:
-        """A gRPC server that asks every client for a certificate of the CA."""
-        return grpc.ssl_server_credentials([(self.key, self.certificate)], root_certificates=self.ca,
-                                           require_client_auth=True)
+    def current(self) -> "Credentials":
+        """These credentials, which never change (``CredentialSource``)."""
+        return self
+
+    def grpc_server(self) -> grpc.ServerCertificateConfiguration:
+        """This task's certificate for a gRPC server, and the CAs whose clients it admits."""
+        return grpc.ssl_server_certificate_configuration([(self.key, self.certificate)], root_certificates=self.ca)
 
     def grpc_channel(self) -> grpc.ChannelCredentials:
         """A gRPC client that shows this task's certificate and trusts only the CA."""
@@ -107,38 +126,97 @@ class Credentials:
 
     @functools.cached_property
     def not_after(self) -> datetime.datetime:
-        """When the first of this task's certificates (``tls.crt``, its chain included) and
-        the CAs it trusts (``ca.crt``) expires (UTC): from then on peers refuse this task's
-        new connections, and it theirs."""
-        certificates = x509.load_pem_x509_certificates(self.certificate) + x509.load_pem_x509_certificates(self.ca)
-        return min(c.not_valid_after_utc for c in certificates)
+        """When this task's certificate (``tls.crt``, its chain included) or the CA of
+        ``ca.crt`` that issued it expires, whichever is first (UTC): from then on peers
+        refuse this task's new connections. Other CAs of ``ca.crt`` (the old one, while a
+        CA is replaced) do not count; when none of them issued ``tls.crt``, all do."""
+        chain = x509.load_pem_x509_certificates(self.certificate)
+        authorities = x509.load_pem_x509_certificates(self.ca)
+        issuers = [ca for ca in authorities if _issued(ca, chain[-1])]
+        trusted_until = (max(ca.not_valid_after_utc for ca in issuers) if issuers
+                         else min(ca.not_valid_after_utc for ca in authorities))
+        return min([trusted_until, *(c.not_valid_after_utc for c in chain)])
 
     def _context(self, protocol: int) -> ssl.SSLContext:
         context = ssl.SSLContext(protocol)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_verify_locations(cadata=self.ca.decode("ascii"))
-        path = os.path.join(self.directory, FILES[1]), os.path.join(self.directory, FILES[2])
-        context.load_cert_chain(*path)
+        with _memory_file(self.certificate) as certificate, _memory_file(self.key) as key:
+            context.load_cert_chain(certificate, key)
         return context
 
 
-def load(directory: str) -> Credentials:
-    """The credentials in ``directory``. ValueError naming the directory and the missing or
-    unreadable files, or the certificate and key that do not go together."""
-    contents = []
-    problems = []
-    for name in FILES:
+class CredentialSource(Protocol):
+    """Where a task's connections take their credentials from: fixed ``Credentials``, or
+    ``LiveCredentials`` that follow the directory."""
+
+    @property
+    def directory(self) -> str: ...
+
+    def current(self) -> Credentials:
+        """The credentials for a connection made now."""
+        ...
+
+
+def _issued(authority: x509.Certificate, certificate: x509.Certificate) -> bool:
+    try:
+        certificate.verify_directly_issued_by(authority)
+        return True
+    except (ValueError, TypeError, crypto_exceptions.InvalidSignature):
+        return False
+
+
+@contextlib.contextmanager
+def _memory_file(content: bytes) -> Iterator[str]:
+    """A path to a file holding ``content``, for ``ssl``, which loads a certificate and key
+    only from files: the ones read and checked, not what the directory holds a moment
+    later. An anonymous file in memory (Linux), else a private temporary file."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("tensorgrid-tls", os.MFD_CLOEXEC)
         try:
-            with open(os.path.join(directory, name), "rb") as f:
-                contents.append(f.read())
-        except OSError as e:
-            problems.append(f"{name} ({e.strerror})")
-    if problems:
-        raise ValueError(f"{TLS_DIR_ENV}={directory!r} must hold {', '.join(FILES)} (PEM); cannot read "
-                         f"{', '.join(problems)}")
+            with open(fd, "wb", closefd=False) as f:
+                f.write(content)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    with tempfile.NamedTemporaryFile(prefix="tensorgrid-tls-") as f:  # mode 0600, removed on close
+        f.write(content)
+        f.flush()
+        yield f.name
+
+
+def _read(directory: str) -> tuple[bytes, ...]:
+    """The three files' contents, read until two reads in a row agree (a directory swapped
+    between two files, as kubelet swaps a Secret's, is read whole). ValueError naming the
+    files that cannot be read."""
+    previous: Optional[tuple[bytes, ...]] = None
+    for _ in range(4):
+        contents = []
+        problems = []
+        for name in FILES:
+            try:
+                with open(os.path.join(directory, name), "rb") as f:
+                    contents.append(f.read())
+            except OSError as e:
+                problems.append(f"{name} ({e.strerror})")
+        if problems:
+            raise ValueError(f"{TLS_DIR_ENV}={directory!r} must hold {', '.join(FILES)} (PEM); cannot read "
+                             f"{', '.join(problems)}")
+        if tuple(contents) == previous:
+            break
+        previous = tuple(contents)
+    assert previous is not None
+    return previous
+
+
+def _usable(contents: tuple[bytes, ...], directory: str) -> Credentials:
+    """``contents`` as credentials, once both contexts are made from them and they are not
+    expired; ValueError naming ``directory`` and what is wrong."""
     credentials = Credentials(contents[0], contents[1], contents[2], directory)
     try:
         credentials.server_context  # parses and matches the files now, not at the first connection
+        credentials.client_context
         not_after = credentials.not_after
     except (ssl.SSLError, ValueError) as e:
         raise ValueError(f"the certificates in {TLS_DIR_ENV}={directory!r} are not usable: {e} (ca.crt must be "
@@ -149,47 +227,141 @@ def load(directory: str) -> Credentials:
     return credentials
 
 
+def load(directory: str) -> Credentials:
+    """The credentials in ``directory``. ValueError naming the directory and the missing or
+    unreadable files, or the certificate and key that do not go together, or their expiry."""
+    return _usable(_read(directory), directory)
+
+
 RENEWAL_ADVICE = ("Renew them: a TrainingJob's are in its Secrets <job>-ca and <pod>-tls (delete them all, `kubectl "
                   "delete secret -l tensorgrid.io/job-name=<job>`, and restart the whole job so every pod gets the "
                   "new CA; docs/security.md); `tensorgrid local` makes new ones at each run.")
 
 
-class ExpiryWatch:
-    """Tells, for a running task, when its certificates expire (``Credentials.not_after``,
-    which the server's start line shows): a WARNING once less than ``EXPIRY_WARNING`` is
-    left (at once if that is so already), an ERROR once they expired. A thread of its own
-    waits for those instants until ``stop``."""
+def reload_interval_from_env(environ: Optional[Mapping[str, str]] = None) -> float:
+    """``TENSORGRID_TLS_RELOAD_SECONDS`` (default 30; 0: never reload). ValueError for a bad value."""
+    value = (os.environ if environ is None else environ).get(RELOAD_ENV, "").strip()
+    if not value:
+        return DEFAULT_RELOAD_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 86400:
+        raise ValueError(f"{RELOAD_ENV}={value!r}: set it to how often a running task looks for renewed "
+                         f"certificates, in seconds (0-86400, default {DEFAULT_RELOAD_SECONDS:g}; 0: only at start)")
+    return seconds
 
-    def __init__(self, credentials: Credentials, task: str,
-                 clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)) -> None:
-        self.not_after = credentials.not_after
+
+class LiveCredentials:
+    """The credentials of a directory as it is now, for a task that runs longer than its
+    certificates: ``current()`` reads the files again when ``reload_interval_s`` passed
+    since it last did (never when 0), and takes them when they changed and are usable as
+    ``load`` requires; otherwise it logs an error naming the directory (once per content)
+    and keeps the credentials it has. A reload is logged at INFO with the new expiry.
+    Thread-safe; a caller never waits for another one's reading."""
+
+    def __init__(self, directory: str, reload_interval_s: float = DEFAULT_RELOAD_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.directory = directory
+        self.reload_interval_s = reload_interval_s
+        self._clock = clock
+        self._current = load(directory)
+        self._checking = threading.Lock()
+        self._next_check = clock() + reload_interval_s
+        self._refused: Optional[tuple[bytes, ...]] = None
+        """The last contents found unusable (not logged again)."""
+
+    def current(self) -> Credentials:
+        if self.reload_interval_s and self._clock() >= self._next_check and self._checking.acquire(blocking=False):
+            try:
+                self._check()
+            finally:
+                self._next_check = self._clock() + self.reload_interval_s
+                self._checking.release()
+        return self._current
+
+    def _check(self) -> None:
+        """Reads the files now, and takes them if they changed and are usable."""
+        try:
+            contents = _read(self.directory)
+        except ValueError as e:
+            self._refuse((str(e).encode(),), e)
+            return
+        if contents == (self._current.ca, self._current.certificate, self._current.key):
+            self._refused = None
+            return
+        try:
+            credentials = _usable(contents, self.directory)
+        except (ValueError, OSError) as e:
+            self._refuse(contents, e)
+            return
+        self._current, self._refused = credentials, None
+        log.info("reloaded the TLS certificates of %s=%r: new connections use them; valid until %s UTC", TLS_DIR_ENV,
+                 self.directory, f"{credentials.not_after:%Y-%m-%d %H:%M}")
+
+    def _refuse(self, contents: tuple[bytes, ...], problem: Exception) -> None:
+        """Logs ``problem`` unless these ``contents`` were refused last time too."""
+        if contents == self._refused:
+            return
+        self._refused = contents
+        log.error("%s; this task keeps the certificates it has (valid until %s UTC) and reads the files again in "
+                  "%g s", problem, f"{self._current.not_after:%Y-%m-%d %H:%M}", self.reload_interval_s)
+
+
+RELOAD_ADVICE = ("This task takes renewed files from that directory within {interval:g} s, without a restart "
+                 "(docs/security.md, \"When certificates expire\": cert-manager renews a TrainingJob's before they "
+                 "expire when the operator uses it; those the operator made itself are renewed by replacing the "
+                 "job's Secrets).")
+
+
+class ExpiryWatch:
+    """Tells, for a running task, when its certificates expire (``Credentials.not_after``
+    of ``credentials.current()``, which the server's start line shows): a WARNING once less
+    than ``EXPIRY_WARNING`` is left (at once if that is so already), an ERROR once they
+    expired. A thread of its own waits for those instants until ``stop``; every
+    ``check_every_s`` (0: never) it asks ``credentials`` for the current ones, so that a
+    quiet task reloads renewed files too, and then follows their expiry."""
+
+    def __init__(self, credentials: CredentialSource, task: str,
+                 clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc),
+                 check_every_s: float = 0.0) -> None:
+        self._credentials = credentials
         self._where = f"{TLS_DIR_ENV}={credentials.directory!r}"
+        self._advice = RELOAD_ADVICE.format(interval=check_every_s) if check_every_s else RENEWAL_ADVICE
         self._task = task
         self._clock = clock
+        self._check_every_s = check_every_s
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True, name="tls-expiry")
         self._thread.start()
 
-    def _watch(self) -> None:
-        if self._wait_until(self.not_after - EXPIRY_WARNING):
-            log.warning("%s: the TLS certificates of %s expire at %s UTC, in %s: then peers refuse this task's new "
-                        "connections. %s", self._task, self._where, f"{self.not_after:%Y-%m-%d %H:%M}",
-                        _days(self.not_after - self._clock()), RENEWAL_ADVICE)
-        if self._wait_until(self.not_after):
-            log.error("%s: the TLS certificates of %s expired at %s UTC: every new connection between this task "
-                      "and its peers (a reconnect, a restarted task, a new data-channel connection) now fails its "
-                      "TLS handshake, and steps that need one fail. %s", self._task, self._where,
-                      f"{self.not_after:%Y-%m-%d %H:%M}", RENEWAL_ADVICE)
+    @property
+    def not_after(self) -> datetime.datetime:
+        """When the certificates in use now expire."""
+        return self._credentials.current().not_after
 
-    def _wait_until(self, instant: datetime.datetime) -> bool:
-        """Waits until ``instant`` (at most a day at a time, so a clock that jumps is
-        followed); False if stopped first."""
+    def _watch(self) -> None:
+        warned: Optional[datetime.datetime] = None
+        expired: Optional[datetime.datetime] = None
         while not self._stopped.is_set():
-            left = (instant - self._clock()).total_seconds()
-            if left <= 0:
-                return True
-            self._stopped.wait(min(left, 86400.0))
-        return False
+            not_after = self.not_after
+            left = not_after - self._clock()
+            if left <= datetime.timedelta(0) and expired != not_after:
+                expired = not_after
+                log.error("%s: the TLS certificates of %s expired at %s UTC: every new connection between this task "
+                          "and its peers (a reconnect, a restarted task, a new data-channel connection) now fails its "
+                          "TLS handshake, and steps that need one fail. %s", self._task, self._where,
+                          f"{not_after:%Y-%m-%d %H:%M}", self._advice)
+            elif datetime.timedelta(0) < left <= EXPIRY_WARNING and warned != not_after:
+                warned = not_after
+                log.warning("%s: the TLS certificates of %s expire at %s UTC, in %s: then peers refuse this task's "
+                            "new connections. %s", self._task, self._where, f"{not_after:%Y-%m-%d %H:%M}",
+                            _days(left), self._advice)
+            # Until the next instant (at most a day at a time, so a clock that jumps is followed).
+            until_next = (left - EXPIRY_WARNING if left > EXPIRY_WARNING else left).total_seconds()
+            self._stopped.wait(min(until_next if until_next > 0 else 86400.0, self._check_every_s or 86400.0,
+                                   86400.0))
 
     def stop(self) -> None:
         self._stopped.set()
@@ -201,22 +373,23 @@ def _days(left: datetime.timedelta) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(directory: str) -> Credentials:
-    return load(directory)
+def _live(directory: str, reload_interval_s: float) -> LiveCredentials:
+    return LiveCredentials(directory, reload_interval_s)
 
 
-def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Credentials]:
-    """This process's credentials: those of ``TENSORGRID_TLS_DIR`` (else those it made for
+def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[LiveCredentials]:
+    """This process's credentials, following their directory (one ``LiveCredentials`` per
+    directory and process): those of ``TENSORGRID_TLS_DIR`` (else those it made for
     itself, ``use_for_this_process``); ``None`` (no TLS, after a
     warning, once) when it is unset and ``TENSORGRID_INSECURE=1``. InsecureNotAllowedError
-    when neither is set; ValueError for a bad value of either."""
+    when neither is set; ValueError for a bad value of either, or of ``TENSORGRID_TLS_RELOAD_SECONDS``."""
     env = os.environ if environ is None else environ
     directory = env.get(TLS_DIR_ENV, "").strip() or (_process_directory if environ is None else "") or ""
     insecure = env.get(INSECURE_ENV, "").strip()
     if insecure not in ("", "0", "1"):
         raise ValueError(f"{INSECURE_ENV}={insecure!r}: set it to 1 to run without TLS, or leave it unset (or 0)")
     if directory:
-        return _load_cached(os.path.abspath(directory))
+        return _live(os.path.abspath(directory), reload_interval_from_env(env))
     if insecure != "1":
         raise InsecureNotAllowedError(
             f"no TLS certificates: set {TLS_DIR_ENV} to a directory holding {', '.join(FILES)} (the operator and "
@@ -229,16 +402,41 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[Credential
     return None
 
 
-def open_channel(address: str, credentials: Optional[Credentials],
+def open_channel(address: str, credentials: Optional[CredentialSource],
                  options: Sequence[tuple[str, object]]) -> grpc.Channel:
-    """A gRPC channel to ``address``: mutual TLS with ``credentials``, plaintext without."""
+    """A gRPC channel to ``address``: mutual TLS with the credentials ``credentials`` hold
+    now (a channel keeps them: ``peer_channel`` replaces it after a reload), plaintext without."""
     if credentials is None:
         return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, credentials.grpc_channel(), options=options)
+    return grpc.secure_channel(address, credentials.current().grpc_channel(), options=options)
 
 
-def add_port(server: grpc.Server, address: str, credentials: Optional[Credentials]) -> int:
-    """Binds ``server`` to ``address``, with mutual TLS when ``credentials`` are given; the bound port, 0 if none."""
+class _ServerCertificates:
+    """gRPC's certificate fetcher for a server (called before each handshake): the
+    certificate and CAs of ``credentials.current()`` when they are not the ones it served last."""
+
+    def __init__(self, credentials: CredentialSource) -> None:
+        self._credentials = credentials
+        self._served = credentials.current()
+        self._lock = threading.Lock()
+
+    def initial(self) -> grpc.ServerCertificateConfiguration:
+        return self._served.grpc_server()
+
+    def __call__(self) -> Optional[grpc.ServerCertificateConfiguration]:
+        current = self._credentials.current()
+        with self._lock:
+            if current is self._served:
+                return None
+            self._served = current
+        return current.grpc_server()
+
+
+def add_port(server: grpc.Server, address: str, credentials: Optional[CredentialSource]) -> int:
+    """Binds ``server`` to ``address``, with mutual TLS when ``credentials`` are given (each
+    new connection's handshake with ``credentials.current()``); the bound port, 0 if none."""
     if credentials is None:
         return int(server.add_insecure_port(address))
-    return int(server.add_secure_port(address, credentials.grpc_server()))
+    certificates = _ServerCertificates(credentials)
+    return int(server.add_secure_port(address, grpc.dynamic_ssl_server_credentials(
+        certificates.initial(), certificates, require_client_authentication=True)))

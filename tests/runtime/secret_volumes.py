@@ -14,7 +14,10 @@ import datetime
 import os
 from typing import Sequence
 
+import grpc
+
 from tensorgrid.distributed import certificates
+from tensorgrid.distributed.transport import tls
 
 
 class SecretVolume:
@@ -52,3 +55,17 @@ class SecretVolume:
         certificate, key = certificates.issue(issuer, common_name, certificates.LOOPBACK_NAMES, validity)
         self.write({"ca.crt": b"".join(ca.certificate_pem for ca in trusted), "tls.crt": certificate, "tls.key": key})
         return certificate
+
+
+def grpc_answers(address: str, client: tls.Credentials) -> bool:
+    """Whether the gRPC server at ``address`` completes a call from a client showing
+    ``client``'s certificate (any answer counts; a refused handshake is UNAVAILABLE)."""
+    channel = grpc.secure_channel(address, client.grpc_channel())
+    try:
+        channel.unary_unary("/tensorgrid.v1.Worker/GetStatus")(b"", timeout=5)
+        return True
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        return False
+    finally:
+        channel.close()

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 import tensorgrid as tf
-from secret_volumes import SecretVolume
+from secret_volumes import SecretVolume, grpc_answers
 from tensorgrid import metrics
 from tensorgrid.distributed import certificates
 from tensorgrid.distributed import ports
@@ -186,16 +186,6 @@ def _grpc_server(credentials: tls.CredentialSource, recorder: _Recorder) -> tupl
     return server, f"localhost:{port}"
 
 
-def _answers(address: str, client: tls.Credentials) -> bool:
-    channel = grpc.secure_channel(address, client.grpc_channel())
-    try:
-        channel.unary_unary("/tensorgrid.v1.Worker/GetStatus")(b"", timeout=5)
-        return True
-    except grpc.RpcError as e:
-        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-        return False
-    finally:
-        channel.close()
 
 
 def _client(tmp_path, name: str, trusted, issuer) -> tls.Credentials:
@@ -230,16 +220,16 @@ def test_a_grpc_server_and_a_data_channel_present_and_trust_the_reloaded_certifi
             finally:
                 channel.close()
 
-        assert not _answers(address, only_b) and not data_channel_answers(only_b)
-        assert _answers(address, of_a) and data_channel_answers(of_a)
+        assert not grpc_answers(address, only_b) and not data_channel_answers(only_b)
+        assert grpc_answers(address, of_a) and data_channel_answers(of_a)
         volume.write_certificates([a, b], b, "server")  # a CA change: both trusted, B shown
-        _wait_for(lambda: _answers(address, only_b), "the gRPC server taking B")
+        _wait_for(lambda: grpc_answers(address, only_b), "the gRPC server taking B")
         assert data_channel_answers(only_b)
-        assert _answers(address, of_a) and data_channel_answers(of_a)
+        assert grpc_answers(address, of_a) and data_channel_answers(of_a)
         volume.write_certificates([b], b, "server")  # then A is dropped
-        _wait_for(lambda: not _answers(address, of_a), "the gRPC server dropping A")
+        _wait_for(lambda: not grpc_answers(address, of_a), "the gRPC server dropping A")
         assert not data_channel_answers(of_a)
-        assert _answers(address, only_b) and data_channel_answers(only_b)
+        assert grpc_answers(address, only_b) and data_channel_answers(only_b)
     finally:
         server.stop(grace=None)
         tx.close()

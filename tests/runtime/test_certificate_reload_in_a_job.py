@@ -13,14 +13,13 @@ import datetime
 import re
 import time
 
-import grpc
 import numpy as np
 import pytest
 
 import cluster_processes
 from cluster_processes import BackgroundTraining
 from cluster_processes import LocalCluster
-from secret_volumes import SecretVolume
+from secret_volumes import SecretVolume, grpc_answers
 from tensorgrid.distributed import certificates
 from tensorgrid.distributed import ports
 from tensorgrid.distributed.transport import data_channel
@@ -31,16 +30,6 @@ pytestmark = pytest.mark.timeout(240)
 RELOADED = "reloaded the TLS certificates of"
 
 
-def _answers_grpc(address: str, client: tls.Credentials) -> bool:
-    channel = grpc.secure_channel(address, client.grpc_channel())
-    try:
-        channel.unary_unary("/tensorgrid.v1.Worker/GetStatus")(b"", timeout=5)
-        return True
-    except grpc.RpcError as e:
-        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-        return False
-    finally:
-        channel.close()
 
 
 def _answers_data_channel(port: int, client: tls.Credentials) -> bool:
@@ -85,7 +74,7 @@ def test_a_training_job_replaces_its_ca_without_a_restart(tmp_path, monkeypatch)
 
         def served(client: tls.Credentials) -> list[bool]:
             return [answer for job in ("ps", "worker") for answer in (
-                _answers_grpc(cluster.task(job).address, client), _answers_data_channel(data_ports[job], client))]
+                grpc_answers(cluster.task(job).address, client), _answers_data_channel(data_ports[job], client))]
 
         training = BackgroundTraining(cluster.target("worker"))
         try:

@@ -44,10 +44,11 @@ class Liveness:
     default grows to 120 s); ``TENSORGRID_RECONNECT_BACKOFF_MAX_SECONDS``."""
 
 
-def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> float:
+def seconds_from_env(environ: Mapping[str, str], name: str, default: float, minimum: float = 0.1,
+                     meaning: str = "") -> float:
     """The number of seconds variable ``name`` of ``environ`` sets, or ``default`` when it
     is unset or empty. ValueError naming the variable and its value unless it is a
-    number from 0.1 to 86400."""
+    number from ``minimum`` to 86400 (``meaning`` says what 0 does, where allowed)."""
     value = environ.get(name, "").strip()
     if not value:
         return default
@@ -55,9 +56,9 @@ def seconds_from_env(environ: Mapping[str, str], name: str, default: float) -> f
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not 0.1 <= seconds <= 86400:
-        raise ValueError(f"{name}={value!r} is not a number of seconds from 0.1 to 86400; "
-                         f"leave it unset for the default of {default:g}")
+    if not minimum <= seconds <= 86400:
+        raise ValueError(f"{name}={value!r} is not a number of seconds from {minimum:g} to 86400; "
+                         f"leave it unset for the default of {default:g}{meaning}")
     return seconds
 
 

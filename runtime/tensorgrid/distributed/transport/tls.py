@@ -48,6 +48,8 @@ import grpc
 from cryptography import exceptions as crypto_exceptions
 from cryptography import x509
 
+from tensorgrid.distributed.transport import liveness
+
 log = logging.getLogger("tensorgrid.tls")
 
 TLS_DIR_ENV = "TENSORGRID_TLS_DIR"
@@ -240,17 +242,9 @@ RENEWAL_ADVICE = ("Renew them: a TrainingJob's are in its Secrets <job>-ca and <
 
 def reload_interval_from_env(environ: Optional[Mapping[str, str]] = None) -> float:
     """``TENSORGRID_TLS_RELOAD_SECONDS`` (default 30; 0: never reload). ValueError for a bad value."""
-    value = (os.environ if environ is None else environ).get(RELOAD_ENV, "").strip()
-    if not value:
-        return DEFAULT_RELOAD_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= 86400:
-        raise ValueError(f"{RELOAD_ENV}={value!r}: set it to how often a running task looks for renewed "
-                         f"certificates, in seconds (0-86400, default {DEFAULT_RELOAD_SECONDS:g}; 0: only at start)")
-    return seconds
+    return liveness.seconds_from_env(os.environ if environ is None else environ, RELOAD_ENV, DEFAULT_RELOAD_SECONDS,
+                                     minimum=0.0, meaning=" (how often a running task looks for renewed certificates; "
+                                     "0: only at start)")
 
 
 class LiveCredentials:

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cert-manager/cert-manager/pkg/controller"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 
 	// Each package registers its controller (controller.Register) or issuer type in init.
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
@@ -55,7 +56,10 @@ func main() {
 	clusterResourceNamespace := flag.String("cluster-resource-namespace", "kube-system",
 		"namespace holding the Secrets that ClusterIssuers name (cert-manager's --cluster-resource-namespace)")
 	workers := flag.Int("concurrent-workers", 5, "workers per controller (cert-manager's default)")
+	ownerRef := flag.Bool("enable-certificate-owner-ref", false,
+		"make each Certificate the owner of its Secret, so the Secret goes with it (cert-manager's flag)")
 	listControllers := flag.Bool("list-controllers", false, "print the controllers this harness runs and exit")
+	version := flag.Bool("version", false, "print the cert-manager release built in and exit")
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -64,6 +68,10 @@ func main() {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if *version {
+		fmt.Println(util.AppVersion)
+		return
+	}
 	if *listControllers {
 		for _, name := range names {
 			fmt.Println(name)
@@ -80,7 +88,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = logf.NewContext(ctx, logf.Log, "controller")
-	if err := run(ctx, *kubeconfig, *clusterResourceNamespace, *workers, names); err != nil {
+	if err := run(ctx, *kubeconfig, *clusterResourceNamespace, *workers, *ownerRef, names); err != nil {
 		logf.Log.Error(err, "cert-manager-controller failed")
 		logf.FlushLogs()
 		os.Exit(1)
@@ -90,13 +98,15 @@ func main() {
 // run builds every registered controller from one ContextFactory, starts the shared informers
 // they registered, and runs them until ctx ends (cmd/controller/app/controller.go's Run, less its
 // servers and leader election).
-func run(ctx context.Context, kubeconfig, clusterResourceNamespace string, workers int, names []string) error {
+func run(ctx context.Context, kubeconfig, clusterResourceNamespace string, workers int, ownerRef bool,
+	names []string) error {
 	factory, err := controller.NewContextFactory(ctx, controller.ContextOptions{
 		Kubeconfig:         kubeconfig,
 		KubernetesAPIQPS:   50,
 		KubernetesAPIBurst: 100,
 		IssuerOptions:      controller.IssuerOptions{ClusterResourceNamespace: clusterResourceNamespace},
 		CertificateOptions: controller.CertificateOptions{
+			EnableOwnerRef: ownerRef,
 			// cert-manager's default: every annotation but kubectl's, flux's and argocd's.
 			CopiedAnnotationPrefixes: []string{"*", "-kubectl.kubernetes.io/", "-fluxcd.io/", "-argocd.argoproj.io/"},
 		},

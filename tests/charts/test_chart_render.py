@@ -42,7 +42,8 @@ def test_defaults() -> None:
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
                                  "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
                                  "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
-                                 "--ps-anti-affinity=off", "--gang-scheduler=none"]
+                                 "--ps-anti-affinity=off", "--gang-scheduler=none",
+                                 "--certificate-issuer=operator"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME

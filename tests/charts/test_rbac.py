@@ -339,10 +339,29 @@ def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
     return set(out.split())
 
 
-@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano"])
+def _cert_manager_crds() -> pathlib.Path:
+    """cert-manager's CRDs as hack/tools.sh --with-cert-manager copies them (skips, or fails under CI=true, without)."""
+    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
+                         check=True)
+    crds = pathlib.Path(out.stdout.strip()) / "cert-manager-crds"
+    if not crds.is_dir():
+        message = f"no {crds}: copy them with `hack/tools.sh --with-cert-manager` (`make tools`)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return crds
+
+
+CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")
+
+
+@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano",
+                                   "given-namespaces-cert-manager"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
     """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
-    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds)."""
+    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds); in cert-manager's mode,
+    its Issuers and Certificates (cert-manager's CRDs, removed again at the end; no controller is needed to
+    make them)."""
     cp = controlplane
     job_namespace = f"chart-rbac-{watch}"
     values: dict[str, Any] = {"watchNamespaces": [job_namespace]} if watch != "all-namespaces" else {}
@@ -352,6 +371,13 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                    str(ROOT / "tests" / "operator" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
         wait_crds_established(cp, "podgroups.scheduling.volcano.sh")
+    cert_manager = watch.endswith("-cert-manager")
+    if cert_manager:
+        values["certificates"] = {"issuer": "cert-manager"}
+        crds = _cert_manager_crds()
+        for name in CERT_MANAGER_CRDS:
+            cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds / f"cert-manager.io_{name.split('.')[0]}.yaml"))
+        wait_crds_established(cp, *CERT_MANAGER_CRDS)
     for namespace in (RELEASE_NAMESPACE, job_namespace):
         if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
             cp.kubectl("create", "namespace", namespace)
@@ -394,6 +420,11 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         if gang:
             assert _names(cp, job_namespace, "podgroups.scheduling.volcano.sh") == {
                 "podgroup.scheduling.volcano.sh/rbac"}
+        if cert_manager:
+            assert _names(cp, job_namespace, "issuers.cert-manager.io,certificates.cert-manager.io") == {
+                "issuer.cert-manager.io/rbac-selfsigned", "issuer.cert-manager.io/rbac-ca",
+                "certificate.cert-manager.io/rbac-ca", "certificate.cert-manager.io/rbac-ps-0-tls",
+                "certificate.cert-manager.io/rbac-worker-0-tls"}
         _finish_as_kubelet(cp, job_namespace, "rbac-worker-0")
         # Succeeded (status patch, events), PS pod deleted, then deleted by its TTL of 0 (finalizer removed).
         wait_for(lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", check=False).returncode != 0, 60,
@@ -416,6 +447,8 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
             process.kill()
             process.wait()
         cp.kubectl("delete", "namespace", job_namespace, "--wait=false", check=False)
+        if cert_manager:
+            cp.kubectl("delete", "crd", "--ignore-not-found", *CERT_MANAGER_CRDS, check=False)
     output = log_path.read_text()
     # 403 as a status, not as the milliseconds of a log line's time stamp ("12:00:01,403").
     denied = [line for line in output.splitlines()

@@ -165,6 +165,19 @@ def test_each_replica_gets_a_certificate_of_its_job_s_own_ca_from_cert_manager(
         certificates = _wait_issued(namespace, "secure", {"secure-ca", *(f"{p}-tls" for p in pods)})
         _wait_issued(namespace, "other", {"other-ca", "other-worker-0-tls"})
         _check_issued(namespace, created, certificates, tmp_path, monkeypatch)
+        # A failed worker is replaced: the new pod mounts the same Secret; its Certificate is not made again.
+        namespace.run_all("secure")
+        namespace.wait_state("secure", "Running")
+        before = {n: c["metadata"]["resourceVersion"] for n, c in _objects(namespace, "certificates", "secure").items()}
+        old_uid = created["secure-worker-1"]["metadata"]["uid"]
+        namespace.set_phase("secure-worker-1", "Failed", 1)
+        wait_for(lambda: namespace.pods("secure").get("secure-worker-1", {}).get("metadata", {}).get("uid")
+                 not in (None, old_uid), 30, "worker-1 recreated")
+        replaced = namespace.pods("secure")["secure-worker-1"]
+        assert [v["secret"]["secretName"] for v in replaced["spec"]["volumes"] if "secret" in v] == [
+            "secure-worker-1-tls"]
+        assert {n: c["metadata"]["resourceVersion"]
+                for n, c in _objects(namespace, "certificates", "secure").items()} == before
         # Deleting the job: the garbage collector takes its Issuers and Certificates, and with them the Secrets.
         cp.custom.delete_namespaced_custom_object("tensorgrid.io", "v1", namespace.name, "trainingjobs", "secure")
         wait_for(lambda: not _objects(namespace, "certificates", "secure")
@@ -243,6 +256,31 @@ def _check_issued(namespace: Namespace, created: dict[str, dict[str, Any]], cert
         for process, _ in tasks:
             process.kill()
             process.wait(30)
+
+
+@pytest.mark.usefixtures("cert_manager_running")
+def test_a_job_the_operator_started_keeps_the_operator_s_ca_in_cert_manager_mode(
+        controlplane: ControlPlane, own_namespace: Namespace) -> None:
+    """Switching the chart to cert-manager while a job runs: the job's CA Secret (with its key) is left alone,
+    not handed to cert-manager, and its replaced pods get certificates of that CA."""
+    cp, namespace = controlplane, own_namespace
+    with running_operator(operator_settings(cp, (namespace.name,))):
+        namespace.apply(job_manifest("before", ps=1, workers=1, policy="OnFailure"))
+        namespace.wait_pods("before", {"before-ps-0", "before-worker-0"})
+        namespace.run_all("before")
+        namespace.wait_state("before", "Running")
+    ca_before = _files(namespace, "before-ca")
+    assert "ca.key" in ca_before
+    with running_operator(_settings(cp, namespace, PER_JOB)):
+        cp.core.delete_namespaced_secret("before-worker-0-tls", namespace.name)  # so the new pod needs one made
+        old_uid = namespace.pods("before")["before-worker-0"]["metadata"]["uid"]
+        namespace.set_phase("before-worker-0", "Failed", 1)
+        wait_for(lambda: namespace.pods("before").get("before-worker-0", {}).get("metadata", {}).get("uid")
+                 not in (None, old_uid), 30, "worker-0 recreated")
+        leaf = x509.load_pem_x509_certificate(_files(namespace, "before-worker-0-tls")["tls.crt"])
+        leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_before["ca.crt"]))
+        assert not _objects(namespace, "certificates", "before") and not _objects(namespace, "issuers", "before")
+        assert _files(namespace, "before-ca") == ca_before
 
 
 @pytest.mark.usefixtures("cert_manager_running")

@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
+from tensorgrid_operator import cert_manager
 from tensorgrid_operator import config
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import podgroups
@@ -76,6 +77,22 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                         help="the training pods' schedulerName under --gang-scheduler (default: volcano, or "
                              f"{podgroups.DEFAULT_SCHEDULER_PLUGINS_NAME} for scheduler-plugins); a template's own "
                              "schedulerName wins")
+    certificates = defaults.certificates
+    parser.add_argument("--certificate-issuer", choices=cert_manager.ISSUERS, default=certificates.issuer,
+                        help="who issues the certificates of the jobs' pods: the operator (a CA per job, signed here) "
+                             "or cert-manager (a CA per job as cert-manager Issuers and Certificates; cert-manager "
+                             f"must be installed) (default {certificates.issuer})")
+    parser.add_argument("--cert-manager-issuer", default="",
+                        help="with --certificate-issuer cert-manager: an existing ClusterIssuer/<name> or "
+                             "Issuer/<name> (in each job's namespace) that signs every job's replicas, instead of a CA "
+                             "per job (then any job's certificate is let in by the others)")
+    parser.add_argument("--cert-manager-duration", default=certificates.duration,
+                        help=f"how long a replica's cert-manager certificate is valid (default {certificates.duration})")
+    parser.add_argument("--cert-manager-renew-before", default=certificates.renew_before,
+                        help="how long before its end cert-manager renews a replica's certificate (default "
+                             f"{certificates.renew_before})")
+    parser.add_argument("--cert-manager-ca-duration", default=certificates.ca_duration,
+                        help=f"how long a job's cert-manager CA is valid (default {certificates.ca_duration})")
     parser.add_argument("--progress-interval-seconds", type=float, default=defaults.progress_interval_seconds,
                         help="read a running job's global step from its chief's and parameter servers' metrics into "
                              f"status.progress this often; 0 turns it off (default "
@@ -97,6 +114,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         parser.error(f"--stuck-terminating-seconds {args.stuck_terminating_seconds:g} must be >= 0")
     if args.progress_interval_seconds < 0:
         parser.error(f"--progress-interval-seconds {args.progress_interval_seconds:g} must be >= 0 (0: off)")
+    try:
+        certificate_settings = cert_manager.CertManagerSettings(
+            args.certificate_issuer,
+            cert_manager.IssuerRef.parse(args.cert_manager_issuer) if args.cert_manager_issuer else None,
+            args.cert_manager_duration, args.cert_manager_renew_before, args.cert_manager_ca_duration)
+    except ValueError as e:
+        parser.error(str(e))
     return config.Settings(
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
@@ -117,6 +141,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         force_delete_stuck_pods=args.force_delete_stuck_pods,
         progress_interval_seconds=args.progress_interval_seconds,
         gang=podgroups.GangSettings(args.gang_scheduler, args.gang_scheduler_name),
+        certificates=certificate_settings,
         verbose=args.verbose,
         remove_finalizers=args.remove_finalizers,
     )

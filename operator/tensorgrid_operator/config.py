@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
+from tensorgrid_operator import cert_manager
 from tensorgrid_operator import podgroups
 
 
@@ -61,6 +62,8 @@ class Settings:
     """``off``, ``preferred`` or ``required``: anti-affinity of a job's parameter servers across nodes."""
     gang: podgroups.GangSettings = podgroups.GangSettings()
     """Gang scheduling: a PodGroup per job for Volcano or scheduler-plugins, or none (``--gang-scheduler``)."""
+    certificates: cert_manager.CertManagerSettings = cert_manager.CertManagerSettings()
+    """Who issues the jobs' certificates: the operator (a CA per job) or cert-manager (``--certificate-issuer``)."""
     progress_interval_seconds: float = 30.0
     """How often a running job's metrics are read into ``status.progress``; 0 turns progress off."""
     progress_timeout_seconds: float = 5.0

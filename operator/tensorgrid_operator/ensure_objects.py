@@ -3,7 +3,8 @@
 A pass first makes sure the job's NetworkPolicy and PS PodDisruptionBudget exist
 (``jobobjects``; created again after a deletion, ``owned_objects``) and, with a gang
 scheduler, its PodGroup (``podgroups``; created again, after a deletion, before the
-next pods that need it). The decisions are pure functions of those
+next pods that need it), and in cert-manager's mode its Issuers and CA Certificate
+(``cert_manager``). The decisions are pure functions of those
 modules; this module makes the calls (on the operator's thread pool, through ``call``)
 and says what happened through ``say`` (an Event on the job), so kopf stays in the
 handlers.
@@ -13,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 from typing import Any, Awaitable, Callable, Mapping, Optional
 
+from tensorgrid_operator import cert_manager
 from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube as kube_lib
 from tensorgrid_operator import owned_objects
@@ -28,6 +32,12 @@ Call = Callable[..., Awaitable[Any]]
 Say = Callable[[str, str, str], None]
 """Posts an Event on the job: ``say(type, reason, message)``."""
 FINISHED_STATES = ("Succeeded", "Failed")
+CERT_MANAGER_READY = ("CertManager", "")
+"""``Upkeep.made`` holds this once the job's cert-manager objects exist, or the job keeps the operator's CA."""
+
+
+class _NotServedError(Exception):
+    """The API server does not serve cert-manager's Certificates."""
 
 
 def _spec_or_none(job: Mapping[str, Any]) -> Optional[spec_lib.JobSpec]:
@@ -100,13 +110,14 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
         if upkeep.pod_group_error != text:
             say("Warning", reason, text)
         upkeep.pod_group_error = text
-        return _condition_patch(status, False, reason, text)
+        return _condition_patch(status, podgroups.CONDITION, False, reason, text)
     upkeep.made.add(("PodGroup", name))
     upkeep.pod_group_fresh = True
     upkeep.pod_group_error = ""
     if cond_lib.get_condition(status.get("conditions") or [], podgroups.CONDITION) is None:
         return None  # created at the first try: nothing to report in the status
-    return _condition_patch(status, True, "PodGroupCreated", f"created PodGroup {name} ({api.api_version})")
+    return _condition_patch(status, podgroups.CONDITION, True, "PodGroupCreated",
+                            f"created PodGroup {name} ({api.api_version})")
 
 
 async def pod_group_before_pods(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
@@ -148,21 +159,81 @@ async def _create_pod_group(kube: kube_lib.Kube, call: Call, job: Mapping[str, A
     return await call(kube.create_pod_group, api.group, api.version, api.plural, group)
 
 
-def why_pods_wait(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings) -> Optional[str]:
-    """Why the job's pods must not be created yet (its PodGroup is missing); ``None``: they may be.
+async def cert_manager_objects(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
+                               upkeep: owned_objects.Upkeep, settings: cert_manager.CertManagerSettings) -> Optional[Obj]:
+    """In cert-manager's mode, the job's Issuers and CA Certificate (``cert_manager.job_objects``), once per
+    operator process; with an issuer of the chart's, a look that cert-manager's API is served. Returns the
+    status patch to write, if any.
 
-    Without a gang scheduler, or for a finished job or one whose spec the reconcile fails, never.
+    While they cannot be made (cert-manager's CRDs missing: 404; a refusal; one of their names taken), the
+    job's condition ``CertificateIssuerCreated`` is False with the reason, a Warning event says it once per
+    distinct message (and the operator logs it), and :func:`why_pods_wait` holds the pods back: their
+    certificates would never be issued. A job that already made pods with a CA Secret of the operator's
+    keeps it: cert-manager would take that Secret over.
+    """
+    status = job.get("status") or {}
+    if not settings.enabled or status.get("state") in FINISHED_STATES or CERT_MANAGER_READY in upkeep.made \
+            or _spec_or_none(job) is None:
+        return None
+    meta = job["metadata"]
+    what = f"the Certificates of job {meta['name']}"
+    try:
+        if cond_lib.is_true(status.get("conditions") or [], cond_lib.CREATED):
+            secret = await call(kube.get_secret, meta["namespace"], job_certificates.ca_secret_name(meta["name"]))
+            if secret is not None and not cert_manager.issued_by_cert_manager(secret):
+                upkeep.made.add(CERT_MANAGER_READY)  # signed by the operator: certificate_secrets goes on so
+                return None
+        wanted = cert_manager.job_objects(job, settings)
+        for obj in wanted:
+            what = f"{obj['kind']} {obj['metadata']['name']}"
+            if not await call(kube.create_cert_manager_object, obj):
+                found = await call(kube.get_cert_manager_object, obj["kind"], meta["namespace"], obj["metadata"]["name"])
+                if found is not None and not job_certificates.owned_by(found, job):
+                    raise ValueError(f"{what} exists and is not this job's: delete or rename it (if it belonged to a "
+                                     f"deleted job of the same name, it goes away shortly)")
+        if not wanted and "certificates" not in (await call(kube.cert_manager_resources) or set()):
+            raise _NotServedError()
+    except Exception as e:  # noqa: BLE001 - every refusal is said, and tried again next pass
+        code, message = kube_lib.error_details(e)
+        if isinstance(e, _NotServedError) or code == 404:
+            reason = cert_manager.MISSING
+            text = cert_manager.missing_message(what, await call(kube.cert_manager_resources))
+        else:
+            reason = "FailedCreateIssuer"
+            text = (f"could not create {what}: {message}{f' (HTTP {code})' if code else ''}; the job's pods are not "
+                    f"created until it is")
+        if upkeep.cert_manager_error != text:
+            say("Warning", reason, text)
+            logging.getLogger("tensorgrid_operator").warning("%s/%s: %s", meta["namespace"], meta["name"], text)
+        upkeep.cert_manager_error = text
+        return _condition_patch(status, cert_manager.CONDITION, False, reason, text)
+    upkeep.made.add(CERT_MANAGER_READY)
+    upkeep.cert_manager_error = ""
+    if cond_lib.get_condition(status.get("conditions") or [], cert_manager.CONDITION) is None:
+        return None  # made at the first try: nothing to report in the status
+    made = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in wanted) or "nothing (cert-manager is served)"
+    return _condition_patch(status, cert_manager.CONDITION, True, "IssuerCreated", f"created {made}")
+
+
+def why_pods_wait(job: Mapping[str, Any], upkeep: owned_objects.Upkeep, gang: podgroups.GangSettings,
+                  certificates: cert_manager.CertManagerSettings = cert_manager.CertManagerSettings()) -> Optional[str]:
+    """Why the job's pods must not be created yet (its PodGroup, or its cert-manager objects, are missing);
+    ``None``: they may be.
+
+    For a finished job or one whose spec the reconcile fails, never.
     """
     name = job["metadata"]["name"]
-    if not gang.enabled or _spec_or_none(job) is None or ("PodGroup", name) in upkeep.made \
-            or (job.get("status") or {}).get("state") in FINISHED_STATES:
+    if _spec_or_none(job) is None or (job.get("status") or {}).get("state") in FINISHED_STATES:
         return None
-    return upkeep.pod_group_error or f"PodGroup {name} does not exist yet"
+    if gang.enabled and ("PodGroup", name) not in upkeep.made:
+        return upkeep.pod_group_error or f"PodGroup {name} does not exist yet"
+    if certificates.enabled and CERT_MANAGER_READY not in upkeep.made:
+        return upkeep.cert_manager_error or f"the cert-manager objects of job {name} do not exist yet"
+    return None
 
 
-def _condition_patch(status: Mapping[str, Any], value: bool, reason: str, message: str) -> Optional[Obj]:
+def _condition_patch(status: Mapping[str, Any], ctype: str, value: bool, reason: str, message: str) -> Optional[Obj]:
     conditions = [dict(c) for c in status.get("conditions") or []]
     before = [dict(c) for c in conditions]
-    cond_lib.set_condition(conditions, podgroups.CONDITION, value, reason, message,
-                           datetime.datetime.now(datetime.timezone.utc))
+    cond_lib.set_condition(conditions, ctype, value, reason, message, datetime.datetime.now(datetime.timezone.utc))
     return None if conditions == before else {"conditions": conditions}

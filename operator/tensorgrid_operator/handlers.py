@@ -475,17 +475,21 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
 
 async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any],
                               indexed: list[tuple[str, str, str]]) -> tuple[dict[str, Any], Optional[str]]:
-    """The job's NetworkPolicy, PS PodDisruptionBudget and PodGroup (ensure_objects): the job as
-    it is now (its status may say why the PodGroup is missing), and why its pods must wait, if so."""
+    """The job's NetworkPolicy, PS PodDisruptionBudget, PodGroup and cert-manager objects (ensure_objects):
+    the job as it is now (its status may say why one is missing), and why its pods must wait, if so."""
     upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
     say = _say_on(job)
     await ensure_objects.job_objects(runtime.kube, runtime.call, say, job, indexed, upkeep,
                                      _job_object_settings(runtime.settings))
-    gang = runtime.settings.gang
+    gang, certificates = runtime.settings.gang, runtime.settings.certificates
+    # One after the other: each patch replaces the conditions, from the job as the last one left it.
     patch = await ensure_objects.pod_group(runtime.kube, runtime.call, say, job, upkeep, gang)
     if patch is not None:
         job = await runtime.write_status(key, job, patch)
-    return job, ensure_objects.why_pods_wait(job, upkeep, gang)
+    patch = await ensure_objects.cert_manager_objects(runtime.kube, runtime.call, say, job, upkeep, certificates)
+    if patch is not None:
+        job = await runtime.write_status(key, job, patch)
+    return job, ensure_objects.why_pods_wait(job, upkeep, gang, certificates)
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:
@@ -516,7 +520,8 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     first_pods = not cond_lib.is_true((job.get("status") or {}).get("conditions") or [], cond_lib.CREATED)
     certificates = None
     if plan.create_pods:  # before anything is written: the pods mount them
-        certificates = await certificate_secrets.for_job(k, runtime.call, _say_on(job), job, first_pods)
+        certificates = await certificate_secrets.for_job(k, runtime.call, _say_on(job), job, first_pods,
+                                                         runtime.settings.certificates)
     if plan.status is not None:
         # First, so a crash after it never loses a counted restart or a finished replica.
         job = await runtime.write_status(key, job, _replacing(job, plan.status))
@@ -545,7 +550,8 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
         assert certificates is not None  # made above whenever the plan creates pods
         if certificates.job_wide:
             pod = manifests.with_job_wide_tls(pod, name)
-        await certificate_secrets.replica_secret(k, runtime.call, _say_on(job), job, certificates, pod, first_pods)
+        await certificate_secrets.replica_secret(k, runtime.call, _say_on(job), job, certificates, pod, first_pods,
+                                                 runtime.settings.certificates)
         await runtime.call(k.create_pod, pod)
 
     results = await runtime.calls(

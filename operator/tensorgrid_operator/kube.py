@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 import kubernetes
 from kubernetes.client import exceptions as kube_exceptions
 
+from tensorgrid_operator import cert_manager
 from tensorgrid_operator import indexed
 from tensorgrid_operator import metrics
 from tensorgrid_operator import spec as spec_lib
@@ -59,6 +60,9 @@ class Kube:
         # Custom objects of a gang scheduler's group (podgroups.py), apart from the TrainingJobs': the
         # RBAC test derives their permissions from this attribute and the scheduler's API.
         self._pod_groups = kubernetes.client.CustomObjectsApi(self._api)
+        # Custom objects of cert-manager (cert_manager.py), in its mode only: the RBAC test derives their
+        # permissions from this attribute and cert_manager.PLURALS.
+        self._cert_manager = kubernetes.client.CustomObjectsApi(self._api)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
@@ -143,6 +147,43 @@ class Kube:
                 return False
             raise _counted("create_pod_group", e)
         return True
+
+    def create_cert_manager_object(self, obj: Mapping[str, Any]) -> bool:
+        """Creates a cert-manager Issuer or Certificate; ``False`` if one of that name exists (whose it is,
+        the caller reads). A 404 (cert-manager's CRDs are not installed) is raised, for the caller to say so."""
+        meta = obj["metadata"]
+        try:
+            _discard(self._cert_manager.create_namespaced_custom_object(
+                cert_manager.GROUP, cert_manager.VERSION, meta["namespace"], cert_manager.PLURALS[obj["kind"]],
+                dict(obj), _preload_content=False))
+        except kube_exceptions.ApiException as e:
+            if e.status == 409:
+                return False
+            raise _counted("create_cert_manager_object", e)
+        return True
+
+    def get_cert_manager_object(self, kind: str, namespace: str, name: str) -> Optional[Obj]:
+        try:
+            found: Obj = _json(self._cert_manager.get_namespaced_custom_object(
+                cert_manager.GROUP, cert_manager.VERSION, namespace, cert_manager.PLURALS[kind], name,
+                _preload_content=False))
+            return found
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("get_cert_manager_object", e)
+
+    def cert_manager_resources(self) -> Optional[set[str]]:
+        """The resources the API server serves in cert-manager.io/v1 (discovery, which every client may read);
+        ``None`` when it does not serve the group at all."""
+        try:
+            answer = _json(self._cert_manager.get_api_resources(cert_manager.GROUP, cert_manager.VERSION,
+                                                                _preload_content=False))
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("cert_manager_resources", e)
+        return {str(r.get("name")) for r in answer.get("resources") or []}
 
     def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> bool:
         """Whether the object was created (``False``: one of that name exists already)."""

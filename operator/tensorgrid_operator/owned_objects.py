@@ -36,6 +36,9 @@ class Upkeep:
     """The last creation errors, said once (a Warning event) until they change."""
     pod_group_error: str = ""
     """Why the job's PodGroup could not be created (ensure_objects.pod_group), said once until it changes."""
+    cert_manager_error: str = ""
+    """Why the job's cert-manager objects could not be made (ensure_objects.cert_manager_objects), said once
+    until it changes."""
     pod_group_fresh: bool = False
     """The PodGroup was created in this pass: the pods it creates need not ask for it again."""
 

@@ -46,6 +46,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "gang-scheduler-plugins": {"trainingPods": {"gangScheduler": "scheduler-plugins",
                                                 "gangSchedulerName": "coscheduler"}},
     "standalone-no-metrics": {"peering": {"enabled": False}, "metrics": {"enabled": False}},
+    "cert-manager": {"certificates": {"issuer": "cert-manager"}},
+    "cert-manager-cluster-issuer": {"certificates": {"issuer": "cert-manager", "certManager": {
+        "issuerRef": {"kind": "ClusterIssuer", "name": "tensorgrid-ca"}, "duration": "720h", "renewBefore": "240h"}}},
     "scheduling": {"nodeSelector": {"kubernetes.io/os": "linux"},
                    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "control",
                                     "effect": "NoSchedule"}],

@@ -42,7 +42,8 @@ def test_defaults() -> None:
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
                                  "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
                                  "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
-                                 "--ps-anti-affinity=off", "--gang-scheduler=none"]
+                                 "--ps-anti-affinity=off", "--gang-scheduler=none",
+                                 "--certificate-issuer=operator"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME
@@ -94,6 +95,28 @@ def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> No
     failed = template({"trainingPods": {"gangScheduler": "kueue"}}, check=False)
     assert failed.returncode != 0
     assert 'trainingPods.gangScheduler "kueue" is not one of none, volcano, scheduler-plugins' in failed.stderr
+
+
+def test_certificate_values_reach_the_operator_and_a_bad_one_is_named() -> None:
+    from tensorgrid_operator import cert_manager, cli
+
+    def args(values: dict[str, object]) -> list[str]:
+        return list(one(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    default = args({})
+    assert "--certificate-issuer=operator" in default and not [a for a in default if a.startswith("--cert-manager")]
+    assert cli.parse_args(default).certificates == cert_manager.CertManagerSettings()
+    per_job = cli.parse_args(args(VALUE_SETS["cert-manager"])).certificates
+    assert per_job == cert_manager.CertManagerSettings(cert_manager.CERT_MANAGER)  # the chart's defaults are the CLI's
+    shared = cli.parse_args(args(VALUE_SETS["cert-manager-cluster-issuer"])).certificates
+    assert shared == cert_manager.CertManagerSettings(
+        cert_manager.CERT_MANAGER, cert_manager.IssuerRef("ClusterIssuer", "tensorgrid-ca"), "720h", "240h")
+    failed = template({"certificates": {"issuer": "vault"}}, check=False)
+    assert failed.returncode != 0
+    assert 'certificates.issuer "vault" is not one of operator, cert-manager' in failed.stderr
+    failed = template({"certificates": {"issuer": "cert-manager", "certManager": {"issuerRef": {"name": "x"}}}},
+                      check=False)
+    assert failed.returncode != 0 and "issuerRef needs a kind (Issuer or ClusterIssuer)" in failed.stderr
 
 
 def test_pod_is_hardened_and_probed() -> None:

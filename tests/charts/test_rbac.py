@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import pytest
 import yaml
@@ -55,10 +55,13 @@ def _request_of(api_class: type, method: str) -> tuple[str, str]:
     raise AssertionError(f"cannot find the request of {api_class.__name__}.{method}")
 
 
-def _triple(http_method: str, path: str, custom: tuple[str, str]) -> Triple:
-    """(apiGroup, resource, verb) of a request; ``custom``: the (group, plural) of a custom object API's."""
+def _triple(http_method: str, path: str, custom: tuple[str, str]) -> Optional[Triple]:
+    """(apiGroup, resource, verb) of a request; ``custom``: the (group, plural) of a custom object API's.
+    ``None`` for discovery (``/apis/<group>/<version>``), which every authenticated client may read."""
     parts = path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if not rest:
+        return None
     if rest[0] == "namespaces" and len(rest) >= 3:
         rest = rest[2:]
     group = custom[0] if group == "{group}" else group
@@ -85,16 +88,20 @@ def _api_attributes(tree: ast.Module) -> dict[str, str]:
 
 # The attribute of kube.Kube whose custom objects are a gang scheduler's PodGroups (podgroups.APIS).
 POD_GROUPS_ATTRIBUTE = "_pod_groups"
+# The attribute of kube.Kube whose custom objects are cert-manager's (cert_manager.PLURALS).
+CERT_MANAGER_ATTRIBUTE = "_cert_manager"
 
 
-def operator_api_calls(gang_scheduler: str = "none") -> set[Triple]:
+def operator_api_calls(gang_scheduler: str = "none", certificate_issuer: str = "operator") -> set[Triple]:
     """What kube.py asks of the API server: every method of the client's API objects it names.
 
     Custom objects are TrainingJobs, except on the PodGroups' API object: the gang scheduler's
-    podgroups when the chart sets one, else never called.
+    podgroups when the chart sets one, else never called; and on cert-manager's: each of its
+    resources the operator makes (cert_manager.PLURALS) in cert-manager's mode, else never called.
     """
     import kubernetes
 
+    from tensorgrid_operator import cert_manager
     from tensorgrid_operator import podgroups
     from tensorgrid_operator import spec as spec_lib
 
@@ -107,13 +114,17 @@ def operator_api_calls(gang_scheduler: str = "none") -> set[Triple]:
                 and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"
                 and node.value.attr in apis):
             api_class = getattr(kubernetes.client, apis[node.value.attr])
-            custom = (spec_lib.GROUP, spec_lib.PLURAL)
+            customs = [(spec_lib.GROUP, spec_lib.PLURAL)]
             if node.value.attr == POD_GROUPS_ATTRIBUTE:
                 if gang_scheduler == podgroups.NONE:
                     continue
-                custom = (podgroups.APIS[gang_scheduler].group, podgroups.APIS[gang_scheduler].plural)
-            calls.add(_triple(*_request_of(api_class, node.attr), custom))
-    assert POD_GROUPS_ATTRIBUTE in apis, f"kube.py has no {POD_GROUPS_ATTRIBUTE}: {apis}"
+                customs = [(podgroups.APIS[gang_scheduler].group, podgroups.APIS[gang_scheduler].plural)]
+            if node.value.attr == CERT_MANAGER_ATTRIBUTE:
+                if certificate_issuer == cert_manager.OPERATOR:
+                    continue
+                customs = [(cert_manager.GROUP, plural) for plural in cert_manager.PLURALS.values()]
+            calls |= {t for custom in customs if (t := _triple(*_request_of(api_class, node.attr), custom))}
+    assert {POD_GROUPS_ATTRIBUTE, CERT_MANAGER_ATTRIBUTE} <= set(apis), f"kube.py lacks an API attribute: {apis}"
     return calls
 
 
@@ -207,6 +218,8 @@ def test_the_code_scan_sees_the_calls() -> None:
     assert not [c for c in calls if c[1] == "podgroups"]
     assert operator_api_calls("volcano") - calls == {("scheduling.volcano.sh", "podgroups", "create")}
     assert operator_api_calls("scheduler-plugins") - calls == {("scheduling.x-k8s.io", "podgroups", "create")}
+    assert operator_api_calls(certificate_issuer="cert-manager") - calls == {
+        ("cert-manager.io", resource, verb) for resource in ("issuers", "certificates") for verb in ("create", "get")}
     assert ("", "events", "create") in kopf_needs(namespaced=False, peering=True)
     assert owner_reference_needs() == {("tensorgrid.io", "trainingjobs/finalizers", "update")}
 
@@ -224,14 +237,15 @@ def _compare(granted_set: set[Triple], needed: set[Triple], what: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2", "gang-volcano",
-                                  "gang-scheduler-plugins"])
+                                  "gang-scheduler-plugins", "cert-manager", "cert-manager-cluster-issuer"])
 def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
     values = VALUE_SETS[name]
     manifests = render(values)
     peering = values.get("peering", {}).get("enabled", True)
     assert not by_kind(manifests, "Role")
     gang = values.get("trainingPods", {}).get("gangScheduler", "none")
-    needed = operator_api_calls(gang) | owner_reference_needs() | kopf_needs(False, peering)
+    issuer = values.get("certificates", {}).get("issuer", "operator")
+    needed = operator_api_calls(gang, issuer) | owner_reference_needs() | kopf_needs(False, peering)
     _compare(granted(operator_cluster_roles(manifests)), needed, "ClusterRole")
 
 
@@ -325,10 +339,29 @@ def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
     return set(out.split())
 
 
-@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano"])
+def _cert_manager_crds() -> pathlib.Path:
+    """cert-manager's CRDs as hack/tools.sh --with-cert-manager copies them (skips, or fails under CI=true, without)."""
+    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
+                         check=True)
+    crds = pathlib.Path(out.stdout.strip()) / "cert-manager-crds"
+    if not crds.is_dir():
+        message = f"no {crds}: copy them with `hack/tools.sh --with-cert-manager` (`make tools`)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return crds
+
+
+CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")
+
+
+@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano",
+                                   "given-namespaces-cert-manager"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
     """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
-    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds)."""
+    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds); in cert-manager's mode,
+    its Issuers and Certificates (cert-manager's CRDs, removed again at the end; no controller is needed to
+    make them)."""
     cp = controlplane
     job_namespace = f"chart-rbac-{watch}"
     values: dict[str, Any] = {"watchNamespaces": [job_namespace]} if watch != "all-namespaces" else {}
@@ -338,6 +371,13 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                    str(ROOT / "tests" / "operator" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
         wait_crds_established(cp, "podgroups.scheduling.volcano.sh")
+    cert_manager = watch.endswith("-cert-manager")
+    if cert_manager:
+        values["certificates"] = {"issuer": "cert-manager"}
+        crds = _cert_manager_crds()
+        for name in CERT_MANAGER_CRDS:
+            cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds / f"cert-manager.io_{name.split('.')[0]}.yaml"))
+        wait_crds_established(cp, *CERT_MANAGER_CRDS)
     for namespace in (RELEASE_NAMESPACE, job_namespace):
         if cp.kubectl("get", "namespace", namespace, check=False).returncode != 0:
             cp.kubectl("create", "namespace", namespace)
@@ -380,6 +420,11 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
         if gang:
             assert _names(cp, job_namespace, "podgroups.scheduling.volcano.sh") == {
                 "podgroup.scheduling.volcano.sh/rbac"}
+        if cert_manager:
+            assert _names(cp, job_namespace, "issuers.cert-manager.io,certificates.cert-manager.io") == {
+                "issuer.cert-manager.io/rbac-selfsigned", "issuer.cert-manager.io/rbac-ca",
+                "certificate.cert-manager.io/rbac-ca", "certificate.cert-manager.io/rbac-ps-0-tls",
+                "certificate.cert-manager.io/rbac-worker-0-tls"}
         _finish_as_kubelet(cp, job_namespace, "rbac-worker-0")
         # Succeeded (status patch, events), PS pod deleted, then deleted by its TTL of 0 (finalizer removed).
         wait_for(lambda: cp.kubectl("-n", job_namespace, "get", "tj", "rbac", check=False).returncode != 0, 60,
@@ -402,6 +447,8 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
             process.kill()
             process.wait()
         cp.kubectl("delete", "namespace", job_namespace, "--wait=false", check=False)
+        if cert_manager:
+            cp.kubectl("delete", "crd", "--ignore-not-found", *CERT_MANAGER_CRDS, check=False)
     output = log_path.read_text()
     # 403 as a status, not as the milliseconds of a log line's time stamp ("12:00:01,403").
     denied = [line for line in output.splitlines()

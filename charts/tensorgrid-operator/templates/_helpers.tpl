@@ -99,6 +99,13 @@ derives the same set from the code and compares both ways):
 {{- else if ne .Values.trainingPods.gangScheduler "none" }}
 {{- fail (printf "trainingPods.gangScheduler %q is not one of none, volcano, scheduler-plugins" .Values.trainingPods.gangScheduler) }}
 {{- end }}
+{{- if eq .Values.certificates.issuer "cert-manager" }}
+- apiGroups: ["cert-manager.io"]
+  resources: ["issuers", "certificates"]
+  verbs: ["create", "get"]
+{{- else if ne .Values.certificates.issuer "operator" }}
+{{- fail (printf "certificates.issuer %q is not one of operator, cert-manager" .Values.certificates.issuer) }}
+{{- end }}
 {{- end }}
 
 {{/*

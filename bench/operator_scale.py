@@ -40,6 +40,7 @@ import urllib.request
 from typing import Any, Callable, Optional
 
 import kubernetes
+import urllib3
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 POLL_SECONDS = 2.0  # between LISTs of thousands of pods: each LIST loads the 2 cores too
@@ -120,6 +121,29 @@ def component_pids(kubeconfig: str) -> dict[str, int]:
     return pids
 
 
+def _paged(list_page: Callable[..., dict[str, Any]], limit: int = 500) -> list[dict[str, Any]]:
+    """Every item of a LIST read in pages of ``limit``, each page asked again (up to 5 times,
+    2 s apart) when the API server drops or refuses it: a loaded control plane closes a
+    LIST of 1,000 jobs now and then, which must not end a 20-minute measurement."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        for attempt in range(5):
+            try:
+                page = list_page(limit=limit, **({"_continue": token} if token else {}))
+                break
+            except (urllib3.exceptions.HTTPError, kubernetes.client.ApiException) as e:
+                retriable = not isinstance(e, kubernetes.client.ApiException) or e.status in (429, 500, 503, 504)
+                if attempt == 4 or not retriable:
+                    raise
+                say(f"a LIST failed ({type(e).__name__}: {str(e)[:120]}); asking again in 2 s")
+                time.sleep(2)
+        items += page["items"]
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
 class Cluster:
     """The API clients and kubeconfig of the control plane under test."""
 
@@ -139,15 +163,16 @@ class Cluster:
 
     def pods(self, namespace: str, job: Optional[str] = None) -> list[dict[str, Any]]:
         selector = f"tensorgrid.io/job-name={job}" if job else "tensorgrid.io/job-name"
-        response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
-        return list(json.loads(response.data)["items"])
+        return _paged(lambda **page: json.loads(self.core.list_namespaced_pod(
+            namespace, label_selector=selector, _preload_content=False, **page).data))
 
     def running_pods(self, namespace: str, job: Optional[str] = None) -> int:
         return sum(1 for p in self.pods(namespace, job) if (p.get("status") or {}).get("phase") == "Running"
                    and not p["metadata"].get("deletionTimestamp"))
 
     def job_states(self, namespace: str) -> dict[str, str]:
-        items = self.custom.list_namespaced_custom_object("tensorgrid.io", "v1", namespace, "trainingjobs")["items"]
+        items = _paged(lambda **page: self.custom.list_namespaced_custom_object(
+            "tensorgrid.io", "v1", namespace, "trainingjobs", **page))
         return {j["metadata"]["name"]: (j.get("status") or {}).get("state", "") for j in items}
 
     def create_jobs(self, namespace: str, manifests: list[dict[str, Any]]) -> None:

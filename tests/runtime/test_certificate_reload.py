@@ -129,6 +129,22 @@ def test_zero_seconds_reads_the_files_only_at_start(tmp_path, authorities):
     assert live.current() is first
 
 
+def test_certificates_a_process_made_for_itself_are_not_followed(tmp_path, authorities, monkeypatch):
+    """``create_local_server``'s own CA: nothing renews it, and its directory is removed as the
+    process exits, while its last calls (the end-of-training report) still dial."""
+    a, _ = authorities
+    volume = SecretVolume(str(tmp_path / "own"))
+    volume.write_certificates([a], a, "task")
+    monkeypatch.delenv(tls.TLS_DIR_ENV, raising=False)
+    monkeypatch.setenv(tls.RELOAD_ENV, "5")
+    monkeypatch.setattr(tls, "_process_directory", volume.path)
+    own = tls.from_env()
+    assert own is not None and own.reload_interval_s == 0
+    monkeypatch.setenv(tls.TLS_DIR_ENV, volume.path)
+    given = tls.from_env()
+    assert given is not None and given.reload_interval_s == 5
+
+
 @pytest.mark.parametrize("value", ["soon", "-1", "90000"])
 def test_a_bad_reload_interval_is_named(value):
     with pytest.raises(ValueError, match=f"TENSORGRID_TLS_RELOAD_SECONDS='{value}' is not a number of seconds from 0 "

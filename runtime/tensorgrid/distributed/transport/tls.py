@@ -378,12 +378,15 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[LiveCreden
     warning, once) when it is unset and ``TENSORGRID_INSECURE=1``. InsecureNotAllowedError
     when neither is set; ValueError for a bad value of either, or of ``TENSORGRID_TLS_RELOAD_SECONDS``."""
     env = os.environ if environ is None else environ
-    directory = env.get(TLS_DIR_ENV, "").strip() or (_process_directory if environ is None else "") or ""
+    given = env.get(TLS_DIR_ENV, "").strip()
+    directory = given or (_process_directory if environ is None else "") or ""
     insecure = env.get(INSECURE_ENV, "").strip()
     if insecure not in ("", "0", "1"):
         raise ValueError(f"{INSECURE_ENV}={insecure!r}: set it to 1 to run without TLS, or leave it unset (or 0)")
     if directory:
-        return _live(os.path.abspath(directory), reload_interval_from_env(env))
+        # Certificates this process made for itself are never renewed, and are removed as it
+        # exits (while its last calls, such as the end-of-training report, still dial): not followed.
+        return _live(os.path.abspath(directory), reload_interval_from_env(env) if given else 0.0)
     if insecure != "1":
         raise InsecureNotAllowedError(
             f"no TLS certificates: set {TLS_DIR_ENV} to a directory holding {', '.join(FILES)} (the operator and "

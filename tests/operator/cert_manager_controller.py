@@ -17,14 +17,13 @@ Without the harness the tests skip, except under ``CI=true``, where they fail: C
 from __future__ import annotations
 
 import contextlib
-import os
 import pathlib
 import subprocess
 import tempfile
 from typing import Iterator
 
-import pytest
 
+import built_tools
 from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane, wait_for
 
@@ -39,16 +38,7 @@ CLUSTER_RESOURCE_NAMESPACE = "cert-manager"
 
 def harness() -> tuple[pathlib.Path, pathlib.Path]:
     """The controller and the CRDs' folder of hack/tools.sh; skips (fails under CI=true) when they were not built."""
-    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
-                         check=True)
-    bin_dir = pathlib.Path(out.stdout.strip())
-    controller, crds = bin_dir / CONTROLLER, bin_dir / CRDS
-    if not controller.exists() or not crds.is_dir():
-        message = (f"no {CONTROLLER} or {CRDS}/ in {bin_dir}: build them with `hack/tools.sh --with-cert-manager` "
-                   f"(`make tools`)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    controller, crds = built_tools.built("--with-cert-manager", CONTROLLER, CRDS)
     return controller, crds
 
 
@@ -99,12 +89,7 @@ def running_cert_manager(cp: ControlPlane) -> Iterator[None]:
             print(f"--- the end of {CONTROLLER}'s log ---\n{tail()}")  # shown with the failure
             raise
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(30)
+            built_tools.stop(process)
             log.close()
             remove_crds(cp)
             cp.kubectl("delete", "namespace", CLUSTER_RESOURCE_NAMESPACE, "--wait=false", check=False)

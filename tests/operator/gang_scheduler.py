@@ -15,7 +15,6 @@ Without the binaries the tests skip, except under ``CI=true``, where they fail: 
 from __future__ import annotations
 
 import contextlib
-import os
 import pathlib
 import ssl
 import subprocess
@@ -23,8 +22,8 @@ import tempfile
 import urllib.request
 from typing import Iterator
 
-import pytest
 
+import built_tools
 from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane, free_port, wait_for
 from tensorgrid_operator import podgroups
@@ -56,17 +55,7 @@ def install_crds(cp: ControlPlane, *names: str) -> None:
 
 def binaries() -> tuple[pathlib.Path, pathlib.Path]:
     """The scheduler and the controller of hack/tools.sh; skips (fails under CI=true) when they were not built."""
-    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
-                         check=True)
-    bin_dir = pathlib.Path(out.stdout.strip())
-    scheduler, controller = bin_dir / SCHEDULER, bin_dir / CONTROLLER
-    missing = [p.name for p in (scheduler, controller) if not p.exists()]
-    if missing:
-        message = (f"no {' or '.join(missing)} in {bin_dir}: build them with `hack/tools.sh --with-gang-scheduler` "
-                   f"(`make tools`)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    scheduler, controller = built_tools.built("--with-gang-scheduler", SCHEDULER, CONTROLLER)
     return scheduler, controller
 
 
@@ -147,12 +136,6 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
                 print(f"--- the end of {name}'s log ---\n{tail(name)}")
             raise
         finally:
-            for process in processes.values():
-                process.terminate()
-            for name, process in processes.items():
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(30)
+            built_tools.stop(*processes.values())
+            for name in processes:
                 logs[name].close()

@@ -15,14 +15,13 @@ skip, except under ``CI=true``, where they fail: CI must run them.
 from __future__ import annotations
 
 import contextlib
-import os
 import pathlib
 import subprocess
 import tempfile
 from typing import Any, Iterator, Optional
 
-import pytest
 
+import built_tools
 from operator_cluster import ControlPlane, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -35,15 +34,7 @@ TAINT = {"key": "tensorgrid.io/kwok-node", "value": "simulated", "effect": "NoSc
 
 def kwok_binary() -> pathlib.Path:
     """The kwok binary of hack/tools.sh; skips (fails under CI=true) when it was not built."""
-    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
-                         check=True)
-    binary = pathlib.Path(out.stdout.strip()) / "kwok"
-    if not binary.exists():
-        message = f"no kwok in {binary.parent}: build it with `hack/tools.sh --with-kwok` (`make tools`)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return binary
+    return built_tools.built("--with-kwok", "kwok")[0]
 
 
 def tolerate_kwok(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -128,10 +119,5 @@ def running_kwok(cp: ControlPlane, nodes: int, prefix: str = "kwok-node",
         for name in kwok.names:
             with contextlib.suppress(Exception):
                 cp.core.delete_node(name)
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(30)
+        built_tools.stop(process)
         log.close()

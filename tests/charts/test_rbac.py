@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from chart_support import FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, by_kind, render
+import built_tools
 from kube_controlplane import ControlPlane, wait_crds_established, wait_for
 
 OPERATOR = ROOT / "operator" / "tensorgrid_operator"
@@ -341,15 +342,7 @@ def _names(cp: ControlPlane, namespace: str, kinds: str) -> set[str]:
 
 def _cert_manager_crds() -> pathlib.Path:
     """cert-manager's CRDs as hack/tools.sh --with-cert-manager copies them (skips, or fails under CI=true, without)."""
-    out = subprocess.run([str(ROOT / "hack" / "tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
-                         check=True)
-    crds = pathlib.Path(out.stdout.strip()) / "cert-manager-crds"
-    if not crds.is_dir():
-        message = f"no {crds}: copy them with `hack/tools.sh --with-cert-manager` (`make tools`)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return crds
+    return built_tools.built("--with-cert-manager", "cert-manager-crds")[0]
 
 
 CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def built(flag: str, *names: str) -> list[pathlib.Path]:

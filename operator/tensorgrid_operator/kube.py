@@ -10,6 +10,7 @@ status code and the API server's message out of what was raised).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any, Callable, Mapping, Optional
@@ -138,29 +139,15 @@ class Kube:
     def create_pod_group(self, group: str, version: str, plural: str, pod_group: Mapping[str, Any]) -> bool:
         """Creates a gang scheduler's PodGroup; ``False`` if it already existed. A 404 (the scheduler's
         CRD is not installed) is raised, for the caller to say so."""
-        namespace = pod_group["metadata"]["namespace"]
-        try:
-            _discard(self._pod_groups.create_namespaced_custom_object(group, version, namespace, plural,
-                                                                      dict(pod_group), _preload_content=False))
-        except kube_exceptions.ApiException as e:
-            if e.status == 409:
-                return False
-            raise _counted("create_pod_group", e)
-        return True
+        return self._create("create_pod_group", functools.partial(
+            self._pod_groups.create_namespaced_custom_object, group, version), dict(pod_group), plural)
 
     def create_cert_manager_object(self, obj: Mapping[str, Any]) -> bool:
         """Creates a cert-manager Issuer or Certificate; ``False`` if one of that name exists (whose it is,
         the caller reads). A 404 (cert-manager's CRDs are not installed) is raised, for the caller to say so."""
-        meta = obj["metadata"]
-        try:
-            _discard(self._cert_manager.create_namespaced_custom_object(
-                cert_manager.GROUP, cert_manager.VERSION, meta["namespace"], cert_manager.PLURALS[obj["kind"]],
-                dict(obj), _preload_content=False))
-        except kube_exceptions.ApiException as e:
-            if e.status == 409:
-                return False
-            raise _counted("create_cert_manager_object", e)
-        return True
+        return self._create("create_cert_manager_object", functools.partial(
+            self._cert_manager.create_namespaced_custom_object, cert_manager.GROUP, cert_manager.VERSION),
+            dict(obj), cert_manager.PLURALS[obj["kind"]])
 
     def get_cert_manager_object(self, kind: str, namespace: str, name: str) -> Optional[Obj]:
         try:
@@ -185,10 +172,13 @@ class Kube:
             raise _counted("cert_manager_resources", e)
         return {str(r.get("name")) for r in answer.get("resources") or []}
 
-    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any]) -> bool:
-        """Whether the object was created (``False``: one of that name exists already)."""
+    def _create(self, operation: str, fn: Any, obj: Mapping[str, Any], plural: Optional[str] = None) -> bool:
+        """Whether the object was created (``False``: one of that name exists already). ``plural``:
+        a custom object's, which ``fn`` takes after the namespace."""
+        namespace = obj["metadata"]["namespace"]
         try:
-            _discard(fn(obj["metadata"]["namespace"], obj, _preload_content=False))
+            _discard(fn(namespace, plural, obj, _preload_content=False) if plural else
+                     fn(namespace, obj, _preload_content=False))
         except kube_exceptions.ApiException as e:
             if e.status == 409:
                 return False  # AlreadyExists: an earlier reconcile (or another replica) made it

@@ -85,6 +85,17 @@ fi
 # The same module and build caches as hack/build-kubernetes.sh.
 export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off GOFLAGS=
 
+# take_go_mod DIR: DIR/go.mod.new becomes DIR/go.mod when it differs (then go.sum is made
+# again), so an unchanged wrapper module keeps its go.sum and its build cache entries.
+take_go_mod() {
+  if ! cmp -s "$1/go.mod.new" "$1/go.mod"; then
+    mv "$1/go.mod.new" "$1/go.mod"
+    rm -f "$1/go.sum"
+  else
+    rm -f "$1/go.mod.new"
+  fi
+}
+
 go_tool() {
   local go
   go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
@@ -160,12 +171,7 @@ scheduler_plugins_build() {
       done
     echo ")"
   } > "$wrap/go.mod.new"
-  if ! cmp -s "$wrap/go.mod.new" "$wrap/go.mod"; then
-    mv "$wrap/go.mod.new" "$wrap/go.mod"
-    rm -f "$wrap/go.sum"
-  else
-    rm -f "$wrap/go.mod.new"
-  fi
+  take_go_mod "$wrap"
   echo 'package schedulerpluginsbuild // placeholder so the wrapper module has a package' > "$wrap/doc.go"
   # The version stamped is the Kubernetes release with scheduler-plugins' as build metadata: the scheduler
   # derives its emulation version from it and refuses to start with scheduler-plugins' own v0.34.7
@@ -221,12 +227,7 @@ cert_manager_build() {
     echo
     echo "require github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION"
   } > "$wrap/go.mod.new"
-  if ! cmp -s "$wrap/go.mod.new" "$wrap/go.mod"; then
-    mv "$wrap/go.mod.new" "$wrap/go.mod"
-    rm -f "$wrap/go.sum"
-  else
-    rm -f "$wrap/go.mod.new"
-  fi
+  take_go_mod "$wrap"
   cp "$main" "$wrap/main.go"
   (cd "$wrap" && nice -n 10 "$go" build -mod=mod -p "${BUILD_PARALLELISM:-2}" -trimpath \
       -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" \

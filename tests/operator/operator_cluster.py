@@ -221,13 +221,19 @@ def job_manifest(name: str, ps: int = 1, workers: int = 2, chief: int = 0, polic
     return {"apiVersion": "tensorgrid.io/v1", "kind": "TrainingJob", "metadata": {"name": name}, "spec": spec}
 
 
+@contextlib.contextmanager
+def created_namespace(cp: ControlPlane, name: str) -> Iterator[Namespace]:
+    """The namespace ``name``, created for the block and deleted after it."""
+    cp.core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield Namespace(cp, name)
+    finally:
+        cp.core.delete_namespace(name)
+
+
 @pytest.fixture
 def namespace(controlplane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Namespace]:
     name = f"tg-{request.node.name.lower().replace('_', '-')[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
-    name = "".join(c if c.isalnum() or c == "-" else "-" for c in name)
-    controlplane.core.create_namespace({"metadata": {"name": name}})
-    try:
-        yield Namespace(controlplane, name)
-    finally:
-        controlplane.core.delete_namespace(name)
+    with created_namespace(controlplane, "".join(c if c.isalnum() or c == "-" else "-" for c in name)) as created:
+        yield created
 

@@ -29,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 import cert_manager_controller
 from kube_controlplane import ControlPlane
-from operator_cluster import Namespace, free_port, job_manifest, operator_settings, running_operator, wait_for
+from operator_cluster import Namespace, created_namespace, free_port, job_manifest, operator_settings, running_operator, wait_for
 from tensorgrid_operator import cert_manager
 
 pytestmark = pytest.mark.timeout(300)
@@ -45,12 +45,8 @@ def cert_manager_running(controlplane: ControlPlane) -> Iterator[None]:
 @pytest.fixture
 def own_namespace(controlplane: ControlPlane) -> Iterator[Namespace]:
     """A namespace the shared operator (``tg-*``, the operator's own certificates) does not watch."""
-    namespace = Namespace(controlplane, f"tgcm-{uuid.uuid4().hex[:8]}")
-    controlplane.core.create_namespace({"metadata": {"name": namespace.name}})
-    try:
+    with created_namespace(controlplane, f"tgcm-{uuid.uuid4().hex[:8]}") as namespace:
         yield namespace
-    finally:
-        controlplane.core.delete_namespace(namespace.name)
 
 
 def _settings(cp: ControlPlane, namespace: Namespace, certificates: cert_manager.CertManagerSettings) -> Any:

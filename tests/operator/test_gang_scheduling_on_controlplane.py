@@ -19,7 +19,7 @@ from kubernetes.client import exceptions
 
 from gang_scheduler import PLUGINS_CRD, VOLCANO_CRD
 from gang_scheduler import install_crds as _install
-from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, operator_settings, running_operator
+from operator_cluster import ControlPlane, Namespace, created_namespace, Operator, job_manifest, operator_settings, running_operator
 from kube_controlplane import wait_for
 from tensorgrid_operator import podgroups
 
@@ -32,14 +32,10 @@ def podgroup_crds(controlplane: ControlPlane) -> None:
 @contextlib.contextmanager
 def gang_operator(cp: ControlPlane, gang: podgroups.GangSettings) -> Iterator[tuple[Operator, Namespace]]:
     """An operator with this gang scheduler, alone on a namespace of its own (not the shared operator's tg-*)."""
-    namespace = Namespace(cp, f"tgg-{uuid.uuid4().hex[:8]}")
-    cp.core.create_namespace({"metadata": {"name": namespace.name}})
-    try:
+    with created_namespace(cp, f"tgg-{uuid.uuid4().hex[:8]}") as namespace:
         settings = dataclasses.replace(operator_settings(cp, (namespace.name,)), gang=gang)
         with running_operator(settings) as operator:
             yield operator, namespace
-    finally:
-        cp.core.delete_namespace(namespace.name)
 
 
 def _pod_group(namespace: Namespace, gang: podgroups.GangSettings, name: str) -> Optional[dict[str, Any]]:

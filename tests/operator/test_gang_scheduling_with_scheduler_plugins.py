@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from gang_scheduler import running_scheduler_plugins
 from kwok_nodes import KwokNodes, running_kwok, tolerate_kwok
-from operator_cluster import ControlPlane, Namespace, job_manifest, operator_settings, running_operator, wait_for
+from operator_cluster import ControlPlane, Namespace, created_namespace, job_manifest, operator_settings, running_operator, wait_for
 from tensorgrid_operator import podgroups
 
 PLUGINS = podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS)
@@ -41,16 +41,12 @@ def cluster(cp: ControlPlane, gang: podgroups.GangSettings, nodes: int) -> Itera
     with ``gang`` watching a namespace of its own."""
     tag = uuid.uuid4().hex[:8]
     node_label = {"tensorgrid.io/gang-test": tag}
-    namespace = Namespace(cp, f"tgs-{tag}")
-    cp.core.create_namespace({"metadata": {"name": namespace.name}})
-    try:
-        with running_kwok(cp, nodes, prefix=f"gang-{tag}", allocatable={"cpu": NODE_CPUS, "memory": "8Gi"},
-                          labels=node_label) as kwok, running_scheduler_plugins(cp):
-            settings = dataclasses.replace(operator_settings(cp, (namespace.name,)), gang=gang)
-            with running_operator(settings):
-                yield Cluster(namespace, kwok, node_label)
-    finally:
-        cp.core.delete_namespace(namespace.name)
+    with created_namespace(cp, f"tgs-{tag}") as namespace, \
+            running_kwok(cp, nodes, prefix=f"gang-{tag}", allocatable={"cpu": NODE_CPUS, "memory": "8Gi"},
+                         labels=node_label) as kwok, running_scheduler_plugins(cp):
+        settings = dataclasses.replace(operator_settings(cp, (namespace.name,)), gang=gang)
+        with running_operator(settings):
+            yield Cluster(namespace, kwok, node_label)
 
 
 def _job(name: str, ps: int, workers: int, node_label: dict[str, str]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from cryptography import x509
 from kubernetes.client import exceptions
 
 from kube_controlplane import ControlPlane
-from operator_cluster import Namespace, Operator, job_manifest, operator_settings, running_operator, wait_for
+from operator_cluster import Namespace, created_namespace, Operator, job_manifest, operator_settings, running_operator, wait_for
 from operator_sim import make_job
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import manifests
@@ -301,12 +301,8 @@ def test_a_foreign_replica_secret_stops_only_that_pod_with_a_warning(operator: O
 @pytest.fixture
 def own_namespace(controlplane: ControlPlane) -> Iterator[Namespace]:
     """A namespace no running operator watches (the shared one watches tg-*)."""
-    namespace = Namespace(controlplane, f"tgu-{uuid.uuid4().hex[:8]}")
-    controlplane.core.create_namespace({"metadata": {"name": namespace.name}})
-    try:
+    with created_namespace(controlplane, f"tgu-{uuid.uuid4().hex[:8]}") as namespace:
         yield namespace
-    finally:
-        controlplane.core.delete_namespace(namespace.name)
 
 
 def test_a_job_of_an_earlier_operator_keeps_its_one_certificate(controlplane: ControlPlane,

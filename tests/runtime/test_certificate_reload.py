@@ -42,6 +42,15 @@ class FakeClock:
         return self.now
 
 
+def _following(tmp_path, authority, interval: float) -> tuple[SecretVolume, FakeClock, tls.LiveCredentials]:
+    """A volume holding a certificate of ``authority``, and credentials following it every
+    ``interval`` seconds of a clock the test moves."""
+    volume = SecretVolume(str(tmp_path / "tls"))
+    volume.write_certificates([authority], authority, "task")
+    clock = FakeClock()
+    return volume, clock, tls.LiveCredentials(volume.path, reload_interval_s=interval, clock=clock)
+
+
 @pytest.fixture(scope="module")
 def authorities() -> tuple[certificates.Authority, certificates.Authority]:
     """Two CAs: the job's first (A) and its successor (B)."""
@@ -54,10 +63,7 @@ def _tls_records(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 def test_files_swapped_in_as_kubelet_does_are_taken_after_the_interval(tmp_path, authorities, caplog):
     a, b = authorities
-    volume = SecretVolume(str(tmp_path / "tls"))
-    volume.write_certificates([a], a, "task")
-    clock = FakeClock()
-    live = tls.LiveCredentials(volume.path, reload_interval_s=30, clock=clock)
+    volume, clock, live = _following(tmp_path, a, 30)
     first = live.current()
     renewed = volume.write_certificates([a, b], b, "task", validity=datetime.timedelta(days=90))
     clock.now += 29
@@ -95,10 +101,7 @@ def _broken(kind: str, a: certificates.Authority, b: certificates.Authority) -> 
                                   "an expired certificate", "no key"])
 def test_an_unusable_update_is_logged_once_and_kept_out(tmp_path, authorities, caplog, kind):
     a, b = authorities
-    volume = SecretVolume(str(tmp_path / "tls"))
-    volume.write_certificates([a], a, "task")
-    clock = FakeClock()
-    live = tls.LiveCredentials(volume.path, reload_interval_s=30, clock=clock)
+    volume, clock, live = _following(tmp_path, a, 30)
     first = live.current()
     volume.write(_broken(kind, a, b))
     with caplog.at_level(logging.INFO, logger="tensorgrid.tls"):
@@ -119,10 +122,7 @@ def test_an_unusable_update_is_logged_once_and_kept_out(tmp_path, authorities, c
 
 def test_zero_seconds_reads_the_files_only_at_start(tmp_path, authorities):
     a, b = authorities
-    volume = SecretVolume(str(tmp_path / "tls"))
-    volume.write_certificates([a], a, "task")
-    clock = FakeClock()
-    live = tls.LiveCredentials(volume.path, reload_interval_s=0, clock=clock)
+    volume, clock, live = _following(tmp_path, a, 0)
     first = live.current()
     volume.write_certificates([b], b, "task")
     clock.now += 86400

@@ -23,11 +23,13 @@ from tensorgrid.framework import errors
 def test_defaults_and_overrides_come_from_the_environment():
     assert liveness.from_env({}) == liveness.Liveness()
     settings = liveness.from_env({liveness.REPLY_PROBE_ENV: "3", liveness.KEEPALIVE_ENV: " 4.5 ",
-                                  liveness.KEEPALIVE_TIMEOUT_ENV: "", liveness.RECONNECT_BACKOFF_ENV: "1"})
+                                  liveness.KEEPALIVE_TIMEOUT_ENV: "", liveness.RECONNECT_BACKOFF_ENV: "1",
+                                  liveness.CONNECT_TIMEOUT_ENV: "7"})
     assert (settings.reply_probe_s, settings.keepalive_s, settings.reconnect_backoff_max_s) == (3.0, 4.5, 1.0)
     assert settings.keepalive_timeout_s == liveness.Liveness().keepalive_timeout_s
     options = dict(liveness.grpc_options(settings))
     assert options["grpc.max_reconnect_backoff_ms"] == 1000
+    assert options["grpc.min_reconnect_backoff_ms"] == 7000  # gRPC's least time for one connection attempt
     assert options["grpc.keepalive_time_ms"] == 4500
 
 
@@ -84,6 +86,25 @@ def test_a_call_to_a_silent_peer_fails_unavailable_naming_it(payload_bytes):
         assert caught.value.code == errors.UnavailableError.code
     finally:
         client.close()
+        peer.close()
+
+
+def test_a_grpc_call_to_a_peer_slow_to_handshake_waits_for_its_own_deadline():
+    """gRPC gives one connection attempt "grpc.min_reconnect_backoff_ms" to finish its TCP and
+    TLS handshakes. Set to 1 s, a call with a 3 s deadline to a peer that had not answered
+    the TLS handshake failed with UNAVAILABLE at 1 s, and a loaded PS could be given up on
+    that way; with the connect timeout (5 s) the call runs to its deadline."""
+    peer = SilentPeer()
+    channel = grpc.secure_channel(f"127.0.0.1:{peer.port}", grpc.ssl_channel_credentials(),
+                                  options=liveness.grpc_options(liveness.Liveness()))
+    started = time.monotonic()
+    try:
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary("/tensorgrid.test/Nothing")(b"", timeout=3.0)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, caught.value.details()
+        assert time.monotonic() - started >= 2.9
+    finally:
+        channel.close()
         peer.close()
 
 

@@ -22,6 +22,7 @@ KEEPALIVE_ENV = "TENSORGRID_KEEPALIVE_SECONDS"
 KEEPALIVE_TIMEOUT_ENV = "TENSORGRID_KEEPALIVE_TIMEOUT_SECONDS"
 REPLY_PROBE_ENV = "TENSORGRID_REPLY_PROBE_SECONDS"
 RECONNECT_BACKOFF_ENV = "TENSORGRID_RECONNECT_BACKOFF_MAX_SECONDS"
+CONNECT_TIMEOUT_ENV = "TENSORGRID_CONNECT_TIMEOUT_SECONDS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,12 @@ class Liveness:
     reconnect_backoff_max_s: float = 2.0
     """Most seconds gRPC waits between attempts to reach a peer that went away (its
     default grows to 120 s); ``TENSORGRID_RECONNECT_BACKOFF_MAX_SECONDS``."""
+    connect_timeout_s: float = 5.0
+    """Most seconds one gRPC connection attempt (TCP and TLS handshakes) may take before
+    it is abandoned and tried again (gRPC's default is 20 s); a call's own deadline ends
+    it sooner. Long enough for a TLS handshake with a loaded peer, short enough that an
+    attempt stuck on a vanished address is soon made again;
+    ``TENSORGRID_CONNECT_TIMEOUT_SECONDS``."""
 
 
 def seconds_from_env(environ: Mapping[str, str], name: str, default: float, minimum: float = 0.1,
@@ -73,13 +80,18 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Liveness:
         keepalive_timeout_s=seconds_from_env(env, KEEPALIVE_TIMEOUT_ENV, defaults.keepalive_timeout_s),
         reply_probe_s=seconds_from_env(env, REPLY_PROBE_ENV, defaults.reply_probe_s),
         reconnect_backoff_max_s=seconds_from_env(env, RECONNECT_BACKOFF_ENV, defaults.reconnect_backoff_max_s),
+        connect_timeout_s=seconds_from_env(env, CONNECT_TIMEOUT_ENV, defaults.connect_timeout_s),
     )
 
 
 def grpc_options(settings: Liveness) -> list[tuple[str, Any]]:
     """gRPC channel and server arguments: keepalive pings (also between calls, so a
-    waiting call notices a silent peer), servers that accept them at that rate, and
-    reconnect backoff capped at ``reconnect_backoff_max_s``."""
+    waiting call notices a silent peer), servers that accept them at that rate,
+    reconnect backoff capped at ``reconnect_backoff_max_s``, and connection attempts
+    bounded by ``connect_timeout_s``: gRPC reads "grpc.min_reconnect_backoff_ms" as the
+    least time it gives an attempt to connect, not as a backoff. Set to the first backoff
+    (1 s) it cut TLS handshakes short, so that a call with a longer deadline to a peer
+    slow to answer failed with UNAVAILABLE at 1 s."""
     keepalive_ms = int(settings.keepalive_s * 1000)
     backoff_max_ms = int(settings.reconnect_backoff_max_s * 1000)
     backoff_first_ms = min(1000, backoff_max_ms)
@@ -91,7 +103,7 @@ def grpc_options(settings: Liveness) -> list[tuple[str, Any]]:
         ("grpc.http2.min_ping_interval_without_data_ms", min(keepalive_ms, 5000)),
         ("grpc.http2.min_time_between_pings_ms", min(keepalive_ms, 5000)),
         ("grpc.initial_reconnect_backoff_ms", backoff_first_ms),
-        ("grpc.min_reconnect_backoff_ms", backoff_first_ms),
+        ("grpc.min_reconnect_backoff_ms", int(settings.connect_timeout_s * 1000)),
         ("grpc.max_reconnect_backoff_ms", backoff_max_ms),
     ]
 

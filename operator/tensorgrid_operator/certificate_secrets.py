@@ -104,9 +104,10 @@ async def for_job(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, A
 
 
 async def replica_secret(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
-                         certificates: JobCertificates, pod: Mapping[str, Any], first_pods: bool,
+                         certificates: JobCertificates, pod_name: str, first_pods: bool,
                          settings: cert_manager.CertManagerSettings = cert_manager.CertManagerSettings()) -> None:
-    """Makes sure the Secret the new ``pod`` mounts exists (its replica's certificate), so the pod can start.
+    """Makes sure the Secret the new pod ``pod_name`` of ``job`` mounts exists (its replica's certificate),
+    so the pod can start.
 
     An existing one of the job is kept: a pod made again shows its replica's certificate of
     before. On the job's first pods it is created at once, later read first (restarts
@@ -114,8 +115,7 @@ async def replica_secret(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping
     cert-manager writes the Secret. Raises (and says) what stops the pod: a Secret or
     Certificate of that name not the job's, or the API's refusal.
     """
-    pod_name = pod["metadata"]["name"]
-    namespace, name = pod["metadata"]["namespace"], manifests.replica_tls_secret_name(pod_name)
+    namespace, name = job["metadata"]["namespace"], manifests.replica_tls_secret_name(pod_name)
     what = f"replica {pod_name}'s certificate"
     if certificates.issuer is not None:
         await _replica_certificate(kube, call, say, job, pod_name, first_pods, settings, what)

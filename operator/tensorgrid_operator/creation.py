@@ -22,6 +22,7 @@ from tensorgrid_operator import jobstatus
 from tensorgrid_operator import podview
 from tensorgrid_operator import plans
 from tensorgrid_operator import policies
+from tensorgrid_operator import spec as spec_lib
 
 Obj = dict[str, Any]
 INVALID = 422
@@ -63,7 +64,7 @@ def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[C
     if not failures:
         return Outcome(None, list(plan.events), plan.requeue_after, list(plan.transitions))
     failed = {(f.kind, f.name) for f in failures}
-    created_pods = [p["metadata"]["name"] for p in plan.create_pods if ("Pod", p["metadata"]["name"]) not in failed]
+    created_pods = [p.name for p in plan.create_pods if ("Pod", p.name) not in failed]
     created_services = [s["metadata"]["name"] for s in plan.create_services
                         if ("Service", s["metadata"]["name"]) not in failed]
     events = [e for e in plan.events if e.reason not in ("CreatedPods", "CreatedServices")]
@@ -87,8 +88,10 @@ def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[C
         transitions = [t for t in plan.transitions if t != "created" or created_pods]
         return Outcome(status, events, 0.0, transitions + ["failed"])
 
-    replicas = {(kind, obj["metadata"]["name"]): podview.replica_key(obj["metadata"].get("labels") or {})
-                for kind, objs in (("Pod", plan.create_pods), ("Service", plan.create_services)) for obj in objs}
+    replicas: dict[tuple[str, str], Optional[spec_lib.ReplicaKey]] = {
+        **{("Pod", p.name): p.replica for p in plan.create_pods},
+        **{("Service", s["metadata"]["name"]): podview.replica_key(s["metadata"].get("labels") or {})
+           for s in plan.create_services}}
     before = {e["replica"]: dict(e) for e in status.get("replicaBackoff") or []}
     backoff = dict(before)
     refused: dict[str, Obj] = {}

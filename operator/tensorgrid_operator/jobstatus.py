@@ -138,8 +138,7 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
     # Pods created by this plan count as active already, so the next reconcile, which
     # sees them Pending, finds the status unchanged and writes nothing; a retry of a
     # refused creation counts once its pod is seen.
-    creating = [k for k in (podview.replica_key(p["metadata"]["labels"]) for p in plan.create_pods)
-                if k is not None and not work.refused(k.short_name)]
+    creating = [p.replica for p in plan.create_pods if not work.refused(p.replica.short_name)]
     for rtype in types:
         records = [r for r in work.finished.values() if r["type"] == rtype.value]
         replica_statuses[rtype.value] = {

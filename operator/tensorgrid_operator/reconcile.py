@@ -28,6 +28,7 @@ soon after are collateral), and each failed replica's retry delay
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any, Iterable, Mapping, Sequence
 
 from tensorgrid_operator import conditions as cond_lib
@@ -181,7 +182,8 @@ def _create_missing(work: plans.Work, job_spec: spec_lib.JobSpec, cluster: str,
             created_services.append(name)
         if short in work.finished or short in by_name or name in deleting:
             continue
-        work.plan.create_pods.append(manifests.build_pod(job, job_spec, key, work.epoch, cluster))
+        work.plan.create_pods.append(plans.PodToCreate(
+            name, key, functools.partial(manifests.build_pod, job, job_spec, key, work.epoch, cluster)))
         created_pods[short] = name
     if created_pods:
         work.event("Normal", "CreatedPods", f"created pods {', '.join(created_pods.values())}")

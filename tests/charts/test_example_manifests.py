@@ -51,7 +51,7 @@ def _pods(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
                             "creationTimestamp": "2030-01-01T00:00:00Z"})
     now = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
     plan = reconcile.reconcile(job, [], [], now)
-    return {pod["metadata"]["name"]: pod for pod in plan.create_pods}
+    return {pod.name: pod.manifest() for pod in plan.create_pods}
 
 
 def _env(pod: dict[str, Any]) -> dict[str, str]:

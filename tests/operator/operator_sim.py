@@ -113,15 +113,16 @@ class Sim:
                 self.services.pop(name, None)
         if creates:
             failures = []
-            for kind, objs in (("Service", plan.create_services), ("Pod", plan.create_pods)):
-                for obj in objs:
-                    name = obj["metadata"]["name"]
+            for kind, made in (("Service", [(s["metadata"]["name"], lambda s=s: copy.deepcopy(s))
+                                             for s in plan.create_services]),
+                               ("Pod", [(p.name, p.manifest) for p in plan.create_pods])):
+                for name, manifest in made:
                     if (kind, name) in self.refuse:
                         failures.append(creation.CreateFailure(kind, name, *self.refuse[kind, name]))
                     elif kind == "Service":
-                        self.services.setdefault(name, copy.deepcopy(obj))
+                        self.services.setdefault(name, manifest())
                     elif name not in self.pods:
-                        created = copy.deepcopy(obj)
+                        created = manifest()
                         created["metadata"]["uid"] = f"pod-uid-{next(_uids)}"
                         created["status"] = {"phase": "Pending"}
                         self.pods[name] = created

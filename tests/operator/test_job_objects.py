@@ -65,8 +65,9 @@ def test_the_ps_budget_keeps_drains_off_ready_parameter_servers() -> None:
 def test_ps_anti_affinity_spreads_parameter_servers_only(mode: str) -> None:
     sim = Sim(make_job(ps=2, workers=1))
     plan = sim.plan()
-    pods = {p["metadata"]["name"]: jobobjects.with_pod_defaults(p, jobobjects.JobObjectSettings(ps_anti_affinity=mode))
-            for p in plan.create_pods}
+    built = {p.name: p.manifest() for p in plan.create_pods}
+    pods = {name: jobobjects.with_pod_defaults(p, jobobjects.JobObjectSettings(ps_anti_affinity=mode))
+            for name, p in built.items()}
     anti = pods["mnist-ps-1"]["spec"]["affinity"]["podAntiAffinity"]
     terms = (anti["requiredDuringSchedulingIgnoredDuringExecution"] if mode == "required"
              else [t["podAffinityTerm"] for t in anti["preferredDuringSchedulingIgnoredDuringExecution"]])
@@ -74,7 +75,7 @@ def test_ps_anti_affinity_spreads_parameter_servers_only(mode: str) -> None:
                                                         "tensorgrid.io/replica-type": "ps"}},
                       "topologyKey": "kubernetes.io/hostname"}]
     assert "affinity" not in pods["mnist-worker-0"]["spec"]
-    assert "affinity" not in plan.create_pods[0]["spec"], "the plan's pod is not changed"
+    assert "affinity" not in built["mnist-ps-0"]["spec"], "the plan's pod is not changed"
 
 
 def test_a_templates_own_anti_affinity_wins() -> None:
@@ -82,7 +83,7 @@ def test_a_templates_own_anti_affinity_wins() -> None:
     own = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"team": "a"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}
     job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["affinity"] = own
-    pod = next(p for p in Sim(job).plan().create_pods if p["metadata"]["name"] == "mnist-ps-0")
+    pod = next(p.manifest() for p in Sim(job).plan().create_pods if p.name == "mnist-ps-0")
     assert jobobjects.with_pod_defaults(pod, jobobjects.JobObjectSettings(ps_anti_affinity="required"))[
         "spec"]["affinity"] == own
 
@@ -90,6 +91,6 @@ def test_a_templates_own_anti_affinity_wins() -> None:
 def test_training_pods_get_no_service_account_token_unless_the_template_asks() -> None:
     job = make_job(ps=1, workers=1)
     job["spec"]["replicaSpecs"]["PS"]["template"]["spec"]["automountServiceAccountToken"] = True
-    pods = {p["metadata"]["name"]: p for p in Sim(job).plan().create_pods}
+    pods = {p.name: p.manifest() for p in Sim(job).plan().create_pods}
     assert pods["mnist-worker-0"]["spec"]["automountServiceAccountToken"] is False
     assert pods["mnist-ps-0"]["spec"]["automountServiceAccountToken"] is True

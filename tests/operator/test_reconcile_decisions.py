@@ -329,13 +329,13 @@ def test_the_delays_are_configurable() -> None:
 def test_disruptions_and_vanished_pods_are_recreated_at_once() -> None:
     sim = started(make_job(ps=1, workers=2))
     del sim.pods["mnist-worker-1"]
-    assert [p["metadata"]["name"] for p in sim.step().create_pods] == ["mnist-worker-1"]
+    assert [p.name for p in sim.step().create_pods] == ["mnist-worker-1"]
     sim.run_all()
     sim.step()
     sim.set_phase("mnist-worker-0", "Failed", 143)
     sim.pods["mnist-worker-0"]["status"].update(reason="Evicted", message="low on memory")
     sim.step()
-    assert [p["metadata"]["name"] for p in sim.step().create_pods] == ["mnist-worker-0"]
+    assert [p.name for p in sim.step().create_pods] == ["mnist-worker-0"]
     assert sim.status["replicaBackoff"] == []
 
 
@@ -353,7 +353,7 @@ def test_a_crashed_ps_is_recreated_alone_and_counted() -> None:
     assert sim.status["parameterServerLoss"] == {"replicas": ["mnist-ps-1"], "lastSeenDown": "2030-01-01T00:00:00Z"}
     assert sim.step(FIRST_DELAY - 1).create_pods == [], "while the PS waits, every replica does"
     plan = sim.step(1)
-    assert [p["metadata"]["name"] for p in plan.create_pods] == ["mnist-ps-1"]
+    assert [p.name for p in plan.create_pods] == ["mnist-ps-1"]
     assert {n: p["metadata"]["uid"] for n, p in sim.pods.items() if "worker" in n} == workers
     sim.run_all()
     sim.step()
@@ -521,7 +521,7 @@ def test_a_vanished_running_pod_is_recreated_without_a_retry() -> None:
     sim = started(make_job(ps=1, workers=2))
     del sim.pods["mnist-worker-1"]
     plan = sim.step()
-    assert [p["metadata"]["name"] for p in plan.create_pods] == ["mnist-worker-1"]
+    assert [p.name for p in plan.create_pods] == ["mnist-worker-1"]
     assert sim.status["restarts"] == 0
 
 
@@ -552,7 +552,7 @@ def test_objects_of_an_earlier_job_with_the_same_name_block_creation() -> None:
     old.step()
     sim.pods["mnist-ps-0"] = old.pods["mnist-ps-0"]
     plan = sim.step()
-    assert [p["metadata"]["name"] for p in plan.create_pods] == ["mnist-worker-0"]
+    assert [p.name for p in plan.create_pods] == ["mnist-worker-0"]
     assert plan.delete_pods == []
 
 
@@ -607,7 +607,7 @@ def test_suspend_and_resume() -> None:
     assert sim.status["state"] == "Suspended"
     sim.job["spec"]["runPolicy"]["suspend"] = False
     plan = sim.step()
-    assert {p["metadata"]["name"] for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
+    assert {p.name for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
     assert sim.condition("Suspended")["status"] == "False"
     assert sim.status["startTime"] == conditions.format_time(sim.now)
     assert sim.status["restarts"] == 0
@@ -737,7 +737,7 @@ def test_only_the_pods_that_exist_are_counted_and_announced() -> None:
     assert [e["attempts"] for e in sim.status["replicaBackoff"]] == [2]
     sim.refuse.clear()
     assert sim.step(19).create_pods == []
-    assert [p["metadata"]["name"] for p in sim.step(1).create_pods] == ["mnist-worker-1"]
+    assert [p.name for p in sim.step(1).create_pods] == ["mnist-worker-1"]
     sim.step()
     assert sim.status["replicaStatuses"]["Worker"]["active"] == 2
 

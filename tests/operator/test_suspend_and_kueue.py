@@ -50,7 +50,7 @@ def test_spec_suspend_deletes_pods_clears_start_time_and_resumes() -> None:
     assert sim.status["state"] == "Suspended" and not plan.create_pods and plan.requeue_after is None
     sim.job["spec"]["suspend"] = False
     plan = sim.step()
-    assert {p["metadata"]["name"] for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
+    assert {p.name for p in plan.create_pods} == {"mnist-ps-0", "mnist-worker-0"}
     assert sim.status["startTime"] == conditions.format_time(sim.now)
     assert plan.requeue_after == pytest.approx(100)  # the deadline counts from the resume
     assert sim.condition("Suspended")["status"] == "False"
@@ -144,14 +144,14 @@ def test_queued_job_pods_form_one_pod_group() -> None:
     plan = Sim(job).step()
     assert len(plan.create_pods) == 7
     group = kueue.pod_group_name(job)
-    for pod in plan.create_pods:
+    for pod in (p.manifest() for p in plan.create_pods):
         labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
         assert labels[kueue.QUEUE_NAME_LABEL] == "team-a"  # the job's label wins over a template's
         assert labels[kueue.POD_GROUP_NAME_LABEL] == group
         assert labels[kueue.PRIORITY_CLASS_LABEL] == "high"
         assert annotations[kueue.POD_GROUP_TOTAL_COUNT_ANNOTATION] == "7"
         assert kueue.RETRIABLE_IN_GROUP_ANNOTATION not in annotations
-    worker = next(p for p in plan.create_pods if p["metadata"]["name"] == "mnist-worker-0")
+    worker = next(p.manifest() for p in plan.create_pods if p.name == "mnist-worker-0")
     assert worker["metadata"]["labels"]["app"] == "mnist"
     # Services are not Kueue's business.
     assert all(kueue.POD_GROUP_NAME_LABEL not in s["metadata"]["labels"] for s in plan.create_services)

@@ -162,12 +162,19 @@ def _why(live: Sequence[podview.PodView], unschedulable: Optional[Mapping[str, s
     if unschedulable is not None:
         reason, message = unschedulable.get("reason") or "", unschedulable.get("message") or ""
         return f"{reason}: {message}" if reason and message else reason or message
-    said = sorted({v.stuck_message for v in live if not v.node and v.stuck_reason == podview.UNSCHEDULABLE
-                   and v.stuck_message})
-    if said:
-        more = f" (and {len(said) - 1} other messages on its pods)" if len(said) > 1 else ""
-        return f"the scheduler says: {_cut(said[0])}{more}"
-    return "the scheduler has not said why yet"
+    said: dict[str, list[str]] = {}
+    for view in live:
+        if not view.node and view.stuck_reason == podview.UNSCHEDULABLE and view.stuck_message:
+            said.setdefault(view.stuck_message, []).append(view.name)
+    if not said:
+        return "the scheduler has not said why yet"
+    # The message of most pods (the longer of two as common: it says more), with the pods it is about.
+    message, names = max(said.items(), key=lambda item: (len(item[1]), len(item[0])))
+    names = sorted(names)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    others = len(said) - 1
+    more = f" ({others} other message{'s' if others > 1 else ''} on its other pods)" if others else ""
+    return f"the scheduler says of {'pod' if len(names) == 1 else 'pods'} {shown}: {_cut(message)}{more}"
 
 
 def _volcano_unschedulable(group_status: Mapping[str, Any]) -> Optional[dict[str, str]]:

@@ -119,7 +119,8 @@ def _condition(report: podgroup_status.Report) -> dict[str, Any]:
     (PLUGINS, _status(since=61), _group("Scheduling", min_member=4), _pods(0, 4, SAYS),
      {"phase": "Scheduling", "minMember": 4, "unscheduledSince": _ago(61)}, "False",
      f"PodGroup mnist (phase Scheduling): 4 of 4 pods cannot be scheduled; the gang scheduler places them only when "
-     f"4 (minMember) fit together: the scheduler says: {SAYS}", [("Warning", "PodGroupNotScheduled")]),
+     f"4 (minMember) fit together: the scheduler says of pods mnist-worker-0, mnist-worker-1, mnist-worker-2 and 1 "
+     f"more: {SAYS}", [("Warning", "PodGroupNotScheduled")]),
     # ... fewer pods than minMember (some held back or refused): said so
     (PLUGINS, _status(since=61), _group("Pending", min_member=4), _pods(0, 2),
      {"phase": "Pending", "minMember": 4, "unscheduledSince": _ago(61)}, "False",
@@ -272,3 +273,12 @@ def test_the_flags_and_their_bounds() -> None:
     assert (gang.status_interval_seconds, gang.unscheduled_seconds) == (5.0, 120.0)
     with pytest.raises(ValueError, match="--gang-unscheduled-seconds -1 must be a number of seconds >= 0"):
         podgroups.GangSettings(VOLCANO, unscheduled_seconds=-1)
+
+
+def test_the_scheduler_message_of_most_pods_is_the_one_said() -> None:
+    pods = _pods(0, 3, SAYS) + _pods(0, 1, "pre-filter pod mnist-worker-9 cannot find enough sibling pods")
+    pods[-1]["metadata"]["name"] = "mnist-ps-0"
+    report = podgroup_status.report(_status(since=61), _group("Scheduling", min_member=4), pods, PLUGINS, NOW, GRACE)
+    assert _condition(report)["message"].endswith(
+        f"the scheduler says of pods mnist-worker-0, mnist-worker-1, mnist-worker-2: {SAYS} (1 other message on its "
+        f"other pods)")

@@ -181,7 +181,8 @@ async def pod_group_status(kube: kube_lib.Kube, call: Call, say: Say, job: Mappi
     if wait > 0:
         return None, wait
     upkeep.pod_group_read_due = clock() + interval
-    upkeep.pod_group_reads_while_running += running
+    if running:
+        upkeep.pod_group_reads_while_running += 1
     api = podgroups.APIS[gang.scheduler]
     try:
         group = await call(kube.get_pod_group, api.group, api.version, api.plural, job["metadata"]["namespace"], name)

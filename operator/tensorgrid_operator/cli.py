@@ -77,6 +77,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                         help="the training pods' schedulerName under --gang-scheduler (default: volcano, or "
                              f"{podgroups.DEFAULT_SCHEDULER_PLUGINS_NAME} for scheduler-plugins); a template's own "
                              "schedulerName wins")
+    parser.add_argument("--gang-status-interval-seconds", type=float, default=defaults.gang.status_interval_seconds,
+                        help="under --gang-scheduler, read a job's PodGroup into status.podGroup at most this often "
+                             "while its pods do not all run; 0 turns it off (default "
+                             f"{defaults.gang.status_interval_seconds:g})")
+    parser.add_argument("--gang-unscheduled-seconds", type=float, default=defaults.gang.unscheduled_seconds,
+                        help="under --gang-scheduler, a PodGroup not placed for this long sets the job's condition "
+                             "PodGroupScheduled False and a Warning event says why (default "
+                             f"{defaults.gang.unscheduled_seconds:g})")
     certificates = defaults.certificates
     parser.add_argument("--certificate-issuer", choices=cert_manager.ISSUERS, default=certificates.issuer,
                         help="who issues the certificates of the jobs' pods: the operator (a CA per job, signed here) "
@@ -121,6 +129,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
             args.cert_manager_duration, args.cert_manager_renew_before, args.cert_manager_ca_duration)
     except ValueError as e:
         parser.error(str(e))
+    try:
+        gang = podgroups.GangSettings(args.gang_scheduler, args.gang_scheduler_name,
+                                      args.gang_status_interval_seconds, args.gang_unscheduled_seconds)
+    except ValueError as e:
+        parser.error(str(e))
     return config.Settings(
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
@@ -140,7 +153,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         stuck_terminating_seconds=args.stuck_terminating_seconds,
         force_delete_stuck_pods=args.force_delete_stuck_pods,
         progress_interval_seconds=args.progress_interval_seconds,
-        gang=podgroups.GangSettings(args.gang_scheduler, args.gang_scheduler_name),
+        gang=gang,
         certificates=certificate_settings,
         verbose=args.verbose,
         remove_finalizers=args.remove_finalizers,

@@ -4,8 +4,9 @@ A pass first makes sure the job's NetworkPolicy and PS PodDisruptionBudget exist
 (``jobobjects``; created again after a deletion, ``owned_objects``) and, with a gang
 scheduler, its PodGroup (``podgroups``; created again, after a deletion, before the
 next pods that need it), and in cert-manager's mode its Issuers and CA Certificate
-(``cert_manager``). The decisions are pure functions of those
-modules; this module makes the calls (on the operator's thread pool, through ``call``)
+(``cert_manager``); after the pass, with a gang scheduler, it reads the PodGroup's
+status into the job's while that matters (``podgroup_status``). The decisions are pure
+functions of those modules; this module makes the calls (on the operator's thread pool, through ``call``)
 and says what happened through ``say`` (an Event on the job), so kopf stays in the
 handlers.
 """
@@ -15,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Optional
+import time
+from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
 from tensorgrid_operator import cert_manager
 from tensorgrid_operator import conditions as cond_lib
@@ -23,6 +25,7 @@ from tensorgrid_operator import job_certificates
 from tensorgrid_operator import jobobjects
 from tensorgrid_operator import kube as kube_lib
 from tensorgrid_operator import owned_objects
+from tensorgrid_operator import podgroup_status
 from tensorgrid_operator import podgroups
 from tensorgrid_operator import spec as spec_lib
 
@@ -148,6 +151,57 @@ async def pod_group_before_pods(kube: kube_lib.Kube, call: Call, say: Say, job: 
     if created:
         say("Warning", "RecreatedPodGroup", podgroups.recreated_message(name))
     return None
+
+
+async def pod_group_status(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
+                           pods: Sequence[Mapping[str, Any]], upkeep: owned_objects.Upkeep,
+                           gang: podgroups.GangSettings,
+                           clock: Callable[[], float] = time.monotonic) -> tuple[Optional[Obj], Optional[float]]:
+    """Read the job's PodGroup into ``status.podGroup`` and the condition ``PodGroupScheduled``
+    (``podgroup_status``) when due. Returns the status patch to write, if any, and the seconds until the next
+    reading (``None``: none is due, the group's status no longer matters).
+
+    One GET of the group, at most every ``gang.status_interval_seconds``, and only while
+    :func:`podgroup_status.worth_reading` says so: never for a job without a PodGroup this operator made (no
+    gang scheduler, the CRD missing: the job says so already), nor once its pods all run and the group says so,
+    nor once it finished. A group that is gone (deleted: created again before the next pods) is skipped; a
+    refused read is said once (a Warning event) and tried again after the interval.
+    """
+    name = job["metadata"]["name"]
+    status = job.get("status") or {}
+    interval = gang.status_interval_seconds
+    if not gang.enabled or interval <= 0 or ("PodGroup", name) not in upkeep.made:
+        return None, None
+    running = cond_lib.is_true(status.get("conditions") or [], cond_lib.RUNNING)
+    if not running:
+        upkeep.pod_group_reads_while_running = 0
+    if not podgroup_status.worth_reading(status, gang.scheduler, upkeep.pod_group_reads_while_running):
+        return None, None
+    wait = upkeep.pod_group_read_due - clock()
+    if wait > 0:
+        return None, wait
+    upkeep.pod_group_read_due = clock() + interval
+    if running:
+        upkeep.pod_group_reads_while_running += 1
+    api = podgroups.APIS[gang.scheduler]
+    try:
+        group = await call(kube.get_pod_group, api.group, api.version, api.plural, job["metadata"]["namespace"], name)
+    except Exception as e:  # noqa: BLE001 - said once; the job goes on, and the next reading tries again
+        code, message = kube_lib.error_details(e)
+        text = (f"could not read PodGroup {name} ({api.api_version}): {message} (HTTP {code}); status.podGroup "
+                f"is not updated (the operator needs get on {api.plural}.{api.group})")
+        if upkeep.pod_group_read_error != text:
+            say("Warning", "FailedGetPodGroup", text)
+        upkeep.pod_group_read_error = text
+        return None, interval
+    upkeep.pod_group_read_error = ""
+    if group is None:
+        return None, interval
+    now = datetime.datetime.now(datetime.timezone.utc)
+    found = podgroup_status.report(status, group, pods, gang.scheduler, now, gang.unscheduled_seconds)
+    for kind, reason, message in found.events:
+        say(kind, reason, message)
+    return found.patch(status), podgroup_status.next_check_in(found, now, gang.unscheduled_seconds, interval)
 
 
 async def _create_pod_group(kube: kube_lib.Kube, call: Call, job: Mapping[str, Any], job_spec: spec_lib.JobSpec,

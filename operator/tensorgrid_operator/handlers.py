@@ -447,9 +447,11 @@ async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, p
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
         job, requeue_after = await _apply(runtime, key, job, plan, logger, held)
+        job, group_after = await _read_pod_group(runtime, key, job, pods)
         progress_after = await _update_progress(runtime, key, job, pods)
         finished = (job.get("status") or {}).get("state") in FINISHED_STATES
-        return next_reconcile_in(finished, requeue_after, progress_after, runtime.settings.resync_seconds)
+        reading_after = min((t for t in (progress_after, group_after) if t is not None), default=None)
+        return next_reconcile_in(finished, requeue_after, reading_after, runtime.settings.resync_seconds)
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
 
@@ -458,7 +460,7 @@ def next_reconcile_in(finished: bool, requeue_after: Optional[float], progress_a
                       resync: float) -> float:
     """Seconds until a job is reconciled again if no event wakes it sooner.
 
-    The earliest timer (a deadline, a TTL, a retry, the next progress reading), capped by the
+    The earliest timer (a deadline, a TTL, a retry, the next progress or PodGroup reading), capped by the
     resync period. A finished job is not polled: it waits for its TTL, or for an event about
     it or its pods (``math.inf`` when it has no TTL), so thousands of finished jobs cost nothing.
     """
@@ -490,6 +492,18 @@ async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any
     if patch is not None:
         job = await runtime.write_status(key, job, patch)
     return job, ensure_objects.why_pods_wait(job, upkeep, gang, certificates)
+
+
+async def _read_pod_group(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+                          pods: list[dict[str, Any]]) -> tuple[dict[str, Any], Optional[float]]:
+    """The PodGroup's status into the job's, when due (ensure_objects.pod_group_status): the job as it is
+    now, and seconds until the group is read next."""
+    upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
+    patch, after = await ensure_objects.pod_group_status(runtime.kube, runtime.call, _say_on(job), job, pods, upkeep,
+                                                         runtime.settings.gang)
+    if patch is not None:
+        job = await runtime.write_status(key, job, patch)
+    return job, after
 
 
 def _stuck_policy(settings: config.Settings) -> terminating.StuckPolicy:

@@ -142,6 +142,17 @@ class Kube:
         return self._create("create_pod_group", functools.partial(
             self._pod_groups.create_namespaced_custom_object, group, version), dict(pod_group), plural)
 
+    def get_pod_group(self, group: str, version: str, plural: str, namespace: str, name: str) -> Optional[Obj]:
+        """A gang scheduler's PodGroup; ``None`` when it (or its CRD) does not exist."""
+        try:
+            found: Obj = _json(self._pod_groups.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False))
+            return found
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("get_pod_group", e)
+
     def create_cert_manager_object(self, obj: Mapping[str, Any]) -> bool:
         """Creates a cert-manager Issuer or Certificate; ``False`` if one of that name exists (whose it is,
         the caller reads). A 404 (cert-manager's CRDs are not installed) is raised, for the caller to say so."""

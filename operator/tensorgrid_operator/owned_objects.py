@@ -41,6 +41,12 @@ class Upkeep:
     until it changes."""
     pod_group_fresh: bool = False
     """The PodGroup was created in this pass: the pods it creates need not ask for it again."""
+    pod_group_read_due: float = 0.0
+    """When (monotonic) the PodGroup's status is read next (``ensure_objects.pod_group_status``)."""
+    pod_group_reads_while_running: int = 0
+    """Reads of the PodGroup since the job's pods all run (``podgroup_status.SETTLE_READS`` at most)."""
+    pod_group_read_error: str = ""
+    """Why the PodGroup could not be read, said once until it changes."""
 
 
 @dataclasses.dataclass(frozen=True)

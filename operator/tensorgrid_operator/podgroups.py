@@ -67,10 +67,20 @@ class GangSettings:
     """``none``, ``volcano`` or ``scheduler-plugins``."""
     scheduler_name: str = ""
     """The pods' schedulerName; empty: ``volcano``, or ``scheduler-plugins-scheduler`` for scheduler-plugins."""
+    status_interval_seconds: float = 10.0
+    """How often, at most, a job's PodGroup is read into ``status.podGroup`` while its pods do not all run
+    (``podgroup_status``); 0 turns the reading off."""
+    unscheduled_seconds: float = 60.0
+    """How long a group may stay unplaced before the job's condition ``PodGroupScheduled`` turns False and a
+    Warning event says why."""
 
     def __post_init__(self) -> None:
         if self.scheduler not in GANG_SCHEDULERS:
             raise ValueError(f"gang scheduler {self.scheduler!r} is not one of {', '.join(GANG_SCHEDULERS)}")
+        for flag, value in (("--gang-status-interval-seconds", self.status_interval_seconds),
+                            ("--gang-unscheduled-seconds", self.unscheduled_seconds)):
+            if not value >= 0:  # NaN too
+                raise ValueError(f"{flag} {value!r} must be a number of seconds >= 0")
 
     @property
     def enabled(self) -> bool:

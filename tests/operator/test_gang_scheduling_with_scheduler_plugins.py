@@ -21,7 +21,8 @@ from kwok_nodes import KwokNodes, running_kwok, tolerate_kwok
 from operator_cluster import ControlPlane, Namespace, created_namespace, job_manifest, operator_settings, running_operator, wait_for
 from tensorgrid_operator import podgroups
 
-PLUGINS = podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS)
+# The group's status read every 2 s, and a group not placed for 5 s said so (the defaults: 10 s, 60 s).
+PLUGINS = podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS, status_interval_seconds=2, unscheduled_seconds=5)
 API = podgroups.APIS[podgroups.SCHEDULER_PLUGINS]
 NODE_CPUS = "2"
 # Long enough for the scheduler to try a waiting group several times (its Permit wait is 5 s).
@@ -91,6 +92,12 @@ def _why_waiting(namespace: Namespace, job: str) -> str:
     return str(namespace.condition(job, "Running").get("message") or "")
 
 
+def _pod_group_said(namespace: Namespace, job: str) -> dict[str, Any]:
+    """What ``kubectl get tj -o yaml`` shows of the job's PodGroup: status.podGroup and PodGroupScheduled."""
+    return {"podGroup": namespace.status(job).get("podGroup") or {},
+            "condition": namespace.condition(job, "PodGroupScheduled")}
+
+
 def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlplane: ControlPlane) -> None:
     with cluster(controlplane, PLUGINS, nodes=2) as c:
         ns = c.namespace
@@ -115,6 +122,21 @@ def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlpla
             in message, message
         warnings = [e["message"] for e in ns.events("big") if e["reason"] == "Unschedulable"]
         assert warnings and "gang scheduled" in warnings[0], warnings  # what `kubectl describe tj big` shows
+        # The scheduler's view, in the job's status: the group's phase and counts, and once it has waited
+        # longer than --gang-unscheduled-seconds, PodGroupScheduled False saying why, with a Warning.
+        wait_for(lambda: _pod_group_said(ns, "big")["condition"].get("status") == "False", 30,
+                 "PodGroupScheduled False on big", lambda: _pod_group_said(ns, "big"))
+        said = _pod_group_said(ns, "big")
+        assert said["podGroup"]["name"] == "big" and said["podGroup"]["minMember"] == 4, said
+        assert said["podGroup"]["phase"] == group.get("phase") and said["podGroup"]["running"] == 0, said
+        assert said["podGroup"]["unscheduledSince"], said
+        assert said["condition"]["reason"] == "PodGroupNotScheduled", said
+        assert said["condition"]["message"].startswith(
+            f"PodGroup big (phase {group.get('phase')}): 4 of 4 pods cannot be scheduled; the gang scheduler places "
+            f"them only when 4 (minMember) fit together: the scheduler says of pod"), said
+        assert [e["type"] for e in ns.events("big") if e["reason"] == "PodGroupNotScheduled"] == ["Warning"]
+        assert ns.condition("small", "PodGroupScheduled") == {}, "placed at once: nothing to say"
+        assert ns.status("small")["podGroup"]["phase"] == "Running", ns.status("small")
 
         # One more node of 2 CPUs: now the whole group fits, and all of it is bound.
         c.kwok.add(f"{c.kwok.names[0].rsplit('-', 1)[0]}-2")
@@ -123,6 +145,12 @@ def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlpla
         wait_for(lambda: _group_status(ns, "big").get("phase") == "Running", 60,
                  "the PodGroup of big to be Running", lambda: _group_status(ns, "big"))
         assert ns.status("small")["state"] == "Running"
+        wait_for(lambda: _pod_group_said(ns, "big")["podGroup"].get("phase") == "Running", 30,
+                 "status.podGroup of big Running", lambda: _pod_group_said(ns, "big"))
+        said = _pod_group_said(ns, "big")
+        assert said["podGroup"]["running"] == 4 and "unscheduledSince" not in said["podGroup"], said
+        assert said["condition"]["status"] == "True" and said["condition"]["reason"] == "PodGroupScheduled", said
+        assert any(e["type"] == "Normal" for e in ns.events("big") if e["reason"] == "PodGroupScheduled")
 
         # A deleted PodGroup: its next pod would never be placed ("PodGroup not found"), so the operator
         # creates the group again before it, and the replaced pod runs.

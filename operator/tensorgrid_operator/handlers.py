@@ -27,7 +27,7 @@ import random
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar, cast
+from typing import Any, Optional, cast
 
 import kopf
 
@@ -38,13 +38,13 @@ from tensorgrid_operator import creation
 from tensorgrid_operator import ensure_objects
 from tensorgrid_operator import indexed
 from tensorgrid_operator import jobobjects
-from tensorgrid_operator import known_jobs
 from tensorgrid_operator import kube
 from tensorgrid_operator import kueue
 from tensorgrid_operator import looplag
 from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import observed
+from tensorgrid_operator import operator_runtime
 from tensorgrid_operator import owned_objects
 from tensorgrid_operator import plans
 from tensorgrid_operator import podgroups
@@ -54,7 +54,6 @@ from tensorgrid_operator import reconcile
 from tensorgrid_operator import spec as spec_lib
 from tensorgrid_operator import terminating
 
-T = TypeVar("T")
 JobKey = tuple[str, str]
 Obj = dict[str, Any]
 JobIndex = kopf.Index[JobKey, Obj]
@@ -77,76 +76,11 @@ MEMO_KEY = "tensorgrid"
 
 
 @dataclasses.dataclass
-class _Runtime:
-    """What the operator holds between its startup and cleanup."""
-
-    settings: config.Settings
-    kube: kube.Kube
-    executor: concurrent.futures.ThreadPoolExecutor
-    deciders: concurrent.futures.ThreadPoolExecutor
-    """Threads that run ``reconcile.reconcile`` (apart from the API calls' threads)."""
-    lag_watch: Optional["asyncio.Task[None]"] = None
-    """The task measuring the event loop's lag (``looplag``)."""
-    wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
-    known_jobs: known_jobs.KnownJobs = dataclasses.field(default_factory=known_jobs.KnownJobs)
-    """Each job as last read or written, so a pass woken by its pods needs no GET of it."""
-    phases: metrics.PhaseTracker = dataclasses.field(default_factory=metrics.PhaseTracker)
-    expectations: dict[JobKey, observed.Expectations] = dataclasses.field(default_factory=dict)
-    """Per job: what its last plans wrote that the indexes did not show yet."""
-    job_objects: dict[JobKey, owned_objects.Upkeep] = dataclasses.field(default_factory=dict)
-    """Per job: what this operator made and saw of its NetworkPolicy and PodDisruptionBudget."""
-    progress_due: dict[JobKey, float] = dataclasses.field(default_factory=dict)
-    """When (monotonic) each running job's metrics are read next."""
-    managed_elsewhere: set[str] = dataclasses.field(default_factory=set)
-    """uids of the jobs whose spec.managedBy names another controller, once said so."""
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` (a blocking API call) on the operator's thread pool."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
-
-    async def calls(self, coroutines: Sequence[Awaitable[T]]) -> list[T | BaseException]:
-        """Many API calls of one job, at most half the pool's threads at a time (exceptions returned).
-
-        A job of thousands of replicas queues thousands of creations at once: without a bound
-        they fill the pool's queue, and every other job's reads and writes wait behind them.
-        """
-        limit = asyncio.Semaphore(max(1, self.settings.api_workers // 2))
-
-        async def bounded(coroutine: Awaitable[T]) -> T:
-            async with limit:
-                return await coroutine
-
-        return await asyncio.gather(*(bounded(c) for c in coroutines), return_exceptions=True)
-
-    async def read_job(self, key: JobKey) -> Optional[Obj]:
-        """The job as last read or written, else as the API server has it (``None``: gone)."""
-        job = self.known_jobs.get(key)
-        if job is None:
-            changes = self.known_jobs.changes(key)
-            job = await self.call(self.kube.get_job, *key)
-            if job is not None:
-                self.known_jobs.remember(key, job, changes)
-        return job
-
-    async def write_status(self, key: JobKey, job: Obj, status: Obj) -> Obj:
-        """One status PATCH (``kube.Kube.patch_status``); the job it answers with is the one known."""
-        changes = self.known_jobs.changes(key)
-        try:
-            written = await self.call(self.kube.patch_status, job, status)
-        except kube.ConflictError:
-            self.known_jobs.forget(key)
-            raise
-        self.known_jobs.remember(key, written, changes, written=True)
-        return written
-
-
-@dataclasses.dataclass
 class OperatorState:
     """One operator: its settings, and what it holds while it runs."""
 
     settings: config.Settings
-    runtime: Optional[_Runtime] = None
+    runtime: Optional[operator_runtime.OperatorRuntime] = None
     """The API client, thread pool and per-job state, from startup to cleanup."""
     metrics_server: Optional[metrics.MetricsServer] = None
     """The /metrics endpoint, from startup to cleanup (none with ``metrics_port=None``)."""
@@ -174,7 +108,7 @@ def state_of(memo: Any) -> OperatorState:
     return state
 
 
-def _runtime_of(memo: Any) -> _Runtime:
+def _runtime_of(memo: Any) -> operator_runtime.OperatorRuntime:
     runtime = state_of(memo).runtime
     if runtime is None:
         raise RuntimeError("the operator has not started")
@@ -253,7 +187,7 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     ours = state.settings
     configure_kopf(settings, ours)
     configuration = kube.load_config(ours.kubeconfig)
-    state.runtime = _Runtime(
+    state.runtime = operator_runtime.OperatorRuntime(
         settings=ours,
         kube=kube.Kube(configuration, pool_size=ours.api_workers),
         executor=concurrent.futures.ThreadPoolExecutor(ours.api_workers, thread_name_prefix="tensorgrid-api"),
@@ -302,7 +236,7 @@ async def job_event(*, event: kopf.RawEvent, body: kopf.Body, namespace: Optiona
     _wake(memo, key)
 
 
-def _say_managed_elsewhere(runtime: Optional[_Runtime], body: kopf.Body, logger: kopf.Logger) -> None:
+def _say_managed_elsewhere(runtime: Optional[operator_runtime.OperatorRuntime], body: kopf.Body, logger: kopf.Logger) -> None:
     """Once per job and operator run: a log line and an event saying the job is left alone."""
     uid = str(body.metadata.get("uid"))
     if runtime is None or uid in runtime.managed_elsewhere or body.metadata.get("deletionTimestamp"):
@@ -418,7 +352,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         runtime.phases.set(key, None)
 
 
-async def _reconcile_once(runtime: _Runtime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
+async def _reconcile_once(runtime: operator_runtime.OperatorRuntime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
                           services_index: JobIndex, owned: tuple[OwnedIndex, ...]) -> Optional[float]:
     """Read, decide (on a thread), apply. Returns seconds until the next reconcile is due (``math.inf``:
     only when woken); ``None`` once the job is gone."""
@@ -475,7 +409,7 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
                                         settings.ps_disruption_budget, settings.ps_anti_affinity)
 
 
-async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+async def _ensure_job_objects(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any],
                               indexed: list[tuple[str, str, str]]) -> tuple[dict[str, Any], Optional[str]]:
     """The job's NetworkPolicy, PS PodDisruptionBudget, PodGroup and cert-manager objects (ensure_objects):
     the job as it is now (its status may say why one is missing), and why its pods must wait, if so."""
@@ -494,7 +428,7 @@ async def _ensure_job_objects(runtime: _Runtime, key: JobKey, job: dict[str, Any
     return job, ensure_objects.why_pods_wait(job, upkeep, gang, certificates)
 
 
-async def _read_pod_group(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+async def _read_pod_group(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any],
                           pods: list[dict[str, Any]]) -> tuple[dict[str, Any], Optional[float]]:
     """The PodGroup's status into the job's, when due (ensure_objects.pod_group_status): the job as it is
     now, and seconds until the group is read next."""
@@ -520,7 +454,7 @@ def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
 
 
-async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
+async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
                  held: Optional[str] = None) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
 
@@ -610,7 +544,7 @@ async def _apply(runtime: _Runtime, key: JobKey, job: dict[str, Any], plan: plan
     return job, outcome.requeue_after
 
 
-async def _update_progress(runtime: _Runtime, key: JobKey, job: dict[str, Any],
+async def _update_progress(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any],
                            pods: list[dict[str, Any]]) -> Optional[float]:
     """Read the running job's metrics into ``status.progress`` when due; seconds until the next reading."""
     interval = runtime.settings.progress_interval_seconds

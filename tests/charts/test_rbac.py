@@ -304,6 +304,36 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _healthy_operator(args: list[str], log_path: pathlib.Path, attempts: int = 3) -> subprocess.Popen[bytes]:
+    """The operator with ``args`` in its own process, once its /healthz answers. A port found free
+    can be taken by another process before the operator binds it (it happened while a CI run's
+    tests ran beside these): the operator then exits naming the address, and starts again on others."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    for attempt in range(attempts):
+        metrics_port, liveness_port = _free_port(), _free_port()
+        with open(log_path, "w") as log_file:
+            process = subprocess.Popen([sys.executable, "-m", "tensorgrid_operator", *args,
+                                        f"--metrics-port={metrics_port}", f"--liveness-port={liveness_port}"],
+                                       stdout=log_file, stderr=subprocess.STDOUT, env=env)
+
+        def healthy() -> bool:
+            if process.poll() is not None:
+                return True  # said below
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=2) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+
+        wait_for(healthy, 60, "the operator's /healthz")
+        if process.poll() is None:
+            return process
+        log = log_path.read_text()
+        if "address already in use" not in log.lower() or attempt == attempts - 1:
+            raise AssertionError(f"the operator exited with {process.returncode}: {log[-3000:]}")
+    raise AssertionError(f"no ports the operator could bind in {attempts} attempts")
+
+
 def _service_account_kubeconfig(cp: ControlPlane, path: pathlib.Path) -> None:
     """A kubeconfig with a token of the chart's ServiceAccount: the operator is that account, nothing more."""
     token = cp.kubectl("-n", RELEASE_NAMESPACE, "create", "token", FULLNAME, "--duration=1h").stdout.strip()
@@ -385,24 +415,11 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
 
     (deployment,) = by_kind(manifests, "Deployment")
     chart_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    metrics_port, liveness_port = _free_port(), _free_port()
     args = [a for a in chart_args if not a.startswith(("--metrics-port=", "--liveness-port="))]
-    args += [f"--metrics-port={metrics_port}", f"--liveness-port={liveness_port}", f"--kubeconfig={kubeconfig}"]
+    args.append(f"--kubeconfig={kubeconfig}")
     log_path = tmp_path / "operator.log"
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    with open(log_path, "w") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "tensorgrid_operator", *args], stdout=log_file,
-                                   stderr=subprocess.STDOUT, env=env)
+    process = _healthy_operator(args, log_path)
     try:
-        def healthy() -> bool:
-            assert process.poll() is None, log_path.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=2) as response:
-                    return bool(response.status == 200)
-            except OSError:
-                return False
-
-        wait_for(healthy, 60, "the operator's /healthz")
         cp.kubectl("-n", job_namespace, "apply", "-f", "-", stdin=json.dumps(_job("rbac")))
         wait_for(lambda: _names(cp, job_namespace, "pods,services") == {
             "pod/rbac-ps-0", "pod/rbac-worker-0", "service/rbac-ps-0", "service/rbac-worker-0"}, 60,

@@ -470,7 +470,8 @@ async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: di
     if plan.create_pods:  # before anything is written: the pods mount them
         certificates = await certificate_secrets.for_job(k, runtime.call, _say_on(job), job, first_pods,
                                                          runtime.settings.certificates)
-    if plan.status is not None:
+    counts_wait = runtime.phase_counts_wait(key, job, plan)
+    if plan.status is not None and not counts_wait:
         # First, so a crash after it never loses a counted restart or a finished replica.
         job = await runtime.write_status(key, job, _replacing(job, plan.status))
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
@@ -541,6 +542,8 @@ async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: di
     runtime.phases.set(key, (job.get("status") or {}).get("state"))
     if plan.delete_job:
         await runtime.call(k.delete_job, job)
+    if counts_wait:  # the counts are written by the pass then, if nothing else changed them first
+        return job, min(counts_wait, outcome.requeue_after if outcome.requeue_after is not None else math.inf)
     return job, outcome.requeue_after
 
 

@@ -183,6 +183,26 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
     return plan
 
 
+# What follows the pods' phases alone: per replica type ``active`` and ``running``, and the
+# ``workers``/``ps`` columns made of them. A status that changed in these only is written at
+# most every few seconds (handlers), not once for each pod that starts to run.
+PHASE_COUNTS = ("active", "running")
+PHASE_COLUMNS = ("workers", "ps")
+
+
+def only_phase_counts_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether ``new`` differs from ``old`` only in the counts of pods by phase (``PHASE_COUNTS``,
+    ``PHASE_COLUMNS``): nothing that a later pass derives from the status written (restarts,
+    finished replicas, conditions, backoff) is in them, so a later write loses nothing."""
+    def without_counts(status: Mapping[str, Any]) -> Obj:
+        kept = {k: v for k, v in status.items() if k not in PHASE_COLUMNS}
+        kept["replicaStatuses"] = {rtype: {k: v for k, v in counts.items() if k not in PHASE_COUNTS}
+                                   for rtype, counts in (status.get("replicaStatuses") or {}).items()}
+        return kept
+
+    return dict(old) != dict(new) and without_counts(old) == without_counts(new)
+
+
 def _stuck_terminating(work: plans.Work, views: Sequence[podview.PodView]) -> None:
     """Say which pods are stuck terminating (a Warning when that changes); force-delete them if told to."""
     stuck, due = terminating.stuck_pods(views, work.now, work.stuck)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Optional
 
 import pytest
@@ -10,6 +11,7 @@ from operator_sim import Sim, make_job
 from tensorgrid_operator import conditions
 from tensorgrid_operator import exitcodes
 from tensorgrid_operator import finished_replicas
+from tensorgrid_operator import jobstatus
 from tensorgrid_operator import policies
 from tensorgrid_operator import spec as spec_lib
 
@@ -818,3 +820,25 @@ def test_status_counts_and_printer_fields() -> None:
     plan = sim.step(12)
     assert plan.all_running_seconds == pytest.approx(12)
     assert sim.status["allPodsRunningTime"] == conditions.format_time(sim.now)
+
+
+# --- which status changes may wait (operator_runtime.phase_counts_wait) --------------------------
+
+
+def test_only_the_counts_of_pods_by_phase_may_wait_to_be_written() -> None:
+    sim = Sim(make_job(ps=1, workers=2))
+    sim.step()
+    created = copy.deepcopy(sim.status)
+    sim.set_phase("mnist-ps-0", "Running")
+    one_running = sim.plan().status
+    assert one_running is not None and jobstatus.only_phase_counts_changed(created, one_running)
+    assert not jobstatus.only_phase_counts_changed(created, created), "no change: nothing to write"
+    restarted = copy.deepcopy(one_running)
+    restarted["replicaStatuses"]["Worker"]["restarts"] = 1  # a later pass counts on from the written one
+    assert not jobstatus.only_phase_counts_changed(created, restarted)
+    running = copy.deepcopy(one_running)
+    running["state"] = "Running"
+    assert not jobstatus.only_phase_counts_changed(created, running)
+    sim.set_phase("mnist-worker-0", "Running")
+    sim.set_phase("mnist-worker-1", "Running")
+    assert not jobstatus.only_phase_counts_changed(created, sim.plan().status), "the job Running: said at once"

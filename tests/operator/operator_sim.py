@@ -10,6 +10,7 @@ then play the kubelet with :meth:`Sim.set_phase`.
 from __future__ import annotations
 
 import copy
+import functools
 import datetime
 import itertools
 from typing import Any, Optional
@@ -113,7 +114,7 @@ class Sim:
                 self.services.pop(name, None)
         if creates:
             failures = []
-            for kind, made in (("Service", [(s["metadata"]["name"], lambda s=s: copy.deepcopy(s))
+            for kind, made in (("Service", [(s["metadata"]["name"], functools.partial(copy.deepcopy, s))
                                              for s in plan.create_services]),
                                ("Pod", [(p.name, p.manifest) for p in plan.create_pods])):
                 for name, manifest in made:

@@ -345,11 +345,7 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         stop_watcher.cancel()
         if runtime.wakers.get(key) is wake:
             del runtime.wakers[key]
-        runtime.known_jobs.drop(key)
-        runtime.progress_due.pop(key, None)
-        runtime.job_objects.pop(key, None)
-        runtime.expectations.pop(key, None)
-        runtime.phases.set(key, None)
+        runtime.forget_job(key)
 
 
 async def _reconcile_once(runtime: operator_runtime.OperatorRuntime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,

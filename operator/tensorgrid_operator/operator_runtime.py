@@ -60,6 +60,17 @@ class OperatorRuntime:
     managed_elsewhere: set[str] = dataclasses.field(default_factory=set)
     """uids of the jobs whose spec.managedBy names another controller, once said so."""
 
+    def forget_job(self, key: JobKey) -> None:
+        """Drops everything kept about a job whose loop ended (gone, or no longer this operator's):
+        with thousands of jobs made and deleted, nothing of theirs may stay behind. ``wakers`` is
+        the loop's own to drop (a newer loop of the job may have replaced it)."""
+        self.known_jobs.drop(key)
+        self.progress_due.pop(key, None)
+        self.job_objects.pop(key, None)
+        self.expectations.pop(key, None)
+        self.status_written_at.pop(key, None)
+        self.phases.set(key, None)
+
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` (a blocking API call) on the operator's thread pool."""
         loop = asyncio.get_running_loop()

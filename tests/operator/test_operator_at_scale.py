@@ -9,20 +9,23 @@ is measured. Speed itself is measured by bench/operator_scale.py, not here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
 import tracemalloc
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import pytest
 
 from operator_sim import Sim, make_job
+from tensorgrid_operator import config
 from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import handlers
 from tensorgrid_operator import looplag
 from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
+from tensorgrid_operator import operator_runtime
 from tensorgrid_operator import spec as spec_lib
 
 
@@ -229,3 +232,21 @@ def test_the_lag_of_a_blocked_event_loop_is_recorded() -> None:
     asyncio.run(block_the_loop())
     assert max_lag() >= 0.25
     assert (metrics.REGISTRY.get_sample_value("tensorgrid_operator_event_loop_lag_seconds_count") or 0.0) > before
+
+
+def test_a_job_whose_loop_ended_leaves_nothing_behind() -> None:
+    """Every per-job table of the operator's runtime (a dict keyed by job) is dropped by
+    ``forget_job``: thousands of jobs made and deleted must not leave an entry each. A table
+    added later without a line in ``forget_job`` fails here. ``wakers`` is the job loop's own."""
+    runtime = operator_runtime.OperatorRuntime(settings=config.Settings(), kube=cast(Any, None),
+                                               executor=cast(Any, None), deciders=cast(Any, None))
+    key = ("team", "mnist")
+    tables = [f.name for f in dataclasses.fields(runtime)
+              if isinstance(getattr(runtime, f.name), dict) and f.name != "wakers"]
+    assert {"progress_due", "job_objects", "expectations", "status_written_at"} <= set(tables)
+    for table in tables:
+        getattr(runtime, table)[key] = cast(Any, object())
+    runtime.known_jobs.remember(key, {"metadata": {"name": "mnist"}}, runtime.known_jobs.changes(key))
+    runtime.forget_job(key)
+    assert [table for table in tables if key in getattr(runtime, table)] == []
+    assert runtime.known_jobs.get(key) is None

@@ -73,8 +73,9 @@ class _InProcessCluster:
     """A PS and a worker as servers in this process, so the test sees the worker's
     clients of the PS (their calls, their metrics, their log)."""
 
-    def __init__(self, monkeypatch, ps_data_channel="1"):
-        ps_port, worker_port = ports.free_ports(2)
+    def __init__(self, monkeypatch, ps_data_channel="1", ports_taken=None):
+        ps_port, worker_port = ports_taken or ports.free_ports(2)
+        self.ports = (ps_port, worker_port)
         self.spec = {"ps": [f"localhost:{ps_port}"], "worker": [f"localhost:{worker_port}"]}
         monkeypatch.setenv("TENSORGRID_DATA_CHANNEL", ps_data_channel)
         self.ps = tf.train.Server(self.spec, "ps", 0)
@@ -115,6 +116,28 @@ def test_a_peer_whose_data_port_is_blocked_trains_over_grpc_logged_once_and_coun
     finally:
         logging.getLogger("tensorgrid.rpc").removeHandler(records)
         cluster.close()
+
+
+def test_a_new_server_at_an_address_already_logged_is_logged_again(monkeypatch):
+    # The warning is once per peer incarnation, not once per address for the process's life:
+    # a restarted PS, or a later test's server given a port used before, is logged again.
+    records = _Records()
+    logging.getLogger("tensorgrid.rpc").addHandler(records)
+    try:
+        taken = None
+        for _ in range(2):
+            cluster = _InProcessCluster(monkeypatch, ports_taken=taken)
+            taken = cluster.ports
+            try:
+                cluster.ps._serving.transport.data_server.close()
+                train_three_steps(cluster.worker.target)
+            finally:
+                cluster.close()
+        warnings = [m for m in records.messages if "data channel" in m and "cannot be reached" in m]
+        assert len(warnings) == 2
+        assert all(f"localhost:{taken[0]}" in m for m in warnings)
+    finally:
+        logging.getLogger("tensorgrid.rpc").removeHandler(records)
 
 
 def _served_on_data_channel(method):

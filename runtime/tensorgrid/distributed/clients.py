@@ -93,7 +93,9 @@ def _status(what: str, channel: peer_channel.PeerChannel, wait_for_ready: bool =
 
 _client_transports: dict[Optional[tls.LiveCredentials], transport.Transport] = {}
 _shared_lock = threading.Lock()
-_warned_peers: set[str] = set()
+_warned_peers: set[tuple[str, int]] = set()
+"""Peers (address, incarnation) whose unreachable data channel was logged: a peer that
+restarts, or another server later given the same address, is logged again."""
 
 
 def _shared_transport(credentials: Optional[tls.LiveCredentials]) -> transport.Transport:
@@ -107,7 +109,7 @@ def _shared_transport(credentials: Optional[tls.LiveCredentials]) -> transport.T
         return shared
 
 
-def _warn_once(peer: str, message: str) -> None:
+def _warn_once(peer: tuple[str, int], message: str) -> None:
     with _shared_lock:
         if peer in _warned_peers:
             return
@@ -155,11 +157,11 @@ class _Client:
 
     def _fall_back(self) -> None:
         """Counts a call sent over gRPC because the peer's data channel is unreachable;
-        the first one for a peer is logged."""
+        the first one for a peer (an address and incarnation) is logged."""
         self._fallbacks.inc()
-        _warn_once(self.address, f"the data channel of {self._peer} cannot be reached "
-                                 f"({self._unreachable_reason}): its calls go over gRPC instead, several times "
-                                 f"slower for large tensors (docs/data-channel.md)")
+        _warn_once((self.address, self._incarnation),
+                   f"the data channel of {self._peer} cannot be reached ({self._unreachable_reason}): its calls "
+                   f"go over gRPC instead, several times slower for large tensors (docs/data-channel.md)")
 
     def _exchange(self, call: step_calls.StepCall, what: str, request: message_lib.Message,
                   tensors: Sequence[tuple[str, Any]], reply_key: Hashable = None,

@@ -167,6 +167,7 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     settings.watching.label_selectors["networking.k8s.io", "networkpolicies"] = spec_lib.LABEL_JOB_NAME
     settings.watching.label_selectors["policy", "poddisruptionbudgets"] = spec_lib.LABEL_JOB_NAME
     settings.persistence.finalizer = spec_lib.FINALIZER
+    settings.persistence.diffbase_storage = NoDiffBase()
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
     # Without timeouts a watch whose connection stalls (a proxy or load balancer dropping it
@@ -179,6 +180,23 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     # Each watched object's task holds its last event whole until it idles out: at a thousand
     # starting jobs, the operator's peak memory (docs/limits.md).
     settings.queueing.idle_timeout = ours.watch_worker_idle_seconds
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf keeps, for each event, a copy of the object's last handled state to compare the
+    next one with, for on.create/update/field handlers. This operator has none (its daemons
+    read the job themselves), so that copy, a deepcopy of every pod and Service event's
+    whole body, was the largest single cost of an event (docs/operator.md "Scale").
+    ``test_the_operator_has_no_handlers_that_compare_states`` keeps it true."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> Optional[kopf.BodyEssence]:
+        return kopf.BodyEssence()
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        raise AssertionError("no handler of this operator compares an object's states: nothing to store")
 
 
 @kopf.on.startup()
@@ -248,15 +266,17 @@ def _say_managed_elsewhere(runtime: Optional[operator_runtime.OperatorRuntime], 
     kopf.event(body, type="Normal", reason="ManagedElsewhere", message=message)
 
 
+# The index functions are coroutines though they never await: kopf runs a plain function
+# on a thread for each call, a hand-off that cost more than the function on every pod event.
 @kopf.index("v1", "pods", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
-def pods_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, Obj]:
+async def pods_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, Obj]:
     """Every job's pods, kept by the pod watch: a reconcile reads them here, not with a LIST.
     Only the fields it reads (:func:`indexed.pod`): the whole pods would be most of the memory."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): indexed.pod(body)}
 
 
 @kopf.index("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
-def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body,
+async def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body,
                     **_: Any) -> dict[JobKey, Obj]:
     """Every job's Services, kept by the Service watch (:func:`indexed.service`: their names and owners)."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): indexed.service(body)}
@@ -273,14 +293,14 @@ async def service_event(*, namespace: Optional[str], labels: kopf.Labels, memo: 
 
 
 @kopf.index("networking.k8s.io", "v1", "networkpolicies", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
-def network_policies_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
+async def network_policies_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
                             **_: Any) -> dict[JobKey, tuple[str, str, str]]:
     """Every job's NetworkPolicy (kind, name, owner), so a deleted one is noticed without a LIST."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): ("NetworkPolicy", name, owned_objects.owner_uid(meta))}
 
 
 @kopf.index("policy", "v1", "poddisruptionbudgets", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
-def disruption_budgets_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
+async def disruption_budgets_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
                               **_: Any) -> dict[JobKey, tuple[str, str, str]]:
     """Every job's PodDisruptionBudget (kind, name, owner)."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): ("PodDisruptionBudget", name,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import kopf
 
 from tensorgrid_operator import config
@@ -42,3 +44,25 @@ def test_idle_per_object_tasks_let_go_of_their_last_event_soon() -> None:
     assert settings.queueing.idle_timeout == 0.5 < kopf.OperatorSettings().queueing.idle_timeout
     handlers.configure_kopf(settings, config.Settings(watch_worker_idle_seconds=2.0))
     assert settings.queueing.idle_timeout == 2.0
+
+
+def test_the_operator_has_no_handlers_that_compare_states() -> None:
+    # handlers.NoDiffBase keeps no last-handled state: right only while no handler needs one
+    # (on.create/update/delete/resume/field compare states; on.event, index and daemon do not).
+    registry = kopf.get_default_registry()
+    assert registry._changing.get_all_handlers() == []  # a handler added there needs kopf's diff base back
+    assert [h for h in registry._spawning.get_all_handlers() if getattr(h, "idle", None)] == []
+    assert [h.fn.__name__ for h in registry._indexing.get_all_handlers()] == [
+        "pods_by_job", "services_by_job", "network_policies_by_job", "disruption_budgets_by_job"]
+    settings = kopf.OperatorSettings()
+    handlers.configure_kopf(settings, config.Settings())
+    assert isinstance(settings.persistence.diffbase_storage, handlers.NoDiffBase)
+
+
+def test_the_index_and_event_handlers_run_on_the_event_loop() -> None:
+    # kopf runs a plain function on a thread for each call: for every pod event, a hand-off
+    # costing more than the function itself.
+    registry = kopf.get_default_registry()
+    every = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
+    assert every and all(asyncio.iscoroutinefunction(h.fn) for h in every), \
+        [h.fn.__name__ for h in every if not asyncio.iscoroutinefunction(h.fn)]

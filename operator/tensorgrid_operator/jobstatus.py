@@ -73,9 +73,9 @@ def running_conditions(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Ma
     running_cond = cond_lib.get_condition(work.conditions, cond_lib.RUNNING)
     if running_cond is not None and running_cond.get("status") == "True":
         message = f"{len(running)} of {len(waiting)} unfinished replicas are running"
-        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "PodsNotRunning", message, now)
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, PODS_NOT_RUNNING, message, now)
     elif running_cond is not None and running_cond.get("reason") in NOT_RUNNING_REASONS:
-        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "PodsPending",
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, PODS_PENDING,
                       f"{len(running)} of {len(waiting)} unfinished replicas are running", now)
 
 
@@ -188,19 +188,29 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
 # most every few seconds (handlers), not once for each pod that starts to run.
 PHASE_COUNTS = ("active", "running")
 PHASE_COLUMNS = ("workers", "ps")
+# Reasons of a False Running condition whose message only counts running pods ("N of M ...").
+PODS_NOT_RUNNING, PODS_PENDING = "PodsNotRunning", "PodsPending"
+COUNTING_REASONS = (PODS_NOT_RUNNING, PODS_PENDING)
 
 
 def only_phase_counts_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` differs from ``old`` only in the counts of pods by phase (``PHASE_COUNTS``,
-    ``PHASE_COLUMNS``): nothing that a later pass derives from the status written (restarts,
+    ``PHASE_COLUMNS``, and the message of a Running condition that counts them): nothing that a later pass derives from the status written (restarts,
     finished replicas, conditions, backoff) is in them, so a later write loses nothing."""
     def without_counts(status: Mapping[str, Any]) -> Obj:
         kept = {k: v for k, v in status.items() if k not in PHASE_COLUMNS}
         kept["replicaStatuses"] = {rtype: {k: v for k, v in counts.items() if k not in PHASE_COUNTS}
                                    for rtype, counts in (status.get("replicaStatuses") or {}).items()}
+        kept["conditions"] = [{**c, "message": None} if _counts_in_message(c) else c
+                              for c in status.get("conditions") or []]
         return kept
 
     return dict(old) != dict(new) and without_counts(old) == without_counts(new)
+
+
+def _counts_in_message(condition: Mapping[str, Any]) -> bool:
+    return (condition.get("type") == cond_lib.RUNNING and condition.get("status") == "False"
+            and condition.get("reason") in COUNTING_REASONS)
 
 
 def _stuck_terminating(work: plans.Work, views: Sequence[podview.PodView]) -> None:

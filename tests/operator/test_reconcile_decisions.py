@@ -842,3 +842,19 @@ def test_only_the_counts_of_pods_by_phase_may_wait_to_be_written() -> None:
     sim.set_phase("mnist-worker-0", "Running")
     sim.set_phase("mnist-worker-1", "Running")
     assert not jobstatus.only_phase_counts_changed(created, sim.plan().status), "the job Running: said at once"
+
+
+def test_a_pending_message_that_only_counts_running_pods_may_wait_too() -> None:
+    def status(running: int, reason: str = jobstatus.PODS_PENDING) -> dict:
+        message = f"{running} of 3 unfinished replicas are running"
+        return {"state": "Created", "workers": f"{running}/3",
+                "replicaStatuses": {"Worker": {"active": 3, "running": running, "restarts": 0}},
+                "conditions": [{"type": conditions.RUNNING, "status": "False", "reason": reason, "message": message,
+                                "lastTransitionTime": "2030-01-01T00:00:00Z"}]}
+
+    assert jobstatus.only_phase_counts_changed(status(1), status(2))
+    assert jobstatus.only_phase_counts_changed(status(1, jobstatus.PODS_NOT_RUNNING),
+                                               status(2, jobstatus.PODS_NOT_RUNNING))
+    assert not jobstatus.only_phase_counts_changed(status(1), status(2, jobstatus.PODS_NOT_RUNNING)), "a new reason"
+    stuck = status(1, "Unschedulable")
+    assert not jobstatus.only_phase_counts_changed(stuck, status(2, "Unschedulable")), "a stuck pod's message"

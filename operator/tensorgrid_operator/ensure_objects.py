@@ -165,13 +165,17 @@ async def pod_group_status(kube: kube_lib.Kube, call: Call, say: Say, job: Mappi
     :func:`podgroup_status.worth_reading` says so: never for a job without a PodGroup this operator made (no
     gang scheduler, the CRD missing: the job says so already), nor once its pods all run and the group says so,
     nor once it finished. A group that is gone (deleted: created again before the next pods) is skipped; a
-    refused read is said once (a Warning event) and tried again after the interval.
+    refused read is said once (a Warning event) and tried again after the interval. A suspended job's status
+    says its group waits for the resume (:func:`podgroup_status.suspended`), without a GET.
     """
     name = job["metadata"]["name"]
     status = job.get("status") or {}
     interval = gang.status_interval_seconds
     if not gang.enabled or interval <= 0 or ("PodGroup", name) not in upkeep.made:
         return None, None
+    said_suspended = podgroup_status.suspended(status, datetime.datetime.now(datetime.timezone.utc))
+    if said_suspended is not None:
+        return said_suspended, None
     running = cond_lib.is_true(status.get("conditions") or [], cond_lib.RUNNING)
     if not running:
         upkeep.pod_group_reads_while_running = 0

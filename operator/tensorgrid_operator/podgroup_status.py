@@ -15,7 +15,9 @@ it matters, and writes here what it found:
   ``GangSettings.unscheduled_seconds``, saying how many pods wait and why in the
   scheduler's words (Volcano's condition, else the scheduler's message on the pods:
   scheduler-plugins' PodGroup status carries no reason), with a Warning event; True again,
-  with a Normal event, once it is placed. A group placed in time never sets it.
+  with a Normal event, once it is placed. A group placed in time never sets it. While the
+  job is suspended (its pods deleted) it is False with reason ``JobSuspended``, and the time
+  not placed counts again from the resume.
 
 A group is placed when its phase says so, when ``minMember`` of the job's pods are bound
 to nodes, or when all of the job's pods run. Pure: the handlers make the GET, when
@@ -36,6 +38,7 @@ Obj = dict[str, Any]
 
 CONDITION = "PodGroupScheduled"
 NOT_SCHEDULED = "PodGroupNotScheduled"
+SUSPENDED = "JobSuspended"
 FIELD = "podGroup"
 # The phases in which a scheduler has placed the group's minMember pods (a Failed group of
 # scheduler-plugins was placed: some of its pods failed afterwards).
@@ -92,6 +95,25 @@ def worth_reading(job_status: Mapping[str, Any], scheduler: str, reads_while_run
     return reads_while_running < SETTLE_READS and (waiting or not settled)
 
 
+def suspended(job_status: Mapping[str, Any], now: datetime.datetime) -> Optional[Obj]:
+    """The status patch that says a suspended job's group waits for its resume (``None``: said already, or
+    nothing to say). Its pods are gone, so ``PodGroupScheduled`` (placed or not) no longer holds, and the time
+    not placed counts again from the resume: ``unscheduledSince`` goes."""
+    conditions = [dict(c) for c in job_status.get("conditions") or []]
+    if not cond_lib.is_true(conditions, cond_lib.SUSPENDED):
+        return None
+    before = cond_lib.get_condition(conditions, CONDITION)
+    if before is not None:
+        cond_lib.set_condition(conditions, CONDITION, False, SUSPENDED, "the job is suspended: its pods are deleted, "
+                               "and the gang scheduler places its group again once it resumes", now)
+    patch: Obj = {}
+    if conditions != list(job_status.get("conditions") or []):
+        patch["conditions"] = conditions
+    if "unscheduledSince" in (job_status.get(FIELD) or {}):
+        patch[FIELD] = {"unscheduledSince": None}
+    return patch or None
+
+
 def report(job_status: Mapping[str, Any], group: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
            scheduler: str, now: datetime.datetime, unscheduled_seconds: float) -> Report:
     """The job's ``status.podGroup`` and ``PodGroupScheduled`` from its PodGroup as read and its pods (as the
@@ -126,7 +148,9 @@ def report(job_status: Mapping[str, Any], group: Mapping[str, Any], pods: Sequen
             events.append(("Normal", CONDITION, message))
     elif since is not None and (now - since).total_seconds() >= unscheduled_seconds:
         message = not_scheduled_message(name, phase, min_member, live, unschedulable)
-        if cond_lib.set_condition(conditions, CONDITION, False, NOT_SCHEDULED, message, now) or before is None:
+        said_before = before is not None and before.get("reason") == NOT_SCHEDULED  # not: False while suspended
+        cond_lib.set_condition(conditions, CONDITION, False, NOT_SCHEDULED, message, now)
+        if not said_before:
             events.append(("Warning", NOT_SCHEDULED, message))
     return Report(summary, conditions, events)
 

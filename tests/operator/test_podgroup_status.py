@@ -76,7 +76,8 @@ def _status(since: Optional[float] = None, condition: Optional[str] = None, runn
         if since is not None:
             status["podGroup"]["unscheduledSince"] = _ago(since)
     if condition is not None:
-        status["conditions"].append({"type": "PodGroupScheduled", "status": condition, "reason": "r", "message": "m",
+        reason = "PodGroupNotScheduled" if condition == "False" else "PodGroupScheduled"
+        status["conditions"].append({"type": "PodGroupScheduled", "status": condition, "reason": reason, "message": "m",
                                      "lastTransitionTime": _ago(90)})
     return status
 
@@ -282,3 +283,36 @@ def test_the_scheduler_message_of_most_pods_is_the_one_said() -> None:
     assert _condition(report)["message"].endswith(
         f"the scheduler says of pods mnist-worker-0, mnist-worker-1, mnist-worker-2: {SAYS} (1 other message on its "
         f"other pods)")
+
+
+def _suspended(status: dict[str, Any]) -> dict[str, Any]:
+    status = {**status, "conditions": [*status["conditions"], {
+        "type": "Suspended", "status": "True", "reason": "Suspended", "message": "", "lastTransitionTime": _ago(5)}]}
+    return status
+
+
+@pytest.mark.parametrize("condition", ["False", "True"])
+def test_a_suspended_jobs_group_waits_for_the_resume_and_its_grace_starts_again(condition: str) -> None:
+    status = _suspended(_status(since=200, condition=condition, phase="Pending"))
+    patch = podgroup_status.suspended(status, NOW)
+    assert patch is not None and patch["podGroup"] == {"unscheduledSince": None}
+    said = next(c for c in patch["conditions"] if c["type"] == "PodGroupScheduled")
+    assert (said["status"], said["reason"]) == ("False", "JobSuspended") and "suspended" in said["message"]
+    written = {**status, "conditions": patch["conditions"], "podGroup": {"name": "mnist", "phase": "Pending"}}
+    assert podgroup_status.suspended(written, NOW) is None, "said once"
+    assert podgroup_status.suspended(_status(since=200, condition="False"), NOW) is None, "not suspended"
+    # Through the reading path: no GET while suspended.
+    kube = _Groups(_group("Pending", min_member=4))
+    read, after_read = _read(kube, {**JOB, "status": status}, owned_objects.Upkeep(made=set(MADE)), 100.0)
+    assert read is not None and read["podGroup"] == patch["podGroup"] and after_read is None
+    assert kube.gets == []
+    # Resumed (Suspended False) and still not placed after the grace: a new Warning, the grace counted anew.
+    resumed = {**written, "conditions": [{**c, "status": "False"} if c["type"] == "Suspended" else c
+                                         for c in written["conditions"]]}
+    first = podgroup_status.report(resumed, _group("Pending", min_member=4), _pods(0, 4, SAYS), PLUGINS, NOW, GRACE)
+    assert first.pod_group["unscheduledSince"] == _ago(0) and first.events == []
+    later = {**resumed, "podGroup": first.pod_group}
+    after = podgroup_status.report(later, _group("Pending", min_member=4), _pods(0, 4, SAYS), PLUGINS,
+                                   NOW + datetime.timedelta(seconds=GRACE), GRACE)
+    assert _condition(after)["reason"] == "PodGroupNotScheduled"
+    assert after.events and after.events[0][:2] == ("Warning", "PodGroupNotScheduled")

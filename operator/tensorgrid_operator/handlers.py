@@ -186,7 +186,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
     """kopf keeps, for each event, a copy of the object's last handled state to compare the
     next one with, for on.create/update/field handlers. This operator has none (its daemons
     read the job themselves), so that copy, a deepcopy of every pod and Service event's
-    whole body, was the largest single cost of an event (docs/operator.md "Scale").
+    whole body, was the largest single cost of an event (bench/README.md, the operator at scale).
     ``test_the_operator_has_no_handlers_that_compare_states`` keeps it true."""
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
@@ -277,7 +277,7 @@ async def pods_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: ko
 
 @kopf.index("v1", "services", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 async def services_by_job(*, namespace: Optional[str], labels: kopf.Labels, body: kopf.Body,
-                    **_: Any) -> dict[JobKey, Obj]:
+                          **_: Any) -> dict[JobKey, Obj]:
     """Every job's Services, kept by the Service watch (:func:`indexed.service`: their names and owners)."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): indexed.service(body)}
 
@@ -294,14 +294,14 @@ async def service_event(*, namespace: Optional[str], labels: kopf.Labels, memo: 
 
 @kopf.index("networking.k8s.io", "v1", "networkpolicies", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 async def network_policies_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
-                            **_: Any) -> dict[JobKey, tuple[str, str, str]]:
+                                  **_: Any) -> dict[JobKey, tuple[str, str, str]]:
     """Every job's NetworkPolicy (kind, name, owner), so a deleted one is noticed without a LIST."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): ("NetworkPolicy", name, owned_objects.owner_uid(meta))}
 
 
 @kopf.index("policy", "v1", "poddisruptionbudgets", labels={spec_lib.LABEL_JOB_NAME: kopf.PRESENT})
 async def disruption_budgets_by_job(*, namespace: Optional[str], name: str, labels: kopf.Labels, meta: kopf.Meta,
-                              **_: Any) -> dict[JobKey, tuple[str, str, str]]:
+                                    **_: Any) -> dict[JobKey, tuple[str, str, str]]:
     """Every job's PodDisruptionBudget (kind, name, owner)."""
     return {(namespace or "", labels[spec_lib.LABEL_JOB_NAME]): ("PodDisruptionBudget", name,
                                                                  owned_objects.owner_uid(meta))}

@@ -24,6 +24,9 @@ from tensorgrid_operator import terminating
 
 Obj = dict[str, Any]
 RT = spec_lib.ReplicaType
+# Reasons of a False Running condition whose message only counts running pods ("N of M ...").
+PODS_NOT_RUNNING, PODS_PENDING = "PodsNotRunning", "PodsPending"
+COUNTING_REASONS = (PODS_NOT_RUNNING, PODS_PENDING)
 # Reasons of Running=False that name why pods do not run (the State column shows them).
 NOT_RUNNING_REASONS = (podview.UNSCHEDULABLE, *podview.STUCK_WAITING_REASONS, plans.FAILED_CREATE,
                        podview.SCHEDULING_GATED)
@@ -188,15 +191,13 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
 # most every few seconds (handlers), not once for each pod that starts to run.
 PHASE_COUNTS = ("active", "running")
 PHASE_COLUMNS = ("workers", "ps")
-# Reasons of a False Running condition whose message only counts running pods ("N of M ...").
-PODS_NOT_RUNNING, PODS_PENDING = "PodsNotRunning", "PodsPending"
-COUNTING_REASONS = (PODS_NOT_RUNNING, PODS_PENDING)
 
 
 def only_phase_counts_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` differs from ``old`` only in the counts of pods by phase (``PHASE_COUNTS``,
-    ``PHASE_COLUMNS``, and the message of a Running condition that counts them): nothing that a later pass derives from the status written (restarts,
-    finished replicas, conditions, backoff) is in them, so a later write loses nothing."""
+    ``PHASE_COLUMNS``, the message of a Running condition that counts them): nothing that a later
+    pass derives from the status written (restarts, finished replicas, conditions, backoff) is in
+    them, so a later write loses nothing."""
     def without_counts(status: Mapping[str, Any]) -> Obj:
         kept = {k: v for k, v in status.items() if k not in PHASE_COLUMNS}
         kept["replicaStatuses"] = {rtype: {k: v for k, v in counts.items() if k not in PHASE_COUNTS}

@@ -7,7 +7,8 @@ operator runs as a separate process. Figures:
 
 - ``--jobs N`` (default 100; the issue's target is 1,000): N jobs of 1 PS + ``--workers``
   workers applied at once; time from the first create until every pod runs (seen by a watch
-  of the namespace's pods, not by LISTs of them all) and until every job reads Running; the operator's CPU seconds and peak RSS (VmHWM); the event loop's lag
+  of the namespace's pods, not by LISTs of them all) and until every job reads Running; the
+  operator's CPU seconds and peak RSS (VmHWM); the event loop's lag
   (``tensorgrid_operator_event_loop_lag_*``: max, and p99 from the histogram's buckets);
   reconciles and the mean reconcile time; the machine's load average before and after; the
   CPU seconds each control-plane component (etcd, kube-apiserver, controller-manager,
@@ -186,10 +187,10 @@ class Cluster:
 class PodWatch(threading.Thread):
     """The phase of every pod in a namespace, kept by one LIST and then a watch.
 
-    Polling with a LIST of every pod every ``POLL_SECONDS`` made the API server encode, and
-    this process decode, about 30 MB each time at 5,000 pods: a load on the 2 cores that the
-    operator does not cause and users' monitoring does not add (bench/README.md). A watch
-    costs one encoding per change, which the API server shares with the operator's own watch.
+    Polling with a LIST of every pod every ``POLL_SECONDS`` had the API server encode, and
+    this process decode, about 30 MB each time at 5,000 pods: load on the 2 cores that users'
+    monitoring does not add (smaller than feared, bench/README.md). A watch costs one encoding
+    per change, which the API server shares with the operator's own watch.
     """
 
     def __init__(self, cluster: Cluster, namespace: str) -> None:

@@ -238,7 +238,12 @@ smoke_operator() {
     sleep 0.5
   done
   [[ $liveness_port != 8081 ]] || wait_healthy tg-operator
-  curl -fsS --max-time 3 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^tensorgrid_operator_' \
+  # Read the whole page first: `curl | grep -q` fails under pipefail when grep
+  # stops at its first match and curl's next write gets EPIPE (curl exit 23).
+  local metrics
+  metrics="$(curl -fsS --max-time 3 "http://127.0.0.1:$metrics_port/metrics")" \
+    || die "the operator's metrics port $metrics_port did not answer"
+  grep -q '^tensorgrid_operator_' <<< "$metrics" \
     || die "no tensorgrid_operator_ metrics on port $metrics_port"
 
   kube create namespace tg-smoke > /dev/null

@@ -66,10 +66,10 @@ fuzz: venv
 	done
 
 # helm for the chart tests, kwok for the operator's tests on simulated nodes, scheduler-plugins
-# for its gang scheduling tests, cert-manager's controllers for its cert-manager mode (go install /
-# go build, cached in ~/.cache/tensorgrid/bin).
+# for its gang scheduling tests, cert-manager's controllers for its cert-manager mode, Kueue's
+# manager for queued jobs (go install / go build, cached in ~/.cache/tensorgrid/bin).
 tools:
-	hack/tools.sh --with-kwok --with-gang-scheduler --with-cert-manager
+	hack/tools.sh --with-kwok --with-gang-scheduler --with-cert-manager --with-kueue
 
 # Container images of docker/ (docs/images.md): installs and starts Docker's engine when
 # needed (hack/docker-engine.sh) and builds FROM the standard bases (python:3.11-slim, NVIDIA's

@@ -32,17 +32,29 @@
 #            goes by import path) and requires the release's main module; its CRDs are the release's
 #            deploy/crds, copied from the module. v1.19 is the last release built against the
 #            Kubernetes 1.34 libraries (v1.20 takes 1.35's); v1.19.6 is not served by the proxy
+#   kueue, kueue-config/
+#            with --with-kueue, for the tests of TrainingJobs queued by Kueue: the manager of
+#            sigs.k8s.io/kueue release $KUEUE_VERSION, and the release's CRDs (config/components/crd/
+#            bases) and webhook configurations (config/components/webhook/manifests.yaml) copied into
+#            kueue-config/. The manager is the release's cmd/kueue/main.go built in a wrapper module
+#            (`go install` of it fails on the proxy's 403 for the module's version list) with one
+#            change: the metrics server's certificate folder, hard-coded to /etc/kueue/metrics/certs
+#            (where Kueue's Deployment mounts a Secret), is $KUEUE_METRICS_CERT_DIR when that is set,
+#            so that a manager outside a cluster can start. v0.15 is built against the Kubernetes 1.34
+#            libraries, the control plane's release (v0.19 takes 1.36's)
 # Idempotent: a cached binary of the right version is reused at once.
 #
-# Usage: hack/tools.sh [--with-kind] [--with-kwok] [--with-gang-scheduler] [--with-cert-manager] [--print-bin-dir]
+# Usage: hack/tools.sh [--with-kind] [--with-kwok] [--with-gang-scheduler] [--with-cert-manager] [--with-kueue]
+#                      [--print-bin-dir]
 #   --with-kind            also build kind
 #   --with-kwok            also build kwok
 #   --with-gang-scheduler  also build scheduler-plugins' scheduler and controller
 #   --with-cert-manager    also build the cert-manager controllers' test harness and copy cert-manager's CRDs
-#   --print-bin-dir        print the directory holding helm, kind, kwok, scheduler-plugins and cert-manager
+#   --with-kueue           also build Kueue's manager and copy its CRDs and webhook configurations
+#   --print-bin-dir        print the directory holding helm, kind, kwok, scheduler-plugins, cert-manager and kueue
 #                          (builds nothing)
 # Environment: TENSORGRID_CACHE (default ~/.cache/tensorgrid), HELM_VERSION, KIND_VERSION, KWOK_VERSION,
-# SCHEDULER_PLUGINS_VERSION, CERT_MANAGER_VERSION, KUBERNETES_VERSION, GO (default: go on PATH, else
+# SCHEDULER_PLUGINS_VERSION, CERT_MANAGER_VERSION, KUEUE_VERSION, KUBERNETES_VERSION, GO (default: go on PATH, else
 # /usr/local/go/bin/go).
 set -euo pipefail
 
@@ -51,6 +63,7 @@ KIND_VERSION="${KIND_VERSION:-v0.30.0}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 SCHEDULER_PLUGINS_VERSION="${SCHEDULER_PLUGINS_VERSION:-v0.34.7}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.19.5}"
+KUEUE_VERSION="${KUEUE_VERSION:-v0.15.2}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 # The control plane's release (hack/build-kubernetes.sh's default), which scheduler-plugins is built against.
 # shellcheck disable=SC2016  # the pattern matches the literal ${KUBERNETES_VERSION:-...} of that script
@@ -64,12 +77,14 @@ with_kind=0
 with_kwok=0
 with_gang_scheduler=0
 with_cert_manager=0
+with_kueue=0
 for arg in "$@"; do
   case "$arg" in
     --with-kind) with_kind=1 ;;
     --with-kwok) with_kwok=1 ;;
     --with-gang-scheduler) with_gang_scheduler=1 ;;
     --with-cert-manager) with_cert_manager=1 ;;
+    --with-kueue) with_kueue=1 ;;
     --print-bin-dir) echo "$BIN"; exit 0 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "tools: unknown argument: $arg" >&2; exit 2 ;;
@@ -250,4 +265,53 @@ cert_manager_build() {
 
 if [[ $with_cert_manager == 1 ]]; then
   cert_manager_build
+fi
+
+# kueue_build: Kueue's manager (its main, with the metrics certificate folder from the environment) in a
+# wrapper module that requires the release (its build list is the release's own), and the release's CRDs and
+# webhook configurations; unless the stamp says that release and recipe are there.
+kueue_build() {
+  local stamp="$KUEUE_VERSION recipe 2" go wrap json dir said t0=$SECONDS
+  local hard_coded='metricsCertPath := "/etc/kueue/metrics/certs"'
+  local from_env='metricsCertPath := cmp.Or(os.Getenv("KUEUE_METRICS_CERT_DIR"), "/etc/kueue/metrics/certs")'
+  if [[ -x "$BIN/kueue" && -f "$BIN/kueue-config/webhooks.yaml" && "$(cat "$BIN/.kueue.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    return 0
+  fi
+  go="$(go_tool)"
+  wrap="$CACHE/src/kueue-$KUEUE_VERSION"
+  mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE" "$wrap"
+  log "building Kueue $KUEUE_VERSION with $("$go" version | awk '{print $3}') (wrapper module $wrap)"
+  json="$("$go" mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION")"
+  dir="$(sed -n 's/.*"Dir": *"\([^"]*\)".*/\1/p' <<< "$json" | head -n1)"
+  [[ -f "$dir/config/components/webhook/manifests.yaml" ]] \
+    || { echo "tools: could not download sigs.k8s.io/kueue@$KUEUE_VERSION: $json" >&2; exit 1; }
+  {
+    echo "// Generated by tensorgrid hack/tools.sh; do not edit."
+    echo "module tensorgrid.local/kueue-build"
+    echo
+    grep -E '^go [0-9]' "$dir/go.mod"
+    echo
+    echo "require sigs.k8s.io/kueue $KUEUE_VERSION"
+  } > "$wrap/go.mod.new"
+  take_go_mod "$wrap"
+  grep -qF "$hard_coded" "$dir/cmd/kueue/main.go" \
+    || { echo "tools: Kueue $KUEUE_VERSION's cmd/kueue/main.go has no line '$hard_coded' to change" >&2; exit 1; }
+  sed "s#$hard_coded#$from_env#; s#^import (#import (\n\t\"cmp\"#" "$dir/cmd/kueue/main.go" > "$wrap/main.go"
+  (cd "$wrap" && nice -n 10 "$go" build -mod=mod -p "${BUILD_PARALLELISM:-2}" -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" -o "$wrap/bin/kueue" .)
+  # The manager has no --version; its usage (exit status 2, or 0 for --help) names its flags.
+  said="$("$wrap/bin/kueue" --help 2>&1 || true)"
+  [[ "$said" == *-config* ]] || { echo "tools: the Kueue manager built does not run: $said" >&2; exit 1; }
+  rm -rf "$BIN/kueue-config"
+  mkdir -p "$BIN/kueue-config/crds"
+  cp "$dir"/config/components/crd/bases/*.yaml "$BIN/kueue-config/crds/"
+  cp "$dir/config/components/webhook/manifests.yaml" "$BIN/kueue-config/webhooks.yaml"
+  chmod -R u+w "$BIN/kueue-config"  # the module cache's files are read-only
+  mv -f "$wrap/bin/kueue" "$BIN/kueue"
+  echo "$stamp" > "$BIN/.kueue.stamp"
+  log "Kueue $KUEUE_VERSION in $BIN (kueue, kueue-config/), built in $((SECONDS - t0))s"
+}
+
+if [[ $with_kueue == 1 ]]; then
+  kueue_build
 fi

@@ -167,7 +167,7 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
     status["observedGeneration"] = work.job["metadata"].get("generation", 0)
     if work.start_time is not None:
         status["startTime"] = cond_lib.format_time(work.start_time)
-    if work.suspended:
+    if work.suspended or work.awaiting_admission:
         status.pop("startTime", None)
     if work.finished_now:
         status["completionTime"] = cond_lib.format_time(now)

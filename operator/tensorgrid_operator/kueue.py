@@ -10,12 +10,14 @@ without its workers (docs/operator.md, "Kueue"). A TrainingJob labelled with a q
 name hands that label, the group and its size (and a WorkloadPriorityClass label) to
 every pod it creates. When the job ends, its pods get
 ``kueue.x-k8s.io/retriable-in-group: "false"``: Kueue does not wait for replacements
-of the pods the operator deleted, and releases the group's quota.
+of the pods the operator deleted, and releases the group's quota. While Kueue holds the
+group (every pod gated), the job's active clock waits, as a queued Job's does while Kueue
+keeps it suspended.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -57,6 +59,15 @@ def pod_metadata(job: Mapping[str, Any], total_pods: int) -> tuple[dict[str, str
     if priority:
         labels[PRIORITY_CLASS_LABEL] = str(priority)
     return labels, {POD_GROUP_TOTAL_COUNT_ANNOTATION: str(total_pods)}
+
+
+def awaiting_admission(job: Mapping[str, Any], live_pod_gates: Iterable[Sequence[str]]) -> bool:
+    """Whether ``job`` is queued and Kueue has not admitted its group: no live pod of it is free of
+    Kueue's admission gate (``live_pod_gates``: each live pod's scheduling gates). True before its pods
+    exist, while Kueue holds them, and after a preemption until the recreated pods are admitted again."""
+    if queue_name(job) is None:
+        return False
+    return not any(ADMISSION_GATE not in gates for gates in live_pod_gates)
 
 
 def needs_group_closed(job: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:

@@ -104,6 +104,9 @@ class Work:
     """Whether the job reached Succeeded or Failed in this reconcile."""
     suspended: bool = False
     """Whether the job is suspended: ``status.startTime`` is cleared, as a suspended Job's is."""
+    awaiting_admission: bool = False
+    """Whether Kueue holds the queued job (``kueue.awaiting_admission``): ``status.startTime`` is cleared
+    and the active deadline waits, as a queued Job's does while Kueue keeps it suspended."""
     deleting_pods: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     """``plan.delete_pods`` as a set: a pass over thousands of pods asks it once per pod."""
 

@@ -102,13 +102,15 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         work.event("Normal", "Resumed", "the job is no longer suspended: recreating the job's pods, which "
                                         "resume from the latest checkpoint")
         start_time = None  # the active deadline counts from the resume
-    if start_time is None:
-        start_time = now
-    work.start_time = start_time
+    # A queued job's clock starts when Kueue admits its group, and stops again when a preemption
+    # takes the group back: the time waiting for quota is not active time.
+    work.awaiting_admission = kueue.awaiting_admission(job, (v.scheduling_gates for v in views if not v.terminating))
+    if not work.awaiting_admission:
+        work.start_time = start_time or now
 
     deadline = job_spec.run_policy.active_deadline_seconds
-    if deadline is not None:
-        due = start_time + datetime.timedelta(seconds=deadline)
+    if deadline is not None and work.start_time is not None:
+        due = work.start_time + datetime.timedelta(seconds=deadline)
         if now >= due:
             outcomes.finish(work, job_spec, views, own_services, cond_lib.FAILED, "DeadlineExceeded",
                     f"the job ran longer than activeDeadlineSeconds ({deadline}s)", stop_all=True)

@@ -1,7 +1,8 @@
 """spec.suspend, spec.managedBy and Kueue's pod-group metadata against a real API server and operator.
 
-Kueue itself does not run here (no images offline): these tests check what the operator
-writes and that the API server accepts it, not Kueue's admission (docs/operator.md, Kueue).
+Kueue does not run here: these tests check what the operator writes and that the API server
+accepts it. Kueue's own admission of these pods (its gate, quota, preemption) is tested with
+its real manager in test_kueue_admission_with_kueue.py.
 """
 
 from __future__ import annotations
@@ -128,26 +129,6 @@ def test_a_queued_job_is_one_kueue_pod_group(operator: Operator, namespace: Name
     pods = namespace.wait_pods("gang", {"gang-worker-0"})  # cleanPodPolicy Running deleted the others
     wait_for(lambda: namespace.pods("gang")["gang-worker-0"]["metadata"]["annotations"].get(
         kueue.RETRIABLE_IN_GROUP_ANNOTATION) == "false", 15, "the pod group closed for Kueue")
-
-
-def test_pods_held_by_the_admission_gate_wait_without_a_warning(operator: Operator, namespace: Namespace) -> None:
-    """The test plays Kueue: the pods are created gated (as its webhook gates them), then the gate is removed."""
-    manifest = job_manifest("gated", ps=1, workers=1)
-    manifest["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: "team-a"}
-    for entry in manifest["spec"]["replicaSpecs"].values():
-        entry["template"]["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}]
-    namespace.apply(manifest)
-    names = {"gated-ps-0", "gated-worker-0"}
-    namespace.wait_pods("gated", names)
-    namespace.wait_state("gated", "SchedulingGated")
-    assert kueue.ADMISSION_GATE in namespace.condition("gated", "Running")["message"]
-    for name in names:  # admitted: Kueue removes its gate
-        namespace.cp.core.patch_namespaced_pod(name, namespace.name, {"spec": {"schedulingGates": None}})
-    namespace.wait_state("gated", "Unschedulable")  # the scheduler now sees them (and no nodes)
-    namespace.run_all("gated")
-    namespace.wait_state("gated", "Running")
-    events = namespace.events("gated")
-    assert [e["type"] for e in events if e["reason"] == "SchedulingGated"] == ["Normal"]
 
 
 def test_closing_a_group_touches_only_the_pod_of_that_uid(namespace: Namespace) -> None:

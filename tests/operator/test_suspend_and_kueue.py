@@ -232,6 +232,63 @@ def test_pods_held_by_kueue_s_gate_show_the_job_waiting_for_admission() -> None:
     assert sim.status["state"] == "Running"
 
 
+def _gate_all(sim: Sim) -> None:
+    """What Kueue's webhook does to each new pod of a queued job."""
+    for pod in sim.pods.values():
+        pod["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}]
+
+
+def _admit_all(sim: Sim) -> None:
+    """What Kueue does when it admits the group: the gates go."""
+    for pod in sim.pods.values():
+        pod["spec"].pop("schedulingGates", None)
+
+
+def test_a_queued_job_s_active_clock_runs_only_while_kueue_admits_its_group() -> None:
+    """Time waiting for quota is not active time, as for a Job that Kueue keeps suspended: startTime
+    comes with the admission, goes with a preemption, and the deadline counts from the re-admission."""
+    sim = Sim(queued(make_job(ps=1, workers=1, run_policy={"activeDeadlineSeconds": 100})))
+    assert sim.step().create_pods and "startTime" not in sim.status
+    _gate_all(sim)
+    sim.step(500)  # five deadlines in the queue
+    assert sim.status["state"] == "SchedulingGated" and "startTime" not in sim.status
+
+    _admit_all(sim)
+    plan = sim.step()
+    assert sim.status["startTime"] == conditions.format_time(sim.now)
+    assert plan.requeue_after == pytest.approx(100)
+    sim.run_all()
+    sim.step(60)
+    assert sim.status["state"] == "Running"
+
+    sim.pods.clear()  # preempted: Kueue deletes the group's pods
+    assert {p.name for p in sim.step().create_pods} == {"mnist-ps-0", "mnist-worker-0"}
+    assert "startTime" not in sim.status
+    _gate_all(sim)
+    sim.step(500)
+    assert sim.status["state"] == "SchedulingGated" and "startTime" not in sim.status
+    assert sim.status["restarts"] == 0
+
+    _admit_all(sim)
+    sim.step()
+    readmitted = sim.now
+    assert sim.status["startTime"] == conditions.format_time(readmitted)
+    sim.run_all()
+    sim.step(99)
+    assert sim.status["state"] == "Running"
+    sim.step(1)
+    assert sim.status["state"] == "Failed" and sim.condition("Failed")["reason"] == "DeadlineExceeded"
+
+
+def test_an_unqueued_job_s_clock_starts_with_its_first_pods_gated_or_not() -> None:
+    sim = Sim(make_job(ps=1, workers=1, run_policy={"activeDeadlineSeconds": 100}))
+    sim.step()
+    assert sim.status["startTime"] == conditions.format_time(sim.now)
+    _gate_all(sim)  # gated, but not queued in Kueue: the clock runs, as a Job's would
+    sim.step(100)
+    assert sim.status["state"] == "Failed"
+
+
 def test_a_gate_on_a_running_pod_is_not_waiting() -> None:
     sim = started(make_job(ps=1, workers=1))
     sim.pods["mnist-ps-0"]["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -107,19 +107,25 @@ def _gated(pod: dict[str, Any]) -> bool:
     return any(g["name"] == kueue_lib.ADMISSION_GATE for g in pod["spec"].get("schedulingGates") or [])
 
 
-def _running_on_flavor(queue: Queue, job: str) -> dict[str, dict[str, Any]]:
-    """Waits until the job's 3 pods run on the module's nodes, placed there by what Kueue injected."""
+def _wait_job_pods(queue: Queue, job: str, each: Callable[[dict[str, Any]], bool], what: str) -> dict[str, dict[str, Any]]:
+    """Waits until the job's 3 pods exist, none terminating and each one ``each``; returns them."""
     names = {f"{job}-ps-0", f"{job}-worker-0", f"{job}-worker-1"}
     found: dict[str, dict[str, Any]] = {}
 
-    def running() -> bool:
+    def done() -> bool:
         nonlocal found
         found = queue.namespace.pods(job)
-        return set(found) == names and all(
-            p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp") for p in found.values())
+        return set(found) == names and all(each(p) and not p["metadata"].get("deletionTimestamp")
+                                           for p in found.values())
 
-    wait_for(running, 60, f"the 3 pods of {job} to run", lambda: {
+    wait_for(done, 60, f"the 3 pods of {job} {what}", lambda: {
         n: (p["status"].get("phase"), _gated(p), p["spec"].get("nodeName")) for n, p in found.items()})
+    return found
+
+
+def _running_on_flavor(queue: Queue, job: str) -> dict[str, dict[str, Any]]:
+    """Waits until the job's 3 pods run on the module's nodes, placed there by what Kueue injected."""
+    found = _wait_job_pods(queue, job, lambda p: p["status"].get("phase") == "Running", "to run")
     for pod in found.values():
         assert not _gated(pod)
         assert pod["spec"]["nodeSelector"] == queue.node_label  # Kueue's flavor, not the template
@@ -129,19 +135,7 @@ def _running_on_flavor(queue: Queue, job: str) -> dict[str, dict[str, Any]]:
 
 def _held(queue: Queue, job: str) -> dict[str, dict[str, Any]]:
     """Waits until the job's 3 pods exist, every one held by Kueue's gate and bound to no node."""
-    names = {f"{job}-ps-0", f"{job}-worker-0", f"{job}-worker-1"}
-    found: dict[str, dict[str, Any]] = {}
-
-    def held() -> bool:
-        nonlocal found
-        found = queue.namespace.pods(job)
-        return set(found) == names and all(
-            _gated(p) and not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
-            for p in found.values())
-
-    wait_for(held, 60, f"the 3 pods of {job} held by Kueue's gate", lambda: {
-        n: (p["status"].get("phase"), _gated(p), p["spec"].get("nodeName")) for n, p in found.items()})
-    return found
+    return _wait_job_pods(queue, job, lambda p: _gated(p) and not p["spec"].get("nodeName"), "held by Kueue's gate")
 
 
 def _finish(queue: Queue, job: str) -> None:

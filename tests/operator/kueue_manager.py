@@ -2,13 +2,14 @@
 
 ``hack/tools.sh --with-kueue`` builds ``kueue`` (Kueue's manager, release ``KUEUE_VERSION`` of
 that script) and copies the release's CRDs and webhook configurations into ``kueue-config/``.
-``running_kueue`` installs the CRDs, runs the manager against the control plane with only the
-plain-Pod integration, as the deployment in Kueue's docs does ("Run Plain Pods"), and registers
-its webhooks with the API server: the pod webhooks (Kueue's scheduling gate on queued pods) for
-the namespaces labelled ``NAMESPACE_LABEL`` only, so the other tests' pods never meet them, and
+``running_kueue`` installs the CRDs, runs the manager against the control plane with the
+plain-Pod integration enabled (Kueue's "Run Plain Pods" setup) and no other, and registers its
+webhooks with the API server: the pod webhooks (Kueue's scheduling gate on queued pods) for the
+namespaces labelled ``NAMESPACE_LABEL`` only, so the other tests' pods never meet them, and
 Kueue's own objects' webhooks (defaulting and validation of queues and Workloads). The webhook
-server listens on loopback with a certificate of a CA made for the run (Kueue's own certificate
-management needs a Service in front of it, which a manager outside the cluster has not).
+and metrics servers listen on loopback with a certificate of a CA made for the run (Kueue's own
+certificate management needs a Service in front of it, which a manager outside the cluster has
+not); the pending-workloads API (``VisibilityOnDemand``), an aggregated API server, is off.
 
 At the end every Kueue object is deleted while the manager still runs (it removes its
 finalizers from pods and Workloads), then the webhooks go before the manager stops, so that no
@@ -219,3 +220,4 @@ def running_kueue(cp: ControlPlane) -> Iterator[Kueue]:
                 log.close()
                 _strip_pod_finalizers(cp)
                 cp.kubectl("delete", "crd", "--ignore-not-found", "--wait=true", *crds, check=False)
+                cp.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)

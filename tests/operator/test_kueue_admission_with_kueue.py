@@ -196,6 +196,24 @@ def test_a_preempted_job_is_recreated_gated_and_readmitted_without_using_its_bac
     assert _condition(_workload(queue, high), "Finished")["status"] == "True"
 
 
+def test_a_failed_replica_is_replaced_within_the_admitted_group(queue: Queue) -> None:
+    """Kueue never recreates a pod group's pods; the operator replaces a failed replica, and Kueue lets
+    the replacement into the group it has admitted (no new admission, the quota unchanged)."""
+    namespace = queue.namespace
+    job = namespace.apply(_queued_job(queue, "retried"))
+    before = _running_on_flavor(queue, "retried")
+    namespace.wait_state("retried", "Running", timeout=60)
+    admitted = _condition(_workload(queue, job), "Admitted")
+    namespace.set_phase("retried-worker-1", "Failed", 137, reason="OOMKilled")  # retryable (ExitCode policy)
+    after = _running_on_flavor(queue, "retried")
+    assert after["retried-worker-1"]["metadata"]["uid"] != before["retried-worker-1"]["metadata"]["uid"]
+    status = namespace.wait_state("retried", "Running", timeout=60)
+    assert status["restarts"] == 1
+    workload = _workload(queue, job)
+    assert _condition(workload, "Admitted") == admitted  # the same admission, not a new one
+    assert not _condition(workload, "Finished")
+
+
 def test_a_queued_job_suspended_by_hand_frees_its_quota_and_is_queued_again_when_resumed(queue: Queue) -> None:
     """The suspended job's pods go; its Workload, owned by them, goes with the last one (garbage
     collection), and with it the quota: another job runs meanwhile, and the resumed job waits its turn."""

@@ -61,13 +61,14 @@ def pod_metadata(job: Mapping[str, Any], total_pods: int) -> tuple[dict[str, str
     return labels, {POD_GROUP_TOTAL_COUNT_ANNOTATION: str(total_pods)}
 
 
-def awaiting_admission(job: Mapping[str, Any], live_pod_gates: Iterable[Sequence[str]]) -> bool:
-    """Whether ``job`` is queued and Kueue has not admitted its group: no live pod of it is free of
-    Kueue's admission gate (``live_pod_gates``: each live pod's scheduling gates). True before its pods
-    exist, while Kueue holds them, and after a preemption until the recreated pods are admitted again."""
+def awaiting_admission(job: Mapping[str, Any], active_pod_gates: Iterable[Sequence[str]]) -> bool:
+    """Whether ``job`` is queued and Kueue has not admitted its group: no active pod of it (pending or
+    running, not terminating) is free of Kueue's admission gate (``active_pod_gates``: each such pod's
+    scheduling gates). True before its pods exist, while Kueue holds them, and after a preemption until
+    the recreated pods are admitted again."""
     if queue_name(job) is None:
         return False
-    return not any(ADMISSION_GATE not in gates for gates in live_pod_gates)
+    return not any(ADMISSION_GATE not in gates for gates in active_pod_gates)
 
 
 def needs_group_closed(job: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:

@@ -104,7 +104,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         start_time = None  # the active deadline counts from the resume
     # A queued job's clock starts when Kueue admits its group, and stops again when a preemption
     # takes the group back: the time waiting for quota is not active time.
-    work.awaiting_admission = kueue.awaiting_admission(job, (v.scheduling_gates for v in views if not v.terminating))
+    work.awaiting_admission = kueue.awaiting_admission(job, (v.scheduling_gates for v in views if v.active))
     if not work.awaiting_admission:
         work.start_time = start_time or now
 

@@ -280,6 +280,22 @@ def test_a_queued_job_s_active_clock_runs_only_while_kueue_admits_its_group() ->
     assert sim.status["state"] == "Failed" and sim.condition("Failed")["reason"] == "DeadlineExceeded"
 
 
+def test_a_finished_replica_left_ungated_does_not_run_the_clock_of_a_preempted_job() -> None:
+    sim = Sim(queued(make_job(ps=1, workers=2, run_policy={"activeDeadlineSeconds": 100})))
+    sim.step()
+    sim.run_all()
+    sim.step()
+    sim.set_phase("mnist-worker-1", "Succeeded", 0)  # stays, ungated (cleanPodPolicy keeps finished pods)
+    sim.step()
+    for name in ("mnist-ps-0", "mnist-worker-0"):  # preempted: Kueue deletes the running pods
+        del sim.pods[name]
+    sim.step()
+    for name in ("mnist-ps-0", "mnist-worker-0"):
+        sim.pods[name]["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}]
+    sim.step(500)
+    assert sim.status["state"] == "SchedulingGated" and "startTime" not in sim.status
+
+
 def test_an_unqueued_job_s_clock_starts_with_its_first_pods_gated_or_not() -> None:
     sim = Sim(make_job(ps=1, workers=1, run_policy={"activeDeadlineSeconds": 100}))
     sim.step()

@@ -56,12 +56,6 @@ CLUSTER_KINDS = ("clusterqueues", "resourceflavors", "workloadpriorityclasses", 
 POD_FINALIZER = "kueue.x-k8s.io/managed"
 
 
-def built() -> tuple[pathlib.Path, pathlib.Path]:
-    """The manager and its configuration folder; skips (fails under CI=true) when they were not built."""
-    manager, config = built_tools.built("--with-kueue", MANAGER, CONFIG)
-    return manager, config
-
-
 @dataclasses.dataclass
 class Kueue:
     """The running manager, with the reads and writes of Kueue's objects the tests need."""
@@ -129,8 +123,8 @@ def _ready(health_port: int, webhook_port: int, ca_file: str) -> bool:
             if answer.status != 200:
                 return False
         context = ssl.create_default_context(cafile=ca_file)
-        with context.wrap_socket(socket.create_connection(("127.0.0.1", webhook_port), timeout=2),
-                                 server_hostname="127.0.0.1"):
+        with socket.create_connection(("127.0.0.1", webhook_port), timeout=2) as connection, \
+                context.wrap_socket(connection, server_hostname="127.0.0.1"):
             return True
     except OSError:
         return False
@@ -165,7 +159,7 @@ def _strip_pod_finalizers(cp: ControlPlane) -> None:
 @contextlib.contextmanager
 def running_kueue(cp: ControlPlane) -> Iterator[Kueue]:
     """Kueue's CRDs, manager and webhooks against ``cp`` until the block ends; then all are gone again."""
-    manager, config = built()
+    manager, config = built_tools.built("--with-kueue", MANAGER, CONFIG)  # skips, or fails under CI=true
     crds = _install_crds(cp, config)
     if cp.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0:
         cp.kubectl("create", "namespace", NAMESPACE)

@@ -172,7 +172,7 @@ fi
 # wrapper module whose replace lines are the release's own with its Kubernetes patch release swapped for
 # the control plane's (v0.34.7 -> v0.34.10, v1.34.7 -> v1.34.10); unless their stamps say that pair is there.
 scheduler_plugins_build() {
-  local stamp="$SCHEDULER_PLUGINS_VERSION kubernetes $KUBERNETES_VERSION recipe 2" go wrap json gomod upstream said t0=$SECONDS
+  local stamp="$SCHEDULER_PLUGINS_VERSION kubernetes $KUBERNETES_VERSION recipe 2" go wrap gomod upstream said t0=$SECONDS
   if [[ -x "$BIN/scheduler-plugins-scheduler" && -x "$BIN/scheduler-plugins-controller" \
         && "$(cat "$BIN/.scheduler-plugins.stamp" 2>/dev/null)" == "$stamp" ]]; then
     return 0
@@ -183,9 +183,7 @@ scheduler_plugins_build() {
   mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE" "$wrap"
   log "building scheduler-plugins $SCHEDULER_PLUGINS_VERSION against Kubernetes $KUBERNETES_VERSION with" \
       "$("$go" version | awk '{print $3}') (wrapper module $wrap)"
-  json="$("$go" mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")"
-  gomod="$(sed -n 's/.*"GoMod": *"\([^"]*\)".*/\1/p' <<< "$json" | head -n1)"
-  [[ -f "$gomod" ]] || { echo "tools: could not download sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION: $json" >&2; exit 1; }
+  gomod="$(module_dir sigs.k8s.io/scheduler-plugins "$SCHEDULER_PLUGINS_VERSION")/go.mod"
   # The release's Kubernetes patch release, from its own pin of k8s.io/kubernetes.
   upstream="$(sed -n 's#^[[:space:]]*k8s\.io/kubernetes => k8s\.io/kubernetes v1\.\([0-9.]*\)$#\1#p' "$gomod")"
   [[ -n "$upstream" ]] || { echo "tools: $gomod pins no k8s.io/kubernetes release" >&2; exit 1; }
@@ -285,7 +283,7 @@ fi
 # wrapper module that requires the release (its build list is the release's own), and the release's CRDs and
 # webhook configurations; unless the stamp says that release and recipe are there.
 kueue_build() {
-  local stamp="$KUEUE_VERSION recipe 2" go wrap dir said t0=$SECONDS
+  local stamp="$KUEUE_VERSION recipe 1" go wrap dir said t0=$SECONDS
   local hard_coded='metricsCertPath := "/etc/kueue/metrics/certs"'
   local from_env='metricsCertPath := cmp.Or(os.Getenv("KUEUE_METRICS_CERT_DIR"), "/etc/kueue/metrics/certs")'
   if [[ -x "$BIN/kueue" && -f "$BIN/kueue-config/webhooks.yaml" && "$(cat "$BIN/.kueue.stamp" 2>/dev/null)" == "$stamp" ]]; then

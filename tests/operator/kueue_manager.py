@@ -132,17 +132,12 @@ def _ready(health_port: int, webhook_port: int, ca_file: str) -> bool:
 
 def _delete_kueue_objects(cp: ControlPlane) -> None:
     """Every Kueue object, deleted and waited for while the manager runs to remove its finalizers."""
-    for plural in NAMESPACED_KINDS:
-        cp.kubectl("delete", f"{plural}.{GROUP}", "--all-namespaces", "--all", "--wait=false", check=False)
-    for plural in CLUSTER_KINDS:
-        cp.kubectl("delete", f"{plural}.{GROUP}", "--all", "--wait=false", check=False)
+    kinds = ",".join(f"{plural}.{GROUP}" for plural in NAMESPACED_KINDS + CLUSTER_KINDS)
+    cp.kubectl("delete", kinds, "--all-namespaces", "--all", "--wait=false", check=False)
 
     def gone() -> bool:
-        for plural in NAMESPACED_KINDS + CLUSTER_KINDS:
-            listed = cp.kubectl("get", f"{plural}.{GROUP}", "--all-namespaces", "-o", "name", check=False)
-            if listed.returncode == 0 and listed.stdout.strip():
-                return False
-        return True
+        listed = cp.kubectl("get", kinds, "--all-namespaces", "-o", "name", check=False)
+        return listed.returncode == 0 and not listed.stdout.strip()
 
     wait_for(gone, 60, "every Kueue object to be deleted")
 

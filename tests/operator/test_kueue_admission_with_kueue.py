@@ -24,6 +24,7 @@ import pytest
 from kueue_manager import NAMESPACE_LABEL, Kueue, running_kueue
 from kwok_nodes import TAINT, running_kwok
 from operator_cluster import ControlPlane, Namespace, Operator, created_namespace, job_manifest, wait_for
+from tensorgrid_operator import conditions
 from tensorgrid_operator import kueue as kueue_lib
 
 pytestmark = pytest.mark.timeout(300)
@@ -97,10 +98,8 @@ def _workload(queue: Queue, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _condition(workload: dict[str, Any], ctype: str) -> dict[str, Any]:
-    for condition in (workload.get("status") or {}).get("conditions") or []:
-        if condition["type"] == ctype:
-            return dict(condition)
-    return {}
+    """The Workload's condition of that type, or ``{}``."""
+    return dict(conditions.get_condition((workload.get("status") or {}).get("conditions") or [], ctype) or {})
 
 
 def _gated(pod: dict[str, Any]) -> bool:

@@ -210,28 +210,6 @@ def test_close_group_is_an_action() -> None:
 
 # --- pods waiting for admission -----------------------------------------------------------------
 
-def test_pods_held_by_kueue_s_gate_show_the_job_waiting_for_admission() -> None:
-    sim = Sim(queued(make_job(ps=1, workers=2)))
-    sim.step()
-    for pod in sim.pods.values():  # what Kueue's webhook does to a queued pod
-        pod["spec"]["schedulingGates"] = [{"name": kueue.ADMISSION_GATE}]
-    sim.step()
-    assert sim.status["state"] == "SchedulingGated"
-    running = sim.condition("Running")
-    assert running["status"] == "False" and running["reason"] == "SchedulingGated"
-    assert "mnist-ps-0, mnist-worker-0, mnist-worker-1" in running["message"]
-    assert "Kueue removes kueue.x-k8s.io/admission" in running["message"]
-    events = [e for e in sim.events if e.reason == "SchedulingGated"]
-    assert len(events) == 1 and events[0].type == "Normal"
-    sim.step()
-    assert len([e for e in sim.events if e.reason == "SchedulingGated"]) == 1  # said once
-    for pod in sim.pods.values():  # admitted: the gates are gone
-        pod["spec"].pop("schedulingGates")
-    sim.run_all()
-    sim.step()
-    assert sim.status["state"] == "Running"
-
-
 def _gate_all(sim: Sim) -> None:
     """What Kueue's webhook does to each new pod of a queued job."""
     for pod in sim.pods.values():
@@ -242,6 +220,26 @@ def _admit_all(sim: Sim) -> None:
     """What Kueue does when it admits the group: the gates go."""
     for pod in sim.pods.values():
         pod["spec"].pop("schedulingGates", None)
+
+
+def test_pods_held_by_kueue_s_gate_show_the_job_waiting_for_admission() -> None:
+    sim = Sim(queued(make_job(ps=1, workers=2)))
+    sim.step()
+    _gate_all(sim)
+    sim.step()
+    assert sim.status["state"] == "SchedulingGated"
+    running = sim.condition("Running")
+    assert running["status"] == "False" and running["reason"] == "SchedulingGated"
+    assert "mnist-ps-0, mnist-worker-0, mnist-worker-1" in running["message"]
+    assert "Kueue removes kueue.x-k8s.io/admission" in running["message"]
+    events = [e for e in sim.events if e.reason == "SchedulingGated"]
+    assert len(events) == 1 and events[0].type == "Normal"
+    sim.step()
+    assert len([e for e in sim.events if e.reason == "SchedulingGated"]) == 1  # said once
+    _admit_all(sim)
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running"
 
 
 def test_a_queued_job_s_active_clock_runs_only_while_kueue_admits_its_group() -> None:

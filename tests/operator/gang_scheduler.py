@@ -127,9 +127,12 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
                 stdout=logs[CONTROLLER], stderr=subprocess.STDOUT),
         }
 
-        def tail(name: str) -> str:
+        def log_text(name: str) -> str:
             logs[name].flush()
-            return (pathlib.Path(work) / f"{name}.log").read_text()[-6000:]
+            return pathlib.Path(logs[name].name).read_text()
+
+        def tail(name: str) -> str:
+            return log_text(name)[-6000:]
 
         def scheduler_up() -> bool:
             for name, process in processes.items():
@@ -144,8 +147,7 @@ def running_scheduler_plugins(cp: ControlPlane) -> Iterator[None]:
         except BaseException:
             for name in processes:  # shown with the failure (pytest's captured output)
                 print(f"--- the end of {name}'s log ---\n{tail(name)}")
-            dropped = [line for line in (pathlib.Path(work) / f"{SCHEDULER}.log").read_text().splitlines()
-                       if DROPPED_POD in line]
+            dropped = [line for line in log_text(SCHEDULER).splitlines() if DROPPED_POD in line]
             if dropped:
                 print(f"--- {SCHEDULER} dropped pods from its queue (kubernetes/kubernetes#139186) ---")
                 print("\n".join(dropped))

@@ -11,7 +11,7 @@ import threading
 from typing import Any, Optional
 
 from tensorgrid.client import session as session_lib
-from tensorgrid.distributed import channels
+from tensorgrid.distributed.rpc import channels
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.framework import graph as graph_lib
 

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.v1 import graph_pb2

@@ -6,9 +6,9 @@ partitions masters registered (each prepared once into an executor Plan), and th
 step's rendezvous: a Send for another task is pushed to that task (``PushTensors``,
 batched per step and peer, see ``_PeerRendezvous``) and lands in its rendezvous,
 where its Recv takes it; ``RecvTensor`` remains for pulls. The services
-(``services.py``, over gRPC and the data channel) and in-process callers both call
+(``rpc/services.py``, over gRPC and the data channel) and in-process callers both call
 these methods; ``Worker`` implements ``worker_interface.WorkerInterface``, as does
-the remote ``clients.WorkerClient``.
+the remote ``rpc.clients.WorkerClient``.
 """
 
 from __future__ import annotations

@@ -422,7 +422,7 @@ def _report_training_finished(session: MonitoredSession) -> None:
     master = getattr(session._creator, "_master", "")
     if not master:
         return
-    from tensorgrid.distributed import channels
+    from tensorgrid.distributed.rpc import channels
 
     server = channels.local_server_for_target(master)
     if server is not None:

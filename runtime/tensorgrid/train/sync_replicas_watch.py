@@ -24,8 +24,8 @@ import threading
 import time
 from typing import Any, Mapping, Optional
 
-from tensorgrid.distributed import channels
-from tensorgrid.distributed.transport import liveness
+from tensorgrid.distributed.rpc import channels
+from tensorgrid.distributed.rpc.transport import liveness
 from tensorgrid.framework import errors
 
 log = logging.getLogger("tensorgrid.train")

@@ -17,7 +17,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from tensorgrid.distributed.rpc import channels
+from tensorgrid.distributed.rpc import session_targets
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import master as master_lib
@@ -138,7 +138,7 @@ class Server:
         self._serving = services.serve(self, port)
         self.port = self._serving.port
         self._started = True
-        channels.register_server(self)
+        session_targets.register_server(self)
         if self._metrics_port is not None or os.environ.get("TENSORGRID_METRICS_PORT"):
             from tensorgrid import metrics
 
@@ -178,7 +178,7 @@ class Server:
         self._stop_event.set()
         if self._grace_timer is not None:
             self._grace_timer.cancel()
-        channels.unregister_server(self)
+        session_targets.unregister_server(self)
         self.worker.close()
         self.master.close()
         if self._serving is not None:

@@ -67,7 +67,7 @@ def main() -> None:
 
 def report(hidden: int, steps: int, cluster: dict[str, list[str]]) -> None:
     import tensorgrid as tf
-    from tensorgrid.distributed import clients
+    from tensorgrid.distributed.rpc import clients
 
     spec = tf.train.ClusterSpec(cluster)
     server = tf.train.Server(spec, job_name="worker", task_index=0)

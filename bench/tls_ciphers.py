@@ -32,9 +32,9 @@ import sys
 import time
 from typing import Any, Optional
 
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed.transport import stream_io
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc.transport import stream_io
+from tensorgrid.distributed.rpc.transport import tls
 
 MESSAGE_BYTES = 2_678_824
 """The base case's variables (or gradients) of one step: 669,706 float32."""

@@ -51,8 +51,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc import ports
 
 BATCH = 64
 INPUT = 784

@@ -5,7 +5,7 @@ tensors, a receiver timing them), for 1 MiB, 64 MiB and 1 GiB:
 
 - socket: the physical limit for Python, a plain TCP socket (``sendall`` of the
   array's buffer, ``recv_into`` a preallocated buffer);
-- tensorgrid: ``Worker.RecvTensor`` through ``tensorgrid.distributed.transport`` as the
+- tensorgrid: ``Worker.RecvTensor`` through ``tensorgrid.distributed.rpc.transport`` as the
   runtime uses it between tasks (a unary call whose bundle holds the header, the
   payload on the data channel for tensors >= 256 KiB), decoded into a usable
   numpy array;
@@ -51,10 +51,10 @@ from typing import Any, Callable, Optional
 import grpc
 import numpy as np
 
-from tensorgrid.distributed import transport
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.v1 import worker_pb2
 
 MiB = 1 << 20

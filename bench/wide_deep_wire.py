@@ -49,7 +49,7 @@ sys.path.insert(0, str(BENCH))
 import training  # the sibling benchmark: free ports, the tasks' environment
 import wide_deep_click  # the program measured
 
-from tensorgrid.distributed import certificates
+from tensorgrid.distributed.rpc import certificates
 
 BATCH = 256
 DATA_BATCHES = 16

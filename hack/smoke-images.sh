@@ -137,7 +137,7 @@ cluster_training() {
   rm -rf "$WORK/tls" && mkdir -m 0777 "$WORK/tls"
   "$DOCKER" run --rm "${HARDENED[@]}" -v "$WORK/tls:/tls" --entrypoint python "$RUNTIME_IMAGE" -c '
 import sys
-from tensorgrid.distributed import certificates
+from tensorgrid.distributed.rpc import certificates
 authority = certificates.new_authority("smoke-images CA")
 certificates.write_task_directory("/tls/job", authority, "smoke-images", names=sys.argv[1:])
 ' "${hosts[@]}" > /dev/null || die "the runtime image could not make the job's certificates"

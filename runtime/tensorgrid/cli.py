@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 def _server(args: argparse.Namespace) -> int:
     from tensorgrid.distributed import cluster as cluster_lib
-    from tensorgrid.distributed import server as server_lib
+    from tensorgrid.distributed.rpc import server as server_lib
 
     # Stopped from outside (a drain, an eviction, a node shutdown) is not the end of
     # training: exit as a process killed by that signal would, 128 + its number, so the

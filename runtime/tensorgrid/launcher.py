@@ -25,9 +25,9 @@ import threading
 import time
 from typing import IO, Optional, Sequence
 
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed import ports
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc.transport import tls
 
 _COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33"}
 

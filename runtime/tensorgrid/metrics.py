@@ -101,7 +101,7 @@ REGISTRY.register(_TaskCollector())
 def serve(port: int, server: Any, host: str = "") -> None:
     """Serves /metrics on ``port`` (once per process) and includes ``server``'s gauges.
 
-    ``host`` as the task's own listeners (``distributed.ports.listen_host``): loopback for a
+    ``host`` as the task's own listeners (``distributed.rpc.ports.listen_host``): loopback for a
     task on loopback, ``""`` for every interface (a pod, scraped at its IP).
     """
     with _lock:

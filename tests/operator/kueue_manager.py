@@ -39,7 +39,7 @@ import yaml
 import built_tools
 from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane, free_port, wait_for
-from tensorgrid.distributed import certificates
+from tensorgrid.distributed.rpc import certificates
 
 MANAGER = "kueue"
 CONFIG = "kueue-config"

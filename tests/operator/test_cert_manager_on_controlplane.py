@@ -185,7 +185,7 @@ def test_each_replica_gets_a_certificate_of_its_job_s_own_ca_from_cert_manager(
 
 def _check_issued(namespace: Namespace, created: dict[str, dict[str, Any]], certificates: dict[str, dict[str, Any]],
                   tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tensorgrid.distributed.transport import tls
+    from tensorgrid.distributed.rpc.transport import tls
 
     cp = namespace.cp
     job = namespace.job("secure")

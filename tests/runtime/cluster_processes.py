@@ -21,7 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 import tensorgrid as tf
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 FAKE_GPU_VARIABLE = "TENSORGRID_FAKE_GPU"
 STRICT_GPU_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "strict_gpu")

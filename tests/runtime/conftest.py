@@ -11,8 +11,8 @@ import pytest
 import cluster_processes
 import strict_cupy
 import tensorgrid as tf
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc.transport import tls
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import cupy_backend
 

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import grpc
 
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc.transport import tls
 
 
 class SecretVolume:

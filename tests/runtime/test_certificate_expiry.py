@@ -16,8 +16,8 @@ import pytest
 import tensorgrid as tf
 from cluster_processes import LocalCluster
 from tensorgrid import metrics
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc.transport import tls
 
 pytestmark = [pytest.mark.timeout(240)]
 

@@ -20,13 +20,13 @@ import pytest
 import tensorgrid as tf
 from secret_volumes import SecretVolume, grpc_answers
 from tensorgrid import metrics
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed import ports
-from tensorgrid.distributed import transport
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import peer_channel
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import peer_channel
+from tensorgrid.distributed.rpc.transport import tls
 from tensorgrid.v1 import worker_pb2
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,10 +20,10 @@ import cluster_processes
 from cluster_processes import BackgroundTraining
 from cluster_processes import LocalCluster
 from secret_volumes import SecretVolume, grpc_answers
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed import ports
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import tls
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(300)]
 

@@ -15,13 +15,13 @@ import pytest
 import tensorgrid as tf
 from cluster_processes import LocalCluster
 from cluster_processes import train_three_steps
-from tensorgrid.distributed import clients
+from tensorgrid.distributed.rpc import clients
 from tensorgrid.distributed import cluster as cluster_lib
-from tensorgrid.distributed import ports
-from tensorgrid.distributed import transport
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.v1 import tensor_pb2
 from tensorgrid.v1 import worker_pb2
 

@@ -13,8 +13,8 @@ from cluster_processes import LocalCluster
 from cluster_processes import TaskProcess
 from cluster_processes import train_three_steps
 from tensorgrid import metrics
-from tensorgrid.distributed import clients
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import clients
+from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 

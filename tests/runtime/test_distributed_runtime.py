@@ -221,7 +221,7 @@ def test_a_program_that_is_pid_1_exits_on_sigterm_without_ending_training(tmp_pa
 def test_a_peer_that_does_not_answer_is_unavailable_not_a_failed_step(monkeypatch):
     # A replaced pod's stale address accepts nothing or answers nothing: callers must be able
     # to retry (UnavailableError), not end the program on DeadlineExceeded.
-    from tensorgrid.distributed import clients
+    from tensorgrid.distributed.rpc import clients
 
     monkeypatch.setattr(clients, "STATUS_TIMEOUT_SECONDS", 0.5)
     with socket.socket() as silent:  # listens, accepts into the backlog, never speaks HTTP/2

@@ -7,7 +7,7 @@ change what happens."""
 import pytest
 
 import tensorgrid as tf
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 
 @pytest.fixture

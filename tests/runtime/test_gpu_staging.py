@@ -17,7 +17,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import transport
+from tensorgrid.distributed.rpc import transport
 from tensorgrid.kernels import backend as backend_lib
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,9 +20,9 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import clients
+from tensorgrid.distributed.rpc import clients
 from tensorgrid.distributed import limits as limits_lib
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc.transport import tls
 from test_resource_bounds import BackgroundTraining
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -195,7 +195,7 @@ def test_a_graph_is_measured_as_serialized_without_serializing_its_large_constan
 
 
 def test_after_an_aborted_step_the_failed_plans_partitions_are_deregistered_everywhere():
-    from tensorgrid.distributed import ports
+    from tensorgrid.distributed.rpc import ports
 
     addresses = [f"localhost:{port}" for port in ports.free_ports(2)]
     spec = tf.train.ClusterSpec({"ps": [addresses[0]], "worker": [addresses[1]]})

@@ -14,7 +14,7 @@ import tensorgrid as tf
 from tensorgrid.distributed import graph_codec
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph_def as graph_def_lib
-from tensorgrid.framework import importer
+from tensorgrid.framework import graph_rebuild
 from tensorgrid.v1 import graph_pb2
 
 
@@ -139,7 +139,7 @@ def test_an_mlp_with_gradients_round_trips_and_reimports_to_identical_nodes() ->
     assert [n.name for n in decoded.nodes] == [n.name for n in original.nodes]
     for a, b in zip(original.nodes, decoded.nodes):
         assert same_node(a, b), (a, b)
-    reimported = importer.import_graph_def(decoded).as_graph_def()
+    reimported = graph_rebuild.rebuild_graph(decoded).as_graph_def()
     assert len(reimported.nodes) == len(original.nodes)
     for a, b in zip(original.nodes, reimported.nodes):
         assert same_node(a, b), (a, b)
@@ -169,8 +169,8 @@ def test_the_nodes_added_since_a_version_extend_an_imported_graph() -> None:
         tf.multiply(a, a, name="square")
         delta = graph.as_graph_def(from_version=first.version)
     assert [n.name for n in delta.nodes] == ["square"]
-    receiver = importer.import_graph_def(over_the_wire(first))
-    importer.import_graph_def(over_the_wire(delta), graph=receiver)
+    receiver = graph_rebuild.rebuild_graph(over_the_wire(first))
+    graph_rebuild.rebuild_graph(over_the_wire(delta), graph=receiver)
     with tf.Session(graph=receiver) as sess:
         np.testing.assert_array_equal(sess.run("square:0"), [1.0, 4.0])
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 import tensorgrid as tf
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 
 @pytest.mark.parametrize("address, env, expected", [

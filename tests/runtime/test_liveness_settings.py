@@ -11,12 +11,12 @@ import grpc
 import numpy as np
 import pytest
 
-from tensorgrid.distributed import ports
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import liveness
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import liveness
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import errors
 
 

@@ -35,7 +35,7 @@ LOCAL_SERVER = """
         with tf.Session(server.target) as sess:
             sess.run(tf.global_variables_initializer())
             print("value", sess.run(v * 3.0), flush=True)
-    from tensorgrid.distributed.transport import tls
+    from tensorgrid.distributed.rpc.transport import tls
     print("directory", tls.process_directory(), flush=True)
     print("target", server.target, flush=True)
     sys.stdin.readline()  # the test connects from outside meanwhile
@@ -75,7 +75,7 @@ def test_a_local_server_without_certificates_runs_its_sessions_and_refuses_other
 def test_insecure_still_means_no_tls() -> None:
     done = run_python("""
         import tensorgrid as tf
-        from tensorgrid.distributed.transport import tls
+        from tensorgrid.distributed.rpc.transport import tls
         server = tf.train.Server.create_local_server()
         print("credentials", tls.from_env())
         server.stop()

@@ -7,7 +7,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]
 

@@ -15,12 +15,12 @@ import pytest
 
 import cluster_processes
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import certificates
-from tensorgrid.distributed import ports
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import certificates
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wire
 
 pytestmark = pytest.mark.timeout(180)
 

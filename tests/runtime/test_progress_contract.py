@@ -13,7 +13,7 @@ import urllib.request
 import tensorgrid as tf
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.kernels import tf_record
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 from tensorgrid_operator import progress
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster, task_environment
-from tensorgrid.distributed import clients
+from tensorgrid.distributed.rpc import clients
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -29,7 +29,7 @@ WORKER = "/job:worker/replica:0/task:0"
 PUSHER = """
 import sys
 import numpy as np
-from tensorgrid.distributed import clients
+from tensorgrid.distributed.rpc import clients
 address, task, step, key = sys.argv[1:]
 client = clients.WorkerClient(address, task)
 client.push_tensors(int(step), "/job:worker/replica:0/task:0", [(key, np.full(MiB // 4, 7.0, np.float32))])
@@ -72,6 +72,6 @@ def test_a_flood_of_keys_naming_another_sender_drops_only_its_own_tensors(ps_tas
     ("unix:/tmp/socket", "gRPC peer unix:/tmp/socket"),
 ])
 def test_a_grpc_peer_is_identified_as_on_the_data_channel(peer, identity):
-    from tensorgrid.distributed import services
+    from tensorgrid.distributed.rpc import services
 
     assert services.grpc_peer_identity(peer) == identity

@@ -21,12 +21,12 @@ import pytest
 import tensorgrid as tf
 from cluster_processes import BackgroundTraining
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import clients
+from tensorgrid.distributed.rpc import clients
 from tensorgrid.distributed import limits as limits_lib
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.execution import rendezvous as rendezvous_lib
 from tensorgrid.v1 import graph_pb2, master_pb2, tensor_pb2, worker_pb2
 
@@ -396,7 +396,7 @@ def test_a_waiting_take_ends_when_its_call_ends():
 def test_a_wait_pool_refuses_calls_beyond_its_limit_on_the_overflow_executor():
     import concurrent.futures
 
-    from tensorgrid.distributed.transport import wait_pool
+    from tensorgrid.distributed.rpc.transport import wait_pool
 
     overflow = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     pool = wait_pool.WaitPool(2, overflow, "test-wait")

@@ -13,11 +13,11 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import TaskProcess, task_environment
-from tensorgrid.distributed import certificates
+from tensorgrid.distributed.rpc import certificates
 from tensorgrid.distributed import cluster as cluster_lib
-from tensorgrid.distributed import ports
-from tensorgrid.distributed import sender_names
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import sender_names
+from tensorgrid.distributed.rpc.transport import tls
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -80,7 +80,7 @@ PUSHER = """
 import sys
 import numpy as np
 import tensorgrid as tf
-from tensorgrid.distributed import clients
+from tensorgrid.distributed.rpc import clients
 address, key = sys.argv[1:]
 client = clients.WorkerClient(address, "/job:ps/replica:0/task:0")
 try:
@@ -163,7 +163,7 @@ def test_only_tasks_that_run_sessions_clear_variables() -> None:
 CALLER = """
 import sys
 import grpc
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc.transport import tls
 from tensorgrid.v1 import worker_pb2, worker_pb2_grpc
 address, method, finished, is_chief = sys.argv[1:]
 channel = tls.open_channel(address, tls.from_env(), [])

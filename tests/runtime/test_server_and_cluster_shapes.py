@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 import tensorgrid
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 
 @pytest.fixture(params=["tensorgrid", "tensorflow"])

@@ -6,10 +6,10 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid.distributed import clients
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import clients
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.gpu_node]

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import tensorgrid
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 BLOCKED_SECONDS = 0.5
 """How long a thread is given to reach its blocking dequeue before the session is closed."""

@@ -15,11 +15,11 @@ import grpc
 import numpy as np
 import pytest
 
-from tensorgrid.distributed import transport
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.v1 import tensor_pb2
 from tensorgrid.v1 import worker_pb2
 from tensorgrid.v1 import worker_pb2_grpc

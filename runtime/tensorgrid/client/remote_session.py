@@ -11,7 +11,7 @@ import threading
 from typing import Any, Optional
 
 from tensorgrid.client import session as session_lib
-from tensorgrid.distributed import channels
+from tensorgrid.distributed.rpc import session_targets
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.framework import graph as graph_lib
 
@@ -24,7 +24,7 @@ class RemoteEngine:
         self._config = config
         self._lock = threading.Lock()
         self._closed = False
-        self._master = channels.master_for_target(target)
+        self._master = session_targets.master_for_target(target)
         self._handle: Optional[str] = None
         self._sent_up_to = 0
         self._options = master_lib.SessionOptions(
@@ -77,7 +77,7 @@ def reset(target: str, containers: Optional[list[str]] = None, config: Any = Non
     """Clears ``containers`` through the master at ``target``. A master that cannot be
     reached fails at once with UnavailableError (TensorFlow waits for it); one that does not
     answer, after ``config.operation_timeout_in_ms`` (60 s when unset)."""
-    master = channels.master_for_target(target)
+    master = session_targets.master_for_target(target)
     if isinstance(master, master_lib.Master):
         master.reset(containers)
         return

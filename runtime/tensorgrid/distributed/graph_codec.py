@@ -3,7 +3,7 @@
 Sessions send graphs to masters (CreateSession, ExtendSession) and masters send
 partitions to workers (RegisterGraph) in protobuf form; this module is the one
 mapping between the two, lossless for every attribute kind a graph holds, so that
-``import_graph_def(from_proto(to_proto(g.as_graph_def())))`` rebuilds the same nodes.
+``graph_rebuild.rebuild_graph(from_proto(to_proto(g.as_graph_def())))`` rebuilds the same nodes.
 
 Attribute values map by Python type (graph.proto, AttrValue): None, bool, int,
 float, str, bytes, DType (a dtype *name* is a str and stays one), tuples of sizes
@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.v1 import graph_pb2

@@ -38,7 +38,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
-from tensorgrid.framework import importer
+from tensorgrid.framework import graph_rebuild
 
 log = logging.getLogger("tensorgrid.master")
 
@@ -454,7 +454,7 @@ def _check_device_filters(parts: dict[str, partition_lib.Partition], filters: li
 
 def _import(graph_def: graph_def_lib.GraphDef, graph: graph_lib.Graph) -> graph_lib.Graph:
     try:
-        return importer.import_graph_def(graph_def, graph)
+        return graph_rebuild.rebuild_graph(graph_def, graph)
     except (KeyError, ValueError, TypeError) as e:
         raise errors.InvalidArgumentError(None, None, f"Invalid graph: {e.args[0] if e.args else e}") from None
 

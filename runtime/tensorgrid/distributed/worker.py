@@ -6,9 +6,9 @@ partitions masters registered (each prepared once into an executor Plan), and th
 step's rendezvous: a Send for another task is pushed to that task (``PushTensors``,
 batched per step and peer, see ``_PeerRendezvous``) and lands in its rendezvous,
 where its Recv takes it; ``RecvTensor`` remains for pulls. The services
-(``services.py``, over gRPC and the data channel) and in-process callers both call
+(``rpc/services.py``, over gRPC and the data channel) and in-process callers both call
 these methods; ``Worker`` implements ``worker_interface.WorkerInterface``, as does
-the remote ``clients.WorkerClient``.
+the remote ``rpc.clients.WorkerClient``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tensorgrid.execution import resources as resources_lib
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
-from tensorgrid.framework import importer
+from tensorgrid.framework import graph_rebuild
 
 log = logging.getLogger("tensorgrid.worker")
 
@@ -184,7 +184,7 @@ class Worker:
         with self._lock:
             self._make_room_for_a_graph(graph_bytes)  # before the graph is imported, which takes memory
         try:
-            graph = importer.import_graph_def(graph_def)
+            graph = graph_rebuild.rebuild_graph(graph_def)
             feed_tensors = [graph.get_tensor_by_name(n) for n in feeds]
             fetch_tensors = [graph.get_tensor_by_name(n) for n in fetches]
             target_ops = [graph.get_operation_by_name(n) for n in targets]

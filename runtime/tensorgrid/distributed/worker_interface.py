@@ -1,9 +1,9 @@
 """What a master and peer workers call on a task's worker, wherever it runs.
 
 As TensorFlow's ``worker_interface.h``: the task's own ``worker.Worker`` and the
-remote ``clients.WorkerClient`` both implement ``WorkerInterface``, so a master
+remote ``rpc.clients.WorkerClient`` both implement ``WorkerInterface``, so a master
 session and a step's pushes cannot tell a local worker from a remote one
-(``Server._peer`` hands out either).
+(``rpc.server.Server._peer`` hands out either).
 """
 
 from __future__ import annotations

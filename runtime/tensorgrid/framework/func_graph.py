@@ -19,7 +19,7 @@ from typing import Any, Iterator, Optional, Sequence
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
-from tensorgrid.framework import importer
+from tensorgrid.framework import graph_rebuild
 
 ARG_OP_TYPE = "_Arg"
 """The op type of a function's argument; its ``index`` attribute is its position."""
@@ -151,7 +151,7 @@ def function_from_attr(
                  for name, op, inputs, device, attr_pairs, out_dtypes, out_shapes in node_lists]
     except (TypeError, ValueError) as e:
         raise ValueError(f"malformed function attribute: {e}; expected [nodes, outputs, targets]") from None
-    graph = importer.import_graph_def(graph_def_lib.GraphDef(nodes=nodes), graph)
+    graph = graph_rebuild.rebuild_graph(graph_def_lib.GraphDef(nodes=nodes), graph)
     for node in nodes:  # names created later (gradients) must not collide with imported ones
         parts = node.name.split("/")
         for end in range(1, len(parts) + 1):

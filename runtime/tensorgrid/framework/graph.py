@@ -6,7 +6,7 @@ functions, merged innermost first), ``colocate_with``, ``container``,
 ``control_dependencies``, collections, and the graph-level random seed.
 
 Turning Python values into Tensors lives in ``tensor_conversion``, rebuilding a graph
-from a GraphDef in ``importer``.
+from a GraphDef in ``graph_rebuild``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 
 from tensorgrid.distributed import graph_codec
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.framework import importer
+from tensorgrid.framework import graph_rebuild
 from tensorgrid.ops import variables
 from tensorgrid.train import saver as saver_lib
 from tensorgrid.v1 import graph_pb2
@@ -120,7 +120,7 @@ def import_meta_graph(meta_graph_or_file: Any, clear_devices: bool = False,
                                    inputs=[(f"^{prefix}{i[1:]}" if i.startswith("^") else prefix + i)
                                            for i in node.inputs])
         nodes.append(node)
-    importer.import_graph_def(dataclasses.replace(meta.graph_def, nodes=nodes), graph)
+    graph_rebuild.rebuild_graph(dataclasses.replace(meta.graph_def, nodes=nodes), graph)
     for node in nodes:  # later ops and scopes do not take the imported names
         parts = node.name.split("/")
         for end in range(1, len(parts) + 1):

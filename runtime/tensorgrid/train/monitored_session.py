@@ -422,9 +422,9 @@ def _report_training_finished(session: MonitoredSession) -> None:
     master = getattr(session._creator, "_master", "")
     if not master:
         return
-    from tensorgrid.distributed import channels
+    from tensorgrid.distributed.rpc import session_targets
 
-    server = channels.local_server_for_target(master)
+    server = session_targets.local_server_for_target(master)
     if server is not None:
         server.report_training_finished()
 

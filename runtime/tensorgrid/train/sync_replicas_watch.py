@@ -24,8 +24,8 @@ import threading
 import time
 from typing import Any, Mapping, Optional
 
-from tensorgrid.distributed import channels
-from tensorgrid.distributed.transport import liveness
+from tensorgrid.distributed.rpc import session_targets
+from tensorgrid.distributed.rpc.transport import liveness
 from tensorgrid.framework import errors
 
 log = logging.getLogger("tensorgrid.train")
@@ -110,5 +110,5 @@ def _unanswering_tasks(session: Any) -> dict[str, str]:
     """Training tasks that do not answer this process's server now, with why; empty when
     the session's target is not a server of this process."""
     target = getattr(session, "sess_str", "")
-    server = channels.local_server_for_target(target) if target else None
+    server = session_targets.local_server_for_target(target) if target else None
     return server.unanswering_training_tasks() if server is not None else {}

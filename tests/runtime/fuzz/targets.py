@@ -41,15 +41,15 @@ os.environ.update({
     "TENSORGRID_DATA_CHANNEL": "1",
 })
 
-from tensorgrid.distributed import sender_names
-from tensorgrid.distributed import server as server_lib
-from tensorgrid.distributed import services
-from tensorgrid.distributed import transport
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import wait_pool
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import sender_names
+from tensorgrid.distributed.rpc import server as server_lib
+from tensorgrid.distributed.rpc import services
+from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import wait_pool
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.v1 import master_pb2, tensor_pb2, worker_pb2
 
 MAX_TENSOR_BYTES = 64 << 20

@@ -55,10 +55,10 @@ from google.protobuf import descriptor as descriptor_lib
 from google.protobuf import message as message_lib
 from google.protobuf import message_factory
 
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import liveness
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import liveness
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
 

@@ -31,23 +31,23 @@ from tensorgrid import metrics
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
-from tensorgrid.distributed import ports
-from tensorgrid.distributed import sender_names
-from tensorgrid.distributed import step_calls
-from tensorgrid.distributed import transport
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import sender_names
+from tensorgrid.distributed.rpc import step_calls
+from tensorgrid.distributed.rpc import transport
 from tensorgrid.distributed import worker as worker_lib
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import stream_io
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wait_pool
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import stream_io
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wait_pool
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import master_pb2
 from tensorgrid.v1 import worker_pb2
 
 if TYPE_CHECKING:
-    from tensorgrid.distributed import server as server_lib
+    from tensorgrid.distributed.rpc import server as server_lib
 
 RPC_THREADS = 128
 """Threads of a task's gRPC server shared by every method but RecvTensor, whose waiting

@@ -17,11 +17,11 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from tensorgrid.distributed import channels
+from tensorgrid.distributed.rpc import session_targets
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import master as master_lib
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
@@ -31,8 +31,8 @@ from tensorgrid.v1 import cluster_pb2
 from tensorgrid.v1 import config_pb2
 
 if TYPE_CHECKING:
-    from tensorgrid.distributed import clients
-    from tensorgrid.distributed import services
+    from tensorgrid.distributed.rpc import clients
+    from tensorgrid.distributed.rpc import services
 
 log = logging.getLogger("tensorgrid.server")
 
@@ -130,7 +130,7 @@ class Server:
     def start(self) -> None:
         if self._started:
             return
-        from tensorgrid.distributed import services
+        from tensorgrid.distributed.rpc import services
 
         port = self._port_override or int(self.address.rsplit(":", 1)[1])
         numpy_backend.limit_threads(self.intra_op_threads)
@@ -138,7 +138,7 @@ class Server:
         self._serving = services.serve(self, port)
         self.port = self._serving.port
         self._started = True
-        channels.register_server(self)
+        session_targets.register_server(self)
         if self._metrics_port is not None or os.environ.get("TENSORGRID_METRICS_PORT"):
             from tensorgrid import metrics
 
@@ -178,7 +178,7 @@ class Server:
         self._stop_event.set()
         if self._grace_timer is not None:
             self._grace_timer.cancel()
-        channels.unregister_server(self)
+        session_targets.unregister_server(self)
         self.worker.close()
         self.master.close()
         if self._serving is not None:
@@ -198,7 +198,7 @@ class Server:
         """A single-task server on a free loopback port. Without ``TENSORGRID_TLS_DIR`` (and
         without ``TENSORGRID_INSECURE=1``) it speaks mutual TLS with credentials this process
         makes for itself: its clients are in this process, as TensorFlow's are."""
-        from tensorgrid.distributed import certificates, ports
+        from tensorgrid.distributed.rpc import certificates, ports
 
         certificates.ensure_single_process_credentials()
         return Server({"localhost": [f"localhost:{ports.free_ports(1)[0]}"]}, protocol="grpc", config=config,
@@ -228,7 +228,7 @@ class Server:
             if client is None:
                 spec = device_lib.DeviceSpec.from_string(task)
                 address = self.cluster.task_address(spec.job or "", spec.task or 0)
-                from tensorgrid.distributed import clients
+                from tensorgrid.distributed.rpc import clients
 
                 client = clients.WorkerClient(address, task)
                 self._peers[task] = client

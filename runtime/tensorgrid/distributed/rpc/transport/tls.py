@@ -48,7 +48,7 @@ import grpc
 from cryptography import exceptions as crypto_exceptions
 from cryptography import x509
 
-from tensorgrid.distributed.transport import liveness
+from tensorgrid.distributed.rpc.transport import liveness
 
 log = logging.getLogger("tensorgrid.tls")
 

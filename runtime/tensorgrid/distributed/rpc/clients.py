@@ -26,12 +26,12 @@ from tensorgrid import metrics
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits
 from tensorgrid.distributed import master as master_lib
-from tensorgrid.distributed import step_calls
-from tensorgrid.distributed import transport
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import peer_channel
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import step_calls
+from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import peer_channel
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.v1 import config_pb2

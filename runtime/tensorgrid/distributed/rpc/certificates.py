@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.oid import NameOID
 
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc.transport import tls
 
 CA_FILE, CERT_FILE, KEY_FILE = tls.FILES
 log = logging.getLogger("tensorgrid.tls")

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 import numpy as np
 
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.v1 import tensor_pb2
 

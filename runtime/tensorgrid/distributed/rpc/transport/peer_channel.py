@@ -19,8 +19,8 @@ from typing import Any, Iterator, Optional, Sequence
 import grpc
 from google.protobuf import descriptor as descriptor_lib
 
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import tls
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import tls
 
 
 @dataclasses.dataclass(eq=False)

@@ -41,11 +41,11 @@ import grpc
 import numpy as np
 from google.protobuf import message as message_lib
 
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import data_channel
-from tensorgrid.distributed.transport import grpc_frames
-from tensorgrid.distributed.transport import tls
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import data_channel
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.v1 import tensor_pb2
 
 CHUNK_BYTES = 4 << 20

@@ -19,7 +19,7 @@ import struct
 import time
 from typing import Any, Optional
 
-from tensorgrid.distributed import ports
+from tensorgrid.distributed.rpc import ports
 
 log = logging.getLogger("tensorgrid.transport")
 

@@ -12,7 +12,7 @@ import dataclasses
 
 from google.protobuf import message as message_lib
 
-from tensorgrid.distributed.transport import data_channel
+from tensorgrid.distributed.rpc.transport import data_channel
 from tensorgrid.v1 import master_pb2
 from tensorgrid.v1 import worker_pb2
 

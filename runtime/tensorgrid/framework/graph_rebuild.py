@@ -1,8 +1,10 @@
-"""``import_graph_def``: rebuilding a serialized graph's nodes in a Graph.
+"""``rebuild_graph``: a serialized graph's nodes recreated in a Graph exactly as they were.
 
 Used where a graph arrives as a GraphDef (a worker's registered partition, a master's
-session graph): the nodes keep their exact names and devices, and no construction-time
-scope applies to them.
+session graph, a function's body, a meta graph's nodes): the nodes keep their exact
+names and devices, and no construction-time scope applies to them. TF1's public
+``tf.import_graph_def``, which adds a name prefix and maps inputs, is
+``import_graph_def.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
 
 
-def import_graph_def(graph_def: graph_def_lib.GraphDef, graph: Optional[graph_lib.Graph] = None) -> graph_lib.Graph:
+def rebuild_graph(graph_def: graph_def_lib.GraphDef, graph: Optional[graph_lib.Graph] = None) -> graph_lib.Graph:
     """Recreates the nodes of ``graph_def`` in ``graph`` with their exact names and devices."""
     graph = graph if graph is not None else graph_lib.Graph()
     for node in graph_def.nodes:

@@ -3,7 +3,8 @@ under a name prefix (``import/`` unless ``name`` says otherwise), with ``input_m
 replacing the graph's inputs by tensors of this graph and ``return_elements`` naming what
 to hand back.
 
-(The runtime's own import, which keeps node names exactly, is ``importer.import_graph_def``.)
+(The runtime's own rebuilding of a graph it was sent, which keeps node names exactly and
+applies no scope, is ``graph_rebuild.rebuild_graph``.)
 """
 
 from __future__ import annotations

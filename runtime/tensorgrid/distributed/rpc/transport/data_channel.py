@@ -65,12 +65,12 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Optional, Union
 
-from tensorgrid.distributed import ports
-from tensorgrid.distributed.transport import buffers
-from tensorgrid.distributed.transport import connection_slots
-from tensorgrid.distributed.transport import liveness
-from tensorgrid.distributed.transport import stream_io
-from tensorgrid.distributed.transport import wire
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import connection_slots
+from tensorgrid.distributed.rpc.transport import liveness
+from tensorgrid.distributed.rpc.transport import stream_io
+from tensorgrid.distributed.rpc.transport import wire
 from tensorgrid.framework import errors
 from tensorgrid.v1 import tensor_pb2
 

@@ -57,6 +57,6 @@ def master_for_target(target: str) -> Any:
     server = local_server_for_target(target)
     if server is not None:
         return server.master
-    from tensorgrid.distributed import clients
+    from tensorgrid.distributed.rpc import clients
 
     return clients.MasterClient(address)

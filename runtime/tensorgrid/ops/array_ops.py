@@ -38,7 +38,19 @@ def as_string_array(array: np.ndarray) -> np.ndarray:
     return out.reshape(array.shape)
 
 
+def _dimensions_as_ints(value: Any) -> Any:
+    """A (nested) list's ``Dimension``s as Python ints, as TF converts a known dimension."""
+    if isinstance(value, (list, tuple)):
+        return [_dimensions_as_ints(v) for v in value]
+    if isinstance(value, tensor_shape.Dimension):
+        if value.value is None:
+            raise ValueError(f"Cannot convert an unknown Dimension to a Tensor: {value!r}")
+        return value.value
+    return value
+
+
 def _as_numpy(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
+    value = _dimensions_as_ints(value)
     if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "US":
         if dtype is not None and dtype.base_dtype != dtypes.string:
             raise TypeError(f"Expected {dtype.base_dtype.name}, got {value!r}: text makes a string constant")
@@ -58,6 +70,12 @@ def _as_numpy(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
             raise TypeError(f"Cannot convert {value!r} to a constant of dtype {dtype.base_dtype.name}")
         return np.array(array, dtype=wanted)
     array = np.asarray(value)
+    if array.dtype == object and not all(isinstance(v, (str, bytes)) for v in array.reshape(-1).tolist()):
+        # numpy keeps anything in an object array; only text is a tensor's value (tf.string).
+        raise TypeError(
+            f"Failed to convert elements of {value!r} to Tensor: elements must be numbers, booleans, "
+            "text or tensors (a list of tensors is packed by tf.convert_to_tensor and tf.stack)"
+        )
     if array.dtype == np.float64 and not isinstance(value, np.ndarray) and not isinstance(value, np.generic):
         array = array.astype(np.float32)  # Python floats become float32, as in TF
     elif array.dtype == np.int64 and not isinstance(value, (np.ndarray, np.generic)):
@@ -70,6 +88,11 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Cons
              verify_shape: bool = False) -> graph_lib.Tensor:
     """A tensor with a fixed value (``tf.constant``); ``shape`` broadcasts a scalar or list."""
     wanted = dtypes.as_dtype(dtype) if dtype is not None else None
+    if _holds_tensors(value):
+        raise TypeError(
+            f"tf.constant expected any non-tensor type, but got a tensor instead in {value!r}: "
+            "tf.stack (or tf.convert_to_tensor) packs a list of tensors"
+        )
     array = _as_numpy(value, wanted)
     if shape is not None:
         dims = tensor_shape.as_shape(shape).as_list()
@@ -97,6 +120,57 @@ def _constant_conversion(value: Any, dtype: Any = None, name: Optional[str] = No
 
 for _base in (np.ndarray, np.generic, list, tuple, float, int, bool, str, bytes):
     tensor_conversion.register_tensor_conversion_function(_base, _constant_conversion)
+
+_PLAIN_VALUES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None), tensor_shape.Dimension)
+
+
+def _holds_tensors(value: Any) -> bool:
+    """Whether a (nested) list or tuple holds a Tensor, Variable or other non-plain value."""
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensors(v) for v in value)
+    return not isinstance(value, _PLAIN_VALUES)
+
+
+def _first_tensor_dtype(value: Any) -> dtypes.DType:
+    """The dtype of the first tensor in a nested list, depth first (what TF1 packs to)."""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            if _holds_tensors(v):
+                return _first_tensor_dtype(v)
+    return tensor_conversion.convert_to_tensor(value).dtype.base_dtype
+
+
+def _pack_nested(value: Any, dtype: dtypes.DType, name: Optional[str], requested: bool) -> graph_lib.Tensor:
+    if isinstance(value, (list, tuple)) and _holds_tensors(value):
+        return stack([_pack_nested(v, dtype, None, requested) for v in value], name=name or "packed")
+    if not _holds_tensors(value):
+        return constant(value, dtype=dtype)
+    tensor = tensor_conversion.convert_to_tensor(value)
+    if tensor.dtype.base_dtype == dtype:
+        return tensor
+    if requested:
+        # A dtype the caller asked for casts the tensors to it, as TensorFlow's autopacking does.
+        from tensorgrid.ops import math_ops  # math_ops builds on array_ops
+
+        return math_ops.cast(tensor, dtype)  # type: ignore[no-any-return]
+    raise TypeError(
+        f"Cannot convert a list containing a tensor of dtype {tensor.dtype.base_dtype.name} to "
+        f"{dtype.name} (Tensor is: {tensor.name})"
+    )
+
+
+def _autopacking_conversion(value: Any, dtype: Any = None, name: Optional[str] = None,
+                            as_ref: bool = False) -> graph_lib.Tensor:
+    """A (nested) list of tensors is packed into one tensor, as TF1's convert_to_tensor packs it."""
+    if not _holds_tensors(value):
+        return _constant_conversion(value, dtype=dtype, name=name)
+    if dtype is not None:
+        return _pack_nested(value, dtypes.as_dtype(dtype), name, requested=True)
+    return _pack_nested(value, _first_tensor_dtype(value), name, requested=False)
+
+
+for _base in (list, tuple):
+    tensor_conversion.register_tensor_conversion_function(_base, _autopacking_conversion)
 
 
 def placeholder(dtype: Any, shape: Any = None, name: Optional[str] = None) -> graph_lib.Tensor:

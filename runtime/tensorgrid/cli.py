@@ -57,7 +57,7 @@ def _server(args: argparse.Namespace) -> int:
     running.append(server)
     if stopped_by:
         server.request_stop(f"received signal {stopped_by[0]}")
-    server.join()
+    server.wait_until_stopped()
     return 128 + stopped_by[0] if stopped_by else 0
 
 

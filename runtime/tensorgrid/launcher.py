@@ -3,7 +3,8 @@
 Starts one process per task with its own ``TF_CONFIG`` (free ports on 127.0.0.1),
 streams every task's output with a ``[job:index]`` prefix, and when the chief exits
 gives the other tasks a moment to finish, stops whatever is still running, and
-exits with the chief's status.
+exits with the chief's status. Ctrl-C, SIGTERM and SIGHUP stop every task at once
+(the tasks run in sessions of their own, so no signal reaches them otherwise).
 
 Tasks talk mutual TLS: each run makes a fresh CA (its key only in memory) and one
 certificate per task for the loopback names, in a temporary directory removed when the
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO, Optional, Sequence
+from typing import IO, Any, Optional, Sequence
 
 from tensorgrid.distributed.rpc import certificates
 from tensorgrid.distributed.rpc import ports
@@ -105,6 +106,54 @@ def _run_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_d
     chief_job = "chief" if spec.chief else "worker"
     with lock:
         out.write(f"tensorgrid local: cluster {json.dumps(cluster)}\n")
+    started = time.monotonic()
+    interrupted = False
+    with _StopSignals() as stop_signals:
+        try:
+            stop_signals.interruptible = True
+            _start_tasks(spec, cluster, task_tls_dirs, command, out, color, lock, tasks, pumps)
+            chief = next(t for t in tasks if t.job == chief_job and t.index == 0)
+            chief_status = chief.process.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+            chief_status = 130
+        except _SignalInterruptError as stop:
+            interrupted = True
+            chief_status = 128 + stop.signum
+            with lock:
+                out.write(f"tensorgrid local: received signal {stop.signum}: stopping every task\n")
+        finally:
+            stop_signals.interruptible = False
+        return _finish(spec, tasks, pumps, chief_status, interrupted, started, out, lock)
+
+
+def _finish(spec: LocalClusterSpec, tasks: list[_Task], pumps: list[threading.Thread], chief_status: int,
+            interrupted: bool, started: float, out: IO[str], lock: threading.Lock) -> int:
+    """Gives the other tasks ``stop_timeout`` to end (none after an interruption), stops the rest,
+    and reports every task's status; returns the chief's."""
+    deadline = time.monotonic() + (0 if interrupted else spec.stop_timeout)
+    for task in tasks:
+        if task.process.poll() is None:
+            try:
+                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    stopped = _stop(tasks)
+    for pump in pumps:
+        pump.join(timeout=2)
+    summary = ", ".join(f"{t.label}={_status(t.process.returncode)}" for t in tasks)
+    with lock:
+        out.write(f"tensorgrid local: chief exited {_status(chief_status)} after "
+                  f"{time.monotonic() - started:.1f} s; tasks: {summary}"
+                  f"{'; stopped: ' + ', '.join(stopped) if stopped else ''}\n")
+    return chief_status
+
+
+def _start_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_dirs: dict[tuple[str, int], str],
+                 command: Sequence[str], out: IO[str], color: bool, lock: threading.Lock, tasks: list[_Task],
+                 pumps: list[threading.Thread]) -> None:
+    """Starts every task's process and the thread streaming its output, appending each to
+    ``tasks`` and ``pumps`` as it starts (a signal during the start stops those already running)."""
     for job, addresses in cluster.items():
         for index in range(len(addresses)):
             env = dict(os.environ)
@@ -124,30 +173,42 @@ def _run_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_d
             pump = threading.Thread(target=_pump, args=(task, out, color, lock), daemon=True)
             pump.start()
             pumps.append(pump)
-    chief = next(t for t in tasks if t.job == chief_job and t.index == 0)
-    started = time.monotonic()
-    interrupted = False
-    try:
-        chief_status = chief.process.wait()
-    except KeyboardInterrupt:
-        interrupted = True
-        chief_status = 130
-    deadline = time.monotonic() + (0 if interrupted else spec.stop_timeout)
-    for task in tasks:
-        if task.process.poll() is None:
-            try:
-                task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-    stopped = _stop(tasks)
-    for pump in pumps:
-        pump.join(timeout=2)
-    summary = ", ".join(f"{t.label}={_status(t.process.returncode)}" for t in tasks)
-    with lock:
-        out.write(f"tensorgrid local: chief exited {_status(chief_status)} after "
-                  f"{time.monotonic() - started:.1f} s; tasks: {summary}"
-                  f"{'; stopped: ' + ', '.join(stopped) if stopped else ''}\n")
-    return chief_status
+
+
+class _SignalInterruptError(Exception):
+    """SIGTERM or SIGHUP reached the launcher: stop every task, as Ctrl-C (SIGINT) does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received signal {signum}")
+        self.signum = signum
+
+
+class _StopSignals:
+    """SIGTERM and SIGHUP (``timeout``, ``kill``, a closed terminal) interrupt the start and the
+    wait for the chief as SIGINT does: the tasks run in sessions of their own, so nothing else
+    would stop them. Outside that window (the cleanup) a signal is only noted, so the cleanup
+    that stops the tasks is never cut short. Handlers are installed from the main thread only."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.interruptible = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.interruptible:
+            self.interruptible = False
+            raise _SignalInterruptError(signum)
 
 
 def _stop(tasks: list[_Task]) -> list[str]:

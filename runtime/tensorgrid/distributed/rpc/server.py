@@ -165,7 +165,19 @@ class Server:
             self.stop()
 
     def join(self) -> None:
-        """Blocks until this task is told to stop (a PS: until training has finished)."""
+        """Serves until this task is told to stop (a PS: until training has finished), then ends the
+        process with status 0: TF1's ``join()`` never returns, so TF1 programs put the worker's code
+        right after a PS's ``server.join()``, and a PS must not fall through into it. The exit is a
+        ``SystemExit(0)``, so the program's ``finally`` blocks and ``atexit`` handlers run. Called
+        from a thread other than the main one (which cannot end the process), it returns."""
+        self.wait_until_stopped()
+        if threading.current_thread() is threading.main_thread():
+            log.info("%s stopped%s: exiting with status 0 (join() never returns, as in TF1)", self.task,
+                     f" ({self.stop_reason})" if self.stop_reason else "")
+            raise SystemExit(0)
+
+    def wait_until_stopped(self) -> None:
+        """Blocks until this task is told to stop, then stops its servers and returns."""
         self._joined = True
         while not self._stop_event.wait(1.0):
             pass

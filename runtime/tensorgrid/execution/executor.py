@@ -27,27 +27,11 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import context as kernel_context
 from tensorgrid.kernels import registry as kernel_registry
 
 
 _CANCELLED = -1
-
-
-class KernelContext:
-    """Per-node facts a kernel needs: attributes, backend, and persistent state."""
-
-    __slots__ = ("op", "name", "op_type", "attrs", "backend", "xp", "state", "output_dtypes", "output_shapes")
-
-    def __init__(self, op: graph_lib.Operation, backend: backend_lib.Backend, state: dict[str, Any]) -> None:
-        self.op = op
-        self.name = op.name
-        self.op_type = op.type
-        self.attrs = op._attrs
-        self.backend = backend
-        self.xp = backend.xp
-        self.state = state
-        self.output_dtypes = [t.dtype.base_dtype.as_numpy_dtype for t in op.outputs]
-        self.output_shapes = [t.shape for t in op.outputs]
 
 
 @dataclasses.dataclass
@@ -71,7 +55,7 @@ class StepContext:
 class _Node:
     index: int
     kernel: Callable[..., Any]
-    ctx: KernelContext
+    ctx: kernel_context.KernelContext
     is_async: bool
     input_slots: list[int]
     deref: list[bool]
@@ -148,7 +132,7 @@ class Plan:
                 _Node(
                     index=i,
                     kernel=kernel_registry.get_kernel(op.type),
-                    ctx=KernelContext(op, backend, state),
+                    ctx=kernel_context.KernelContext(op, backend, state),
                     is_async=kernel_registry.is_async(op.type),
                     input_slots=input_slots,
                     deref=deref,

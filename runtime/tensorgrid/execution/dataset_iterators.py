@@ -4,7 +4,7 @@ A Dataset reaches the graph as a list of stages (an attribute of the iterator op
 source, then transformations) and the tensors its stages read (the op's inputs). An
 iterator is a resource of its task; initializing it builds the pipeline as a chain of
 Python iterators over host arrays; ``IteratorGetNext`` takes one element, or raises
-OutOfRangeError at the end. ``map`` functions run as graphs (``control_flow``);
+OutOfRangeError at the end. ``map`` functions run as graphs (the step's function library);
 ``prefetch`` runs its upstream in a thread of its own (``dataset_prefetch``).
 """
 
@@ -16,10 +16,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from tensorgrid.execution import control_flow
 from tensorgrid.execution import dataset_batching
 from tensorgrid.execution import dataset_prefetch
-from tensorgrid.execution import executor
 from tensorgrid.framework import errors
 from tensorgrid.framework import python_callables
 from tensorgrid.kernels import backend as backend_lib
@@ -57,8 +55,7 @@ class IteratorState:
     def _adopt_step(self) -> None:
         """Gives a prefetch thread a step of its own on the consumer's resources, so a failed
         training step does not cancel the functions running ahead of it."""
-        consumer = self.step
-        self._thread_step.step = executor.StepContext(step_id=consumer.step_id, resources=consumer.resources)
+        self._thread_step.step = self.step.detached()
 
     def prefetched(self, upstream: Source, buffer_size: int) -> Iterator[Element]:
         prefetcher = dataset_prefetch.Prefetcher(upstream(), buffer_size, self.name, self._adopt_step)
@@ -199,12 +196,12 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
     if kind == "map":
         attr, count = params
         captured = _take(inputs, count)
-        function = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        function = state.step.functions.instantiate(attr, backend_lib.for_device("CPU"))
         return lambda: (list(function(state.function_step(), [*element, *captured])) for element in upstream())
     if kind == "filter":
         attr, count = params
         captured = _take(inputs, count)
-        predicate = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        predicate = state.step.functions.instantiate(attr, backend_lib.for_device("CPU"))
         return lambda: (element for element in upstream()
                         if bool(np.asarray(predicate(state.function_step(), [*element, *captured])[0])))
     if kind == "batch":
@@ -235,7 +232,7 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
     if kind == "interleave":
         attr, count, stages, nested_count, cycle, block = params
         captured = _take(inputs, count)
-        make_inputs = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        make_inputs = state.step.functions.instantiate(attr, backend_lib.for_device("CPU"))
 
         def sources() -> Iterator[Source]:
             for element in upstream():

@@ -25,6 +25,7 @@ import numpy as np
 from tensorgrid.framework import device as device_lib
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
+from tensorgrid.framework import func_graph
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import context as kernel_context
@@ -36,12 +37,18 @@ _CANCELLED = -1
 
 @dataclasses.dataclass
 class StepContext:
-    """Per-step facts: where state lives and how tensors arrive from other tasks."""
+    """Per-step facts: where state lives and how tensors arrive from other tasks (what
+    kernels see of it is ``kernels.context.StepContext``)."""
 
     step_id: int
-    resources: Any
-    rendezvous: Any = None
+    resources: kernel_context.ResourceManager
+    rendezvous: Optional[kernel_context.Rendezvous] = None
     cancelled: threading.Event = dataclasses.field(default_factory=threading.Event)
+    args: Sequence[Any] = ()
+    """The arguments of the function call this step runs; empty outside a call."""
+    recompute: bool = False
+    """A gradient pass recomputing forward values: what the forward pass read is read again
+    (a TensorArray read neither checks nor clears the element; docs/architecture.md)."""
     _wake: Optional[Callable[[BaseException], None]] = None
 
     def cancel(self, failure: BaseException) -> None:
@@ -49,6 +56,13 @@ class StepContext:
         self.cancelled.set()
         if self._wake is not None:
             self._wake(failure)
+
+    @property
+    def functions(self) -> kernel_context.FunctionLibrary:
+        return FUNCTIONS
+
+    def detached(self) -> StepContext:
+        return StepContext(step_id=self.step_id, resources=self.resources)
 
 
 @dataclasses.dataclass
@@ -286,6 +300,38 @@ class Plan:
         elif node.num_outputs > 1:
             for i, value in enumerate(result):
                 values[node.output_slot + i] = value
+
+
+class CompiledFunction:
+    """A function attribute prepared for running on one backend."""
+
+    def __init__(self, attr: Any, backend: backend_lib.Backend, replay: bool = False,
+                 recompute: bool = False) -> None:
+        graph, _, outputs, targets = func_graph.function_from_attr(attr, replay=replay)
+        self.recompute = replay or recompute
+        host = backend_lib.for_device("CPU")
+
+        def place(op: graph_lib.Operation) -> backend_lib.Backend:
+            return backend if kernel_registry.has_gpu_kernel(op.type) else host
+
+        self.plan = Plan(graph, [], outputs, targets, {}, place)
+
+    def __call__(self, step: kernel_context.StepContext, args: Sequence[Any]) -> list[Any]:
+        call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                           cancelled=step.cancelled, args=args, recompute=self.recompute or step.recompute)
+        return self.plan.run(call, [])
+
+
+class FunctionLibrary:
+    """Runs each function as a ``Plan`` whose ops run on the calling op's device (a host
+    kernel on the CPU), with a step context that carries the call's arguments."""
+
+    def instantiate(self, attr: Any, backend: backend_lib.Backend, replay: bool = False,
+                    recompute: bool = False) -> CompiledFunction:
+        return CompiledFunction(attr, backend, replay, recompute)
+
+
+FUNCTIONS = FunctionLibrary()
 
 
 def _completion(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[..., None]:

@@ -6,5 +6,4 @@ containers shared by every session on the task; the rendezvous hands tensors fro
 Send ops to Recv ops.
 """
 
-from tensorgrid.execution import control_flow  # registers the If and While kernels
 from tensorgrid.execution import dataset_iterators  # registers the tf.data iterator kernels

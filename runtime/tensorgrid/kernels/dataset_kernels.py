@@ -16,11 +16,11 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from tensorgrid.execution import dataset_batching
-from tensorgrid.execution import dataset_prefetch
 from tensorgrid.framework import errors
 from tensorgrid.framework import python_callables
 from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import dataset_batching
+from tensorgrid.kernels import dataset_prefetch
 from tensorgrid.kernels import registry as kernel_registry
 from tensorgrid.kernels import tf_record
 

@@ -15,14 +15,16 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.framework import func_graph
+from tensorgrid.kernels import context
 from tensorgrid.kernels import registry as kernel_registry
 
 
 _compile_lock = threading.Lock()
 
 
-def _function(k: Any, step: Any, attr_name: str, replay: bool = False, recompute: bool = False) -> Any:
-    key = (attr_name, replay, recompute)
+def _function(k: context.KernelContext, step: context.StepContext, attr_name: str, replay: bool = False,
+              recompute: bool = False) -> Any:
+    key = f"function {attr_name} replay={replay} recompute={recompute}"
     compiled = k.state.get(key)
     if compiled is None:
         with _compile_lock:
@@ -32,7 +34,7 @@ def _function(k: Any, step: Any, attr_name: str, replay: bool = False, recompute
     return compiled
 
 
-def _truth(k: Any, value: Any, what: str) -> bool:
+def _truth(k: context.KernelContext, value: Any, what: str) -> bool:
     array = k.backend.to_numpy(value)
     if array.shape != () or array.dtype != np.bool_:
         raise errors.InvalidArgumentError(
@@ -45,17 +47,17 @@ def _results(values: list[Any]) -> Any:
 
 
 @kernel_registry.register_kernel(func_graph.ARG_OP_TYPE)
-def _arg(k: Any, step: Any) -> Any:
+def _arg(k: context.KernelContext, step: context.StepContext) -> Any:
     return step.args[k.attrs["index"]]
 
 
 @kernel_registry.register_kernel("If")
-def _if(k: Any, step: Any, pred: Any, *args: Any) -> Any:
+def _if(k: context.KernelContext, step: context.StepContext, pred: Any, *args: Any) -> Any:
     branch = "then_branch" if _truth(k, pred, "the predicate") else "else_branch"
     return _results(_function(k, step, branch, recompute=bool(k.attrs.get("gradient", False)))(step, args))
 
 
-def _run_loop(k: Any, step: Any, loop_vars: list[Any], captured: Sequence[Any],
+def _run_loop(k: context.KernelContext, step: context.StepContext, loop_vars: list[Any], captured: Sequence[Any],
               history: list[list[Any]] | None = None) -> list[Any]:
     replay = history is not None
     cond, body = _function(k, step, "cond", replay), _function(k, step, "body", replay)
@@ -76,13 +78,13 @@ def _run_loop(k: Any, step: Any, loop_vars: list[Any], captured: Sequence[Any],
 
 
 @kernel_registry.register_kernel("While")
-def _while(k: Any, step: Any, *inputs: Any) -> Any:
+def _while(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     count = k.attrs["num_loop_vars"]
     return _results(_run_loop(k, step, list(inputs[:count]), inputs[count:]))
 
 
 @kernel_registry.register_kernel("WhileGrad")
-def _while_grad(k: Any, step: Any, *inputs: Any) -> Any:
+def _while_grad(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     """Replays the loop keeping each iteration's loop variables (a stateful body runs again),
     then applies the body's gradient function from the last iteration to the first."""
     count = k.attrs["num_loop_vars"]

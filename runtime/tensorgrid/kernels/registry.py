@@ -2,8 +2,9 @@
 
 A kernel is called as ``fn(k, step, *inputs)``: ``k`` is the per-node context
 (attrs, backend, ``xp``, persistent per-kernel state), ``step`` the per-step context
-(resource manager, rendezvous, step id) that the executor provides. It returns one
-value, or a tuple when the op has several outputs.
+(resource manager, rendezvous, step id, function library) that the executor provides;
+both are typed in ``kernels/context.py``. It returns one value, or a tuple when the op
+has several outputs.
 
 An asynchronous kernel (Recv, queue dequeue) is called as ``fn(k, step, done, *inputs)``
 and later calls ``done(result)`` or ``done(failure=exc)`` from any thread.
@@ -72,6 +73,12 @@ def get_kernel(op_type: str) -> KernelFn:
 def has_kernel(op_type: str) -> bool:
     _load_all()
     return op_type in _KERNELS
+
+
+def all_kernels() -> dict[str, KernelFn]:
+    """Every registered kernel by op type (for checks of the kernel contract)."""
+    _load_all()
+    return dict(_KERNELS)
 
 
 _loaded = False

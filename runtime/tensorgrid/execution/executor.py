@@ -9,6 +9,10 @@ one partition never blocks on a tensor while it still has other work to do.
 Where a tensor's producer (or a feed, host memory) and its consumer sit on different
 devices, the executor copies it to the consumer's device, once per step and device
 however many ops there consume it.
+
+The step context given to kernels implements ``kernels.context.StepContext``; its
+function library runs each function a kernel calls (an If branch, a While body, a
+dataset's ``map``) as a ``Plan`` of its own.
 """
 
 from __future__ import annotations

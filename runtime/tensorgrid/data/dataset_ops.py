@@ -3,7 +3,7 @@
 A Dataset is a description: a source stage, then transformations, each a list of
 plain values (a ``map`` function as a function attribute), plus the tensors the
 stages read. Making an iterator puts that description on an op of the graph; the
-iterator's kernels (``execution/dataset_iterators.py``) run the pipeline on the task
+iterator's kernels (``kernels/dataset_kernels.py``) run the pipeline on the task
 where the iterator is placed. The end of the data is OutOfRangeError, which ends a
 ``MonitoredTrainingSession`` loop cleanly.
 """

@@ -5,6 +5,3 @@ op's device; the resource manager keeps variables, queues and accumulators in na
 containers shared by every session on the task; the rendezvous hands tensors from
 Send ops to Recv ops.
 """
-
-from tensorgrid.execution import control_flow  # registers the If and While kernels
-from tensorgrid.execution import dataset_iterators  # registers the tf.data iterator kernels

@@ -9,6 +9,10 @@ one partition never blocks on a tensor while it still has other work to do.
 Where a tensor's producer (or a feed, host memory) and its consumer sit on different
 devices, the executor copies it to the consumer's device, once per step and device
 however many ops there consume it.
+
+The step context given to kernels implements ``kernels.context.StepContext``; its
+function library runs each function a kernel calls (an If branch, a While body, a
+dataset's ``map``) as a ``Plan`` of its own.
 """
 
 from __future__ import annotations
@@ -25,39 +29,30 @@ import numpy as np
 from tensorgrid.framework import device as device_lib
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
+from tensorgrid.framework import func_graph
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import context as kernel_context
 from tensorgrid.kernels import registry as kernel_registry
 
 
 _CANCELLED = -1
 
 
-class KernelContext:
-    """Per-node facts a kernel needs: attributes, backend, and persistent state."""
-
-    __slots__ = ("op", "name", "op_type", "attrs", "backend", "xp", "state", "output_dtypes", "output_shapes")
-
-    def __init__(self, op: graph_lib.Operation, backend: backend_lib.Backend, state: dict[str, Any]) -> None:
-        self.op = op
-        self.name = op.name
-        self.op_type = op.type
-        self.attrs = op._attrs
-        self.backend = backend
-        self.xp = backend.xp
-        self.state = state
-        self.output_dtypes = [t.dtype.base_dtype.as_numpy_dtype for t in op.outputs]
-        self.output_shapes = [t.shape for t in op.outputs]
-
-
 @dataclasses.dataclass
 class StepContext:
-    """Per-step facts: where state lives and how tensors arrive from other tasks."""
+    """Per-step facts: where state lives and how tensors arrive from other tasks (what
+    kernels see of it is ``kernels.context.StepContext``)."""
 
     step_id: int
-    resources: Any
-    rendezvous: Any = None
+    resources: kernel_context.ResourceManager
+    rendezvous: Optional[kernel_context.Rendezvous] = None
     cancelled: threading.Event = dataclasses.field(default_factory=threading.Event)
+    args: Sequence[Any] = ()
+    """The arguments of the function call this step runs; empty outside a call."""
+    recompute: bool = False
+    """A gradient pass recomputing forward values: what the forward pass read is read again
+    (a TensorArray read neither checks nor clears the element; docs/architecture.md)."""
     _wake: Optional[Callable[[BaseException], None]] = None
 
     def cancel(self, failure: BaseException) -> None:
@@ -66,12 +61,19 @@ class StepContext:
         if self._wake is not None:
             self._wake(failure)
 
+    @property
+    def functions(self) -> kernel_context.FunctionLibrary:
+        return FUNCTIONS
+
+    def detached(self) -> StepContext:
+        return StepContext(step_id=self.step_id, resources=self.resources)
+
 
 @dataclasses.dataclass
 class _Node:
     index: int
     kernel: Callable[..., Any]
-    ctx: KernelContext
+    ctx: kernel_context.KernelContext
     is_async: bool
     input_slots: list[int]
     deref: list[bool]
@@ -148,7 +150,7 @@ class Plan:
                 _Node(
                     index=i,
                     kernel=kernel_registry.get_kernel(op.type),
-                    ctx=KernelContext(op, backend, state),
+                    ctx=kernel_context.KernelContext(op, backend, state),
                     is_async=kernel_registry.is_async(op.type),
                     input_slots=input_slots,
                     deref=deref,
@@ -302,6 +304,38 @@ class Plan:
         elif node.num_outputs > 1:
             for i, value in enumerate(result):
                 values[node.output_slot + i] = value
+
+
+class CompiledFunction:
+    """A function attribute prepared for running on one backend."""
+
+    def __init__(self, attr: Any, backend: backend_lib.Backend, replay: bool = False,
+                 recompute: bool = False) -> None:
+        graph, _, outputs, targets = func_graph.function_from_attr(attr, replay=replay)
+        self.recompute = replay or recompute
+        host = backend_lib.for_device("CPU")
+
+        def place(op: graph_lib.Operation) -> backend_lib.Backend:
+            return backend if kernel_registry.has_gpu_kernel(op.type) else host
+
+        self.plan = Plan(graph, [], outputs, targets, {}, place)
+
+    def __call__(self, step: kernel_context.StepContext, args: Sequence[Any]) -> list[Any]:
+        call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                           cancelled=step.cancelled, args=args, recompute=self.recompute or step.recompute)
+        return self.plan.run(call, [])
+
+
+class FunctionLibrary:
+    """Runs each function as a ``Plan`` whose ops run on the calling op's device (a host
+    kernel on the CPU), with a step context that carries the call's arguments."""
+
+    def instantiate(self, attr: Any, backend: backend_lib.Backend, replay: bool = False,
+                    recompute: bool = False) -> CompiledFunction:
+        return CompiledFunction(attr, backend, replay, recompute)
+
+
+FUNCTIONS = FunctionLibrary()
 
 
 def _completion(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[..., None]:

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
 @register_kernel("Const")
-def _const(k: Any, step: Any) -> Any:
+def _const(k: context.KernelContext, step: context.StepContext) -> Any:
     cached = k.state.get("device_value")
     if cached is None or cached[0] is not k.backend:
         cached = (k.backend, k.backend.asarray(k.attrs["value"]))
@@ -25,7 +26,7 @@ def _const(k: Any, step: Any) -> Any:
 
 
 @register_kernel("Placeholder")
-def _placeholder(k: Any, step: Any) -> Any:
+def _placeholder(k: context.KernelContext, step: context.StepContext) -> Any:
     shape = k.attrs.get("shape")
     shown = "<unknown>" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
     raise errors.InvalidArgumentError(
@@ -35,22 +36,22 @@ def _placeholder(k: Any, step: Any) -> Any:
 
 
 @register_kernel("PlaceholderWithDefault", "Identity", "StopGradient")
-def _identity(k: Any, step: Any, x: Any) -> Any:
+def _identity(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return x
 
 
 @register_kernel("Shape")
-def _shape(k: Any, step: Any, x: Any) -> Any:
+def _shape(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.asarray(x.shape, dtype=k.output_dtypes[0])
 
 
 @register_kernel("Size")
-def _size(k: Any, step: Any, x: Any) -> Any:
+def _size(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.asarray(x.size, dtype=k.output_dtypes[0])
 
 
 @register_kernel("Rank")
-def _rank(k: Any, step: Any, x: Any) -> Any:
+def _rank(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.asarray(x.ndim, dtype=np.int32)
 
 
@@ -62,7 +63,7 @@ def host_ints(value: Any) -> list[int]:
 
 
 @register_kernel("Reshape")
-def _reshape(k: Any, step: Any, x: Any, shape: Any) -> Any:
+def _reshape(k: context.KernelContext, step: context.StepContext, x: Any, shape: Any) -> Any:
     dims = host_ints(shape)
     try:
         return x.reshape(dims)
@@ -73,7 +74,7 @@ def _reshape(k: Any, step: Any, x: Any, shape: Any) -> Any:
 
 
 @register_kernel("Fill")
-def _fill(k: Any, step: Any, dims: Any, value: Any) -> Any:
+def _fill(k: context.KernelContext, step: context.StepContext, dims: Any, value: Any) -> Any:
     shape = host_ints(dims)
     if any(d < 0 for d in shape):
         raise errors.InvalidArgumentError(None, None, f"Fill dimensions must be >= 0, got {shape}")
@@ -81,22 +82,22 @@ def _fill(k: Any, step: Any, dims: Any, value: Any) -> Any:
 
 
 @register_kernel("ZerosLike")
-def _zeros_like(k: Any, step: Any, x: Any) -> Any:
+def _zeros_like(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.zeros(x.shape, dtype=k.output_dtypes[0])
 
 
 @register_kernel("OnesLike")
-def _ones_like(k: Any, step: Any, x: Any) -> Any:
+def _ones_like(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.ones(x.shape, dtype=k.output_dtypes[0])
 
 
 @register_kernel("BroadcastTo")
-def _broadcast_to(k: Any, step: Any, x: Any, shape: Any) -> Any:
+def _broadcast_to(k: context.KernelContext, step: context.StepContext, x: Any, shape: Any) -> Any:
     return k.xp.broadcast_to(x, host_ints(shape))
 
 
 @register_kernel("UnbroadcastTo")
-def _unbroadcast_to(k: Any, step: Any, grad: Any, shape: Any) -> Any:
+def _unbroadcast_to(k: context.KernelContext, step: context.StepContext, grad: Any, shape: Any) -> Any:
     target = host_ints(shape)
     extra = grad.ndim - len(target)
     if extra < 0:
@@ -109,17 +110,17 @@ def _unbroadcast_to(k: Any, step: Any, grad: Any, shape: Any) -> Any:
 
 
 @register_kernel("NoOp")
-def _no_op(k: Any, step: Any) -> None:
+def _no_op(k: context.KernelContext, step: context.StepContext) -> None:
     return None
 
 
 @register_kernel("Transpose")
-def _transpose(k: Any, step: Any, x: Any) -> Any:
+def _transpose(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.transpose(x, k.attrs["perm"])
 
 
 @register_kernel("ConcatV2")
-def _concat(k: Any, step: Any, *xs: Any) -> Any:
+def _concat(k: context.KernelContext, step: context.StepContext, *xs: Any) -> Any:
     axis = k.attrs["axis"] % max(xs[0].ndim, 1)
     others = [x.shape[:axis] + x.shape[axis + 1:] for x in xs]
     if any(o != others[0] or x.ndim != xs[0].ndim for o, x in zip(others, xs)):
@@ -131,7 +132,7 @@ def _concat(k: Any, step: Any, *xs: Any) -> Any:
 
 
 @register_kernel("Split")
-def _split(k: Any, step: Any, x: Any) -> Any:
+def _split(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axis, count = k.attrs["axis"], k.attrs["num_split"]
     if x.shape[axis] % count:
         raise errors.InvalidArgumentError(
@@ -142,7 +143,7 @@ def _split(k: Any, step: Any, x: Any) -> Any:
 
 
 @register_kernel("SplitV")
-def _split_v(k: Any, step: Any, x: Any, size_splits: Any) -> Any:
+def _split_v(k: context.KernelContext, step: context.StepContext, x: Any, size_splits: Any) -> Any:
     axis = k.attrs["axis"]
     sizes = host_ints(size_splits)
     dim = x.shape[axis]
@@ -159,7 +160,7 @@ def _split_v(k: Any, step: Any, x: Any, size_splits: Any) -> Any:
 
 
 @register_kernel("Pack")
-def _pack(k: Any, step: Any, *xs: Any) -> Any:
+def _pack(k: context.KernelContext, step: context.StepContext, *xs: Any) -> Any:
     if any(x.shape != xs[0].shape for x in xs):
         shapes = ", ".join(str(list(x.shape)) for x in xs)
         raise errors.InvalidArgumentError(None, None, f"Shapes of all inputs must match: {shapes}")
@@ -167,7 +168,7 @@ def _pack(k: Any, step: Any, *xs: Any) -> Any:
 
 
 @register_kernel("Unpack")
-def _unpack(k: Any, step: Any, x: Any) -> Any:
+def _unpack(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axis, num = k.attrs["axis"], k.attrs["num"]
     if x.shape[axis] != num:
         raise errors.InvalidArgumentError(
@@ -177,12 +178,12 @@ def _unpack(k: Any, step: Any, x: Any) -> Any:
 
 
 @register_kernel("ExpandDims")
-def _expand_dims(k: Any, step: Any, x: Any) -> Any:
+def _expand_dims(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.expand_dims(x, k.attrs["axis"])
 
 
 @register_kernel("Squeeze")
-def _squeeze(k: Any, step: Any, x: Any) -> Any:
+def _squeeze(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axes = k.attrs["squeeze_dims"]
     if axes is None:
         return k.xp.squeeze(x)
@@ -204,14 +205,15 @@ def _check_indices(indices: Any, limit: int, what: str) -> None:
 
 
 @register_kernel("GatherV2")
-def _gather(k: Any, step: Any, params: Any, indices: Any) -> Any:
+def _gather(k: context.KernelContext, step: context.StepContext, params: Any, indices: Any) -> Any:
     axis = k.attrs["axis"]
     _check_indices(indices, params.shape[axis], f"gather along axis {axis} of shape {list(params.shape)}:")
     return k.xp.take(params, indices, axis=axis)
 
 
 @register_kernel("UnsortedSegmentSum")
-def _unsorted_segment_sum(k: Any, step: Any, data: Any, segment_ids: Any, num_segments: Any) -> Any:
+def _unsorted_segment_sum(k: context.KernelContext, step: context.StepContext, data: Any, segment_ids: Any,
+                          num_segments: Any) -> Any:
     count = host_ints(num_segments)[0]
     if data.shape[:segment_ids.ndim] != segment_ids.shape:
         raise errors.InvalidArgumentError(
@@ -230,7 +232,7 @@ def _unsorted_segment_sum(k: Any, step: Any, data: Any, segment_ids: Any, num_se
 
 
 @register_kernel("OneHot")
-def _one_hot(k: Any, step: Any, indices: Any, on_value: Any, off_value: Any) -> Any:
+def _one_hot(k: context.KernelContext, step: context.StepContext, indices: Any, on_value: Any, off_value: Any) -> Any:
     depth, axis = k.attrs["depth"], k.attrs["axis"]
     hot = k.xp.expand_dims(indices, -1) == k.xp.arange(depth, dtype=indices.dtype)
     if axis != -1:
@@ -239,7 +241,7 @@ def _one_hot(k: Any, step: Any, indices: Any, on_value: Any, off_value: Any) -> 
 
 
 @register_kernel("Select")
-def _select(k: Any, step: Any, condition: Any, x: Any, y: Any) -> Any:
+def _select(k: context.KernelContext, step: context.StepContext, condition: Any, x: Any, y: Any) -> Any:
     if x.shape != y.shape:
         raise errors.InvalidArgumentError(
             None, None, f"'then' and 'else' must have the same size, but received: {list(x.shape)} vs. {list(y.shape)}"
@@ -255,12 +257,12 @@ def _select(k: Any, step: Any, condition: Any, x: Any, y: Any) -> Any:
 
 
 @register_kernel("Where")
-def _where(k: Any, step: Any, condition: Any) -> Any:
+def _where(k: context.KernelContext, step: context.StepContext, condition: Any) -> Any:
     return k.xp.argwhere(condition).astype(np.int64, copy=False)
 
 
 @register_kernel("Tile")
-def _tile(k: Any, step: Any, x: Any, multiples: Any) -> Any:
+def _tile(k: context.KernelContext, step: context.StepContext, x: Any, multiples: Any) -> Any:
     reps = host_ints(multiples)
     if len(reps) != x.ndim or any(r < 0 for r in reps):
         raise errors.InvalidArgumentError(
@@ -270,7 +272,7 @@ def _tile(k: Any, step: Any, x: Any, multiples: Any) -> Any:
     return k.xp.tile(x, reps)
 
 
-def _slice_key(k: Any, begin: Any, end: Any, strides: Any) -> tuple[Any, ...]:
+def _slice_key(k: context.KernelContext, begin: Any, end: Any, strides: Any) -> tuple[Any, ...]:
     """Turns StridedSlice's begin/end/strides and masks back into a Python index."""
     b, e, s = host_ints(begin), host_ints(end), host_ints(strides)
     attrs = k.attrs
@@ -310,14 +312,16 @@ def _check_shrink_indices(key: tuple[Any, ...], shape: tuple[int, ...]) -> None:
 
 
 @register_kernel("StridedSlice")
-def _strided_slice(k: Any, step: Any, x: Any, begin: Any, end: Any, strides: Any) -> Any:
+def _strided_slice(k: context.KernelContext, step: context.StepContext, x: Any, begin: Any, end: Any,
+                   strides: Any) -> Any:
     key = _slice_key(k, begin, end, strides)
     _check_shrink_indices(key, x.shape)
     return x[key]
 
 
 @register_kernel("StridedSliceGrad")
-def _strided_slice_grad(k: Any, step: Any, shape: Any, begin: Any, end: Any, strides: Any, grad: Any) -> Any:
+def _strided_slice_grad(k: context.KernelContext, step: context.StepContext, shape: Any, begin: Any, end: Any,
+                        strides: Any, grad: Any) -> Any:
     key = _slice_key(k, begin, end, strides)
     result = k.xp.zeros(host_ints(shape), dtype=grad.dtype)
     result[key] = grad

@@ -10,7 +10,7 @@ code that would read it as host memory.
 from __future__ import annotations
 
 import abc
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class Backend(abc.ABC):
         """``target[indices] += updates`` with repeated indices accumulated."""
 
     @abc.abstractmethod
-    def random_generator(self, seed: Optional[int]) -> Any:
+    def random_generator(self, seed: Optional[Sequence[int]]) -> Any:
         """A generator with ``standard_normal(size, dtype)`` and ``random(size, dtype)``."""
 
     def memory_in_use(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class CupyBackend(backend.Backend):
     def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
         self.xp.add.at(target, indices, updates)
 
-    def random_generator(self, seed: Optional[int]) -> Any:
+    def random_generator(self, seed: Optional[Sequence[int]]) -> Any:
         return self.xp.random.default_rng(seed)
 
     def memory_in_use(self) -> int:

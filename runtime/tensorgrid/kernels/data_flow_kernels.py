@@ -14,6 +14,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 Done = Callable[..., None]
@@ -299,13 +300,13 @@ class ConditionalAccumulator(GradientAccumulator):
 
 # ---------------------------------------------------------------------- queue kernels
 
-def _resource(k: Any, step: Any, kind: type, create: Callable[[], Any]) -> Any:
+def _resource(k: context.KernelContext, step: context.StepContext, kind: type, create: Callable[[], Any]) -> Any:
     name = k.attrs["shared_name"] or k.name
     return step.resources.lookup_or_create(k.attrs["container"], name, kind, create)
 
 
 @register_kernel("FIFOQueueV2", host_only=True)
-def _fifo_queue(k: Any, step: Any) -> Any:
+def _fifo_queue(k: context.KernelContext, step: context.StepContext) -> Any:
     name = k.attrs["shared_name"] or k.name
     types = list(k.attrs["component_types"])
     shapes = [None if s is None else tuple(s) for s in k.attrs.get("shapes") or []]
@@ -322,7 +323,8 @@ def _check_components(queue: FIFOQueue, components: tuple[Any, ...]) -> None:
 
 
 @register_kernel("QueueEnqueueV2", is_async=True, host_only=True)
-def _enqueue(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: Any) -> None:
+def _enqueue(k: context.KernelContext, step: context.StepContext, done: Done, queue: FIFOQueue,
+             *components: Any) -> None:
     _check_components(queue, components)
     queue.check_element(components)
     queue.enqueue_async([tuple(c.copy() for c in components)], lambda value=None, failure=None: done(None, failure),
@@ -330,7 +332,8 @@ def _enqueue(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: Any) 
 
 
 @register_kernel("QueueEnqueueManyV2", is_async=True, host_only=True)
-def _enqueue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: Any) -> None:
+def _enqueue_many(k: context.KernelContext, step: context.StepContext, done: Done, queue: FIFOQueue,
+                  *components: Any) -> None:
     _check_components(queue, components)
     sizes = {c.shape[0] if c.ndim else None for c in components}
     if len(sizes) != 1 or None in sizes:
@@ -345,12 +348,12 @@ def _enqueue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, *components: 
 
 
 @register_kernel("QueueDequeueV2", is_async=True, host_only=True)
-def _dequeue(k: Any, step: Any, done: Done, queue: FIFOQueue) -> None:
+def _dequeue(k: context.KernelContext, step: context.StepContext, done: Done, queue: FIFOQueue) -> None:
     queue.dequeue_async(None, done, step.cancelled.is_set)
 
 
 @register_kernel("QueueDequeueManyV2", is_async=True, host_only=True)
-def _dequeue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> None:
+def _dequeue_many(k: context.KernelContext, step: context.StepContext, done: Done, queue: FIFOQueue, n: Any) -> None:
     count = int(n)
     if count < 0:
         raise errors.InvalidArgumentError(None, None, f"dequeue_many: n must be >= 0, got {count}")
@@ -358,7 +361,7 @@ def _dequeue_many(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> No
 
 
 @register_kernel("QueueDequeueUpToV2", is_async=True, host_only=True)
-def _dequeue_up_to(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> None:
+def _dequeue_up_to(k: context.KernelContext, step: context.StepContext, done: Done, queue: FIFOQueue, n: Any) -> None:
     count = int(n)
     if count < 1:
         raise errors.InvalidArgumentError(None, None, f"dequeue_up_to: n must be >= 1, got {count}")
@@ -366,44 +369,47 @@ def _dequeue_up_to(k: Any, step: Any, done: Done, queue: FIFOQueue, n: Any) -> N
 
 
 @register_kernel("QueueIsClosedV2", host_only=True)
-def _queue_is_closed(k: Any, step: Any, queue: FIFOQueue) -> Any:
+def _queue_is_closed(k: context.KernelContext, step: context.StepContext, queue: FIFOQueue) -> Any:
     return k.xp.asarray(queue.closed, dtype=k.output_dtypes[0])
 
 
 @register_kernel("QueueSizeV2", host_only=True)
-def _queue_size(k: Any, step: Any, queue: FIFOQueue) -> Any:
+def _queue_size(k: context.KernelContext, step: context.StepContext, queue: FIFOQueue) -> Any:
     return k.xp.asarray(queue.size(), dtype=k.output_dtypes[0])
 
 
 @register_kernel("QueueCloseV2", host_only=True)
-def _queue_close(k: Any, step: Any, queue: FIFOQueue) -> None:
+def _queue_close(k: context.KernelContext, step: context.StepContext, queue: FIFOQueue) -> None:
     queue.close(k.attrs["cancel_pending_enqueues"])
 
 
 # ---------------------------------------------------------------------- accumulator kernels
 
 @register_kernel("ConditionalAccumulator")
-def _accumulator(k: Any, step: Any) -> Any:
+def _accumulator(k: context.KernelContext, step: context.StepContext) -> Any:
     name = k.attrs["shared_name"] or k.name
     return _resource(k, step, ConditionalAccumulator,
                      lambda: ConditionalAccumulator(name, k.attrs["shape"], k.attrs["reduction_type"]))
 
 
 @register_kernel("AccumulatorApplyGradient")
-def _apply_grad(k: Any, step: Any, accumulator: ConditionalAccumulator, local_step: Any, grad: Any) -> None:
+def _apply_grad(k: context.KernelContext, step: context.StepContext, accumulator: ConditionalAccumulator,
+                local_step: Any, grad: Any) -> None:
     accumulator.apply_grad(int(local_step), grad, k.xp)
 
 
 @register_kernel("AccumulatorTakeGradient", is_async=True)
-def _take_grad(k: Any, step: Any, done: Done, accumulator: ConditionalAccumulator, num_required: Any) -> None:
+def _take_grad(k: context.KernelContext, step: context.StepContext, done: Done, accumulator: ConditionalAccumulator,
+               num_required: Any) -> None:
     accumulator.take_grad_async(int(num_required), done, step.cancelled.is_set)
 
 
 @register_kernel("AccumulatorSetGlobalStep")
-def _set_global_step(k: Any, step: Any, accumulator: ConditionalAccumulator, new_step: Any) -> None:
+def _set_global_step(k: context.KernelContext, step: context.StepContext, accumulator: ConditionalAccumulator,
+                     new_step: Any) -> None:
     accumulator.set_global_step(int(new_step))
 
 
 @register_kernel("AccumulatorNumAccumulated")
-def _num_accumulated(k: Any, step: Any, accumulator: ConditionalAccumulator) -> Any:
+def _num_accumulated(k: context.KernelContext, step: context.StepContext, accumulator: ConditionalAccumulator) -> Any:
     return k.xp.asarray(accumulator.count, dtype=k.output_dtypes[0])

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
@@ -67,7 +68,7 @@ def summarize(array: np.ndarray, limit: int) -> str:
 
 
 @register_kernel("Print", host_only=True)
-def _print(k: Any, step: Any, value: Any, *data: Any) -> Any:
+def _print(k: context.KernelContext, step: context.StepContext, value: Any, *data: Any) -> Any:
     first_n = k.attrs["first_n"]
     with k.state.setdefault("lock", threading.Lock()):
         printed = k.state.get("printed", 0)

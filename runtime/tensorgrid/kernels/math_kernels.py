@@ -7,11 +7,12 @@ import warnings
 from typing import Any, Iterator
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
 def _binary(op_type: str, fn_name: str) -> None:
-    def kernel(k: Any, step: Any, x: Any, y: Any) -> Any:
+    def kernel(k: context.KernelContext, step: context.StepContext, x: Any, y: Any) -> Any:
         return getattr(k.xp, fn_name)(x, y)
 
     kernel.__name__ = f"_{fn_name}"
@@ -19,7 +20,7 @@ def _binary(op_type: str, fn_name: str) -> None:
 
 
 def _unary(op_type: str, fn_name: str) -> None:
-    def kernel(k: Any, step: Any, x: Any) -> Any:
+    def kernel(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
         return getattr(k.xp, fn_name)(x)
 
     kernel.__name__ = f"_{fn_name}"
@@ -47,7 +48,7 @@ def _integer_divisor_check(y: Any) -> None:
 
 
 @register_kernel("Range")
-def _range(k: Any, step: Any, start: Any, limit: Any, delta: Any) -> Any:
+def _range(k: context.KernelContext, step: context.StepContext, start: Any, limit: Any, delta: Any) -> Any:
     # Python scalars: the bounds may be 0-d device arrays, which arange does not take everywhere.
     first, last, step_size = start.item(), limit.item(), delta.item()
     if step_size == 0:
@@ -56,30 +57,30 @@ def _range(k: Any, step: Any, start: Any, limit: Any, delta: Any) -> Any:
 
 
 @register_kernel("FloorDiv")
-def _floordiv(k: Any, step: Any, x: Any, y: Any) -> Any:
+def _floordiv(k: context.KernelContext, step: context.StepContext, x: Any, y: Any) -> Any:
     _integer_divisor_check(y)
     return k.xp.floor_divide(x, y)
 
 
 @register_kernel("FloorMod")
-def _floormod(k: Any, step: Any, x: Any, y: Any) -> Any:
+def _floormod(k: context.KernelContext, step: context.StepContext, x: Any, y: Any) -> Any:
     _integer_divisor_check(y)
     return k.xp.mod(x, y)
 
 
 @register_kernel("Rsqrt")
-def _rsqrt(k: Any, step: Any, x: Any) -> Any:
+def _rsqrt(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return 1 / k.xp.sqrt(x)
 
 
 @register_kernel("Sigmoid")
-def _sigmoid(k: Any, step: Any, x: Any) -> Any:
+def _sigmoid(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     # exp(-log(1 + exp(-x))) never overflows, unlike 1 / (1 + exp(-x)) for very negative x.
     return k.xp.exp(-k.xp.logaddexp(x.dtype.type(0), -x))
 
 
 @register_kernel("AddN")
-def _add_n(k: Any, step: Any, *xs: Any) -> Any:
+def _add_n(k: context.KernelContext, step: context.StepContext, *xs: Any) -> Any:
     total = xs[0] + xs[1]
     for x in xs[2:]:
         total += x
@@ -87,12 +88,12 @@ def _add_n(k: Any, step: Any, *xs: Any) -> Any:
 
 
 @register_kernel("Cast")
-def _cast(k: Any, step: Any, x: Any) -> Any:
+def _cast(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return x.astype(k.output_dtypes[0])
 
 
 @register_kernel("MatMul")
-def _matmul(k: Any, step: Any, a: Any, b: Any) -> Any:
+def _matmul(k: context.KernelContext, step: context.StepContext, a: Any, b: Any) -> Any:
     if k.attrs["transpose_a"]:
         a = a.T
     if k.attrs["transpose_b"]:
@@ -104,13 +105,13 @@ def _matmul(k: Any, step: Any, a: Any, b: Any) -> Any:
     return k.xp.matmul(a, b)
 
 
-def _axis(k: Any) -> Any:
+def _axis(k: context.KernelContext) -> Any:
     axis = k.attrs["axis"]
     return None if axis is None else tuple(axis)
 
 
 def _reduction(op_type: str, fn_name: str) -> None:
-    def kernel(k: Any, step: Any, x: Any) -> Any:
+    def kernel(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
         axis = _axis(k)
         keep = k.attrs["keep_dims"]
         if fn_name in ("max", "min") and x.size == 0:
@@ -127,7 +128,7 @@ for _op_type, _fn in {"Sum": "sum", "Max": "max", "Min": "min", "Prod": "prod"}.
 
 
 @register_kernel("Mean")
-def _mean(k: Any, step: Any, x: Any) -> Any:
+def _mean(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axis = _axis(k)
     if x.dtype.kind in "iu":
         total = k.xp.sum(x, axis=axis, keepdims=k.attrs["keep_dims"])
@@ -138,7 +139,7 @@ def _mean(k: Any, step: Any, x: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _quiet(k: Any) -> Iterator[None]:
+def _quiet(k: context.KernelContext) -> Iterator[None]:
     """Silences numpy's 'mean of empty slice' warning; TF returns NaN without a warning."""
     # cupy has no errstate (it never warns); numpy needs one.
     errstate = getattr(k.xp, "errstate", None)
@@ -149,7 +150,7 @@ def _quiet(k: Any) -> Iterator[None]:
 
 
 def _arg_reduction(op_type: str, fn_name: str) -> None:
-    def kernel(k: Any, step: Any, x: Any) -> Any:
+    def kernel(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
         axis = k.attrs["axis"]
         if x.ndim and x.shape[axis] == 0:
             raise errors.InvalidArgumentError(None, None, f"{op_type} over an empty dimension of shape {x.shape}")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.array_kernels import host_ints
 from tensorgrid.kernels.registry import register_kernel
 
@@ -41,7 +42,7 @@ def window_geometry(size: int, window: int, stride: int, dilation: int, padding:
     return Window(output, total // 2, total - total // 2)
 
 
-def _geometry(k: Any, height: int, width: int, window: tuple[int, int]) -> tuple[Window, Window]:
+def _geometry(k: context.KernelContext, height: int, width: int, window: tuple[int, int]) -> tuple[Window, Window]:
     strides = k.attrs["strides"]
     dilations = k.attrs.get("dilations") or (1, 1, 1, 1)
     padding = k.attrs["padding"]
@@ -55,14 +56,14 @@ def _geometry(k: Any, height: int, width: int, window: tuple[int, int]) -> tuple
     return rows, cols
 
 
-def _pad(k: Any, x: Any, rows: Window, cols: Window, value: Any) -> Any:
+def _pad(k: context.KernelContext, x: Any, rows: Window, cols: Window, value: Any) -> Any:
     if not (rows.pad_before or rows.pad_after or cols.pad_before or cols.pad_after):
         return k.xp.ascontiguousarray(x)
     widths = ((0, 0), (rows.pad_before, rows.pad_after), (cols.pad_before, cols.pad_after), (0, 0))
     return k.xp.pad(x, widths, mode="constant", constant_values=value)
 
 
-def _patches(k: Any, padded: Any, window: tuple[int, int], rows: Window, cols: Window) -> Any:
+def _patches(k: context.KernelContext, padded: Any, window: tuple[int, int], rows: Window, cols: Window) -> Any:
     """A (N, OH, OW, KH, KW, C) view of every window of a padded NHWC array (no copy)."""
     strides = k.attrs["strides"]
     dilations = k.attrs.get("dilations") or (1, 1, 1, 1)
@@ -75,7 +76,7 @@ def _patches(k: Any, padded: Any, window: tuple[int, int], rows: Window, cols: W
     )
 
 
-def _scatter_windows(k: Any, per_position: Any, input_shape: list[int], window: tuple[int, int],
+def _scatter_windows(k: context.KernelContext, per_position: Any, input_shape: list[int], window: tuple[int, int],
                      rows: Window, cols: Window) -> Any:
     """The adjoint of ``_patches``: adds each window's values back onto the input (cropped)."""
     strides = k.attrs["strides"]
@@ -104,12 +105,12 @@ def _check_rank4(x: Any, what: str) -> None:
 # ---------------------------------------------------------------- activations
 
 @register_kernel("Relu")
-def _relu(k: Any, step: Any, x: Any) -> Any:
+def _relu(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.maximum(x, x.dtype.type(0))
 
 
 @register_kernel("ReluGrad")
-def _relu_grad(k: Any, step: Any, grad: Any, features: Any) -> Any:
+def _relu_grad(k: context.KernelContext, step: context.StepContext, grad: Any, features: Any) -> Any:
     # TF's formula, gradients * (features > 0): 6 times faster than where() (a NaN
     # gradient stays NaN, as in TF).
     return k.xp.multiply(grad, features > 0, dtype=grad.dtype)
@@ -117,13 +118,13 @@ def _relu_grad(k: Any, step: Any, grad: Any, features: Any) -> Any:
 
 # ---------------------------------------------------------------- softmax and cross-entropy
 
-def _log_softmax(k: Any, x: Any, axis: int) -> Any:
+def _log_softmax(k: context.KernelContext, x: Any, axis: int) -> Any:
     shifted = x - k.xp.max(x, axis=axis, keepdims=True)
     return shifted - k.xp.log(k.xp.sum(k.xp.exp(shifted), axis=axis, keepdims=True))
 
 
 @register_kernel("Softmax")
-def _softmax(k: Any, step: Any, x: Any) -> Any:
+def _softmax(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     if x.size == 0:
         return k.xp.empty_like(x)
     axis = k.attrs["axis"]
@@ -132,14 +133,14 @@ def _softmax(k: Any, step: Any, x: Any) -> Any:
 
 
 @register_kernel("LogSoftmax")
-def _log_softmax_kernel(k: Any, step: Any, x: Any) -> Any:
+def _log_softmax_kernel(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     if x.size == 0:
         return k.xp.empty_like(x)
     return _log_softmax(k, x, k.attrs["axis"])
 
 
 @register_kernel("SparseSoftmaxCrossEntropyWithLogits")
-def _sparse_softmax_xent(k: Any, step: Any, logits: Any, labels: Any) -> Any:
+def _sparse_softmax_xent(k: context.KernelContext, step: context.StepContext, logits: Any, labels: Any) -> Any:
     classes = logits.shape[-1]
     if labels.shape != logits.shape[:-1]:
         raise errors.InvalidArgumentError(
@@ -164,7 +165,7 @@ def _sparse_softmax_xent(k: Any, step: Any, logits: Any, labels: Any) -> Any:
 
 
 @register_kernel("SoftmaxCrossEntropyWithLogits")
-def _softmax_xent(k: Any, step: Any, logits: Any, labels: Any) -> Any:
+def _softmax_xent(k: context.KernelContext, step: context.StepContext, logits: Any, labels: Any) -> Any:
     if logits.shape != labels.shape:
         raise errors.InvalidArgumentError(
             None, None, f"logits and labels must be the same size: logits_size={list(logits.shape)} "
@@ -179,12 +180,12 @@ def _softmax_xent(k: Any, step: Any, logits: Any, labels: Any) -> Any:
 
 # ---------------------------------------------------------------- bias_add
 
-def _channel_axis(k: Any, x: Any) -> int:
+def _channel_axis(k: context.KernelContext, x: Any) -> int:
     return 1 if k.attrs["data_format"] == "NCHW" else x.ndim - 1
 
 
 @register_kernel("BiasAdd")
-def _bias_add(k: Any, step: Any, value: Any, bias: Any) -> Any:
+def _bias_add(k: context.KernelContext, step: context.StepContext, value: Any, bias: Any) -> Any:
     axis = _channel_axis(k, value)
     if bias.ndim != 1 or value.ndim < 2 or value.shape[axis] != bias.shape[0]:
         raise errors.InvalidArgumentError(
@@ -195,7 +196,7 @@ def _bias_add(k: Any, step: Any, value: Any, bias: Any) -> Any:
 
 
 @register_kernel("BiasAddGrad")
-def _bias_add_grad(k: Any, step: Any, grad: Any) -> Any:
+def _bias_add_grad(k: context.KernelContext, step: context.StepContext, grad: Any) -> Any:
     axis = _channel_axis(k, grad)
     return k.xp.sum(grad, axis=tuple(i for i in range(grad.ndim) if i != axis))
 
@@ -211,7 +212,7 @@ def _check_filter(x_shape: Any, filters: Any) -> None:
 
 
 @register_kernel("Conv2D")
-def _conv2d(k: Any, step: Any, x: Any, filters: Any) -> Any:
+def _conv2d(k: context.KernelContext, step: context.StepContext, x: Any, filters: Any) -> Any:
     _check_rank4(x, "input")
     _check_filter(x.shape, filters)
     window = (filters.shape[0], filters.shape[1])
@@ -221,7 +222,8 @@ def _conv2d(k: Any, step: Any, x: Any, filters: Any) -> Any:
 
 
 @register_kernel("Conv2DBackpropInput")
-def _conv2d_backprop_input(k: Any, step: Any, input_sizes: Any, filters: Any, grad: Any) -> Any:
+def _conv2d_backprop_input(k: context.KernelContext, step: context.StepContext, input_sizes: Any, filters: Any,
+                           grad: Any) -> Any:
     shape = host_ints(input_sizes)
     _check_filter(shape, filters)
     window = (filters.shape[0], filters.shape[1])
@@ -231,7 +233,8 @@ def _conv2d_backprop_input(k: Any, step: Any, input_sizes: Any, filters: Any, gr
 
 
 @register_kernel("Conv2DBackpropFilter")
-def _conv2d_backprop_filter(k: Any, step: Any, x: Any, filter_sizes: Any, grad: Any) -> Any:
+def _conv2d_backprop_filter(k: context.KernelContext, step: context.StepContext, x: Any, filter_sizes: Any,
+                            grad: Any) -> Any:
     _check_rank4(x, "input")
     shape = host_ints(filter_sizes)
     window = (shape[0], shape[1])
@@ -247,13 +250,13 @@ def _lowest(dtype: Any) -> Any:
     return -np.inf if kind == "f" else np.iinfo(dtype).min
 
 
-def _pool_window(k: Any) -> tuple[int, int]:
+def _pool_window(k: context.KernelContext) -> tuple[int, int]:
     ksize = k.attrs["ksize"]
     return ksize[1], ksize[2]
 
 
 @register_kernel("MaxPool")
-def _max_pool(k: Any, step: Any, x: Any) -> Any:
+def _max_pool(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     _check_rank4(x, "value")
     window = _pool_window(k)
     rows, cols = _geometry(k, x.shape[1], x.shape[2], window)
@@ -264,7 +267,7 @@ def _max_pool(k: Any, step: Any, x: Any) -> Any:
 
 
 @register_kernel("MaxPoolGrad")
-def _max_pool_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
+def _max_pool_grad(k: context.KernelContext, step: context.StepContext, x: Any, y: Any, grad: Any) -> Any:
     window, rows, cols, patches, chosen = _first_maxima(k, x)
     if chosen is None:
         return _scatter_windows(k, k.xp.zeros(patches.shape, dtype=grad.dtype), list(x.shape), window, rows, cols)
@@ -274,7 +277,7 @@ def _max_pool_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
 
 
 @register_kernel("MaxPoolGradGrad")
-def _max_pool_grad_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
+def _max_pool_grad_grad(k: context.KernelContext, step: context.StepContext, x: Any, y: Any, grad: Any) -> Any:
     """``grad`` (shaped like ``x``) read at the first maximum of each window: shaped like ``y``."""
     window, rows, cols, patches, chosen = _first_maxima(k, x)
     n, out_h, out_w, _, _, c = patches.shape
@@ -284,7 +287,7 @@ def _max_pool_grad_grad(k: Any, step: Any, x: Any, y: Any, grad: Any) -> Any:
     return k.xp.sum(chosen * grad_patches, axis=3).astype(grad.dtype)
 
 
-def _first_maxima(k: Any, x: Any) -> tuple[tuple[int, int], Window, Window, Any, Any]:
+def _first_maxima(k: context.KernelContext, x: Any) -> tuple[tuple[int, int], Window, Window, Any, Any]:
     """The pool's window and geometry, ``x``'s padded windows, and a mask that marks the first
     maximum of each window (shape ``(n, out_h, out_w, window positions, c)``; ``None`` when
     there are no windows): where MaxPool's gradient goes and where its gradient's gradient reads."""
@@ -300,8 +303,8 @@ def _first_maxima(k: Any, x: Any) -> tuple[tuple[int, int], Window, Window, Any,
     return window, rows, cols, patches, chosen
 
 
-def _window_counts(k: Any, rows: Window, cols: Window, height: int, width: int, window: tuple[int, int],
-                   dtype: Any) -> Any:
+def _window_counts(k: context.KernelContext, rows: Window, cols: Window, height: int, width: int,
+                   window: tuple[int, int], dtype: Any) -> Any:
     """How many real (unpadded) input elements each output position of a pool averages."""
     strides = k.attrs["strides"]
 
@@ -315,7 +318,7 @@ def _window_counts(k: Any, rows: Window, cols: Window, height: int, width: int, 
 
 
 @register_kernel("AvgPool")
-def _avg_pool(k: Any, step: Any, x: Any) -> Any:
+def _avg_pool(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     _check_rank4(x, "value")
     window = _pool_window(k)
     rows, cols = _geometry(k, x.shape[1], x.shape[2], window)
@@ -325,7 +328,7 @@ def _avg_pool(k: Any, step: Any, x: Any) -> Any:
 
 
 @register_kernel("AvgPoolGrad")
-def _avg_pool_grad(k: Any, step: Any, input_shape: Any, grad: Any) -> Any:
+def _avg_pool_grad(k: context.KernelContext, step: context.StepContext, input_shape: Any, grad: Any) -> Any:
     shape = host_ints(input_shape)
     window = _pool_window(k)
     rows, cols = _geometry(k, shape[1], shape[2], window)
@@ -340,7 +343,7 @@ def _avg_pool_grad(k: Any, step: Any, input_shape: Any, grad: Any) -> Any:
 # ---------------------------------------------------------------- evaluation
 
 @register_kernel("InTopK")
-def _in_top_k(k: Any, step: Any, predictions: Any, targets: Any) -> Any:
+def _in_top_k(k: context.KernelContext, step: context.StepContext, predictions: Any, targets: Any) -> Any:
     classes = predictions.shape[1]
     valid = (targets >= 0) & (targets < classes)
     safe = k.xp.where(valid, targets, 0).astype(np.int64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class NumpyBackend(backend.Backend):
     def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
         np.add.at(target, indices, updates)
 
-    def random_generator(self, seed: Optional[int]) -> Any:
+    def random_generator(self, seed: Optional[Sequence[int]]) -> Any:
         return np.random.default_rng(seed)
 
 

@@ -17,6 +17,7 @@ from google.protobuf import message
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 from tensorgrid.v1 import example_pb2
 
@@ -71,7 +72,8 @@ def _sparse(examples: list[Any], key: str, dtype_name: str, single: bool) -> tup
     return np.stack([rows, positions], axis=1), values, np.array([len(lists), longest], np.int64)
 
 
-def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int], default: Optional[np.ndarray]) -> np.ndarray:
+def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int],
+           default: Optional[np.ndarray]) -> np.ndarray:
     size = int(np.prod(shape, dtype=np.int64))
     out = []
     for i, features in enumerate(examples):
@@ -112,7 +114,7 @@ def _sequence(examples: list[Any], key: str, dtype_name: str, shape: list[int], 
 
 
 @register_kernel("ParseExample", host_only=True)
-def _parse_example(k: Any, step: Any, serialized: Any, *defaults: Any) -> Any:
+def _parse_example(k: context.KernelContext, step: context.StepContext, serialized: Any, *defaults: Any) -> Any:
     attrs = k.attrs
     single = bool(attrs["single"])
     records = np.asarray(serialized, dtype=object)
@@ -180,7 +182,8 @@ def _feature_list_dense(steps: Optional[list[Any]], key: str, dtype_name: str, s
 
 
 @register_kernel("ParseSingleSequenceExample", host_only=True)
-def _parse_single_sequence_example(k: Any, step: Any, serialized: Any, *defaults: Any) -> Any:
+def _parse_single_sequence_example(k: context.KernelContext, step: context.StepContext, serialized: Any,
+                                   *defaults: Any) -> Any:
     attrs = k.attrs
     record = np.asarray(serialized, dtype=object)
     if record.ndim != 0:
@@ -209,7 +212,7 @@ def _parse_single_sequence_example(k: Any, step: Any, serialized: Any, *defaults
 
 
 @register_kernel("DecodeRaw", host_only=True)
-def _decode_raw(k: Any, step: Any, strings: Any) -> Any:
+def _decode_raw(k: context.KernelContext, step: context.StepContext, strings: Any) -> Any:
     dtype = np.dtype(dtypes.as_dtype(k.attrs["out_type"]).as_numpy_dtype)
     dtype = dtype.newbyteorder("<" if k.attrs["little_endian"] else ">")
     items = [s if isinstance(s, bytes) else str(s).encode() for s in np.asarray(strings, dtype=object).reshape(-1)]

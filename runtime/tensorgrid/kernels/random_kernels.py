@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.array_kernels import host_ints
 from tensorgrid.kernels.registry import register_kernel
 
 
-def _generator(k: Any) -> Any:
+def _generator(k: context.KernelContext) -> Any:
     rng = k.state.get("rng")
     if rng is None or k.state.get("rng_backend") is not k.backend:
         seed, seed2 = k.attrs["seed"], k.attrs["seed2"]
@@ -20,12 +21,12 @@ def _generator(k: Any) -> Any:
 
 
 @register_kernel("RandomStandardNormal")
-def _standard_normal(k: Any, step: Any, shape: Any) -> Any:
+def _standard_normal(k: context.KernelContext, step: context.StepContext, shape: Any) -> Any:
     return _generator(k).standard_normal(host_ints(shape), dtype=k.output_dtypes[0])
 
 
 @register_kernel("TruncatedNormal")
-def _truncated_normal(k: Any, step: Any, shape: Any) -> Any:
+def _truncated_normal(k: context.KernelContext, step: context.StepContext, shape: Any) -> Any:
     rng = _generator(k)
     dtype = k.output_dtypes[0]
     values = rng.standard_normal(host_ints(shape), dtype=dtype)
@@ -37,12 +38,12 @@ def _truncated_normal(k: Any, step: Any, shape: Any) -> Any:
 
 
 @register_kernel("RandomUniform")
-def _uniform(k: Any, step: Any, shape: Any) -> Any:
+def _uniform(k: context.KernelContext, step: context.StepContext, shape: Any) -> Any:
     return _generator(k).random(host_ints(shape), dtype=k.output_dtypes[0])
 
 
 @register_kernel("RandomUniformInt", host_only=True)
-def _uniform_int(k: Any, step: Any, shape: Any, minval: Any, maxval: Any) -> Any:
+def _uniform_int(k: context.KernelContext, step: context.StepContext, shape: Any, minval: Any, maxval: Any) -> Any:
     low, high = int(minval), int(maxval)
     if low >= high:
         raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: {low} >= {high}")

@@ -2,8 +2,9 @@
 
 A kernel is called as ``fn(k, step, *inputs)``: ``k`` is the per-node context
 (attrs, backend, ``xp``, persistent per-kernel state), ``step`` the per-step context
-(resource manager, rendezvous, step id) that the executor provides. It returns one
-value, or a tuple when the op has several outputs.
+(resource manager, rendezvous, step id, function library) that the executor provides;
+both are typed in ``kernels/context.py``. It returns one value, or a tuple when the op
+has several outputs.
 
 An asynchronous kernel (Recv, queue dequeue) is called as ``fn(k, step, done, *inputs)``
 and later calls ``done(result)`` or ``done(failure=exc)`` from any thread.
@@ -74,6 +75,12 @@ def has_kernel(op_type: str) -> bool:
     return op_type in _KERNELS
 
 
+def all_kernels() -> dict[str, KernelFn]:
+    """Every registered kernel by op type (for checks of the kernel contract)."""
+    _load_all()
+    return dict(_KERNELS)
+
+
 _loaded = False
 _load_lock = threading.Lock()
 
@@ -87,8 +94,8 @@ def _load_all() -> None:
         if _loaded:
             return
         from tensorgrid.kernels import (  # noqa: F401
-            array_kernels, data_flow_kernels, logging_kernels, math_kernels, nn_kernels, parsing_kernels,
-            random_kernels, sparse_accumulator_kernels, sparse_kernels, state_kernels, summary_kernels,
-            summary_media_kernels, tensor_array_kernels, training_kernels, transfer_kernels,
+            array_kernels, control_flow_kernels, data_flow_kernels, dataset_kernels, logging_kernels, math_kernels,
+            nn_kernels, parsing_kernels, random_kernels, sparse_accumulator_kernels, sparse_kernels, state_kernels,
+            summary_kernels, summary_media_kernels, tensor_array_kernels, training_kernels, transfer_kernels,
         )
         _loaded = True

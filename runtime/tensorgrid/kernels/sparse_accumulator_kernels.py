@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels import data_flow_kernels
 from tensorgrid.kernels.registry import register_kernel
 
@@ -107,7 +108,7 @@ def _coalesced(indices: Any, values: Any) -> tuple[Any, Any]:
 
 
 @register_kernel("SparseConditionalAccumulator", host_only=True)
-def _sparse_accumulator(k: Any, step: Any) -> Any:
+def _sparse_accumulator(k: context.KernelContext, step: context.StepContext) -> Any:
     name = k.attrs["shared_name"] or k.name
     return step.resources.lookup_or_create(
         k.attrs["container"], name, SparseConditionalAccumulator,
@@ -115,13 +116,13 @@ def _sparse_accumulator(k: Any, step: Any) -> Any:
 
 
 @register_kernel("SparseAccumulatorApplyGradient", host_only=True)
-def _sparse_apply_grad(k: Any, step: Any, accumulator: SparseConditionalAccumulator, local_step: Any,
-                       indices: Any, values: Any, *dense_shape: Any) -> None:
+def _sparse_apply_grad(k: context.KernelContext, step: context.StepContext, accumulator: SparseConditionalAccumulator,
+                       local_step: Any, indices: Any, values: Any, *dense_shape: Any) -> None:
     accumulator.apply_grad(int(local_step), numpy.asarray(indices), numpy.asarray(values),
                            dense_shape[0] if k.attrs["has_known_shape"] else None)
 
 
 @register_kernel("SparseAccumulatorTakeGradient", is_async=True, host_only=True)
-def _sparse_take_grad(k: Any, step: Any, done: data_flow_kernels.Done,
+def _sparse_take_grad(k: context.KernelContext, step: context.StepContext, done: data_flow_kernels.Done,
                       accumulator: SparseConditionalAccumulator, num_required: Any) -> None:
     accumulator.take_grad_async(int(num_required), done, step.cancelled.is_set)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
 @register_kernel("Unique")
-def _unique(k: Any, step: Any, x: Any) -> Any:
+def _unique(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     xp = k.xp
     values, first, inverse = xp.unique(x, return_index=True, return_inverse=True)
     # numpy sorts the distinct values; TF lists them in order of first appearance.
@@ -27,7 +28,7 @@ def _unique(k: Any, step: Any, x: Any) -> Any:
 
 
 @register_kernel("DynamicPartition")
-def _dynamic_partition(k: Any, step: Any, data: Any, partitions: Any) -> Any:
+def _dynamic_partition(k: context.KernelContext, step: context.StepContext, data: Any, partitions: Any) -> Any:
     count = k.attrs["num_partitions"]
     if data.shape[:partitions.ndim] != partitions.shape:
         raise errors.InvalidArgumentError(
@@ -47,7 +48,7 @@ def _dynamic_partition(k: Any, step: Any, data: Any, partitions: Any) -> Any:
 
 
 @register_kernel("DynamicStitch", "ParallelDynamicStitch")
-def _dynamic_stitch(k: Any, step: Any, *inputs: Any) -> Any:
+def _dynamic_stitch(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     half = len(inputs) // 2
     indices, data = inputs[:half], inputs[half:]
     inner = None

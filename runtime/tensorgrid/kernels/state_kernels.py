@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
 @register_kernel("VariableV2")
-def _variable(k: Any, step: Any) -> Any:
+def _variable(k: context.KernelContext, step: context.StepContext) -> Any:
     cached = k.state.get("variable")
     if cached is not None and cached[0] is step.resources and cached[1] == step.resources.generation:
         return cached[2]
@@ -40,14 +41,14 @@ _NO_LOCK = _NoLock()
 
 
 @register_kernel("Assign")
-def _assign(k: Any, step: Any, variable: Any, value: Any) -> Any:
+def _assign(k: context.KernelContext, step: context.StepContext, variable: Any, value: Any) -> Any:
     with _locked(variable, k.attrs["use_locking"]):
         variable.assign(value, k.attrs["validate_shape"])
     return variable
 
 
 @register_kernel("AssignAdd")
-def _assign_add(k: Any, step: Any, variable: Any, delta: Any) -> Any:
+def _assign_add(k: context.KernelContext, step: context.StepContext, variable: Any, delta: Any) -> Any:
     with _locked(variable, k.attrs["use_locking"]):
         buffer = variable.read()
         k.xp.add(buffer, delta, out=buffer)
@@ -56,7 +57,7 @@ def _assign_add(k: Any, step: Any, variable: Any, delta: Any) -> Any:
 
 
 @register_kernel("AssignSub")
-def _assign_sub(k: Any, step: Any, variable: Any, delta: Any) -> Any:
+def _assign_sub(k: context.KernelContext, step: context.StepContext, variable: Any, delta: Any) -> Any:
     with _locked(variable, k.attrs["use_locking"]):
         buffer = variable.read()
         k.xp.subtract(buffer, delta, out=buffer)
@@ -64,7 +65,7 @@ def _assign_sub(k: Any, step: Any, variable: Any, delta: Any) -> Any:
     return variable
 
 
-def _scatter_rows(k: Any, buffer: Any, indices: Any, updates: Any) -> tuple[Any, Any]:
+def _scatter_rows(k: context.KernelContext, buffer: Any, indices: Any, updates: Any) -> tuple[Any, Any]:
     """Flat indices and the update rows, checked against the variable as TF's scatter kernels do."""
     if buffer.ndim < 1:
         raise errors.InvalidArgumentError(None, None, f"{k.name}: the variable must be at least 1-D")
@@ -85,16 +86,16 @@ def _scatter_rows(k: Any, buffer: Any, indices: Any, updates: Any) -> tuple[Any,
 
 
 @register_kernel("ScatterAdd")
-def _scatter_add(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+def _scatter_add(k: context.KernelContext, step: context.StepContext, variable: Any, indices: Any, updates: Any) -> Any:
     return _scatter_accumulate(k, variable, indices, updates, negate=False)
 
 
 @register_kernel("ScatterSub")
-def _scatter_sub(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+def _scatter_sub(k: context.KernelContext, step: context.StepContext, variable: Any, indices: Any, updates: Any) -> Any:
     return _scatter_accumulate(k, variable, indices, updates, negate=True)
 
 
-def _scatter_accumulate(k: Any, variable: Any, indices: Any, updates: Any, negate: bool) -> Any:
+def _scatter_accumulate(k: context.KernelContext, variable: Any, indices: Any, updates: Any, negate: bool) -> Any:
     """``variable[indices] += updates`` (or ``-=``), repeated indices summed."""
     with _locked(variable, k.attrs["use_locking"]):
         buffer = variable.read()
@@ -105,7 +106,8 @@ def _scatter_accumulate(k: Any, variable: Any, indices: Any, updates: Any, negat
 
 
 @register_kernel("ScatterUpdate")
-def _scatter_update(k: Any, step: Any, variable: Any, indices: Any, updates: Any) -> Any:
+def _scatter_update(k: context.KernelContext, step: context.StepContext, variable: Any, indices: Any,
+                    updates: Any) -> Any:
     with _locked(variable, k.attrs["use_locking"]):
         buffer = variable.read()
         flat, rows = _scatter_rows(k, buffer, indices, updates)
@@ -115,12 +117,12 @@ def _scatter_update(k: Any, step: Any, variable: Any, indices: Any, updates: Any
 
 
 @register_kernel("IsVariableInitialized")
-def _is_initialized(k: Any, step: Any, variable: Any) -> Any:
+def _is_initialized(k: context.KernelContext, step: context.StepContext, variable: Any) -> Any:
     return k.xp.asarray(variable.initialized)
 
 
 @register_kernel("UninitializedVariableNames", host_only=True)
-def _uninitialized_names(k: Any, step: Any, *initialized: Any) -> Any:
+def _uninitialized_names(k: context.KernelContext, step: context.StepContext, *initialized: Any) -> Any:
     import numpy
 
     names = [n for n, ok in zip(k.attrs["names"], initialized) if not bool(ok)]

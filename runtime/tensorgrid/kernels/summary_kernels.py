@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 _DOUBLE_MAX = sys.float_info.max
@@ -93,7 +94,7 @@ def _text(value: Any) -> bytes:
 
 
 @register_kernel("ScalarSummary", host_only=True)
-def _scalar_summary(k: Any, step: Any, value: Any) -> Any:
+def _scalar_summary(k: context.KernelContext, step: context.StepContext, value: Any) -> Any:
     value = k.backend.to_numpy(value)
     if value.shape != ():
         raise errors.InvalidArgumentError(None, None, f"{k.name}: a scalar summary needs a scalar, got shape "
@@ -104,7 +105,7 @@ def _scalar_summary(k: Any, step: Any, value: Any) -> Any:
 
 
 @register_kernel("HistogramSummary", host_only=True)
-def _histogram_summary(k: Any, step: Any, values: Any) -> Any:
+def _histogram_summary(k: context.KernelContext, step: context.StepContext, values: Any) -> Any:
     histogram = _histogram_proto(k.backend.to_numpy(values))
     entry = length_delimited(1, _text(k.attrs["tag"])) + length_delimited(5, histogram)
     return np.array(length_delimited(1, entry), dtype=object)
@@ -176,7 +177,7 @@ def _read_varint(data: bytes, position: int) -> tuple[int, int]:
 
 
 @register_kernel("MergeSummary", host_only=True)
-def _merge_summary(k: Any, step: Any, *summaries: Any) -> Any:
+def _merge_summary(k: context.KernelContext, step: context.StepContext, *summaries: Any) -> Any:
     seen: set[bytes] = set()
     parts = []
     for summary in summaries:

@@ -19,6 +19,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 from tensorgrid.kernels.summary_kernels import length_delimited, varint
 
@@ -80,7 +81,7 @@ def encode_png(image: np.ndarray) -> bytes:
 
 
 @register_kernel("ImageSummary", host_only=True)
-def _image_summary(k: Any, step: Any, images: Any) -> Any:
+def _image_summary(k: context.KernelContext, step: context.StepContext, images: Any) -> Any:
     images = k.backend.to_numpy(images)
     if images.ndim != 4 or images.shape[-1] not in _PNG_COLOR_TYPES:
         raise errors.InvalidArgumentError(None, None, f"{k.name}: the images must be 4-D [batch, height, width, "
@@ -120,7 +121,7 @@ def encode_wav(samples: np.ndarray, sample_rate: int) -> bytes:
 
 
 @register_kernel("AudioSummaryV2", host_only=True)
-def _audio_summary(k: Any, step: Any, audio: Any, sample_rate: Any) -> Any:
+def _audio_summary(k: context.KernelContext, step: context.StepContext, audio: Any, sample_rate: Any) -> Any:
     audio = k.backend.to_numpy(audio)
     rate = float(k.backend.to_numpy(sample_rate))
     if not rate > 0:
@@ -162,7 +163,7 @@ def _tensor_proto(array: np.ndarray) -> bytes:
 
 
 @register_kernel("TensorSummaryV2", host_only=True)
-def _tensor_summary(k: Any, step: Any, tensor: Any) -> Any:
+def _tensor_summary(k: context.KernelContext, step: context.StepContext, tensor: Any) -> Any:
     metadata = k.attrs["metadata"]
     if k.attrs["display_name"]:
         metadata += length_delimited(2, _text_bytes(k.attrs["display_name"]))
@@ -174,7 +175,7 @@ def _tensor_summary(k: Any, step: Any, tensor: Any) -> Any:
 
 
 @register_kernel("TextSummary", host_only=True)
-def _text_summary(k: Any, step: Any, text: Any) -> Any:
+def _text_summary(k: context.KernelContext, step: context.StepContext, text: Any) -> Any:
     strings = np.asarray(text, dtype=object)
     shape = b"".join(length_delimited(2, varint_field(1, size)) for size in strings.shape)
     tensor = (varint_field(1, _DT_STRING) + length_delimited(2, shape)

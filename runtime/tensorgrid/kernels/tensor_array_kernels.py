@@ -19,6 +19,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 Shape = Optional[tuple[Optional[int], ...]]
@@ -197,7 +198,7 @@ def gradient_of(value: Any, like: TensorArrayValue) -> TensorArrayValue:
                             False, aggregate=True)
 
 
-def _forward(k: Any, value: Any) -> TensorArrayValue:
+def _forward(k: context.KernelContext, value: Any) -> TensorArrayValue:
     if not isinstance(value, TensorArrayValue):
         raise errors.InvalidArgumentError(
             None, None, f"{k.name}: expected the flow of a TensorArray, got {type(value).__name__}")
@@ -216,7 +217,7 @@ def _indices(value: Any) -> list[int]:
 
 
 @register_kernel("TensorArrayNew", host_only=True)
-def _new(k: Any, step: Any, size: Any) -> Any:
+def _new(k: context.KernelContext, step: context.StepContext, size: Any) -> Any:
     count = _index(size)
     if count < 0:
         raise errors.InvalidArgumentError(None, None, f"TensorArray size must be >= 0, got {count}")
@@ -227,27 +228,27 @@ def _new(k: Any, step: Any, size: Any) -> Any:
 
 
 @register_kernel("TensorArrayWrite", host_only=True)
-def _write(k: Any, step: Any, flow: Any, index: Any, value: Any) -> Any:
+def _write(k: context.KernelContext, step: context.StepContext, flow: Any, index: Any, value: Any) -> Any:
     return _forward(k, flow).written({_index(index): value})
 
 
-def _clears(step: Any) -> bool:
+def _clears(step: context.StepContext) -> bool:
     """Whether reads in this step clear what they read: not when a gradient pass recomputes them."""
-    return not getattr(step, "recompute", False)
+    return not step.recompute
 
 
 @register_kernel("TensorArrayRead", host_only=True)
-def _read(k: Any, step: Any, flow: Any, index: Any) -> Any:
+def _read(k: context.KernelContext, step: context.StepContext, flow: Any, index: Any) -> Any:
     return _forward(k, flow).element(_index(index), _clears(step))
 
 
 @register_kernel("TensorArrayGather", host_only=True)
-def _gather(k: Any, step: Any, flow: Any, indices: Any) -> Any:
+def _gather(k: context.KernelContext, step: context.StepContext, flow: Any, indices: Any) -> Any:
     return _forward(k, flow).stacked(_indices(indices), _clears(step))
 
 
 @register_kernel("TensorArrayScatter", host_only=True)
-def _scatter(k: Any, step: Any, flow: Any, indices: Any, value: Any) -> Any:
+def _scatter(k: context.KernelContext, step: context.StepContext, flow: Any, indices: Any, value: Any) -> Any:
     array = _forward(k, flow)
     where = _indices(indices)
     value = np.asarray(value)
@@ -262,7 +263,7 @@ def _scatter(k: Any, step: Any, flow: Any, indices: Any, value: Any) -> Any:
 
 
 @register_kernel("TensorArrayConcat", host_only=True)
-def _concat(k: Any, step: Any, flow: Any) -> Any:
+def _concat(k: context.KernelContext, step: context.StepContext, flow: Any) -> Any:
     array = _forward(k, flow)
     values = [array.element(i, _clears(step)) for i in range(array.size)]
     for i, value in enumerate(values):
@@ -297,7 +298,7 @@ def _split_points(value: Any, lengths: Any) -> list[int]:
 
 
 @register_kernel("TensorArraySplit", host_only=True)
-def _split(k: Any, step: Any, flow: Any, value: Any, lengths: Any) -> Any:
+def _split(k: context.KernelContext, step: context.StepContext, flow: Any, value: Any, lengths: Any) -> Any:
     array = _forward(k, flow)
     value = np.asarray(value)
     sizes = _split_points(value, lengths)
@@ -310,12 +311,12 @@ def _split(k: Any, step: Any, flow: Any, value: Any, lengths: Any) -> Any:
 
 
 @register_kernel("TensorArraySize", host_only=True)
-def _size(k: Any, step: Any, flow: Any) -> Any:
+def _size(k: context.KernelContext, step: context.StepContext, flow: Any) -> Any:
     return np.asarray(_forward(k, flow).size, dtype=np.int32)
 
 
 @register_kernel("TensorArrayClose", host_only=True)
-def _close(k: Any, step: Any, flow: Any) -> Any:
+def _close(k: context.KernelContext, step: context.StepContext, flow: Any) -> Any:
     _forward(k, flow)
     return None
 
@@ -334,19 +335,19 @@ def _passed_on(grad: Any, indices: Sequence[int]) -> Any:
 
 
 @register_kernel("TensorArrayWriteGrad", host_only=True)
-def _write_grad(k: Any, step: Any, grad: Any, index: Any, value: Any) -> Any:
+def _write_grad(k: context.KernelContext, step: context.StepContext, grad: Any, index: Any, value: Any) -> Any:
     i = _index(index)
     return _passed_on(grad, [i]), _part(grad, i, value)
 
 
 @register_kernel("TensorArrayReadGrad", host_only=True)
-def _read_grad(k: Any, step: Any, flow: Any, index: Any, grad: Any) -> Any:
+def _read_grad(k: context.KernelContext, step: context.StepContext, flow: Any, index: Any, grad: Any) -> Any:
     array = _forward(k, flow)
     return gradient_of(None, array).written({_index(index): np.asarray(grad, dtype=array.dtype)})
 
 
 @register_kernel("TensorArrayGatherGrad", host_only=True)
-def _gather_grad(k: Any, step: Any, flow: Any, indices: Any, grad: Any) -> Any:
+def _gather_grad(k: context.KernelContext, step: context.StepContext, flow: Any, indices: Any, grad: Any) -> Any:
     array = _forward(k, flow)
     result = gradient_of(None, array)
     grad = np.asarray(grad, dtype=array.dtype)
@@ -356,7 +357,7 @@ def _gather_grad(k: Any, step: Any, flow: Any, indices: Any, grad: Any) -> Any:
 
 
 @register_kernel("TensorArrayScatterGrad", host_only=True)
-def _scatter_grad(k: Any, step: Any, grad: Any, indices: Any, value: Any) -> Any:
+def _scatter_grad(k: context.KernelContext, step: context.StepContext, grad: Any, indices: Any, value: Any) -> Any:
     where = _indices(indices)
     value = np.asarray(value)
     parts = [_part(grad, i, value[n]) for n, i in enumerate(where)]
@@ -365,7 +366,7 @@ def _scatter_grad(k: Any, step: Any, grad: Any, indices: Any, value: Any) -> Any
 
 
 @register_kernel("TensorArrayConcatGrad", host_only=True)
-def _concat_grad(k: Any, step: Any, flow: Any, lengths: Any, grad: Any) -> Any:
+def _concat_grad(k: context.KernelContext, step: context.StepContext, flow: Any, lengths: Any, grad: Any) -> Any:
     array = _forward(k, flow)
     grad = np.asarray(grad, dtype=array.dtype)
     starts = np.cumsum([0, *[int(n) for n in np.asarray(lengths)]])
@@ -373,7 +374,7 @@ def _concat_grad(k: Any, step: Any, flow: Any, lengths: Any, grad: Any) -> Any:
 
 
 @register_kernel("TensorArraySplitGrad", host_only=True)
-def _split_grad(k: Any, step: Any, grad: Any, value: Any, lengths: Any) -> Any:
+def _split_grad(k: context.KernelContext, step: context.StepContext, grad: Any, value: Any, lengths: Any) -> Any:
     value = np.asarray(value)
     sizes = [int(n) for n in np.asarray(lengths).reshape(-1)]
     starts = np.cumsum([0, *sizes])

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensorgrid.framework import errors
+from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
@@ -36,7 +37,7 @@ class _Locks:
             lock.release()
 
 
-def _scratch(k: Any, like: Any) -> Any:
+def _scratch(k: context.KernelContext, like: Any) -> Any:
     pool = k.state.setdefault("scratch", [])
     while pool:
         try:
@@ -48,11 +49,11 @@ def _scratch(k: Any, like: Any) -> Any:
     return k.xp.empty_like(like)
 
 
-def _release(k: Any, buffer: Any) -> None:
+def _release(k: context.KernelContext, buffer: Any) -> None:
     k.state["scratch"].append(buffer)
 
 
-def _check_shapes(k: Any, var: Any, **others: Any) -> None:
+def _check_shapes(k: context.KernelContext, var: Any, **others: Any) -> None:
     for role, value in others.items():
         if value.shape != var.shape:
             raise errors.InvalidArgumentError(
@@ -62,14 +63,15 @@ def _check_shapes(k: Any, var: Any, **others: Any) -> None:
             )
 
 
-def _check_scalars(k: Any, **scalars: Any) -> None:
+def _check_scalars(k: context.KernelContext, **scalars: Any) -> None:
     for role, value in scalars.items():
         if getattr(value, "ndim", 0) != 0:
             raise errors.InvalidArgumentError(None, None, f"{role} is not a scalar: {list(value.shape)} (op {k.name})")
 
 
 @register_kernel("ApplyGradientDescent")
-def _apply_gradient_descent(k: Any, step: Any, var: Any, alpha: Any, delta: Any) -> Any:
+def _apply_gradient_descent(k: context.KernelContext, step: context.StepContext, var: Any, alpha: Any,
+                            delta: Any) -> Any:
     xp = k.xp
     _check_scalars(k, alpha=alpha)
     with _Locks(k.attrs["use_locking"], (var,)):
@@ -84,7 +86,8 @@ def _apply_gradient_descent(k: Any, step: Any, var: Any, alpha: Any, delta: Any)
 
 
 @register_kernel("ApplyMomentum")
-def _apply_momentum(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any, momentum: Any) -> Any:
+def _apply_momentum(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any, grad: Any,
+                    momentum: Any) -> Any:
     xp = k.xp
     _check_scalars(k, lr=lr, momentum=momentum)
     with _Locks(k.attrs["use_locking"], (var, accum)):
@@ -107,7 +110,8 @@ def _apply_momentum(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any,
 
 
 @register_kernel("ApplyAdagrad")
-def _apply_adagrad(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any) -> Any:
+def _apply_adagrad(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any,
+                   grad: Any) -> Any:
     xp = k.xp
     _check_scalars(k, lr=lr)
     with _Locks(k.attrs["use_locking"], (var, accum)):
@@ -128,8 +132,8 @@ def _apply_adagrad(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any) 
 
 
 @register_kernel("ApplyAdam")
-def _apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any,
-                beta1: Any, beta2: Any, epsilon: Any, grad: Any) -> Any:
+def _apply_adam(k: context.KernelContext, step: context.StepContext, var: Any, m: Any, v: Any, beta1_power: Any,
+                beta2_power: Any, lr: Any, beta1: Any, beta2: Any, epsilon: Any, grad: Any) -> Any:
     xp = k.xp
     _check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
                    epsilon=epsilon)
@@ -168,7 +172,7 @@ def _apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, b
     return var
 
 
-def _adam_step(k: Any, w: Any, m_buf: Any, v_buf: Any, alpha: Any, epsilon: Any) -> None:
+def _adam_step(k: context.KernelContext, w: Any, m_buf: Any, v_buf: Any, alpha: Any, epsilon: Any) -> None:
     """``var -= alpha * m / (sqrt(v) + epsilon)`` in place, every row (dense and TF1's sparse Adam)."""
     xp = k.xp
     tmp = _scratch(k, w)
@@ -180,7 +184,7 @@ def _adam_step(k: Any, w: Any, m_buf: Any, v_buf: Any, alpha: Any, epsilon: Any)
     _release(k, tmp)
 
 
-def _check_row_indices(k: Any, var: Any, grad: Any, indices: Any) -> None:
+def _check_row_indices(k: context.KernelContext, var: Any, grad: Any, indices: Any) -> None:
     if var.ndim < 1:
         raise errors.InvalidArgumentError(None, None, f"var must be at least 1 dimensional (op {k.name})")
     if indices.ndim != 1:
@@ -200,7 +204,7 @@ def _check_row_indices(k: Any, var: Any, grad: Any, indices: Any) -> None:
                 None, None, f"Index {bad} in indices is out of range [0, {var.shape[0]}) (op {k.name})")
 
 
-def summed_rows(k: Any, indices: Any, rows: Any) -> tuple[Any, Any]:
+def summed_rows(k: context.KernelContext, indices: Any, rows: Any) -> tuple[Any, Any]:
     """(unique indices, the sum of the rows of each): repeated indices add up, as TF's optimizers do."""
     unique, inverse = k.xp.unique(indices, return_inverse=True)
     if unique.shape[0] == indices.shape[0]:
@@ -211,8 +215,8 @@ def summed_rows(k: Any, indices: Any, rows: Any) -> tuple[Any, Any]:
 
 
 @register_kernel("SparseApplyMomentum")
-def _sparse_apply_momentum(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any, indices: Any,
-                           momentum: Any) -> Any:
+def _sparse_apply_momentum(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any,
+                           grad: Any, indices: Any, momentum: Any) -> Any:
     _check_scalars(k, lr=lr, momentum=momentum)
     with _Locks(k.attrs["use_locking"], (var, accum)):
         w, a = var.read(), accum.read()
@@ -230,7 +234,8 @@ def _sparse_apply_momentum(k: Any, step: Any, var: Any, accum: Any, lr: Any, gra
 
 
 @register_kernel("SparseApplyAdagrad")
-def _sparse_apply_adagrad(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad: Any, indices: Any) -> Any:
+def _sparse_apply_adagrad(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any, grad: Any,
+                          indices: Any) -> Any:
     _check_scalars(k, lr=lr)
     with _Locks(k.attrs["use_locking"], (var, accum)):
         w, a = var.read(), accum.read()
@@ -247,8 +252,8 @@ def _sparse_apply_adagrad(k: Any, step: Any, var: Any, accum: Any, lr: Any, grad
 
 
 @register_kernel("SparseApplyAdam")
-def _sparse_apply_adam(k: Any, step: Any, var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any,
-                       beta1: Any, beta2: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
+def _sparse_apply_adam(k: context.KernelContext, step: context.StepContext, var: Any, m: Any, v: Any, beta1_power: Any,
+                       beta2_power: Any, lr: Any, beta1: Any, beta2: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
     xp = k.xp
     _check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
                    epsilon=epsilon)

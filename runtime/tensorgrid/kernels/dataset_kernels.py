@@ -4,7 +4,7 @@ A Dataset reaches the graph as a list of stages (an attribute of the iterator op
 source, then transformations) and the tensors its stages read (the op's inputs). An
 iterator is a resource of its task; initializing it builds the pipeline as a chain of
 Python iterators over host arrays; ``IteratorGetNext`` takes one element, or raises
-OutOfRangeError at the end. ``map`` functions run as graphs (``control_flow``);
+OutOfRangeError at the end. ``map`` functions run as graphs (the step's function library);
 ``prefetch`` runs its upstream in a thread of its own (``dataset_prefetch``).
 """
 
@@ -16,13 +16,12 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from tensorgrid.execution import control_flow
-from tensorgrid.execution import dataset_batching
-from tensorgrid.execution import dataset_prefetch
-from tensorgrid.execution import executor
 from tensorgrid.framework import errors
 from tensorgrid.framework import python_callables
 from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import context
+from tensorgrid.kernels import dataset_batching
+from tensorgrid.kernels import dataset_prefetch
 from tensorgrid.kernels import registry as kernel_registry
 from tensorgrid.kernels import tf_record
 
@@ -38,27 +37,31 @@ class IteratorState:
         self.name = name
         self.lock = threading.Lock()
         self.elements: Optional[Iterator[Element]] = None
-        self.step: Any = None
+        self.step: Optional[context.StepContext] = None
         self._prefetchers: list[dataset_prefetch.Prefetcher] = []
         self._prefetchers_lock = threading.Lock()
         self._thread_step = threading.local()
 
-    def initialize(self, stages: Sequence[Any], inputs: Sequence[Any], step: Any) -> None:
+    def initialize(self, stages: Sequence[Any], inputs: Sequence[Any], step: context.StepContext) -> None:
         self.step = step
         self.close()  # a new pass: the old one's prefetch threads end
         source = _pipeline(self, stages, list(inputs))
         with self.lock:
             self.elements = source()
 
-    def function_step(self) -> Any:
+    def consumer_step(self) -> context.StepContext:
+        """The step that initialized this pass, or the last that took an element from it."""
+        assert self.step is not None, f"iterator {self.name}: its pipeline runs before initialize gave it a step"
+        return self.step
+
+    def function_step(self) -> context.StepContext:
         """The step a dataset function runs in: the consumer's, or a prefetch thread's own."""
-        return getattr(self._thread_step, "step", None) or self.step
+        return getattr(self._thread_step, "step", None) or self.consumer_step()
 
     def _adopt_step(self) -> None:
         """Gives a prefetch thread a step of its own on the consumer's resources, so a failed
         training step does not cancel the functions running ahead of it."""
-        consumer = self.step
-        self._thread_step.step = executor.StepContext(step_id=consumer.step_id, resources=consumer.resources)
+        self._thread_step.step = self.consumer_step().detached()
 
     def prefetched(self, upstream: Source, buffer_size: int) -> Iterator[Element]:
         prefetcher = dataset_prefetch.Prefetcher(upstream(), buffer_size, self.name, self._adopt_step)
@@ -78,7 +81,7 @@ class IteratorState:
         for prefetcher in doomed:
             prefetcher.stop()
 
-    def get_next(self, step: Any) -> Element:
+    def get_next(self, step: context.StepContext) -> Element:
         with self.lock:
             if self.elements is None:
                 raise errors.FailedPreconditionError(
@@ -199,12 +202,12 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
     if kind == "map":
         attr, count = params
         captured = _take(inputs, count)
-        function = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        function = state.consumer_step().functions.instantiate(attr, backend_lib.for_device("CPU"))
         return lambda: (list(function(state.function_step(), [*element, *captured])) for element in upstream())
     if kind == "filter":
         attr, count = params
         captured = _take(inputs, count)
-        predicate = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        predicate = state.consumer_step().functions.instantiate(attr, backend_lib.for_device("CPU"))
         return lambda: (element for element in upstream()
                         if bool(np.asarray(predicate(state.function_step(), [*element, *captured])[0])))
     if kind == "batch":
@@ -235,7 +238,7 @@ def _transformation(state: IteratorState, kind: str, params: list[Any], inputs: 
     if kind == "interleave":
         attr, count, stages, nested_count, cycle, block = params
         captured = _take(inputs, count)
-        make_inputs = control_flow.CompiledFunction(attr, backend_lib.for_device("CPU"))
+        make_inputs = state.consumer_step().functions.instantiate(attr, backend_lib.for_device("CPU"))
 
         def sources() -> Iterator[Source]:
             for element in upstream():
@@ -308,23 +311,23 @@ def _skipped(elements: Iterator[Element], count: int) -> Iterator[Element]:
     return itertools.islice(elements, count, None)
 
 
-def _iterator_state(k: Any, step: Any) -> IteratorState:
+def _iterator_state(k: context.KernelContext, step: context.StepContext) -> IteratorState:
     cached = k.state.get("iterator")
     if cached is not None and cached[0] is step.resources and cached[1] == step.resources.generation:
         return cached[2]  # type: ignore[no-any-return]
     name = k.attrs["shared_name"] or k.name
     state = step.resources.lookup_or_create(k.attrs["container"], name, IteratorState, lambda: IteratorState(name))
     k.state["iterator"] = (step.resources, step.resources.generation, state)
-    return state  # type: ignore[no-any-return]
+    return state
 
 
 @kernel_registry.register_kernel("Iterator", host_only=True)
-def _iterator(k: Any, step: Any) -> Any:
+def _iterator(k: context.KernelContext, step: context.StepContext) -> Any:
     return _iterator_state(k, step)
 
 
 @kernel_registry.register_kernel("OneShotIterator", host_only=True)
-def _one_shot_iterator(k: Any, step: Any, *inputs: Any) -> Any:
+def _one_shot_iterator(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     state = _iterator_state(k, step)
     with k.state.setdefault("init_lock", threading.Lock()):
         if state.elements is None:
@@ -333,12 +336,12 @@ def _one_shot_iterator(k: Any, step: Any, *inputs: Any) -> Any:
 
 
 @kernel_registry.register_kernel("MakeIterator", host_only=True)
-def _make_iterator(k: Any, step: Any, state: IteratorState, *inputs: Any) -> None:
+def _make_iterator(k: context.KernelContext, step: context.StepContext, state: IteratorState, *inputs: Any) -> None:
     state.initialize(k.attrs["dataset"], inputs, step)
 
 
 @kernel_registry.register_kernel("IteratorGetNext", host_only=True)
-def _iterator_get_next(k: Any, step: Any, state: IteratorState) -> Any:
+def _iterator_get_next(k: context.KernelContext, step: context.StepContext, state: IteratorState) -> Any:
     element = state.get_next(step)
     if len(element) != len(k.output_dtypes):
         raise errors.InvalidArgumentError(None, None, f"{k.name}: the dataset gave {len(element)} components, "

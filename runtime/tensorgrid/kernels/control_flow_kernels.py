@@ -1,73 +1,40 @@
 """Kernels of the functional control-flow ops: If, While, WhileGrad and a function's ``_Arg``.
 
-They live in the execution layer because running a branch or a loop body is running a
-graph: each function is imported from its op's attribute once, prepared as a ``Plan``
-whose ops all run on the functional op's device, and kept in the op's kernel state.
-A call runs the plan with a step context that carries the call's arguments.
+Running a branch or a loop body is running a graph: each function is prepared from its
+op's attribute once, by the step's function library (the executor makes it a ``Plan``
+whose ops all run on the functional op's device), and kept in the op's kernel state.
+A call runs it with a step context that carries the call's arguments.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import Any, Sequence
 
 import numpy as np
 
-from tensorgrid.execution import executor
 from tensorgrid.framework import errors
 from tensorgrid.framework import func_graph
-from tensorgrid.framework import graph as graph_lib
-from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import context
 from tensorgrid.kernels import registry as kernel_registry
-
-
-@dataclasses.dataclass
-class CallContext(executor.StepContext):
-    """The step context of one call of a function: the caller's step plus the arguments."""
-
-    args: Sequence[Any] = ()
-    recompute: bool = False
-    """A gradient pass recomputing forward values: what the forward pass read is read again
-    (a TensorArray read neither checks nor clears the element; docs/architecture.md)."""
-
-
-class CompiledFunction:
-    """A function attribute prepared for running on one backend."""
-
-    def __init__(self, attr: Any, backend: backend_lib.Backend, replay: bool = False,
-                 recompute: bool = False) -> None:
-        graph, _, outputs, targets = func_graph.function_from_attr(attr, replay=replay)
-        self.recompute = replay or recompute
-        host = backend_lib.for_device("CPU")
-
-        def place(op: graph_lib.Operation) -> backend_lib.Backend:
-            return backend if kernel_registry.has_gpu_kernel(op.type) else host
-
-        self.plan = executor.Plan(graph, [], outputs, targets, {}, place)
-
-    def __call__(self, step: executor.StepContext, args: Sequence[Any]) -> list[Any]:
-        call = CallContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
-                           cancelled=step.cancelled, args=args,
-                           recompute=self.recompute or getattr(step, "recompute", False))
-        return self.plan.run(call, [])
 
 
 _compile_lock = threading.Lock()
 
 
-def _function(k: Any, attr_name: str, replay: bool = False, recompute: bool = False) -> CompiledFunction:
-    key = (attr_name, replay, recompute)
+def _function(k: context.KernelContext, step: context.StepContext, attr_name: str, replay: bool = False,
+              recompute: bool = False) -> Any:
+    key = f"function {attr_name} replay={replay} recompute={recompute}"
     compiled = k.state.get(key)
     if compiled is None:
         with _compile_lock:
             compiled = k.state.get(key)
             if compiled is None:
-                compiled = k.state[key] = CompiledFunction(k.attrs[attr_name], k.backend, replay, recompute)
-    return compiled  # type: ignore[no-any-return]
+                compiled = k.state[key] = step.functions.instantiate(k.attrs[attr_name], k.backend, replay, recompute)
+    return compiled
 
 
-def _truth(k: Any, value: Any, what: str) -> bool:
+def _truth(k: context.KernelContext, value: Any, what: str) -> bool:
     array = k.backend.to_numpy(value)
     if array.shape != () or array.dtype != np.bool_:
         raise errors.InvalidArgumentError(
@@ -80,20 +47,20 @@ def _results(values: list[Any]) -> Any:
 
 
 @kernel_registry.register_kernel(func_graph.ARG_OP_TYPE)
-def _arg(k: Any, step: Any) -> Any:
+def _arg(k: context.KernelContext, step: context.StepContext) -> Any:
     return step.args[k.attrs["index"]]
 
 
 @kernel_registry.register_kernel("If")
-def _if(k: Any, step: Any, pred: Any, *args: Any) -> Any:
+def _if(k: context.KernelContext, step: context.StepContext, pred: Any, *args: Any) -> Any:
     branch = "then_branch" if _truth(k, pred, "the predicate") else "else_branch"
-    return _results(_function(k, branch, recompute=bool(k.attrs.get("gradient", False)))(step, args))
+    return _results(_function(k, step, branch, recompute=bool(k.attrs.get("gradient", False)))(step, args))
 
 
-def _run_loop(k: Any, step: Any, loop_vars: list[Any], captured: Sequence[Any],
+def _run_loop(k: context.KernelContext, step: context.StepContext, loop_vars: list[Any], captured: Sequence[Any],
               history: list[list[Any]] | None = None) -> list[Any]:
     replay = history is not None
-    cond, body = _function(k, "cond", replay), _function(k, "body", replay)
+    cond, body = _function(k, step, "cond", replay), _function(k, step, "body", replay)
     invariants = k.attrs["shape_invariants"]
     while _truth(k, cond(step, [*loop_vars, *captured])[0], "the loop condition"):
         if step.cancelled.is_set():
@@ -111,13 +78,13 @@ def _run_loop(k: Any, step: Any, loop_vars: list[Any], captured: Sequence[Any],
 
 
 @kernel_registry.register_kernel("While")
-def _while(k: Any, step: Any, *inputs: Any) -> Any:
+def _while(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     count = k.attrs["num_loop_vars"]
     return _results(_run_loop(k, step, list(inputs[:count]), inputs[count:]))
 
 
 @kernel_registry.register_kernel("WhileGrad")
-def _while_grad(k: Any, step: Any, *inputs: Any) -> Any:
+def _while_grad(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     """Replays the loop keeping each iteration's loop variables (a stateful body runs again),
     then applies the body's gradient function from the last iteration to the first."""
     count = k.attrs["num_loop_vars"]
@@ -125,7 +92,7 @@ def _while_grad(k: Any, step: Any, *inputs: Any) -> Any:
     loop_vars, captured = list(forward[:count]), forward[count:]
     history: list[list[Any]] = []
     _run_loop(k, step, loop_vars, captured, history)
-    body_grad = _function(k, "body_grad", recompute=True)
+    body_grad = _function(k, step, "body_grad", recompute=True)
     grads = list(inputs[len(inputs) - count:])
     captured_grads: list[Any] = [None] * len(captured)
     for state in reversed(history):

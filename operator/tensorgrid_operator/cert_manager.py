@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional
 
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import manifests
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 

@@ -17,12 +17,12 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Optional, Sequence
 
-from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import jobstatus
 from tensorgrid_operator import podview
 from tensorgrid_operator import plans
 from tensorgrid_operator import policies
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 INVALID = 422

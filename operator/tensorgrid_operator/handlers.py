@@ -32,7 +32,7 @@ from typing import Any, Optional, cast
 import kopf
 
 from tensorgrid_operator import certificate_secrets
-from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import config
 from tensorgrid_operator import creation
 from tensorgrid_operator import ensure_objects
@@ -51,7 +51,7 @@ from tensorgrid_operator import podgroups
 from tensorgrid_operator import policies
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import terminating
 
 JobKey = tuple[str, str]

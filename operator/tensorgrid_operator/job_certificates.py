@@ -45,7 +45,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.oid import NameOID
 
 from tensorgrid_operator import manifests
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import kueue
 from tensorgrid_operator import plans
 from tensorgrid_operator import podgroups
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import terminating
 
 Obj = dict[str, Any]

@@ -13,7 +13,7 @@ import json
 from typing import Any, Mapping, Optional
 
 from tensorgrid_operator import kueue
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import terminating
 
 Obj = dict[str, Any]

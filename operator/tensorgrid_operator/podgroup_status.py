@@ -30,7 +30,7 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Optional, Sequence
 
-from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import podgroups
 from tensorgrid_operator import podview
 

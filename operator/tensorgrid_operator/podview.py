@@ -12,10 +12,10 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator import conditions
+from tensorgrid_operator.api import conditions
 from tensorgrid_operator import manifests
 from tensorgrid_operator import podgroups
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 # Waiting reasons of a pending pod that will not go away by themselves.
 STUCK_WAITING_REASONS = frozenset({

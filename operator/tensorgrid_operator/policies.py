@@ -10,9 +10,9 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator import conditions
-from tensorgrid_operator import exitcodes
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import conditions
+from tensorgrid_operator.api import exitcodes
+from tensorgrid_operator.api import spec as spec_lib
 
 RT = spec_lib.ReplicaType
 

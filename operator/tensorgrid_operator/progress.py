@@ -24,10 +24,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 from prometheus_client import parser as prom_parser
 
-from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import manifests
 from tensorgrid_operator import podview
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 GLOBAL_STEP = "tensorgrid_global_step"

@@ -31,7 +31,7 @@ import datetime
 import functools
 from typing import Any, Iterable, Mapping, Sequence
 
-from tensorgrid_operator import conditions as cond_lib
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import jobstatus
 from tensorgrid_operator import kueue
@@ -40,7 +40,7 @@ from tensorgrid_operator import outcomes
 from tensorgrid_operator import plans
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import terminating
 
 

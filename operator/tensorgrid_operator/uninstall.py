@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable, Mapping, Optional
 
 from tensorgrid_operator import kube
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 SETTLE_SECONDS = 3.0
 """How long to wait after a pass before looking for finalizers an operator put back."""

@@ -104,7 +104,7 @@ def operator_api_calls(gang_scheduler: str = "none", certificate_issuer: str = "
 
     from tensorgrid_operator import cert_manager
     from tensorgrid_operator import podgroups
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
     tree = ast.parse((OPERATOR / "kube.py").read_text())
     apis = _api_attributes(tree)
@@ -136,7 +136,7 @@ def owner_reference_needs() -> set[Triple]:
     lets a creator set ``blockOwnerDeletion`` only if it may update the owner's finalizers.
     """
     from tensorgrid_operator import manifests
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
     reference = manifests.owner_reference({"metadata": {"name": "job", "uid": "uid"}})
     if reference.get("blockOwnerDeletion"):
@@ -145,7 +145,7 @@ def owner_reference_needs() -> set[Triple]:
 
 
 def _constant(node: ast.expr) -> str:
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value

@@ -30,7 +30,7 @@ def kube_method_calls() -> dict[str, set[Triple]]:
     """For each method of kube.Kube, the API requests it makes."""
     import kubernetes
 
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
     tree = ast.parse((OPERATOR / "kube.py").read_text())
     apis = _api_attributes(tree)

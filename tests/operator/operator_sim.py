@@ -15,7 +15,7 @@ import datetime
 import itertools
 from typing import Any, Optional
 
-from tensorgrid_operator import conditions
+from tensorgrid_operator.api import conditions
 from tensorgrid_operator import creation
 from tensorgrid_operator import indexed
 from tensorgrid_operator import plans

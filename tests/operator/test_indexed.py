@@ -14,7 +14,7 @@ from tensorgrid_operator import observed
 from tensorgrid_operator import podview
 from tensorgrid_operator import progress
 from tensorgrid_operator import reconcile
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 RT = spec_lib.ReplicaType
 NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.timezone.utc)

@@ -26,7 +26,7 @@ from operator_cluster import Namespace, created_namespace, Operator, job_manifes
 from operator_sim import make_job
 from tensorgrid_operator import job_certificates
 from tensorgrid_operator import manifests
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 RT = spec_lib.ReplicaType
 

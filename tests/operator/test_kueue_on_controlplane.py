@@ -14,7 +14,7 @@ from kubernetes.client import exceptions
 
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
 from tensorgrid_operator import kueue
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 

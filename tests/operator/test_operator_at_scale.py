@@ -26,7 +26,7 @@ from tensorgrid_operator import looplag
 from tensorgrid_operator import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import operator_runtime
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 
 # --- the cluster spec, once per pass ---------------------------------------------------------

@@ -12,7 +12,7 @@ import yaml
 from operator_sim import make_job
 from tensorgrid_operator import cli
 from tensorgrid_operator import manifests
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"

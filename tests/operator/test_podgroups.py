@@ -12,7 +12,7 @@ from tensorgrid_operator import cli
 from tensorgrid_operator import ensure_objects
 from tensorgrid_operator import owned_objects
 from tensorgrid_operator import podgroups
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 JOB = {"metadata": {"name": "mnist", "namespace": "team", "uid": "u-1"}}
 VOLCANO = podgroups.GangSettings(podgroups.VOLCANO)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from operator_sim import Sim, make_job
-from tensorgrid_operator import conditions
+from tensorgrid_operator.api import conditions
 from tensorgrid_operator import terminating
 
 

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from operator_sim import Sim, make_job
-from tensorgrid_operator import conditions
+from tensorgrid_operator.api import conditions
 from tensorgrid_operator import kueue
 from tensorgrid_operator import manifests
 from tensorgrid_operator import plans
-from tensorgrid_operator import spec as spec_lib
+from tensorgrid_operator.api import spec as spec_lib
 
 CRD = pathlib.Path(__file__).resolve().parents[2] / "crds" / "trainingjobs.tensorgrid.io.yaml"
 

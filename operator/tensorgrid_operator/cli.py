@@ -10,10 +10,10 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from tensorgrid_operator import cert_manager
+from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator import config
-from tensorgrid_operator import jobobjects
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import jobobjects
+from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator import uninstall
 
 

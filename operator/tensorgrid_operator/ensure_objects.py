@@ -19,14 +19,14 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
-from tensorgrid_operator import cert_manager
+from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator import job_certificates
-from tensorgrid_operator import jobobjects
+from tensorgrid_operator.resources import job_certificates
+from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator import kube as kube_lib
 from tensorgrid_operator import owned_objects
 from tensorgrid_operator import podgroup_status
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]

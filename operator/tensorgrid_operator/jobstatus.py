@@ -14,9 +14,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import finished_replicas
-from tensorgrid_operator import kueue
+from tensorgrid_operator.resources import kueue
 from tensorgrid_operator import plans
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies
 from tensorgrid_operator.api import spec as spec_lib

@@ -16,7 +16,7 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator import kueue
+from tensorgrid_operator.resources import kueue
 from tensorgrid_operator import plans
 from tensorgrid_operator import podview
 from tensorgrid_operator import policies

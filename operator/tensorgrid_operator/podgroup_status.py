@@ -31,7 +31,7 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator import podview
 
 Obj = dict[str, Any]

@@ -34,8 +34,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import jobstatus
-from tensorgrid_operator import kueue
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import outcomes
 from tensorgrid_operator import plans
 from tensorgrid_operator import podview

@@ -98,7 +98,7 @@ def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> No
 
 
 def test_certificate_values_reach_the_operator_and_a_bad_one_is_named() -> None:
-    from tensorgrid_operator import cert_manager
+    from tensorgrid_operator.resources import cert_manager
     from tensorgrid_operator import cli
 
     def args(values: dict[str, object]) -> list[str]:

@@ -102,8 +102,8 @@ def operator_api_calls(gang_scheduler: str = "none", certificate_issuer: str = "
     """
     import kubernetes
 
-    from tensorgrid_operator import cert_manager
-    from tensorgrid_operator import podgroups
+    from tensorgrid_operator.resources import cert_manager
+    from tensorgrid_operator.resources import podgroups
     from tensorgrid_operator.api import spec as spec_lib
 
     tree = ast.parse((OPERATOR / "kube.py").read_text())
@@ -135,7 +135,7 @@ def owner_reference_needs() -> set[Triple]:
     The OwnerReferencesPermissionEnforcement admission plugin (OpenShift, hardened clusters)
     lets a creator set ``blockOwnerDeletion`` only if it may update the owner's finalizers.
     """
-    from tensorgrid_operator import manifests
+    from tensorgrid_operator.resources import manifests
     from tensorgrid_operator.api import spec as spec_lib
 
     reference = manifests.owner_reference({"metadata": {"name": "job", "uid": "uid"}})

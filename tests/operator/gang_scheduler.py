@@ -26,7 +26,7 @@ from typing import Iterator
 import built_tools
 from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane, free_port, wait_for
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import podgroups
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = pathlib.Path(__file__).parent / "crds"

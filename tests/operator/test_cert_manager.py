@@ -12,10 +12,10 @@ from typing import Any, Optional
 import pytest
 
 from operator_sim import make_job
-from tensorgrid_operator import cert_manager
+from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator import certificate_secrets
-from tensorgrid_operator import job_certificates
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import job_certificates
+from tensorgrid_operator.resources import manifests
 
 PER_JOB = cert_manager.CertManagerSettings(cert_manager.CERT_MANAGER)
 SHARED = cert_manager.CertManagerSettings(cert_manager.CERT_MANAGER,

@@ -30,7 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 import cert_manager_controller
 from kube_controlplane import ControlPlane
 from operator_cluster import Namespace, created_namespace, free_port, job_manifest, operator_settings, running_operator, wait_for
-from tensorgrid_operator import cert_manager
+from tensorgrid_operator.resources import cert_manager
 
 pytestmark = pytest.mark.timeout(300)
 PER_JOB = cert_manager.CertManagerSettings(cert_manager.CERT_MANAGER)

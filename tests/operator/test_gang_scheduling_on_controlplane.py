@@ -21,7 +21,7 @@ from gang_scheduler import PLUGINS_CRD, VOLCANO_CRD
 from gang_scheduler import install_crds as _install
 from operator_cluster import ControlPlane, Namespace, created_namespace, Operator, job_manifest, operator_settings, running_operator
 from kube_controlplane import wait_for
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import podgroups
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from typing import Any
 
 from operator_sim import make_job
 from tensorgrid_operator import indexed
-from tensorgrid_operator import kueue
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import observed
 from tensorgrid_operator import podview
 from tensorgrid_operator import progress

@@ -6,7 +6,7 @@ import pytest
 
 from operator_sim import Sim, make_job
 from tensorgrid_operator import cli
-from tensorgrid_operator import jobobjects
+from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.api import spec as spec_lib
 
 PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}

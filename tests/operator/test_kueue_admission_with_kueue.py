@@ -25,7 +25,7 @@ from kueue_manager import NAMESPACE_LABEL, Kueue, running_kueue
 from kwok_nodes import TAINT, running_kwok
 from operator_cluster import ControlPlane, Namespace, Operator, created_namespace, job_manifest, wait_for
 from tensorgrid_operator.api import conditions
-from tensorgrid_operator import kueue as kueue_lib
+from tensorgrid_operator.resources import kueue as kueue_lib
 
 pytestmark = pytest.mark.timeout(300)
 NODE_CPUS = "2"

@@ -23,7 +23,7 @@ from tensorgrid_operator import config
 from tensorgrid_operator import finished_replicas
 from tensorgrid_operator import handlers
 from tensorgrid_operator import looplag
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator import operator_runtime
 from tensorgrid_operator.api import spec as spec_lib

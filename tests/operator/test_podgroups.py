@@ -11,7 +11,7 @@ from kubernetes.client import exceptions
 from tensorgrid_operator import cli
 from tensorgrid_operator import ensure_objects
 from tensorgrid_operator import owned_objects
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator.api import spec as spec_lib
 
 JOB = {"metadata": {"name": "mnist", "namespace": "team", "uid": "u-1"}}

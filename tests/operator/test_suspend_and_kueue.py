@@ -10,8 +10,8 @@ import yaml
 
 from operator_sim import Sim, make_job
 from tensorgrid_operator.api import conditions
-from tensorgrid_operator import kueue
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import plans
 from tensorgrid_operator.api import spec as spec_lib
 

@@ -12,7 +12,7 @@ import copy
 import json
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator import kueue
+from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]

@@ -21,7 +21,7 @@ import dataclasses
 import json
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator import manifests
+from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]

@@ -17,7 +17,7 @@ pod defaults), ``observed`` (when kopf's indexes may be trusted), ``kube`` (API 
 
 from tensorgrid_operator.cli import main
 from tensorgrid_operator.config import Settings
-from tensorgrid_operator.plans import Plan
+from tensorgrid_operator.reconcile.plans import Plan
 
 __all__ = ["Plan", "Settings", "main"]
 __version__ = "0.1.0"

@@ -24,8 +24,8 @@ from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.resources import job_certificates
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator import kube as kube_lib
-from tensorgrid_operator import owned_objects
-from tensorgrid_operator import podgroup_status
+from tensorgrid_operator.reconcile import owned_objects
+from tensorgrid_operator.reconcile import podgroup_status
 from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator.api import spec as spec_lib
 

@@ -34,25 +34,25 @@ import kopf
 from tensorgrid_operator import certificate_secrets
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import config
-from tensorgrid_operator import creation
+from tensorgrid_operator.reconcile import creation
 from tensorgrid_operator import ensure_objects
-from tensorgrid_operator import indexed
+from tensorgrid_operator.reconcile import indexed
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator import kube
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
-from tensorgrid_operator import observed
+from tensorgrid_operator.reconcile import observed
 from tensorgrid_operator import operator_runtime
-from tensorgrid_operator import owned_objects
-from tensorgrid_operator import plans
+from tensorgrid_operator.reconcile import owned_objects
+from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator import policies
-from tensorgrid_operator import progress
-from tensorgrid_operator import reconcile
+from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import progress
+from tensorgrid_operator.reconcile import reconcile
 from tensorgrid_operator.api import spec as spec_lib
-from tensorgrid_operator import terminating
+from tensorgrid_operator.reconcile import terminating
 
 JobKey = tuple[str, str]
 Obj = dict[str, Any]

@@ -19,7 +19,7 @@ import kubernetes
 from kubernetes.client import exceptions as kube_exceptions
 
 from tensorgrid_operator.resources import cert_manager
-from tensorgrid_operator import indexed
+from tensorgrid_operator.reconcile import indexed
 from tensorgrid_operator import metrics
 from tensorgrid_operator.api import spec as spec_lib
 

@@ -19,13 +19,13 @@ import time
 from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
 from tensorgrid_operator import config
-from tensorgrid_operator import jobstatus
+from tensorgrid_operator.reconcile import jobstatus
 from tensorgrid_operator import known_jobs
 from tensorgrid_operator import kube
 from tensorgrid_operator import metrics
-from tensorgrid_operator import observed
-from tensorgrid_operator import owned_objects
-from tensorgrid_operator import plans
+from tensorgrid_operator.reconcile import observed
+from tensorgrid_operator.reconcile import owned_objects
+from tensorgrid_operator.reconcile import plans
 
 T = TypeVar("T")
 JobKey = tuple[str, str]

@@ -44,7 +44,7 @@ def _containers(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _pods(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The pods the operator creates for this job on its first reconcile."""
-    from tensorgrid_operator import reconcile
+    from tensorgrid_operator.reconcile import reconcile
 
     job = json.loads(json.dumps(job))
     job["metadata"].update({"namespace": "team", "uid": "uid-1", "generation": 1, "resourceVersion": "1",

@@ -16,12 +16,12 @@ import itertools
 from typing import Any, Optional
 
 from tensorgrid_operator.api import conditions
-from tensorgrid_operator import creation
-from tensorgrid_operator import indexed
-from tensorgrid_operator import plans
-from tensorgrid_operator import policies
-from tensorgrid_operator import reconcile
-from tensorgrid_operator import terminating
+from tensorgrid_operator.reconcile import creation
+from tensorgrid_operator.reconcile import indexed
+from tensorgrid_operator.reconcile import plans
+from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import reconcile
+from tensorgrid_operator.reconcile import terminating
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
 _uids = itertools.count(1)

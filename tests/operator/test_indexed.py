@@ -7,13 +7,13 @@ import datetime
 from typing import Any
 
 from operator_sim import make_job
-from tensorgrid_operator import indexed
+from tensorgrid_operator.reconcile import indexed
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import manifests
-from tensorgrid_operator import observed
-from tensorgrid_operator import podview
-from tensorgrid_operator import progress
-from tensorgrid_operator import reconcile
+from tensorgrid_operator.reconcile import observed
+from tensorgrid_operator.reconcile import podview
+from tensorgrid_operator.reconcile import progress
+from tensorgrid_operator.reconcile import reconcile
 from tensorgrid_operator.api import spec as spec_lib
 
 RT = spec_lib.ReplicaType

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorgrid_operator import observed
+from tensorgrid_operator.reconcile import observed
 
 
 def pod(name: str, uid: str, terminating: bool = False) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import pytest
 
 from operator_sim import Sim, make_job
 from tensorgrid_operator import config
-from tensorgrid_operator import finished_replicas
+from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator import handlers
 from tensorgrid_operator import looplag
 from tensorgrid_operator.resources import manifests

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tensorgrid_operator import owned_objects
+from tensorgrid_operator.reconcile import owned_objects
 
 POLICY: dict[str, Any] = {"kind": "NetworkPolicy", "metadata": {"name": "job"}}
 BUDGET: dict[str, Any] = {"kind": "PodDisruptionBudget", "metadata": {"name": "job-ps"}}

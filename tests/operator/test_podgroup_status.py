@@ -20,8 +20,8 @@ import pytest
 from kubernetes.client import exceptions
 
 from tensorgrid_operator import ensure_objects
-from tensorgrid_operator import owned_objects
-from tensorgrid_operator import podgroup_status
+from tensorgrid_operator.reconcile import owned_objects
+from tensorgrid_operator.reconcile import podgroup_status
 from tensorgrid_operator.resources import podgroups
 
 NOW = datetime.datetime(2026, 9, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from operator_sim import T0, Sim, make_job
-from tensorgrid_operator import progress
+from tensorgrid_operator.reconcile import progress
 from tensorgrid_operator.api import spec as spec_lib
 
 PAGE = """# HELP tensorgrid_global_step Value of the global_step variable on this task.

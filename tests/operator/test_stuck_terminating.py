@@ -6,7 +6,7 @@ import datetime
 
 from operator_sim import Sim, make_job
 from tensorgrid_operator.api import conditions
-from tensorgrid_operator import terminating
+from tensorgrid_operator.reconcile import terminating
 
 
 def running(sim: Sim) -> Sim:

@@ -18,10 +18,10 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator import jobstatus
-from tensorgrid_operator import podview
-from tensorgrid_operator import plans
-from tensorgrid_operator import policies
+from tensorgrid_operator.reconcile import jobstatus
+from tensorgrid_operator.reconcile import podview
+from tensorgrid_operator.reconcile import plans
+from tensorgrid_operator.reconcile import policies
 from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]

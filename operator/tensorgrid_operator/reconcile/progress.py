@@ -26,7 +26,7 @@ from prometheus_client import parser as prom_parser
 
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.resources import manifests
-from tensorgrid_operator import podview
+from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]

@@ -21,7 +21,7 @@ import dataclasses
 import datetime
 from typing import Optional, Sequence
 
-from tensorgrid_operator import podview
+from tensorgrid_operator.reconcile import podview
 
 REASON = "PodStuckTerminating"
 

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator import podview
+from tensorgrid_operator.reconcile import podview
 
 Obj = dict[str, Any]
 

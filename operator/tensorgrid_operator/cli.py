@@ -14,7 +14,7 @@ from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator import config
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator import uninstall
+from tensorgrid_operator.cluster import uninstall
 
 
 def _port(text: str) -> Optional[int]:

@@ -31,20 +31,20 @@ from typing import Any, Optional, cast
 
 import kopf
 
-from tensorgrid_operator import certificate_secrets
+from tensorgrid_operator.cluster import certificate_secrets
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator import config
 from tensorgrid_operator.reconcile import creation
-from tensorgrid_operator import ensure_objects
+from tensorgrid_operator.cluster import ensure_objects
 from tensorgrid_operator.reconcile import indexed
 from tensorgrid_operator.resources import jobobjects
-from tensorgrid_operator import kube
+from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator.reconcile import observed
-from tensorgrid_operator import operator_runtime
+from tensorgrid_operator.cluster import operator_runtime
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.resources import podgroups

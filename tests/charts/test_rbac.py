@@ -106,7 +106,7 @@ def operator_api_calls(gang_scheduler: str = "none", certificate_issuer: str = "
     from tensorgrid_operator.resources import podgroups
     from tensorgrid_operator.api import spec as spec_lib
 
-    tree = ast.parse((OPERATOR / "kube.py").read_text())
+    tree = ast.parse((OPERATOR / "cluster" / "kube.py").read_text())
     apis = _api_attributes(tree)
     assert set(apis.values()) >= {"CoreV1Api", "CustomObjectsApi"}, apis
     calls = set()

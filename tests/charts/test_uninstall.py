@@ -32,7 +32,7 @@ def kube_method_calls() -> dict[str, set[Triple]]:
 
     from tensorgrid_operator.api import spec as spec_lib
 
-    tree = ast.parse((OPERATOR / "kube.py").read_text())
+    tree = ast.parse((OPERATOR / "cluster" / "kube.py").read_text())
     apis = _api_attributes(tree)
     (kube_class,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Kube"]
     calls: dict[str, set[Triple]] = {}
@@ -51,7 +51,7 @@ def kube_method_calls() -> dict[str, set[Triple]]:
 def uninstall_needs() -> set[Triple]:
     """What `--remove-finalizers` asks of the API server: the Kube methods uninstall.py calls."""
     methods = kube_method_calls()
-    tree = ast.parse((OPERATOR / "uninstall.py").read_text())
+    tree = ast.parse((OPERATOR / "cluster" / "uninstall.py").read_text())
     used = {node.func.attr for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods}
     assert used >= {"list_jobs", "remove_finalizer"}, used

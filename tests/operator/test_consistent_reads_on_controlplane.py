@@ -13,7 +13,7 @@ import logging
 import pytest
 
 from operator_cluster import Namespace
-from tensorgrid_operator import kube
+from tensorgrid_operator.cluster import kube
 
 JOB = "paged"
 

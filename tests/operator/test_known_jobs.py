@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tensorgrid_operator import known_jobs
+from tensorgrid_operator.cluster import known_jobs
 
 KEY = ("ns", "job")
 

@@ -133,7 +133,7 @@ def test_a_queued_job_is_one_kueue_pod_group(operator: Operator, namespace: Name
 
 def test_closing_a_group_touches_only_the_pod_of_that_uid(namespace: Namespace) -> None:
     """The annotation patch carries the uid read: a newer pod of the same name is left alone."""
-    from tensorgrid_operator import kube
+    from tensorgrid_operator.cluster import kube
 
     client = kube.Kube(kube.load_config(namespace.cp.kubeconfig), pool_size=2)
     try:

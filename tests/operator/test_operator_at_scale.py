@@ -25,7 +25,7 @@ from tensorgrid_operator import handlers
 from tensorgrid_operator import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
-from tensorgrid_operator import operator_runtime
+from tensorgrid_operator.cluster import operator_runtime
 from tensorgrid_operator.api import spec as spec_lib
 
 

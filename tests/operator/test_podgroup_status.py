@@ -19,7 +19,7 @@ from typing import Any, Optional
 import pytest
 from kubernetes.client import exceptions
 
-from tensorgrid_operator import ensure_objects
+from tensorgrid_operator.cluster import ensure_objects
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.reconcile import podgroup_status
 from tensorgrid_operator.resources import podgroups

@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client import exceptions
 
 from tensorgrid_operator import cli
-from tensorgrid_operator import ensure_objects
+from tensorgrid_operator.cluster import ensure_objects
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator.api import spec as spec_lib

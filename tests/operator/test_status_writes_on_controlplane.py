@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import watch
 
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
-from tensorgrid_operator import operator_runtime
+from tensorgrid_operator.cluster import operator_runtime
 
 
 def unscheduled(manifest: dict[str, Any]) -> dict[str, Any]:

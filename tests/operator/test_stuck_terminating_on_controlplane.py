@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, wait_for
-from tensorgrid_operator import kube
+from tensorgrid_operator.cluster import kube
 
 
 @pytest.fixture

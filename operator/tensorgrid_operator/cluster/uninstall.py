@@ -18,7 +18,7 @@ import fnmatch
 import time
 from typing import Any, Callable, Mapping, Optional
 
-from tensorgrid_operator import kube
+from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.api import spec as spec_lib
 
 SETTLE_SECONDS = 3.0

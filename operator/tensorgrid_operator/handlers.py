@@ -44,7 +44,7 @@ from tensorgrid_operator import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator.reconcile import observed
-from tensorgrid_operator.cluster import operator_runtime
+from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.resources import podgroups
@@ -80,7 +80,7 @@ class OperatorState:
     """One operator: its settings, and what it holds while it runs."""
 
     settings: config.Settings
-    runtime: Optional[operator_runtime.OperatorRuntime] = None
+    running: Optional[running_operator.RunningOperator] = None
     """The API client, thread pool and per-job state, from startup to cleanup."""
     metrics_server: Optional[metrics.MetricsServer] = None
     """The /metrics endpoint, from startup to cleanup (none with ``metrics_port=None``)."""
@@ -108,11 +108,11 @@ def state_of(memo: Any) -> OperatorState:
     return state
 
 
-def _runtime_of(memo: Any) -> operator_runtime.OperatorRuntime:
-    runtime = state_of(memo).runtime
-    if runtime is None:
+def _operator_of(memo: Any) -> running_operator.RunningOperator:
+    operator = state_of(memo).running
+    if operator is None:
         raise RuntimeError("the operator has not started")
-    return runtime
+    return operator
 
 
 def _body(job: dict[str, Any]) -> kopf.Body:
@@ -127,9 +127,9 @@ def _say_on(job: dict[str, Any]) -> certificate_secrets.Say:
 
 
 def _wake(memo: Any, key: JobKey) -> None:
-    runtime = state_of(memo).runtime
-    if runtime is not None and key in runtime.wakers:
-        runtime.wakers[key].set()
+    operator = state_of(memo).running
+    if operator is not None and key in operator.wakers:
+        operator.wakers[key].set()
 
 
 @kopf.on.login()
@@ -205,13 +205,13 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     ours = state.settings
     configure_kopf(settings, ours)
     configuration = kube.load_config(ours.kubeconfig)
-    state.runtime = operator_runtime.OperatorRuntime(
+    state.running = running_operator.RunningOperator(
         settings=ours,
         kube=kube.Kube(configuration, pool_size=ours.api_workers),
         executor=concurrent.futures.ThreadPoolExecutor(ours.api_workers, thread_name_prefix="tensorgrid-api"),
         deciders=concurrent.futures.ThreadPoolExecutor(RECONCILE_THREADS, thread_name_prefix="tensorgrid-reconcile"),
     )
-    state.runtime.lag_watch = asyncio.create_task(looplag.watch_lag())
+    state.running.lag_watch = asyncio.create_task(looplag.watch_lag())
     if ours.metrics_port is not None and state.metrics_server is None:
         state.metrics_server = metrics.serve(ours.metrics_port)
         logger.info("metrics on :%d/metrics", state.metrics_server.port)
@@ -220,13 +220,13 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
 @kopf.on.cleanup()
 async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     state = state_of(memo)
-    if state.runtime is not None:
-        if state.runtime.lag_watch is not None:
-            state.runtime.lag_watch.cancel()
-        state.runtime.executor.shutdown(wait=False, cancel_futures=True)
-        state.runtime.deciders.shutdown(wait=False, cancel_futures=True)
-        state.runtime.kube.close()
-        state.runtime = None
+    if state.running is not None:
+        if state.running.lag_watch is not None:
+            state.running.lag_watch.cancel()
+        state.running.executor.shutdown(wait=False, cancel_futures=True)
+        state.running.deciders.shutdown(wait=False, cancel_futures=True)
+        state.running.kube.close()
+        state.running = None
     if state.metrics_server is not None:
         state.metrics_server.close()
         state.metrics_server = None
@@ -241,25 +241,25 @@ def _managed_here(spec: kopf.Spec, **_: Any) -> bool:
 async def job_event(*, event: kopf.RawEvent, body: kopf.Body, namespace: Optional[str], name: str,
                     logger: kopf.Logger, memo: kopf.Memo, **_: Any) -> None:
     key = (namespace or "", name)
-    runtime = state_of(memo).runtime
+    operator = state_of(memo).running
     if not spec_lib.managed_here(body.spec):
         if event.get("type") == "DELETED":
-            if runtime is not None:
-                runtime.managed_elsewhere.discard(str(body.metadata.get("uid")))
+            if operator is not None:
+                operator.managed_elsewhere.discard(str(body.metadata.get("uid")))
         else:
-            _say_managed_elsewhere(runtime, body, logger)
+            _say_managed_elsewhere(operator, body, logger)
         return
-    if runtime is not None and not runtime.known_jobs.seen(key, body.metadata.get("resourceVersion")):
+    if operator is not None and not operator.known_jobs.seen(key, body.metadata.get("resourceVersion")):
         return  # the echo of our own status patch: nothing new to see
     _wake(memo, key)
 
 
-def _say_managed_elsewhere(runtime: Optional[operator_runtime.OperatorRuntime], body: kopf.Body, logger: kopf.Logger) -> None:
+def _say_managed_elsewhere(operator: Optional[running_operator.RunningOperator], body: kopf.Body, logger: kopf.Logger) -> None:
     """Once per job and operator run: a log line and an event saying the job is left alone."""
     uid = str(body.metadata.get("uid"))
-    if runtime is None or uid in runtime.managed_elsewhere or body.metadata.get("deletionTimestamp"):
+    if operator is None or uid in operator.managed_elsewhere or body.metadata.get("deletionTimestamp"):
         return
-    runtime.managed_elsewhere.add(uid)
+    operator.managed_elsewhere.add(uid)
     message = (f"spec.managedBy is {spec_lib.managed_by(body.spec)!r}, not {spec_lib.CONTROLLER_NAME!r}: "
                f"this operator leaves the job, its pods and its status to that controller")
     logger.info("%s", message)
@@ -329,10 +329,10 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
     # kopf passes each index (live) as the keyword of its function's name.
     pods_by_job, services_by_job = cast(JobIndex, kwargs["pods_by_job"]), cast(JobIndex, kwargs["services_by_job"])
     owned = (cast(OwnedIndex, kwargs["network_policies_by_job"]), cast(OwnedIndex, kwargs["disruption_budgets_by_job"]))
-    runtime = _runtime_of(memo)
+    operator = _operator_of(memo)
     key = (namespace or "", name)
     wake = asyncio.Event()
-    runtime.wakers[key] = wake
+    operator.wakers[key] = wake
 
     async def wake_on_stop() -> None:
         await stopped.wait()
@@ -344,12 +344,12 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
         while not stopped:
             wake.clear()
             try:
-                delay = await _reconcile_once(runtime, key, logger, pods_by_job, services_by_job, owned)
+                delay = await _reconcile_once(operator, key, logger, pods_by_job, services_by_job, owned)
                 errors = 0
             except kube.ConflictError:
                 delay = 0.0
             except Exception as e:  # noqa: BLE001 - an API outage must not kill the job's loop
-                runtime.known_jobs.forget(key)
+                operator.known_jobs.forget(key)
                 delay = ERROR_BACKOFF_SECONDS[min(errors, len(ERROR_BACKOFF_SECONDS) - 1)]
                 errors += 1
                 logger.warning("reconcile of %s/%s failed (%s: %s); retrying in %.1fs",
@@ -360,48 +360,48 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
                 try:
                     await asyncio.wait_for(wake.wait(), timeout=None if math.isinf(delay) else delay)
                 except asyncio.TimeoutError:
-                    runtime.known_jobs.forget(key)  # a timer or the resync: the job is read afresh
+                    operator.known_jobs.forget(key)  # a timer or the resync: the job is read afresh
     finally:
         stop_watcher.cancel()
-        if runtime.wakers.get(key) is wake:
-            del runtime.wakers[key]
-        runtime.forget_job(key)
+        if operator.wakers.get(key) is wake:
+            del operator.wakers[key]
+        operator.forget_job(key)
 
 
-async def _reconcile_once(runtime: operator_runtime.OperatorRuntime, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
+async def _reconcile_once(operator: running_operator.RunningOperator, key: JobKey, logger: kopf.Logger, pods_index: JobIndex,
                           services_index: JobIndex, owned: tuple[OwnedIndex, ...]) -> Optional[float]:
     """Read, decide (on a thread), apply. Returns seconds until the next reconcile is due (``math.inf``:
     only when woken); ``None`` once the job is gone."""
     namespace, name = key
     started = time.monotonic()
     try:
-        k = runtime.kube
-        job = await runtime.read_job(key)
+        k = operator.kube
+        job = await operator.read_job(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return None
-        job, held = await _ensure_job_objects(runtime, key, job, [e for index in owned for e in index.get(key, [])])
+        job, held = await _ensure_job_objects(operator, key, job, [e for index in owned for e in index.get(key, [])])
         pods = [dict(p) for p in pods_index.get(key, [])]
         services = [dict(s) for s in services_index.get(key, [])]
-        if observed.caught_up(runtime.expectations.get(key), pods, services):
-            runtime.expectations.pop(key, None)
+        if observed.caught_up(operator.expectations.get(key), pods, services):
+            operator.expectations.pop(key, None)
         else:
             # The watches have not shown this operator's last writes yet: a consistent read.
             metrics.CONSISTENT_READS.inc()
-            pods, services = await asyncio.gather(runtime.call(k.list_pods, namespace, name),
-                                                  runtime.call(k.list_services, namespace, name))
+            pods, services = await asyncio.gather(operator.call(k.list_pods, namespace, name),
+                                                  operator.call(k.list_services, namespace, name))
         now = datetime.datetime.now(datetime.timezone.utc)
-        plan = await asyncio.get_running_loop().run_in_executor(runtime.deciders, functools.partial(
-            reconcile.reconcile, job, pods, services, now, _retry_delay(runtime.settings),
-            _stuck_policy(runtime.settings)))
-        if runtime.settings.verbose:
+        plan = await asyncio.get_running_loop().run_in_executor(operator.deciders, functools.partial(
+            reconcile.reconcile, job, pods, services, now, _retry_delay(operator.settings),
+            _stuck_policy(operator.settings)))
+        if operator.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")
-        job, requeue_after = await _apply(runtime, key, job, plan, logger, held)
-        job, group_after = await _read_pod_group(runtime, key, job, pods)
-        progress_after = await _update_progress(runtime, key, job, pods)
+        job, requeue_after = await _apply(operator, key, job, plan, logger, held)
+        job, group_after = await _read_pod_group(operator, key, job, pods)
+        progress_after = await _update_progress(operator, key, job, pods)
         finished = (job.get("status") or {}).get("state") in FINISHED_STATES
         reading_after = min((t for t in (progress_after, group_after) if t is not None), default=None)
-        return next_reconcile_in(finished, requeue_after, reading_after, runtime.settings.resync_seconds)
+        return next_reconcile_in(finished, requeue_after, reading_after, operator.settings.resync_seconds)
     finally:
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
 
@@ -425,34 +425,34 @@ def _job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSetti
                                         settings.ps_disruption_budget, settings.ps_anti_affinity)
 
 
-async def _ensure_job_objects(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any],
+async def _ensure_job_objects(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any],
                               indexed: list[tuple[str, str, str]]) -> tuple[dict[str, Any], Optional[str]]:
     """The job's NetworkPolicy, PS PodDisruptionBudget, PodGroup and cert-manager objects (ensure_objects):
     the job as it is now (its status may say why one is missing), and why its pods must wait, if so."""
-    upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
+    upkeep = operator.job_objects.setdefault(key, owned_objects.Upkeep())
     say = _say_on(job)
-    await ensure_objects.job_objects(runtime.kube, runtime.call, say, job, indexed, upkeep,
-                                     _job_object_settings(runtime.settings))
-    gang, certificates = runtime.settings.gang, runtime.settings.certificates
+    await ensure_objects.job_objects(operator.kube, operator.call, say, job, indexed, upkeep,
+                                     _job_object_settings(operator.settings))
+    gang, certificates = operator.settings.gang, operator.settings.certificates
     # One after the other: each patch replaces the conditions, from the job as the last one left it.
-    patch = await ensure_objects.pod_group(runtime.kube, runtime.call, say, job, upkeep, gang)
+    patch = await ensure_objects.pod_group(operator.kube, operator.call, say, job, upkeep, gang)
     if patch is not None:
-        job = await runtime.write_status(key, job, patch)
-    patch = await ensure_objects.cert_manager_objects(runtime.kube, runtime.call, say, job, upkeep, certificates)
+        job = await operator.write_status(key, job, patch)
+    patch = await ensure_objects.cert_manager_objects(operator.kube, operator.call, say, job, upkeep, certificates)
     if patch is not None:
-        job = await runtime.write_status(key, job, patch)
+        job = await operator.write_status(key, job, patch)
     return job, ensure_objects.why_pods_wait(job, upkeep, gang, certificates)
 
 
-async def _read_pod_group(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any],
+async def _read_pod_group(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any],
                           pods: list[dict[str, Any]]) -> tuple[dict[str, Any], Optional[float]]:
     """The PodGroup's status into the job's, when due (ensure_objects.pod_group_status): the job as it is
     now, and seconds until the group is read next."""
-    upkeep = runtime.job_objects.setdefault(key, owned_objects.Upkeep())
-    patch, after = await ensure_objects.pod_group_status(runtime.kube, runtime.call, _say_on(job), job, pods, upkeep,
-                                                         runtime.settings.gang)
+    upkeep = operator.job_objects.setdefault(key, owned_objects.Upkeep())
+    patch, after = await ensure_objects.pod_group_status(operator.kube, operator.call, _say_on(job), job, pods, upkeep,
+                                                         operator.settings.gang)
     if patch is not None:
-        job = await runtime.write_status(key, job, patch)
+        job = await operator.write_status(key, job, patch)
     return job, after
 
 
@@ -470,7 +470,7 @@ def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     return {**{field: None for field in job.get("status") or {} if field not in status}, **status}
 
 
-async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
+async def _apply(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
                  held: Optional[str] = None) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
 
@@ -480,33 +480,33 @@ async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: di
     Returns the job as last written and when to look again.
     """
     namespace, name = key
-    k = runtime.kube
+    k = operator.kube
     first_pods = not cond_lib.is_true((job.get("status") or {}).get("conditions") or [], cond_lib.CREATED)
     certificates = None
     if plan.create_pods:  # before anything is written: the pods mount them
-        certificates = await certificate_secrets.for_job(k, runtime.call, _say_on(job), job, first_pods,
-                                                         runtime.settings.certificates)
-    counts_wait = runtime.phase_counts_wait(key, job, plan)
+        certificates = await certificate_secrets.for_job(k, operator.call, _say_on(job), job, first_pods,
+                                                         operator.settings.certificates)
+    counts_wait = operator.phase_counts_wait(key, job, plan)
     if plan.status is not None and not counts_wait:
         # First, so a crash after it never loses a counted restart or a finished replica.
-        job = await runtime.write_status(key, job, _replacing(job, plan.status))
+        job = await operator.write_status(key, job, _replacing(job, plan.status))
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
-    await asyncio.gather(*(runtime.call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
+    await asyncio.gather(*(operator.call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
                            for pod_name, uid in plan.close_group_pods))
-    deletions = await runtime.calls([
-        *(runtime.call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
-        *(runtime.call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
-        *(runtime.call(k.delete_service, namespace, svc) for svc in plan.delete_services)])
+    deletions = await operator.calls([
+        *(operator.call(k.delete_pod, namespace, pod_name, uid) for pod_name, uid in plan.delete_pods),
+        *(operator.call(k.delete_pod, namespace, pod_name, uid, True) for pod_name, uid in plan.force_delete_pods),
+        *(operator.call(k.delete_service, namespace, svc) for svc in plan.delete_services)])
     for result in deletions:
         if isinstance(result, BaseException):
             raise result  # as before: the next reconcile (after the error backoff) deletes again
     if plan.create_pods and held is None:
         held = await ensure_objects.pod_group_before_pods(
-            k, runtime.call, lambda kind, reason, message: kopf.event(_body(job), type=kind, reason=reason,
+            k, operator.call, lambda kind, reason, message: kopf.event(_body(job), type=kind, reason=reason,
                                                                       message=message),
-            job, runtime.job_objects.setdefault(key, owned_objects.Upkeep()), runtime.settings.gang)
+            job, operator.job_objects.setdefault(key, owned_objects.Upkeep()), operator.settings.gang)
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
-    pod_settings = _job_object_settings(runtime.settings)
+    pod_settings = _job_object_settings(operator.settings)
     pods = plan.create_pods if held is None else []
 
     def sent(pod: plans.PodToCreate) -> Obj:
@@ -514,18 +514,18 @@ async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: di
         once (a 2,000-replica job's took 144 MB) and never on the event loop (0.7 ms each)."""
         assert certificates is not None  # made above whenever the plan creates pods
         manifest = podgroups.with_gang_fields(jobobjects.with_pod_defaults(pod.manifest(), pod_settings),
-                                              runtime.settings.gang)
+                                              operator.settings.gang)
         return manifests.with_job_wide_tls(manifest, name) if certificates.job_wide else manifest
 
     async def create_pod(pod: plans.PodToCreate) -> None:
         assert certificates is not None
-        await certificate_secrets.replica_secret(k, runtime.call, _say_on(job), job, certificates, pod.name,
-                                                 first_pods, runtime.settings.certificates)
-        await runtime.call(lambda: k.create_pod(sent(pod)))
+        await certificate_secrets.replica_secret(k, operator.call, _say_on(job), job, certificates, pod.name,
+                                                 first_pods, operator.settings.certificates)
+        await operator.call(lambda: k.create_pod(sent(pod)))
 
     objects = [("Service", svc["metadata"]["name"]) for svc in plan.create_services] + [
         ("Pod", pod.name) for pod in pods]
-    results = await runtime.calls([runtime.call(k.create_service, svc) for svc in plan.create_services]
+    results = await operator.calls([operator.call(k.create_service, svc) for svc in plan.create_services]
                                   + [create_pod(pod) for pod in pods])
     failures = [creation.CreateFailure("Pod", p.name, None, held) for p in plan.create_pods if held]
     for (kind, object_name), result in zip(objects, results):
@@ -542,52 +542,52 @@ async def _apply(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: di
         deleted_pods=frozenset(uid for _, uid in plan.delete_pods + plan.force_delete_pods),
         deleted_services=frozenset(plan.delete_services))
     if written:
-        runtime.expectations[key] = written.merged(runtime.expectations.get(key))
+        operator.expectations[key] = written.merged(operator.expectations.get(key))
     outcome = creation.after_creates(job, plan, failures, datetime.datetime.now(datetime.timezone.utc),
-                                     _retry_delay(runtime.settings))
+                                     _retry_delay(operator.settings))
     for failure in failures:
         logger.warning("could not create %s %s/%s: %s (HTTP %s)", failure.kind.lower(), namespace,
                        failure.name, failure.message, failure.code)
     for event in outcome.events:
         kopf.event(_body(job), type=event.type, reason=event.reason, message=event.message)
     if outcome.status is not None:
-        job = await runtime.write_status(key, job, _replacing(job, outcome.status))
+        job = await operator.write_status(key, job, _replacing(job, outcome.status))
     metrics.count_transitions(namespace, outcome.transitions)
     if plan.all_running_seconds is not None:
         metrics.TIME_TO_ALL_PODS_RUNNING.observe(plan.all_running_seconds)
-    runtime.phases.set(key, (job.get("status") or {}).get("state"))
+    operator.phases.set(key, (job.get("status") or {}).get("state"))
     if plan.delete_job:
-        await runtime.call(k.delete_job, job)
+        await operator.call(k.delete_job, job)
     if counts_wait:  # the counts are written by the pass then, if nothing else changed them first
         return job, min(counts_wait, outcome.requeue_after if outcome.requeue_after is not None else math.inf)
     return job, outcome.requeue_after
 
 
-async def _update_progress(runtime: operator_runtime.OperatorRuntime, key: JobKey, job: dict[str, Any],
+async def _update_progress(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any],
                            pods: list[dict[str, Any]]) -> Optional[float]:
     """Read the running job's metrics into ``status.progress`` when due; seconds until the next reading."""
-    interval = runtime.settings.progress_interval_seconds
+    interval = operator.settings.progress_interval_seconds
     status = job.get("status") or {}
     if interval <= 0 or status.get("state") not in PROGRESS_STATES:
-        runtime.progress_due.pop(key, None)
+        operator.progress_due.pop(key, None)
         return None
-    wait = runtime.progress_due.get(key, 0.0) - time.monotonic()
+    wait = operator.progress_due.get(key, 0.0) - time.monotonic()
     if wait > 0:
         return wait
-    runtime.progress_due[key] = time.monotonic() + interval
+    operator.progress_due[key] = time.monotonic() + interval
     try:
         job_spec = spec_lib.parse_spec(job.get("spec") or {})
     except ValueError:
         return None
     targets = progress.scrape_targets(job_spec, pods)
-    readings = await asyncio.gather(*(runtime.call(_read_metrics, t, runtime.settings.progress_timeout_seconds)
+    readings = await asyncio.gather(*(operator.call(_read_metrics, t, operator.settings.progress_timeout_seconds)
                                       for t in targets))
     old = status.get("progress")
     new = progress.next_progress(old, readings, datetime.datetime.now(datetime.timezone.utc))
     if new is not None and new != old:
         # A merge patch: keys the new progress no longer has are deleted by naming them null.
         patch = {name: new.get(name) for name in set(old or {}) | set(new)}
-        job = await runtime.write_status(key, job, {"progress": patch})
+        job = await operator.write_status(key, job, {"progress": patch})
     return interval
 
 

@@ -25,7 +25,7 @@ from tensorgrid_operator import handlers
 from tensorgrid_operator import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
-from tensorgrid_operator.cluster import operator_runtime
+from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator.api import spec as spec_lib
 
 
@@ -235,18 +235,18 @@ def test_the_lag_of_a_blocked_event_loop_is_recorded() -> None:
 
 
 def test_a_job_whose_loop_ended_leaves_nothing_behind() -> None:
-    """Every per-job table of the operator's runtime (a dict keyed by job) is dropped by
+    """Every per-job table of the running operator (a dict keyed by job) is dropped by
     ``forget_job``: thousands of jobs made and deleted must not leave an entry each. A table
     added later without a line in ``forget_job`` fails here. ``wakers`` is the job loop's own."""
-    runtime = operator_runtime.OperatorRuntime(settings=config.Settings(), kube=cast(Any, None),
+    operator = running_operator.RunningOperator(settings=config.Settings(), kube=cast(Any, None),
                                                executor=cast(Any, None), deciders=cast(Any, None))
     key = ("team", "mnist")
-    tables = [f.name for f in dataclasses.fields(runtime)
-              if isinstance(getattr(runtime, f.name), dict) and f.name != "wakers"]
+    tables = [f.name for f in dataclasses.fields(operator)
+              if isinstance(getattr(operator, f.name), dict) and f.name != "wakers"]
     assert {"progress_due", "job_objects", "expectations", "status_written_at"} <= set(tables)
     for table in tables:
-        getattr(runtime, table)[key] = cast(Any, object())
-    runtime.known_jobs.remember(key, {"metadata": {"name": "mnist"}}, runtime.known_jobs.changes(key))
-    runtime.forget_job(key)
-    assert [table for table in tables if key in getattr(runtime, table)] == []
-    assert runtime.known_jobs.get(key) is None
+        getattr(operator, table)[key] = cast(Any, object())
+    operator.known_jobs.remember(key, {"metadata": {"name": "mnist"}}, operator.known_jobs.changes(key))
+    operator.forget_job(key)
+    assert [table for table in tables if key in getattr(operator, table)] == []
+    assert operator.known_jobs.get(key) is None

@@ -21,13 +21,13 @@ def test_a_second_operator_reconciles_its_own_namespaces_and_stops_without_touch
             other_namespace.apply(job_manifest("mnist", ps=1, workers=1))
             other_namespace.wait_pods("mnist", {"mnist-ps-0", "mnist-worker-0"})
             key = (other_namespace.name, "mnist")
-            assert second.state.runtime is not None and key in second.state.runtime.wakers
-            assert operator.state.runtime is not None and key not in operator.state.runtime.wakers
+            assert second.state.running is not None and key in second.state.running.wakers
+            assert operator.state.running is not None and key not in operator.state.running.wakers
             # Deleted while its operator runs, which removes the finalizer: the namespace can go.
             controlplane.custom.delete_namespaced_custom_object("tensorgrid.io", "v1", other_namespace.name,
                                                                 "trainingjobs", "mnist")
             wait_for(lambda: other_namespace.job("mnist") is None, 30, "the second operator to let the job go")
-        assert second.state.runtime is None and second.state.metrics_server is None
+        assert second.state.running is None and second.state.metrics_server is None
         # The first operator goes on: its API client and /metrics are its own.
         namespace.apply(job_manifest("cifar", ps=1, workers=1))
         namespace.wait_pods("cifar", {"cifar-ps-0", "cifar-worker-0"})

@@ -822,7 +822,7 @@ def test_status_counts_and_printer_fields() -> None:
     assert sim.status["allPodsRunningTime"] == conditions.format_time(sim.now)
 
 
-# --- which status changes may wait (operator_runtime.phase_counts_wait) --------------------------
+# --- which status changes may wait (running_operator.phase_counts_wait) --------------------------
 
 
 def test_only_the_counts_of_pods_by_phase_may_wait_to_be_written() -> None:

@@ -2,7 +2,7 @@
 
 What a user must see at once (the pods created, the job Running, a failure) is written at
 once; the counts of active and running pods, which change as each pod starts, at most every
-``operator_runtime.PHASE_COUNTS_WRITE_SECONDS``: a PATCH for each pod, and the watch event it
+``running_operator.PHASE_COUNTS_WRITE_SECONDS``: a PATCH for each pod, and the watch event it
 makes, was most of a job's status writes at 1,000 jobs (bench/README.md). The tests play the
 kubelet and watch the job's status as the API server stores it.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import watch
 
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
-from tensorgrid_operator.cluster import operator_runtime
+from tensorgrid_operator.cluster import running_operator
 
 
 def unscheduled(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +88,6 @@ def test_counts_held_back_are_written_without_another_event(operator: Operator, 
     namespace.set_phase("held-worker-0", "Running")
     # Nothing else happens to the job: the pass that held the counts back writes them when due.
     wait_for(lambda: (namespace.status("held").get("ps"), namespace.status("held").get("workers")) == ("1/1", "1/2"),
-             operator_runtime.PHASE_COUNTS_WRITE_SECONDS + 10, "the running counts in the status",
+             running_operator.PHASE_COUNTS_WRITE_SECONDS + 10, "the running counts in the status",
              lambda: namespace.status("held"))
     assert namespace.status("held")["state"] == "Created"

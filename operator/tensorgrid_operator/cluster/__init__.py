@@ -1,7 +1,7 @@
 """Every call the operator makes to the API server, and what it keeps of the answers; no kopf.
 
 ``kube`` (the calls themselves, synchronous, with the outcomes that are not errors
-folded in), ``operator_runtime`` (what a running operator holds: the API client, the
+folded in), ``running_operator`` (what a running operator holds: the API client, the
 thread pools the calls and the pure reconcile run on, per-job bookkeeping),
 ``known_jobs`` (each job as last read or written), ``ensure_objects`` (a job's
 NetworkPolicy, PodDisruptionBudget, PodGroup and cert-manager objects, created before

@@ -4,8 +4,8 @@ Apart from ``handlers`` (the kopf wiring) because it needs no kopf: the API clie
 thread pools for blocking API calls and for the pure reconcile, and the per-job
 bookkeeping a pass reads and writes (each job as last known, what the last plans wrote
 that the watches have not shown, the upkeep of a job's other objects, when its metrics
-are read next). API calls go through :meth:`OperatorRuntime.call` onto the thread pool,
-and a job's many calls through :meth:`OperatorRuntime.calls`, bounded so one big job
+are read next). API calls go through :meth:`RunningOperator.call` onto the thread pool,
+and a job's many calls through :meth:`RunningOperator.calls`, bounded so one big job
 never fills the pool.
 """
 
@@ -35,7 +35,7 @@ PHASE_COUNTS_WRITE_SECONDS = 5.0
 
 
 @dataclasses.dataclass
-class OperatorRuntime:
+class RunningOperator:
     """What the operator holds between its startup and cleanup, and the API calls made through it."""
 
     settings: config.Settings

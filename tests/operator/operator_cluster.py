@@ -75,7 +75,7 @@ def running_operator(settings: Any, liveness_port: Optional[int] = None) -> Iter
     as ``tensorgrid-operator`` runs it), until the block ends: then it is stopped and cleaned up."""
     import kopf
 
-    from tensorgrid_operator import handlers
+    from tensorgrid_operator.controller import handlers
 
     memo = handlers.memo_for(settings)
     state = handlers.state_of(memo)

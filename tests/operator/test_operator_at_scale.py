@@ -21,8 +21,8 @@ import pytest
 from operator_sim import Sim, make_job
 from tensorgrid_operator import config
 from tensorgrid_operator.reconcile import finished_replicas
-from tensorgrid_operator import handlers
-from tensorgrid_operator import looplag
+from tensorgrid_operator.controller import handlers
+from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator.cluster import running_operator

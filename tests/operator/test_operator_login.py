@@ -10,7 +10,7 @@ import pathlib
 import yaml
 
 from tensorgrid_operator import config
-from tensorgrid_operator import handlers
+from tensorgrid_operator.controller import handlers
 
 
 def _kubeconfig(path: pathlib.Path, server: str, token: str) -> str:

@@ -7,7 +7,7 @@ import asyncio
 import kopf
 
 from tensorgrid_operator import config
-from tensorgrid_operator import handlers
+from tensorgrid_operator.controller import handlers
 
 
 def test_watches_cannot_stall_forever() -> None:

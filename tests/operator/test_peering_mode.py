@@ -17,7 +17,7 @@ from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane
 from tensorgrid_operator import cli
 from tensorgrid_operator import config
-from tensorgrid_operator import handlers
+from tensorgrid_operator.controller import handlers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PEERING_OBJECT = """

@@ -40,7 +40,7 @@ from tensorgrid_operator.reconcile import indexed
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.resources import kueue
-from tensorgrid_operator import looplag
+from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
 from tensorgrid_operator.reconcile import observed
@@ -98,7 +98,7 @@ def memo_for(settings: config.Settings) -> kopf.Memo:
 
 def state_of(memo: Any) -> OperatorState:
     """The OperatorState in a kopf memo; an operator started without one (``kopf run -m
-    tensorgrid_operator.handlers``) gets one with the default settings."""
+    tensorgrid_operator.controller.handlers``) gets one with the default settings."""
     state = memo.get(MEMO_KEY)
     if state is None:
         state = memo[MEMO_KEY] = OperatorState(config.Settings())

@@ -164,6 +164,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     settings = parse_args(argv)
     if settings.remove_finalizers:
         sys.exit(uninstall.run(settings.kubeconfig, settings.namespaces))
-    from tensorgrid_operator.controller import handlers  # imports kopf: only when actually running
+    from tensorgrid_operator.controller import registrations  # imports kopf: only when actually running
 
-    handlers.run(settings)
+    registrations.run(settings)

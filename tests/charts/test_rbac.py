@@ -179,7 +179,7 @@ def _resource(call: ast.Call) -> tuple[str, str]:
 
 def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
     """What kopf does on the operator's behalf, for what handlers.py asks of it."""
-    tree = ast.parse((OPERATOR / "controller" / "handlers.py").read_text())
+    tree = ast.parse((OPERATOR / "controller" / "registrations.py").read_text())
     needs: set[Triple] = set()
     finalizer = any(isinstance(n, ast.Attribute) and n.attr == "finalizer" for n in ast.walk(tree))
     for node in ast.walk(tree):

@@ -7,13 +7,13 @@ import asyncio
 import kopf
 
 from tensorgrid_operator import config
-from tensorgrid_operator.controller import handlers
+from tensorgrid_operator.controller import registrations
 
 
 def test_watches_cannot_stall_forever() -> None:
     """A watch whose connection stalls silently must be cut and renewed, or new jobs go unseen."""
     settings = kopf.OperatorSettings()
-    handlers.configure_kopf(settings, config.Settings())
+    registrations.configure_kopf(settings, config.Settings())
     assert settings.watching.server_timeout == 300
     # kopf sends it as the watch's timeoutSeconds, which the API server parses as an integer.
     assert isinstance(settings.watching.server_timeout, int)
@@ -25,7 +25,7 @@ def test_watches_cannot_stall_forever() -> None:
 
 def test_only_the_jobs_objects_are_watched_and_the_finalizer_is_ours() -> None:
     settings = kopf.OperatorSettings()
-    handlers.configure_kopf(settings, config.Settings(watch_server_timeout_seconds=60,
+    registrations.configure_kopf(settings, config.Settings(watch_server_timeout_seconds=60,
                                                       watch_client_timeout_seconds=90))
     assert settings.watching.server_timeout == 60 and settings.watching.client_timeout == 90
     assert settings.persistence.finalizer == "tensorgrid.io/operator"
@@ -40,14 +40,14 @@ def test_idle_per_object_tasks_let_go_of_their_last_event_soon() -> None:
     """kopf's task per pod holds that pod's last event whole until it idles out: at a thousand new
     jobs, kopf's 5 s kept thousands of them at once."""
     settings = kopf.OperatorSettings()
-    handlers.configure_kopf(settings, config.Settings())
+    registrations.configure_kopf(settings, config.Settings())
     assert settings.queueing.idle_timeout == 0.5 < kopf.OperatorSettings().queueing.idle_timeout
-    handlers.configure_kopf(settings, config.Settings(watch_worker_idle_seconds=2.0))
+    registrations.configure_kopf(settings, config.Settings(watch_worker_idle_seconds=2.0))
     assert settings.queueing.idle_timeout == 2.0
 
 
 def test_the_operator_has_no_handlers_that_compare_states() -> None:
-    # handlers.NoDiffBase keeps no last-handled state: right only while no handler needs one
+    # registrations.NoDiffBase keeps no last-handled state: right only while no handler needs one
     # (on.create/update/delete/resume/field compare states; on.event, index and daemon do not).
     registry = kopf.get_default_registry()
     assert registry._changing.get_all_handlers() == []  # a handler added there needs kopf's diff base back
@@ -55,8 +55,8 @@ def test_the_operator_has_no_handlers_that_compare_states() -> None:
     assert [h.fn.__name__ for h in registry._indexing.get_all_handlers()] == [
         "pods_by_job", "services_by_job", "network_policies_by_job", "disruption_budgets_by_job"]
     settings = kopf.OperatorSettings()
-    handlers.configure_kopf(settings, config.Settings())
-    assert isinstance(settings.persistence.diffbase_storage, handlers.NoDiffBase)
+    registrations.configure_kopf(settings, config.Settings())
+    assert isinstance(settings.persistence.diffbase_storage, registrations.NoDiffBase)
 
 
 def test_the_index_and_event_handlers_run_on_the_event_loop() -> None:

@@ -98,13 +98,13 @@ def memo_for(settings: config.Settings) -> kopf.Memo:
 
 def state_of(memo: Any) -> OperatorState:
     """The OperatorState in a kopf memo; an operator started without one (``kopf run -m
-    tensorgrid_operator.controller.handlers``) gets one with the default settings."""
+    tensorgrid_operator.controller.registrations``) gets one with the default settings."""
     state = memo.get(MEMO_KEY)
     if state is None:
         state = memo[MEMO_KEY] = OperatorState(config.Settings())
     if not isinstance(state, OperatorState):
         raise TypeError(f"kopf's memo[{MEMO_KEY!r}] is a {type(state).__name__}, not the OperatorState "
-                        f"that handlers.memo_for makes")
+                        f"that registrations.memo_for makes")
     return state
 
 

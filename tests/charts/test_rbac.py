@@ -1,11 +1,11 @@
 """The chart's RBAC grants exactly what the operator uses: read from the code, compared both ways.
 
-The operator's own API calls are read from operator/tensorgrid_operator/kube.py (every
+The operator's own API calls are read from operator/tensorgrid_operator/cluster/kube.py (every
 method of the kubernetes client it uses, mapped to a request through the client's
 own request path and HTTP method); what the objects it creates demand from the
-owner references manifests.py puts on them (blockOwnerDeletion needs ``update`` on the
+owner references resources/manifests.py puts on them (blockOwnerDeletion needs ``update`` on the
 owner's finalizers where owner-reference permissions are enforced, as the test control
-plane does); kopf's come from what handlers.py asks of kopf (watched resources, daemons
+plane does); kopf's come from what the controller package asks of kopf (watched resources, daemons
 and their finalizer, events, peering) and from what kopf does for every operator
 (discovery of CRDs, and of namespaces when given some).
 Then the operator runs against a real API server under exactly the chart's RBAC and
@@ -153,7 +153,7 @@ def _constant(node: ast.expr) -> str:
         value = getattr(spec_lib, node.attr)
         assert isinstance(value, str)
         return value
-    raise AssertionError(f"cannot evaluate {ast.dump(node)} in handlers.py")
+    raise AssertionError(f"cannot evaluate {ast.dump(node)} in the controller package")
 
 
 def _kopf_call(node: ast.AST, *path: str) -> bool:
@@ -178,8 +178,9 @@ def _resource(call: ast.Call) -> tuple[str, str]:
 
 
 def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
-    """What kopf does on the operator's behalf, for what handlers.py asks of it."""
-    tree = ast.parse((OPERATOR / "controller" / "registrations.py").read_text())
+    """What kopf does on the operator's behalf, for what the controller package asks of it."""
+    tree = ast.Module(body=[statement for path in sorted((OPERATOR / "controller").glob("*.py"))
+                            for statement in ast.parse(path.read_text()).body], type_ignores=[])
     needs: set[Triple] = set()
     finalizer = any(isinstance(n, ast.Attribute) and n.attr == "finalizer" for n in ast.walk(tree))
     for node in ast.walk(tree):
@@ -189,7 +190,7 @@ def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
             needs |= {(group, plural, "list"), (group, plural, "watch")}  # kopf's watch: a list, then a watch
             if _kopf_call(node, "daemon"):
                 # Daemons need a finalizer, which kopf adds and removes with patches.
-                assert finalizer, "handlers.py has a daemon but sets no finalizer"
+                assert finalizer, "the controller has a daemon but sets no finalizer"
                 needs.add((group, plural, "patch"))
         if _kopf_call(node, "event"):
             needs.add(("", "events", "create"))

@@ -5,7 +5,7 @@
 from hack/controlplane.sh, the CRDs installed).
 
 ``operator`` runs the operator in this process (``running_operator``: ``kopf.operator``
-on a thread of its own, its state in the memo ``registrations.memo_for`` makes), watching the
+on a thread of its own, its state in the memo ``state.memo_for`` makes), watching the
 namespaces ``tg-*``; every test gets a fresh namespace of its own. A test may start
 more operators beside it with ``running_operator``. The
 tests play the kubelet: there are no nodes, so they move pods through their phases
@@ -75,10 +75,11 @@ def running_operator(settings: Any, liveness_port: Optional[int] = None) -> Iter
     as ``tensorgrid-operator`` runs it), until the block ends: then it is stopped and cleaned up."""
     import kopf
 
-    from tensorgrid_operator.controller import registrations
+    from tensorgrid_operator.controller import registrations  # noqa: F401 - registers the operator's handlers
+    from tensorgrid_operator.controller import state as state_lib
 
-    memo = registrations.memo_for(settings)
-    state = registrations.state_of(memo)
+    memo = state_lib.memo_for(settings)
+    state = state_lib.state_of(memo)
     stop, ready = threading.Event(), threading.Event()
     failures: list[BaseException] = []
     liveness = f"http://127.0.0.1:{liveness_port}/healthz" if liveness_port is not None else None

@@ -21,7 +21,7 @@ import pytest
 from operator_sim import Sim, make_job
 from tensorgrid_operator import config
 from tensorgrid_operator.reconcile import finished_replicas
-from tensorgrid_operator.controller import registrations
+from tensorgrid_operator.controller import job_loop
 from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
@@ -211,7 +211,7 @@ def test_a_job_whose_workers_all_succeed_keeps_one_entry() -> None:
 ])
 def test_when_a_job_is_reconciled_again(finished: bool, requeue_after: Optional[float],
                                         progress_after: Optional[float], expected: float) -> None:
-    assert registrations.next_reconcile_in(finished, requeue_after, progress_after, 60.0) == expected
+    assert job_loop.next_reconcile_in(finished, requeue_after, progress_after, 60.0) == expected
 
 
 # --- the event loop's lag -------------------------------------------------------------------------

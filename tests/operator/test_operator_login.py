@@ -11,6 +11,7 @@ import yaml
 
 from tensorgrid_operator import config
 from tensorgrid_operator.controller import registrations
+from tensorgrid_operator.controller import state as state_lib
 
 
 def _kubeconfig(path: pathlib.Path, server: str, token: str) -> str:
@@ -25,8 +26,8 @@ def _kubeconfig(path: pathlib.Path, server: str, token: str) -> str:
 
 def test_each_operator_logs_in_with_the_kubeconfig_of_its_own_settings(tmp_path: pathlib.Path) -> None:
     environment_before = os.environ.get("KUBECONFIG")
-    first = registrations.memo_for(config.Settings(kubeconfig=_kubeconfig(tmp_path / "a", "https://a.example:6443", "ta")))
-    second = registrations.memo_for(config.Settings(kubeconfig=_kubeconfig(tmp_path / "b", "https://b.example:6443", "tb")))
+    first = state_lib.memo_for(config.Settings(kubeconfig=_kubeconfig(tmp_path / "a", "https://a.example:6443", "ta")))
+    second = state_lib.memo_for(config.Settings(kubeconfig=_kubeconfig(tmp_path / "b", "https://b.example:6443", "tb")))
     a, b = registrations.login(memo=first), registrations.login(memo=second)
     assert a is not None and b is not None
     assert (a.server, a.scheme, a.token, a.insecure) == ("https://a.example:6443", "Bearer", "ta", True)
@@ -36,5 +37,5 @@ def test_each_operator_logs_in_with_the_kubeconfig_of_its_own_settings(tmp_path:
 
 def test_a_memo_without_operator_state_gets_the_default_settings() -> None:
     memo: dict[str, object] = {}
-    assert registrations.state_of(memo).settings == config.Settings()
-    assert registrations.state_of(memo) is registrations.state_of(memo)
+    assert state_lib.state_of(memo).settings == config.Settings()
+    assert state_lib.state_of(memo) is state_lib.state_of(memo)

@@ -1,5 +1,5 @@
 """Two operators in one process share nothing: each keeps its state in its own kopf memo
-(handlers.OperatorState), so each reconciles only its own namespaces, and stopping one
+(controller.state.OperatorState), so each reconciles only its own namespaces, and stopping one
 leaves the other running."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane
 from tensorgrid_operator import cli
 from tensorgrid_operator import config
-from tensorgrid_operator.controller import registrations
+from tensorgrid_operator.controller import peering
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PEERING_OBJECT = """
@@ -55,7 +55,7 @@ def peering_object(controlplane: ControlPlane) -> Iterator[None]:
 def test_no_flags_and_no_peering_crd_runs_standalone_and_says_why(
         controlplane: ControlPlane, no_peering_crd: None, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tensorgrid_operator")
-    settings = registrations.resolve_peering(_settings(controlplane))
+    settings = peering.resolve_peering(_settings(controlplane))
     assert settings.peering is None
     assert "running standalone: clusterkopfpeering/tensorgrid-operator does not exist" in caplog.text
 
@@ -63,7 +63,7 @@ def test_no_flags_and_no_peering_crd_runs_standalone_and_says_why(
 def test_no_flags_with_the_peering_object_runs_with_peering(
         controlplane: ControlPlane, peering_object: None, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tensorgrid_operator")
-    settings = registrations.resolve_peering(_settings(controlplane))
+    settings = peering.resolve_peering(_settings(controlplane))
     assert settings.peering == "tensorgrid-operator"
     assert "running with kopf peering 'tensorgrid-operator'" in caplog.text
 
@@ -71,7 +71,7 @@ def test_no_flags_with_the_peering_object_runs_with_peering(
 def test_a_namespaced_operator_looks_for_a_peering_object_in_each_namespace(
         controlplane: ControlPlane, peering_object: None, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tensorgrid_operator")
-    settings = registrations.resolve_peering(_settings(controlplane, "-n", "team-a"))
+    settings = peering.resolve_peering(_settings(controlplane, "-n", "team-a"))
     assert settings.peering is None
     assert "kopfpeering/tensorgrid-operator -n team-a does not exist" in caplog.text
 
@@ -79,12 +79,12 @@ def test_a_namespaced_operator_looks_for_a_peering_object_in_each_namespace(
 def test_explicit_peering_without_the_object_is_a_clear_error(controlplane: ControlPlane,
                                                               no_peering_crd: None) -> None:
     with pytest.raises(SystemExit) as raised:
-        registrations.resolve_peering(_settings(controlplane, "--peering", "team-operator"))
+        peering.resolve_peering(_settings(controlplane, "--peering", "team-operator"))
     message = str(raised.value)
     assert "clusterkopfpeering/team-operator does not exist" in message
     assert "crds/kopf-peering.yaml" in message and "--standalone" in message
 
 
 def test_standalone_flag_skips_the_lookup(controlplane: ControlPlane) -> None:
-    settings = registrations.resolve_peering(_settings(controlplane, "--standalone"))
+    settings = peering.resolve_peering(_settings(controlplane, "--standalone"))
     assert settings.peering is None and not settings.peering_required

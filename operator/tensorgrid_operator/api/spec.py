@@ -1,6 +1,6 @@
 """The TrainingJob resource as the operator reads it: names, labels and a typed spec.
 
-Owns everything both the reconciler and the handlers must agree on: the API group,
+Owns everything both the reconciler and the controller must agree on: the API group,
 label keys, ports, how a replica's pod and Service are named, and the parsing of
 ``spec`` into dataclasses with the CRD's defaults applied (the API server applies
 them too; applying them here keeps the pure functions correct on hand-made input).

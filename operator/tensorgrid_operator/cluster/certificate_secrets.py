@@ -2,7 +2,7 @@
 
 The certificates and Secrets themselves are ``job_certificates``'s; this module makes the
 calls (on the operator's thread pool, through ``call``) and says what went wrong through
-``say`` (an Event on the job), so kopf stays in the handlers. A job's first pods cost one
+``say`` (an Event on the job), so kopf stays in the controller. A job's first pods cost one
 creation of its CA's Secret and one of each replica's; a later pass that makes pods
 (restarts, creations retried) reads the CA's Secret once, and each pod's Secret before
 making it (a restarted pod finds its replica's). Nothing is kept in memory between

@@ -8,7 +8,7 @@ next pods that need it), and in cert-manager's mode its Issuers and CA Certifica
 status into the job's while that matters (``podgroup_status``). The decisions are pure
 functions of those modules; this module makes the calls (on the operator's thread pool, through ``call``)
 and says what happened through ``say`` (an Event on the job), so kopf stays in the
-handlers.
+controller.
 """
 
 from __future__ import annotations

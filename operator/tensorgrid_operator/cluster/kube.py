@@ -1,7 +1,7 @@
 """Kubernetes API calls the operator makes, with the outcomes that are not errors folded in.
 
-Synchronous (the ``kubernetes`` client library is); the handlers run these in a thread
-pool. Creating something that already exists and deleting something already gone
+Synchronous (the ``kubernetes`` client library is); the controller runs these on a thread
+pool (``running_operator``). Creating something that already exists and deleting something already gone
 are the normal results of a level-triggered reconciler racing with itself or a
 restart, so they return quietly; everything else unexpected is counted in
 ``tensorgrid_operator_api_errors_total`` and raised (:func:`error_details` reads the

@@ -1,6 +1,6 @@
 """What a running operator holds between its startup and cleanup, and how it calls the API server.
 
-Apart from ``handlers`` (the kopf wiring) because it needs no kopf: the API client, the
+Apart from ``controller`` (the kopf wiring) because it needs no kopf: the API client, the
 thread pools for blocking API calls and for the pure reconcile, and the per-job
 bookkeeping a pass reads and writes (each job as last known, what the last plans wrote
 that the watches have not shown, the upkeep of a job's other objects, when its metrics

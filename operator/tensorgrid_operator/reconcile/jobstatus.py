@@ -188,7 +188,7 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
 
 # What follows the pods' phases alone: per replica type ``active`` and ``running``, and the
 # ``workers``/``ps`` columns made of them. A status that changed in these only is written at
-# most every few seconds (handlers), not once for each pod that starts to run.
+# most every few seconds (``cluster.running_operator``), not once for each pod that starts to run.
 PHASE_COUNTS = ("active", "running")
 PHASE_COLUMNS = ("workers", "ps")
 

@@ -12,7 +12,8 @@ operator already did, which objects to create:
 - created but not shown yet: the index lags behind the create, or an object of that name
   exists that is not labelled as the job's: wait rather than create again each pass.
 
-Pure: the handlers hold an :class:`Upkeep` per job and make the API calls.
+Pure: the running operator holds an :class:`Upkeep` per job, and ``cluster.ensure_objects``
+makes the API calls.
 """
 
 from __future__ import annotations

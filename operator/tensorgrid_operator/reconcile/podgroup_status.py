@@ -20,7 +20,7 @@ it matters, and writes here what it found:
   not placed counts again from the resume.
 
 A group is placed when its phase says so, when ``minMember`` of the job's pods are bound
-to nodes, or when all of the job's pods run. Pure: the handlers make the GET, when
+to nodes, or when all of the job's pods run. Pure: ``cluster.ensure_objects`` makes the GET, when
 :func:`worth_reading` says the group's status still matters.
 """
 

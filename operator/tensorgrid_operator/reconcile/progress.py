@@ -11,8 +11,8 @@ beyond reading the job's pods (which it has); the job's NetworkPolicy lets the
 operator's pods reach the metrics port (docs/operator.md, "Progress").
 
 This module is the pure part: which pods to read, what the text says, and the new
-``status.progress`` from the old one and what was read. The HTTP GETs are in the
-handlers.
+``status.progress`` from the old one and what was read. The HTTP GETs are in
+``controller.progress_reader``.
 """
 
 from __future__ import annotations

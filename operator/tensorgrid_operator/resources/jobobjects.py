@@ -10,8 +10,8 @@
 - **Anti-affinity** of parameter servers across nodes (optional): one node's loss then
   takes one PS, not all.
 
-Pure functions of the job and the operator's settings; the handlers create the objects
-once per job (owner references let garbage collection delete them with the job).
+Pure functions of the job and the operator's settings; ``cluster.ensure_objects`` creates
+the objects once per job (owner references let garbage collection delete them with the job).
 """
 
 from __future__ import annotations

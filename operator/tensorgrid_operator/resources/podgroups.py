@@ -14,8 +14,8 @@ first pods, from ``spec.runPolicy.schedulingPolicy`` (Kubeflow's field names):
   PodGroup (minMember, scheduleTimeoutSeconds); pods get the label
   ``scheduling.x-k8s.io/pod-group`` and the scheduler name the operator is given.
 
-``minMember`` is ``minAvailable``, else all of the job's replicas. Pure functions; the
-handlers create the object, hold the pods back while it cannot be created, and create it
+``minMember`` is ``minAvailable``, else all of the job's replicas. Pure functions;
+``cluster.ensure_objects`` creates the object, hold the pods back while it cannot be created, and create it
 again before new pods if it was deleted.
 """
 

@@ -63,6 +63,7 @@ def test_the_examples_cover_async_sync_chief_and_gpu() -> None:
                                            "trainingjob-chief.yaml", "trainingjob-gpu.yaml"}
 
 
+@pytest.mark.controlplane
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_example_validates_on_the_api_server(controlplane: ControlPlane, path: pathlib.Path) -> None:
     result = controlplane.kubectl("apply", "--dry-run=server", "--validate=strict", "-n", "default",

@@ -279,6 +279,7 @@ def test_aggregated_roles_let_edit_manage_and_view_read_trainingjobs() -> None:
                 if r["metadata"]["name"].endswith(("-edit", "-view"))]
 
 
+@pytest.mark.controlplane
 def test_aggregated_roles_reach_the_default_roles_on_a_real_api_server(controlplane: ControlPlane) -> None:
     cp = controlplane
     if cp.kubectl("get", "namespace", RELEASE_NAMESPACE, check=False).returncode != 0:
@@ -379,11 +380,12 @@ def _cert_manager_crds() -> pathlib.Path:
 CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")
 
 
+@pytest.mark.controlplane
 @pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano",
                                    "given-namespaces-cert-manager"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
     """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
-    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds); in cert-manager's mode,
+    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/support/crds); in cert-manager's mode,
     its Issuers and Certificates (cert-manager's CRDs, removed again at the end; no controller is needed to
     make them)."""
     cp = controlplane
@@ -393,7 +395,7 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
     if gang:
         values["trainingPods"] = {"gangScheduler": "volcano"}
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                   str(ROOT / "tests" / "operator" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
+                   str(ROOT / "tests" / "operator" / "support" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
         wait_crds_established(cp, "podgroups.scheduling.volcano.sh")
     cert_manager = watch.endswith("-cert-manager")
     if cert_manager:

@@ -123,6 +123,7 @@ def _finalizers(cp: ControlPlane, namespace: str, name: str) -> list[str]:
     return list(json.loads(out)) if out else []
 
 
+@pytest.mark.controlplane
 @pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces"])
 def test_the_hook_frees_every_job_under_its_own_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path,
                                                       watch: str) -> None:

@@ -16,7 +16,9 @@ import pytest
 
 from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, wait_for
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.controlplane
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_job_lifecycle(operator: Operator, namespace: Namespace) -> None:

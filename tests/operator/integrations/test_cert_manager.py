@@ -1,6 +1,6 @@
 """cert-manager's mode, without a cluster: the objects a job gets, the settings refused with their reason,
 what a job missing cert-manager is told, and which issuer each job keeps (one started by the operator
-goes on with the operator's CA). tests/operator/test_cert_manager_on_controlplane.py runs them against
+goes on with the operator's CA). tests/operator/integrations/test_cert_manager_controllers.py runs them against
 cert-manager's real controllers."""
 
 from __future__ import annotations

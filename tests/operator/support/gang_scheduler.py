@@ -7,7 +7,7 @@ does: the scheduler with one profile, named like the operator's default
 ``--gang-scheduler-name`` (``scheduler-plugins-scheduler``), whose Coscheduling plugin binds
 a PodGroup's pods only once ``minMember`` of them fit (they wait at its Permit stage, then
 are all released or all rejected); the control plane's own kube-scheduler keeps scheduling
-every other pod. The PodGroup CRD is the upstream one (tests/operator/crds).
+every other pod. The PodGroup CRD is the upstream one (tests/operator/support/crds).
 
 Without the binaries the tests skip, except under ``CI=true``, where they fail: CI must run them.
 """
@@ -28,7 +28,7 @@ from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane, free_port, wait_for
 from tensorgrid_operator.resources import podgroups
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRDS = pathlib.Path(__file__).parent / "crds"
 CRD_FILES = {"podgroups.scheduling.volcano.sh": "scheduling.volcano.sh_podgroups.yaml",
              "podgroups.scheduling.x-k8s.io": "scheduling.x-k8s.io_podgroups.yaml",

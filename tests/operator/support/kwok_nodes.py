@@ -24,7 +24,7 @@ from typing import Any, Iterator, Optional
 import built_tools
 from operator_cluster import ControlPlane, wait_for
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 STAGES = ROOT / "hack" / "kwok-stages.yaml"
 # KWOK manages the nodes with this label value; any other value makes a node lost.
 MANAGED_LABEL = "tensorgrid.io/kwok-node"

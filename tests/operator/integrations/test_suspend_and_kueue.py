@@ -15,7 +15,7 @@ from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.api import spec as spec_lib
 
-CRD = pathlib.Path(__file__).resolve().parents[2] / "crds" / "trainingjobs.tensorgrid.io.yaml"
+CRD = pathlib.Path(__file__).resolve().parents[3] / "crds" / "trainingjobs.tensorgrid.io.yaml"
 
 
 def started(job: dict[str, Any]) -> Sim:

@@ -212,6 +212,7 @@ def _secret_volumes(pod: dict[str, Any]) -> list[str]:
     return [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
 
 
+@pytest.mark.controlplane
 def test_each_pod_mounts_only_its_own_certificate_made_once(operator: Operator, namespace: Namespace,
                                                             tmp_path: pathlib.Path) -> None:
     namespace.apply(job_manifest("secure", ps=1, workers=2, policy="OnFailure"))
@@ -265,6 +266,7 @@ def test_each_pod_mounts_only_its_own_certificate_made_once(operator: Operator, 
     assert _files(remade)["tls.key"] != _files(secrets["secure-worker-0-tls"])["tls.key"]
 
 
+@pytest.mark.controlplane
 def test_a_foreign_ca_secret_of_that_name_stops_the_pods_with_a_warning(operator: Operator,
                                                                         namespace: Namespace) -> None:
     namespace.cp.core.create_namespaced_secret(namespace.name, {
@@ -279,6 +281,7 @@ def test_a_foreign_ca_secret_of_that_name_stops_the_pods_with_a_warning(operator
     assert job_certificates.read_authority(_secret(namespace, "taken-ca"))
 
 
+@pytest.mark.controlplane
 def test_a_foreign_replica_secret_stops_only_that_pod_with_a_warning(operator: Operator,
                                                                      namespace: Namespace) -> None:
     namespace.cp.core.create_namespaced_secret(namespace.name, {
@@ -305,6 +308,7 @@ def own_namespace(controlplane: ControlPlane) -> Iterator[Namespace]:
         yield namespace
 
 
+@pytest.mark.controlplane
 def test_a_job_of_an_earlier_operator_keeps_its_one_certificate(controlplane: ControlPlane,
                                                                 own_namespace: Namespace) -> None:
     """An operator upgrade: the job's pods mount ``<job>-tls`` (one certificate for every replica, no CA

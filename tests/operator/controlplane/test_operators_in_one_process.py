@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from operator_cluster import (ControlPlane, Namespace, Operator, job_manifest, operator_settings, running_operator,
                               wait_for)
+
+pytestmark = pytest.mark.controlplane
 
 
 def test_a_second_operator_reconciles_its_own_namespaces_and_stops_without_touching_the_first(

@@ -32,7 +32,7 @@ from kube_controlplane import ControlPlane
 from operator_cluster import Namespace, created_namespace, free_port, job_manifest, operator_settings, running_operator, wait_for
 from tensorgrid_operator.resources import cert_manager
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.controlplane, pytest.mark.third_party, pytest.mark.timeout(300)]
 PER_JOB = cert_manager.CertManagerSettings(cert_manager.CERT_MANAGER)
 
 

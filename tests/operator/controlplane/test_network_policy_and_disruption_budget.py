@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes.client import exceptions
 
 from operator_cluster import PROMETHEUS_PEERS, Namespace, Operator, job_manifest, wait_for
+
+pytestmark = pytest.mark.controlplane
 
 
 def _network_policy(namespace: Namespace, name: str) -> Any:

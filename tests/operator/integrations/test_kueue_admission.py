@@ -27,7 +27,7 @@ from operator_cluster import ControlPlane, Namespace, Operator, created_namespac
 from tensorgrid_operator.api import conditions
 from tensorgrid_operator.resources import kueue as kueue_lib
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.controlplane, pytest.mark.kwok, pytest.mark.third_party, pytest.mark.timeout(300)]
 NODE_CPUS = "2"
 QUOTA_CPUS = 3
 """The ClusterQueue's quota: one job of 3 one-CPU pods at a time (the 2 nodes would fit 4)."""

@@ -14,6 +14,8 @@ import pytest
 from kwok_nodes import KwokNodes, running_kwok, tolerate_kwok
 from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, wait_for
 
+pytestmark = [pytest.mark.controlplane, pytest.mark.kwok]
+
 
 @pytest.fixture(scope="module")
 def kwok(controlplane: ControlPlane) -> Iterator[KwokNodes]:

@@ -13,6 +13,8 @@ import pytest
 
 from operator_cluster import Namespace, Operator, free_port, job_manifest, wait_for
 
+pytestmark = pytest.mark.controlplane
+
 
 class MetricsPage:
     """A task's /metrics page, as the runtime serves it: the global step and the StopAtStepHook's target."""

@@ -1,10 +1,10 @@
 """Gang scheduling on a real API server: the PodGroups the operator creates, validated by the schedulers'
-own CRDs (tests/operator/crds, copied from Volcano and scheduler-plugins), the pods' fields, the
+own CRDs (tests/operator/support/crds, copied from Volcano and scheduler-plugins), the pods' fields, the
 schedulingPolicy checks of the TrainingJob CRD, and a job whose PodGroup CRD is not installed.
 
 No gang scheduler runs here: these tests check what the operator writes and that the API server
 accepts it; the pods stay Pending (their scheduler does not run). A real one schedules them in
-test_gang_scheduling_with_scheduler_plugins.py.
+test_coscheduling.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from gang_scheduler import install_crds as _install
 from operator_cluster import ControlPlane, Namespace, created_namespace, Operator, job_manifest, operator_settings, running_operator
 from kube_controlplane import wait_for
 from tensorgrid_operator.resources import podgroups
+
+pytestmark = pytest.mark.controlplane
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ import built_tools
 from kube_controlplane import wait_crds_established
 from operator_cluster import ControlPlane, wait_for
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 CONTROLLER = "cert-manager-controller"
 CRDS = "cert-manager-crds"
 CRD_NAMES = ("certificates.cert-manager.io", "certificaterequests.cert-manager.io", "issuers.cert-manager.io",

@@ -15,6 +15,8 @@ import pytest
 from operator_cluster import ControlPlane, Namespace, Operator, job_manifest, wait_for
 from tensorgrid_operator.cluster import kube
 
+pytestmark = pytest.mark.controlplane
+
 
 @pytest.fixture
 def dead_node(controlplane: ControlPlane, namespace: Namespace) -> Iterator[str]:

@@ -2,7 +2,7 @@
 
 Kueue does not run here: these tests check what the operator writes and that the API server
 accepts it. Kueue's own admission of these pods (its gate, quota, preemption) is tested with
-its real manager in test_kueue_admission_with_kueue.py.
+its real manager in test_kueue_admission.py.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from kubernetes.client import exceptions
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.api import spec as spec_lib
+
+pytestmark = pytest.mark.controlplane
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 

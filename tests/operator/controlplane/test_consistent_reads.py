@@ -15,6 +15,8 @@ import pytest
 from operator_cluster import Namespace
 from tensorgrid_operator.cluster import kube
 
+pytestmark = pytest.mark.controlplane
+
 JOB = "paged"
 
 

@@ -13,10 +13,13 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from kubernetes import watch
 
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
 from tensorgrid_operator.cluster import running_operator
+
+pytestmark = pytest.mark.controlplane
 
 
 def unscheduled(manifest: dict[str, Any]) -> dict[str, Any]:

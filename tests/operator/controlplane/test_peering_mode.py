@@ -19,7 +19,9 @@ from tensorgrid_operator import cli
 from tensorgrid_operator import config
 from tensorgrid_operator.controller import peering
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.controlplane
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 PEERING_OBJECT = """
 apiVersion: kopf.dev/v1
 kind: ClusterKopfPeering

@@ -7,7 +7,7 @@ types, the NotEnoughResources reason) and the messages its gang plugin writes
 ("%d/%d tasks in gang unschedulable: %s"). scheduler-plugins' shapes (v0.34.7
 apis/scheduling/v1alpha1: phases Pending/Scheduling/Running/Unknown/Finished/Failed, no
 conditions) are also checked against its real scheduler and controller in
-test_gang_scheduling_with_scheduler_plugins.py.
+test_coscheduling.py.
 """
 
 from __future__ import annotations

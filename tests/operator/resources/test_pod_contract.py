@@ -14,7 +14,7 @@ from tensorgrid_operator import cli
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.api import spec as spec_lib
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"
 RT = spec_lib.ReplicaType
 

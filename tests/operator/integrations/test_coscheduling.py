@@ -16,10 +16,14 @@ import time
 import uuid
 from typing import Any, Iterator
 
+import pytest
+
 from gang_scheduler import running_scheduler_plugins
 from kwok_nodes import KwokNodes, running_kwok, tolerate_kwok
 from operator_cluster import ControlPlane, Namespace, created_namespace, job_manifest, operator_settings, running_operator, wait_for
 from tensorgrid_operator.resources import podgroups
+
+pytestmark = [pytest.mark.controlplane, pytest.mark.kwok, pytest.mark.third_party]
 
 # The group's status read every 2 s, and a group not placed for 5 s said so (the defaults: 10 s, 60 s).
 PLUGINS = podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS, status_interval_seconds=2, unscheduled_seconds=5)

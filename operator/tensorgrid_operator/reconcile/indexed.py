@@ -7,7 +7,7 @@ thousand jobs. A reconcile reads few of those fields (:mod:`podview`, :mod:`obse
 :mod:`progress`, :mod:`kueue`, ``podview.owned_by``), so the indexes keep a projection
 with exactly those, and the decisions read a projection and a whole object alike.
 A field a decision starts to read must be added here: the reconcile tables run on
-projections (tests/operator/operator_sim.py), so a missing one shows there.
+projections (tests/operator/support/operator_sim.py), so a missing one shows there.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Pods get fresh uids on creation, deleted pods vanish (they are unscheduled or
 terminal, which the API server deletes at once), and the status is replaced by the
 plan's. Objects named in :attr:`Sim.refuse` are refused on creation, as a quota or an
-admission webhook would, and the outcome is applied as the handlers apply it. Tests
+admission webhook would, and the outcome is applied as the controller applies it (controller/plan_application.py). Tests
 then play the kubelet with :meth:`Sim.set_phase`.
 """
 

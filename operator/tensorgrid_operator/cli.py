@@ -10,11 +10,11 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from tensorgrid_operator.resources import cert_manager
+from tensorgrid_operator.cluster import uninstall
 from tensorgrid_operator import config
+from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator.cluster import uninstall
 
 
 def _port(text: str) -> Optional[int]:

@@ -29,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Awaitable, Callable, Mapping, Optional
 
+from tensorgrid_operator.cluster import kube as kube_lib
 from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import job_certificates
-from tensorgrid_operator.cluster import kube as kube_lib
 from tensorgrid_operator.resources import manifests
 
 Obj = dict[str, Any]

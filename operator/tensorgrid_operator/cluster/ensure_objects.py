@@ -19,15 +19,15 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
-from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator.resources import job_certificates
-from tensorgrid_operator.resources import jobobjects
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import kube as kube_lib
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.reconcile import podgroup_status
+from tensorgrid_operator.resources import cert_manager
+from tensorgrid_operator.resources import job_certificates
+from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 Call = Callable[..., Awaitable[Any]]

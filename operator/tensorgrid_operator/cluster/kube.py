@@ -18,10 +18,10 @@ from typing import Any, Callable, Mapping, Optional
 import kubernetes
 from kubernetes.client import exceptions as kube_exceptions
 
-from tensorgrid_operator.resources import cert_manager
-from tensorgrid_operator.reconcile import indexed
-from tensorgrid_operator import metrics
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator import metrics
+from tensorgrid_operator.reconcile import indexed
+from tensorgrid_operator.resources import cert_manager
 
 Obj = dict[str, Any]
 # Objects per page of a consistent LIST (``Kube.list_pods``): a job's pods are parsed a page at a time.

@@ -18,11 +18,11 @@ import functools
 import time
 from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
-from tensorgrid_operator import config
-from tensorgrid_operator.reconcile import jobstatus
 from tensorgrid_operator.cluster import known_jobs
 from tensorgrid_operator.cluster import kube
+from tensorgrid_operator import config
 from tensorgrid_operator import metrics
+from tensorgrid_operator.reconcile import jobstatus
 from tensorgrid_operator.reconcile import observed
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.reconcile import plans

@@ -18,8 +18,8 @@ import fnmatch
 import time
 from typing import Any, Callable, Mapping, Optional
 
-from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.cluster import kube
 
 SETTLE_SECONDS = 3.0
 """How long to wait after a pass before looking for finalizers an operator put back."""

@@ -66,7 +66,7 @@ def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
 
 
 async def apply(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any], plan: plans.Plan, logger: kopf.Logger,
-                 held: Optional[str] = None) -> tuple[dict[str, Any], Optional[float]]:
+                held: Optional[str] = None) -> tuple[dict[str, Any], Optional[float]]:
     """Apply a plan: status, deletions, creations, then what to say about them.
 
     ``held``: why the plan's pods must not be created yet (their PodGroup is missing); they count as
@@ -98,7 +98,7 @@ async def apply(operator: running_operator.RunningOperator, key: JobKey, job: di
     if plan.create_pods and held is None:
         held = await ensure_objects.pod_group_before_pods(
             k, operator.call, lambda kind, reason, message: kopf.event(job_body(job), type=kind, reason=reason,
-                                                                      message=message),
+                                                                       message=message),
             job, operator.job_objects.setdefault(key, owned_objects.Upkeep()), operator.settings.gang)
     # Each creation on its own: one refused pod must not hide the others, nor the plan's events.
     pod_settings = job_object_settings(operator.settings)
@@ -121,7 +121,7 @@ async def apply(operator: running_operator.RunningOperator, key: JobKey, job: di
     objects = [("Service", svc["metadata"]["name"]) for svc in plan.create_services] + [
         ("Pod", pod.name) for pod in pods]
     results = await operator.calls([operator.call(k.create_service, svc) for svc in plan.create_services]
-                                  + [create_pod(pod) for pod in pods])
+                                   + [create_pod(pod) for pod in pods])
     failures = [creation.CreateFailure("Pod", p.name, None, held) for p in plan.create_pods if held]
     for (kind, object_name), result in zip(objects, results):
         if isinstance(result, BaseException):

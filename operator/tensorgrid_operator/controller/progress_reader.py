@@ -26,7 +26,7 @@ PROGRESS_STATES = ("Running", "Restarting")
 
 
 async def update_progress(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any],
-                           pods: list[dict[str, Any]]) -> Optional[float]:
+                          pods: list[dict[str, Any]]) -> Optional[float]:
     """Read the running job's metrics into ``status.progress`` when due; seconds until the next reading."""
     interval = operator.settings.progress_interval_seconds
     status = job.get("status") or {}

@@ -18,11 +18,11 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator.reconcile import jobstatus
-from tensorgrid_operator.reconcile import podview
-from tensorgrid_operator.reconcile import plans
-from tensorgrid_operator.reconcile import policies
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.reconcile import jobstatus
+from tensorgrid_operator.reconcile import plans
+from tensorgrid_operator.reconcile import podview
+from tensorgrid_operator.reconcile import policies
 
 Obj = dict[str, Any]
 INVALID = 422

@@ -16,11 +16,11 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
-from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import kueue
 
 Obj = dict[str, Any]
 RT = spec_lib.ReplicaType

@@ -12,9 +12,9 @@ import dataclasses
 import datetime
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
-from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import terminating
 
 Obj = dict[str, Any]

@@ -31,8 +31,8 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator.reconcile import podview
+from tensorgrid_operator.resources import podgroups
 
 Obj = dict[str, Any]
 

@@ -13,9 +13,9 @@ import datetime
 from typing import Any, Mapping, Optional
 
 from tensorgrid_operator.api import conditions
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator.api import spec as spec_lib
 
 # Waiting reasons of a pending pod that will not go away by themselves.
 STUCK_WAITING_REASONS = frozenset({

@@ -25,9 +25,9 @@ from typing import Any, Mapping, Optional, Sequence
 from prometheus_client import parser as prom_parser
 
 from tensorgrid_operator.api import conditions as cond_lib
-from tensorgrid_operator.resources import manifests
-from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.reconcile import podview
+from tensorgrid_operator.resources import manifests
 
 Obj = dict[str, Any]
 GLOBAL_STEP = "tensorgrid_global_step"

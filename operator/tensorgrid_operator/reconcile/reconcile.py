@@ -32,16 +32,16 @@ import functools
 from typing import Any, Iterable, Mapping, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.reconcile import jobstatus
-from tensorgrid_operator.resources import kueue
-from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.reconcile import outcomes
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
-from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import terminating
+from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import manifests
 
 
 def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],

@@ -28,9 +28,9 @@ import dataclasses
 import re
 from typing import Any, Mapping, Optional
 
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import job_certificates
 from tensorgrid_operator.resources import manifests
-from tensorgrid_operator.api import spec as spec_lib
 
 Obj = dict[str, Any]
 

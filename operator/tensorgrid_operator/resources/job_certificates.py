@@ -44,8 +44,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.oid import NameOID
 
-from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import manifests
 
 Obj = dict[str, Any]
 

@@ -21,8 +21,8 @@ import dataclasses
 import json
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import manifests
 
 Obj = dict[str, Any]
 ANTI_AFFINITY_MODES = ("off", "preferred", "required")

@@ -12,8 +12,8 @@ import copy
 import json
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import kueue
 
 Obj = dict[str, Any]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import manifests
 
 Obj = dict[str, Any]
 

@@ -12,8 +12,8 @@ from typing import Any, Optional
 import pytest
 
 from operator_sim import make_job
-from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.cluster import certificate_secrets
+from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import job_certificates
 from tensorgrid_operator.resources import manifests
 

@@ -8,11 +8,11 @@ from typing import Any, Optional
 import pytest
 from kubernetes.client import exceptions
 
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import cli
 from tensorgrid_operator.cluster import ensure_objects
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.resources import podgroups
-from tensorgrid_operator.api import spec as spec_lib
 
 JOB = {"metadata": {"name": "mnist", "namespace": "team", "uid": "u-1"}}
 VOLCANO = podgroups.GangSettings(podgroups.VOLCANO)

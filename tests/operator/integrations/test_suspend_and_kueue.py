@@ -10,10 +10,10 @@ import yaml
 
 from operator_sim import Sim, make_job
 from tensorgrid_operator.api import conditions
+from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import manifests
-from tensorgrid_operator.reconcile import plans
-from tensorgrid_operator.api import spec as spec_lib
 
 CRD = pathlib.Path(__file__).resolve().parents[3] / "crds" / "trainingjobs.tensorgrid.io.yaml"
 

@@ -13,8 +13,8 @@ import pytest
 from kubernetes.client import exceptions
 
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
-from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import kueue
 
 pytestmark = pytest.mark.controlplane
 

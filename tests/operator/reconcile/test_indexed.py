@@ -7,14 +7,14 @@ import datetime
 from typing import Any
 
 from operator_sim import make_job
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import indexed
-from tensorgrid_operator.resources import kueue
-from tensorgrid_operator.resources import manifests
 from tensorgrid_operator.reconcile import observed
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import progress
 from tensorgrid_operator.reconcile import reconcile
-from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import manifests
 
 RT = spec_lib.ReplicaType
 NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.timezone.utc)

@@ -19,14 +19,14 @@ from typing import Any, Optional, cast
 import pytest
 
 from operator_sim import Sim, make_job
+from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator import config
-from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.controller import job_loop
 from tensorgrid_operator.controller import looplag
-from tensorgrid_operator.resources import manifests
 from tensorgrid_operator import metrics
-from tensorgrid_operator.cluster import running_operator
-from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.reconcile import finished_replicas
+from tensorgrid_operator.resources import manifests
 
 
 # --- the cluster spec, once per pass ---------------------------------------------------------
@@ -239,7 +239,7 @@ def test_a_job_whose_loop_ended_leaves_nothing_behind() -> None:
     ``forget_job``: thousands of jobs made and deleted must not leave an entry each. A table
     added later without a line in ``forget_job`` fails here. ``wakers`` is the job loop's own."""
     operator = running_operator.RunningOperator(settings=config.Settings(), kube=cast(Any, None),
-                                               executor=cast(Any, None), deciders=cast(Any, None))
+                                                executor=cast(Any, None), deciders=cast(Any, None))
     key = ("team", "mnist")
     tables = [f.name for f in dataclasses.fields(operator)
               if isinstance(getattr(operator, f.name), dict) and f.name != "wakers"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime
 
 from operator_sim import T0, Sim, make_job
-from tensorgrid_operator.reconcile import progress
 from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.reconcile import progress
 
 PAGE = """# HELP tensorgrid_global_step Value of the global_step variable on this task.
 # TYPE tensorgrid_global_step gauge

@@ -10,10 +10,10 @@ import pytest
 from operator_sim import Sim, make_job
 from tensorgrid_operator.api import conditions
 from tensorgrid_operator.api import exitcodes
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.reconcile import jobstatus
 from tensorgrid_operator.reconcile import policies
-from tensorgrid_operator.api import spec as spec_lib
 
 
 FIRST_DELAY = policies.RetryDelay().initial_seconds  # before a failed replica is created again

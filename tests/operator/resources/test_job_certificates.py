@@ -24,9 +24,9 @@ from kubernetes.client import exceptions
 from kube_controlplane import ControlPlane
 from operator_cluster import Namespace, created_namespace, Operator, job_manifest, operator_settings, running_operator, wait_for
 from operator_sim import make_job
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import job_certificates
 from tensorgrid_operator.resources import manifests
-from tensorgrid_operator.api import spec as spec_lib
 
 RT = spec_lib.ReplicaType
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from operator_sim import Sim, make_job
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import cli
 from tensorgrid_operator.resources import jobobjects
-from tensorgrid_operator.api import spec as spec_lib
 
 PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
 

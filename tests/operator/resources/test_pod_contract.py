@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from operator_sim import make_job
+from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import cli
 from tensorgrid_operator.resources import manifests
-from tensorgrid_operator.api import spec as spec_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml"

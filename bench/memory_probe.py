@@ -119,7 +119,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ours.out.mkdir(parents=True, exist_ok=True)
     if ours.tracemalloc:
         # After the imports: traced, they take minutes on a busy machine, and are no part of the growth.
-        importlib.import_module("tensorgrid_operator.handlers")
+        importlib.import_module("tensorgrid_operator.controller.registrations")
         tracemalloc.start(ours.tracemalloc)
     threading.Thread(target=watch, args=(ours.out, ours.step_mib), daemon=True, name="memory-probe").start()
     sys.argv = ["tensorgrid_operator", *args[split + 1:]]

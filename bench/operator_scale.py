@@ -410,7 +410,7 @@ def big_and_small(cluster: Cluster, big_workers: int, probe: list[str], extra: S
 
 
 def start_kwok(cluster: Cluster, nodes: int) -> subprocess.Popen[bytes]:
-    """kwok managing ``nodes`` tainted nodes (the same setup as tests/operator/kwok_nodes.py)."""
+    """kwok managing ``nodes`` tainted nodes (the same setup as tests/operator/support/kwok_nodes.py)."""
     bin_dir = subprocess.run([str(ROOT / "hack/tools.sh"), "--print-bin-dir"], capture_output=True, text=True,
                              check=True).stdout.strip()
     kwok = pathlib.Path(bin_dir) / "kwok"

@@ -47,7 +47,7 @@ RUN /opt/venv/bin/pip install --no-deps /src \
     && /opt/venv/bin/pip uninstall -y pip setuptools wheel \
     && rm -rf /opt/venv/lib/python3*/site-packages/kubernetes/aio \
     && find /opt/venv/lib/python3*/site-packages -mindepth 2 -type d -name tests -prune -exec rm -rf {} + \
-    && /opt/venv/bin/python -c 'import kubernetes.client, kubernetes.config, tensorgrid_operator.handlers'
+    && /opt/venv/bin/python -c 'import kubernetes.client, kubernetes.config, tensorgrid_operator.controller.registrations'
 
 FROM base AS operator
 # A fixed numeric uid, so Kubernetes can check runAsNonRoot.

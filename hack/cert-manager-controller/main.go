@@ -1,7 +1,7 @@
 // Command cert-manager-controller is a test harness: the real controllers of cert-manager
 // (github.com/cert-manager/cert-manager, the release hack/tools.sh names), wired by a minimal main
 // so that the operator's cert-manager mode is tested against the controllers that issue
-// certificates in a cluster, beside the test control plane (tests/operator/cert_manager.py).
+// certificates in a cluster, beside the test control plane (tests/operator/support/cert_manager_controller.py).
 //
 // Why a main of our own: cert-manager's cmd/controller is a nested module
 // (github.com/cert-manager/cert-manager/controller-binary) that is not on the Go module proxy, and

@@ -10,11 +10,11 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from tensorgrid_operator import cert_manager
+from tensorgrid_operator.cluster import uninstall
 from tensorgrid_operator import config
-from tensorgrid_operator import jobobjects
-from tensorgrid_operator import podgroups
-from tensorgrid_operator import uninstall
+from tensorgrid_operator.resources import cert_manager
+from tensorgrid_operator.resources import jobobjects
+from tensorgrid_operator.resources import podgroups
 
 
 def _port(text: str) -> Optional[int]:
@@ -164,6 +164,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     settings = parse_args(argv)
     if settings.remove_finalizers:
         sys.exit(uninstall.run(settings.kubeconfig, settings.namespaces))
-    from tensorgrid_operator import handlers  # imports kopf: only when actually running
+    from tensorgrid_operator.controller import registrations  # imports kopf: only when actually running
 
-    handlers.run(settings)
+    registrations.run(settings)

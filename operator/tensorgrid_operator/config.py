@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
-from tensorgrid_operator import cert_manager
-from tensorgrid_operator import podgroups
+from tensorgrid_operator.resources import cert_manager
+from tensorgrid_operator.resources import podgroups
 
 
 @dataclasses.dataclass

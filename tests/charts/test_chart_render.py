@@ -98,7 +98,8 @@ def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> No
 
 
 def test_certificate_values_reach_the_operator_and_a_bad_one_is_named() -> None:
-    from tensorgrid_operator import cert_manager, cli
+    from tensorgrid_operator.resources import cert_manager
+    from tensorgrid_operator import cli
 
     def args(values: dict[str, object]) -> list[str]:
         return list(one(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
@@ -248,7 +249,7 @@ def test_monitoring_objects() -> None:
 
 def test_pod_monitor_matches_the_operators_pod_contract() -> None:
     """The PodMonitor selects the label and scrapes the port the operator puts on every training pod."""
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
     pod_monitor = one(render(VALUE_SETS["monitoring"]), "PodMonitor")["spec"]
     assert pod_monitor["selector"]["matchExpressions"][0]["key"] == spec_lib.LABEL_JOB_NAME

@@ -20,6 +20,8 @@ import yaml
 from chart_support import CHART, RELEASE_NAMESPACE, VALUE_SETS, render, run_helm
 from kube_controlplane import ControlPlane
 
+pytestmark = pytest.mark.controlplane
+
 NOT_SERVED_HERE = {"ServiceMonitor", "PodMonitor"}
 
 

@@ -11,10 +11,13 @@ import json
 import re
 import shlex
 
+import pytest
 import yaml
 
 from chart_support import CHART, ROOT
 from kube_controlplane import ControlPlane, wait_crds_established, wait_for
+
+pytestmark = pytest.mark.controlplane
 
 CRD = "trainingjobs.tensorgrid.io"
 

@@ -44,7 +44,7 @@ def _containers(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _pods(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The pods the operator creates for this job on its first reconcile."""
-    from tensorgrid_operator import reconcile
+    from tensorgrid_operator.reconcile import reconcile
 
     job = json.loads(json.dumps(job))
     job["metadata"].update({"namespace": "team", "uid": "uid-1", "generation": 1, "resourceVersion": "1",
@@ -63,6 +63,7 @@ def test_the_examples_cover_async_sync_chief_and_gpu() -> None:
                                            "trainingjob-chief.yaml", "trainingjob-gpu.yaml"}
 
 
+@pytest.mark.controlplane
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_example_validates_on_the_api_server(controlplane: ControlPlane, path: pathlib.Path) -> None:
     result = controlplane.kubectl("apply", "--dry-run=server", "--validate=strict", "-n", "default",

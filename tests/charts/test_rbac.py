@@ -1,11 +1,11 @@
 """The chart's RBAC grants exactly what the operator uses: read from the code, compared both ways.
 
-The operator's own API calls are read from operator/tensorgrid_operator/kube.py (every
+The operator's own API calls are read from operator/tensorgrid_operator/cluster/kube.py (every
 method of the kubernetes client it uses, mapped to a request through the client's
 own request path and HTTP method); what the objects it creates demand from the
-owner references manifests.py puts on them (blockOwnerDeletion needs ``update`` on the
+owner references resources/manifests.py puts on them (blockOwnerDeletion needs ``update`` on the
 owner's finalizers where owner-reference permissions are enforced, as the test control
-plane does); kopf's come from what handlers.py asks of kopf (watched resources, daemons
+plane does); kopf's come from what the controller package asks of kopf (watched resources, daemons
 and their finalizer, events, peering) and from what kopf does for every operator
 (discovery of CRDs, and of namespaces when given some).
 Then the operator runs against a real API server under exactly the chart's RBAC and
@@ -102,11 +102,11 @@ def operator_api_calls(gang_scheduler: str = "none", certificate_issuer: str = "
     """
     import kubernetes
 
-    from tensorgrid_operator import cert_manager
-    from tensorgrid_operator import podgroups
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.resources import cert_manager
+    from tensorgrid_operator.resources import podgroups
+    from tensorgrid_operator.api import spec as spec_lib
 
-    tree = ast.parse((OPERATOR / "kube.py").read_text())
+    tree = ast.parse((OPERATOR / "cluster" / "kube.py").read_text())
     apis = _api_attributes(tree)
     assert set(apis.values()) >= {"CoreV1Api", "CustomObjectsApi"}, apis
     calls = set()
@@ -135,8 +135,8 @@ def owner_reference_needs() -> set[Triple]:
     The OwnerReferencesPermissionEnforcement admission plugin (OpenShift, hardened clusters)
     lets a creator set ``blockOwnerDeletion`` only if it may update the owner's finalizers.
     """
-    from tensorgrid_operator import manifests
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.resources import manifests
+    from tensorgrid_operator.api import spec as spec_lib
 
     reference = manifests.owner_reference({"metadata": {"name": "job", "uid": "uid"}})
     if reference.get("blockOwnerDeletion"):
@@ -145,7 +145,7 @@ def owner_reference_needs() -> set[Triple]:
 
 
 def _constant(node: ast.expr) -> str:
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -153,7 +153,7 @@ def _constant(node: ast.expr) -> str:
         value = getattr(spec_lib, node.attr)
         assert isinstance(value, str)
         return value
-    raise AssertionError(f"cannot evaluate {ast.dump(node)} in handlers.py")
+    raise AssertionError(f"cannot evaluate {ast.dump(node)} in the controller package")
 
 
 def _kopf_call(node: ast.AST, *path: str) -> bool:
@@ -178,8 +178,9 @@ def _resource(call: ast.Call) -> tuple[str, str]:
 
 
 def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
-    """What kopf does on the operator's behalf, for what handlers.py asks of it."""
-    tree = ast.parse((OPERATOR / "handlers.py").read_text())
+    """What kopf does on the operator's behalf, for what the controller package asks of it."""
+    tree = ast.Module(body=[statement for path in sorted((OPERATOR / "controller").glob("*.py"))
+                            for statement in ast.parse(path.read_text()).body], type_ignores=[])
     needs: set[Triple] = set()
     finalizer = any(isinstance(n, ast.Attribute) and n.attr == "finalizer" for n in ast.walk(tree))
     for node in ast.walk(tree):
@@ -189,7 +190,7 @@ def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
             needs |= {(group, plural, "list"), (group, plural, "watch")}  # kopf's watch: a list, then a watch
             if _kopf_call(node, "daemon"):
                 # Daemons need a finalizer, which kopf adds and removes with patches.
-                assert finalizer, "handlers.py has a daemon but sets no finalizer"
+                assert finalizer, "the controller has a daemon but sets no finalizer"
                 needs.add((group, plural, "patch"))
         if _kopf_call(node, "event"):
             needs.add(("", "events", "create"))
@@ -278,6 +279,7 @@ def test_aggregated_roles_let_edit_manage_and_view_read_trainingjobs() -> None:
                 if r["metadata"]["name"].endswith(("-edit", "-view"))]
 
 
+@pytest.mark.controlplane
 def test_aggregated_roles_reach_the_default_roles_on_a_real_api_server(controlplane: ControlPlane) -> None:
     cp = controlplane
     if cp.kubectl("get", "namespace", RELEASE_NAMESPACE, check=False).returncode != 0:
@@ -378,11 +380,12 @@ def _cert_manager_crds() -> pathlib.Path:
 CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")
 
 
+@pytest.mark.controlplane
 @pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano",
                                    "given-namespaces-cert-manager"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
     """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
-    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/crds); in cert-manager's mode,
+    with a gang scheduler, its PodGroup too (Volcano's CRD, from tests/operator/support/crds); in cert-manager's mode,
     its Issuers and Certificates (cert-manager's CRDs, removed again at the end; no controller is needed to
     make them)."""
     cp = controlplane
@@ -392,7 +395,7 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
     if gang:
         values["trainingPods"] = {"gangScheduler": "volcano"}
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                   str(ROOT / "tests" / "operator" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
+                   str(ROOT / "tests" / "operator" / "support" / "crds" / "scheduling.volcano.sh_podgroups.yaml"))
         wait_crds_established(cp, "podgroups.scheduling.volcano.sh")
     cert_manager = watch.endswith("-cert-manager")
     if cert_manager:

@@ -30,9 +30,9 @@ def kube_method_calls() -> dict[str, set[Triple]]:
     """For each method of kube.Kube, the API requests it makes."""
     import kubernetes
 
-    from tensorgrid_operator import spec as spec_lib
+    from tensorgrid_operator.api import spec as spec_lib
 
-    tree = ast.parse((OPERATOR / "kube.py").read_text())
+    tree = ast.parse((OPERATOR / "cluster" / "kube.py").read_text())
     apis = _api_attributes(tree)
     (kube_class,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Kube"]
     calls: dict[str, set[Triple]] = {}
@@ -51,7 +51,7 @@ def kube_method_calls() -> dict[str, set[Triple]]:
 def uninstall_needs() -> set[Triple]:
     """What `--remove-finalizers` asks of the API server: the Kube methods uninstall.py calls."""
     methods = kube_method_calls()
-    tree = ast.parse((OPERATOR / "uninstall.py").read_text())
+    tree = ast.parse((OPERATOR / "cluster" / "uninstall.py").read_text())
     used = {node.func.attr for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods}
     assert used >= {"list_jobs", "remove_finalizer"}, used
@@ -123,6 +123,7 @@ def _finalizers(cp: ControlPlane, namespace: str, name: str) -> list[str]:
     return list(json.loads(out)) if out else []
 
 
+@pytest.mark.controlplane
 @pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces"])
 def test_the_hook_frees_every_job_under_its_own_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path,
                                                       watch: str) -> None:

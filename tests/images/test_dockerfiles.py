@@ -184,7 +184,7 @@ def test_operator_image_installs_what_the_operator_imports() -> None:
     distributions = {"kopf": "kopf", "kubernetes": "kubernetes", "prometheus_client": "prometheus-client",
                      "cryptography": "cryptography"}
     imported = set()
-    for path in (ROOT / "operator" / "tensorgrid_operator").glob("*.py"):
+    for path in (ROOT / "operator" / "tensorgrid_operator").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
                        else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level

@@ -2,7 +2,7 @@
 
 A parameter server holding ``global_step`` serves it on its metrics port; the chief's
 StopAtStepHook exports its last step, and the scalar summaries it writes (the loss). The
-operator's parser (``tensorgrid_operator.progress``) reads them from the pages as served over HTTP.
+operator's parser (``tensorgrid_operator.reconcile.progress``) reads them from the pages as served over HTTP.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tensorgrid as tf
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.kernels import tf_record
 from tensorgrid.distributed.rpc import ports
-from tensorgrid_operator import progress
+from tensorgrid_operator.reconcile import progress
 
 
 def last_scalar(logdir, tag):

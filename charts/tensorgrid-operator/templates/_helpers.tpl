@@ -46,17 +46,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/*
 RBAC rules, exactly the API calls the operator makes (tests/charts/test_rbac.py
 derives the same set from the code and compares both ways):
-- operator/tensorgrid_operator/kube.py: read a TrainingJob, patch its status, delete
+- operator/tensorgrid_operator/cluster/kube.py: read a TrainingJob, patch its status, delete
   it (ttlSecondsAfterFinished); list, create and delete its pods and Services;
-  get and create the Secret holding a job's TLS certificates (job_certificates.py);
-  patch a finished Kueue-queued job's pods (kueue.py: retriable-in-group "false");
-- operator/tensorgrid_operator/manifests.py: owner references with blockOwnerDeletion,
+  get and create the Secret holding a job's TLS certificates (resources/job_certificates.py);
+  patch a finished Kueue-queued job's pods (resources/kueue.py: retriable-in-group "false");
+- operator/tensorgrid_operator/resources/manifests.py: owner references with blockOwnerDeletion,
   which clusters enforcing owner-reference permissions (OpenShift, the
   OwnerReferencesPermissionEnforcement admission plugin) allow only with update on
   trainingjobs/finalizers;
-- operator/tensorgrid_operator/kube.py, jobobjects.py: create each job's NetworkPolicy
+- operator/tensorgrid_operator/cluster/kube.py, resources/jobobjects.py: create each job's NetworkPolicy
   and PodDisruptionBudget;
-- kopf (handlers.py): list and watch TrainingJobs, pods and Services; patch
+- kopf (controller/): list and watch TrainingJobs, pods and Services; patch
   TrainingJobs (its finalizer); create Events (kopf.event); list, watch and patch
   the peering object; list and watch CRDs and, when given namespaces, namespaces.
 */}}
@@ -133,7 +133,7 @@ networkPolicy.extraMetricsPeers as given.
 
 {{/*
 RBAC of the uninstall hook: what `tensorgrid-operator --remove-finalizers` calls
-(operator/tensorgrid_operator/uninstall.py through kube.py: list the TrainingJobs,
+(operator/tensorgrid_operator/cluster/uninstall.py through cluster/kube.py: list the TrainingJobs,
 patch one to remove the finalizer).
 */}}
 {{- define "tensorgrid-operator.uninstallRules" -}}

@@ -152,7 +152,7 @@ def _pack_nested(value: Any, dtype: dtypes.DType, name: Optional[str], requested
         # A dtype the caller asked for casts the tensors to it, as TensorFlow's autopacking does.
         from tensorgrid.ops import math_ops  # math_ops builds on array_ops
 
-        return math_ops.cast(tensor, dtype)  # type: ignore[no-any-return]
+        return math_ops.cast(tensor, dtype)
     raise TypeError(
         f"Cannot convert a list containing a tensor of dtype {tensor.dtype.base_dtype.name} to "
         f"{dtype.name} (Tensor is: {tensor.name})"

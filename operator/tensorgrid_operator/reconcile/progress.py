@@ -1,0 +1,166 @@
+"""Training progress in ``status.progress``: the global step, its rate, the target and when it is reached.
+
+The data path: every task serves Prometheus metrics on its ``metrics`` port, and the
+task holding the ``global_step`` variable (a parameter server, under
+``replica_device_setter``) exports ``tensorgrid_global_step``; the chief's
+``StopAtStepHook`` exports the last step as ``tensorgrid_target_step``, and its scalar
+summaries as ``tensorgrid_summary_scalar{tag}`` (the loss among them). While a job
+runs, the operator GETs ``http://<pod IP>:<metrics port>/metrics`` of its chief and
+parameter servers and keeps what it read in the status. It needs no permission
+beyond reading the job's pods (which it has); the job's NetworkPolicy lets the
+operator's pods reach the metrics port (docs/operator.md, "Progress").
+
+This module is the pure part: which pods to read, what the text says, and the new
+``status.progress`` from the old one and what was read. The HTTP GETs are in
+``controller.progress_reader``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+from prometheus_client import parser as prom_parser
+
+from tensorgrid_operator.api import conditions as cond_lib
+from tensorgrid_operator.api import spec as spec_lib
+from tensorgrid_operator.reconcile import podview
+from tensorgrid_operator.resources import manifests
+
+Obj = dict[str, Any]
+GLOBAL_STEP = "tensorgrid_global_step"
+TARGET_STEP = "tensorgrid_target_step"
+SUMMARY_SCALAR = "tensorgrid_summary_scalar"
+# The most of a metrics page that is read: a task's page is a few KiB.
+MAX_PAGE_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One metrics endpoint to read."""
+
+    pod: str
+    url: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """What one endpoint said, or why it said nothing."""
+
+    pod: str
+    global_step: Optional[int] = None
+    target_step: Optional[int] = None
+    error: str = ""
+    loss: Optional[float] = None
+    loss_tag: str = ""
+
+
+def loss_rank(tag: str) -> Optional[int]:
+    """How surely a summary tag names the loss: 0 for ``loss``, 1 for ``.../loss``, 2 for a
+    last path segment ending in ``loss`` (``total_loss``); None for other tags."""
+    last = tag.rsplit("/", 1)[-1].lower()
+    if tag == "loss":
+        return 0
+    if last == "loss":
+        return 1
+    return 2 if last.endswith("loss") else None
+
+
+def scrape_targets(job_spec: spec_lib.JobSpec, pods: Sequence[Mapping[str, Any]]) -> list[Target]:
+    """The running chief and parameter-server pods that have an IP, with their metrics URLs."""
+    chief = spec_lib.chief_key(job_spec)
+    port = {rtype: manifests.replica_port(job_spec, rtype, spec_lib.METRICS_PORT_NAME)
+            for rtype in job_spec.replica_specs}
+    targets = []
+    for pod in pods:
+        view = podview.view_pod(pod)
+        ip = (pod.get("status") or {}).get("podIP")
+        if view.key is None or not ip or view.phase != "Running" or view.terminating:
+            continue
+        if view.key == chief or view.key.rtype is spec_lib.ReplicaType.PS:
+            host = f"[{ip}]" if ":" in ip else ip
+            targets.append(Target(view.name, f"http://{host}:{port[view.key.rtype]}/metrics"))
+    return sorted(targets, key=lambda t: t.pod)
+
+
+def read_page(pod: str, text: str) -> Reading:
+    """The largest ``tensorgrid_global_step`` and ``tensorgrid_target_step`` on a metrics
+    page, and the loss: the ``tensorgrid_summary_scalar`` whose tag names it most surely."""
+    steps: dict[str, list[int]] = {GLOBAL_STEP: [], TARGET_STEP: []}
+    losses: list[tuple[int, str, float]] = []
+    try:
+        for family in prom_parser.text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == SUMMARY_SCALAR:
+                    tag = sample.labels.get("tag", "")
+                    rank = loss_rank(tag)
+                    if rank is not None:
+                        losses.append((rank, tag, sample.value))
+                    continue
+                minimum = 1 if sample.name == TARGET_STEP else 0  # a target of 0: no StopAtStepHook
+                if sample.name in steps and math.isfinite(sample.value) and sample.value >= minimum:
+                    steps[sample.name].append(int(sample.value))
+    except (ValueError, TypeError, IndexError) as e:
+        return Reading(pod, error=f"{pod}: the metrics page is not Prometheus text ({e})")
+    _, tag, loss = min(losses, default=(0, "", None))
+    return Reading(pod, max(steps[GLOBAL_STEP], default=None), max(steps[TARGET_STEP], default=None),
+                   loss=loss, loss_tag=tag)
+
+
+def _with_loss(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> list[str]:
+    """Puts the freshest loss (or the last known one) into ``progress``; a non-finite loss
+    is not a number the status can hold, so it is reported in the message instead."""
+    reported = [r for r in readings if r.loss is not None]
+    if not reported:
+        for key in ("loss", "lossTag"):
+            if key in old:
+                progress[key] = old[key]
+        return []
+    reading = reported[0]
+    assert reading.loss is not None
+    if not math.isfinite(reading.loss):
+        return [f"{reading.pod} reports a non-finite loss ({reading.loss_tag} = {reading.loss})"]
+    progress["loss"] = float(f"{reading.loss:.6g}")
+    progress["lossTag"] = reading.loss_tag
+    return []
+
+
+def next_progress(old: Optional[Mapping[str, Any]], readings: Sequence[Reading],
+                  now: datetime.datetime) -> Optional[Obj]:
+    """The new ``status.progress``; ``None`` when there is nothing to say yet.
+
+    ``stepsPerSecond`` is the rate between this reading and the previous one; a step
+    lower than before (a parameter server restored an older checkpoint) starts the
+    rate over. When no endpoint gave a step, the last known progress stays and
+    ``message`` says why it is not fresh.
+    """
+    old = dict(old or {})
+    steps = [r.global_step for r in readings if r.global_step is not None]
+    targets = [r.target_step for r in readings if r.target_step is not None]
+    errors = [r.error for r in readings if r.error]
+    if not steps:
+        if not readings:
+            return old or None  # no chief or PS pod runs with an IP yet
+        stale = dict(old)
+        stale["message"] = ("; ".join(errors) if errors
+                            else f"no task of the job exports {GLOBAL_STEP} yet")
+        return stale
+    step = max(steps)
+    progress: Obj = {"globalStep": step, "lastUpdateTime": cond_lib.format_time(now)}
+    target = max(targets) if targets else old.get("targetStep")
+    if target is not None:
+        progress["targetStep"] = int(target)
+    last_time = cond_lib.parse_time(old.get("lastUpdateTime"))
+    last_step = old.get("globalStep")
+    if last_time is not None and isinstance(last_step, int) and step >= last_step and now > last_time:
+        rate = (step - last_step) / (now - last_time).total_seconds()
+        progress["stepsPerSecond"] = round(rate, 3)
+        if target is not None and rate > 0 and step < target:
+            eta = now + datetime.timedelta(seconds=math.ceil((int(target) - step) / rate))
+            progress["estimatedCompletionTime"] = cond_lib.format_time(eta)
+    errors += _with_loss(progress, old, readings)
+    if errors:
+        progress["message"] = "; ".join(errors)
+    return progress

@@ -49,20 +49,20 @@ test-runtime: venv
 	$(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # The runtime's tests as on a GPU node, without a GPU: every task process and the test process
-# see one GPU, the strict cupy stand-in (tests/runtime/strict_cupy.py), whose arrays refuse implicit
+# see one GPU, the strict cupy stand-in (tests/runtime/support/strict_cupy.py), whose arrays refuse implicit
 # conversion to numpy as cupy's do. `make test` already runs the distributed tests this way
 # (their [strict-gpu] ids); this runs every runtime test so.
 test-strict-gpu: venv
 	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (atheris) of every parser of bytes from the network
-# (tests/runtime/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
+# (tests/runtime/support/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
 # number of inputs (tests/runtime/test_fuzz.py). A finding prints the input and its traceback.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS := header_bundle frames data_channel servicer
 fuzz: venv
 	@for target in $(FUZZ_TARGETS); do \
-	  $(PY) tests/runtime/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	  $(PY) tests/runtime/support/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
 # helm for the chart tests, kwok for the operator's tests on simulated nodes, scheduler-plugins

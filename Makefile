@@ -57,7 +57,7 @@ test-strict-gpu: venv
 
 # Coverage-guided fuzzing (atheris) of every parser of bytes from the network
 # (tests/runtime/support/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
-# number of inputs (tests/runtime/test_fuzz.py). A finding prints the input and its traceback.
+# number of inputs (tests/runtime/distributed/test_fuzz.py). A finding prints the input and its traceback.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS := header_bundle frames data_channel servicer
 fuzz: venv

@@ -7,7 +7,7 @@ mutator over the same seeds.
 Both drivers start from ``targets.seeds(TARGET)``, stop after ``-runs`` inputs or
 ``-max_total_time`` seconds, and exit non-zero with the input and its traceback when an
 input escapes (``targets.EscapedInputError``, or any exception). ``make fuzz`` runs every target
-for minutes; ``tests/runtime/test_fuzz.py`` runs each for a bounded number of inputs.
+for minutes; ``tests/runtime/distributed/test_fuzz.py`` runs each for a bounded number of inputs.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "fuzz", "run.py")
+RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "fuzz", "run.py")
 RUNS = {"header_bundle": 100000, "frames": 100000, "data_channel": 8000, "servicer": 200000}
 """Inputs per target: about 30-50 s in all on this project's 2-core machine."""
 

@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
+.PHONY: run test test-fast test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -40,29 +40,40 @@ run: $(VENV)/.installed-run
 
 # Every test. The operator's and the chart's tests start a real etcd + kube-apiserver +
 # controller-manager + scheduler (binaries built from source) and need helm (hack/tools.sh).
+# pytest markers (pyproject.toml, docs/architecture.md) say what a test needs beyond the
+# virtualenv: controlplane, kwok, third_party (Kubernetes), cluster (e2e/), oracle (TensorFlow),
+# gpu_node (run a second time as on a GPU node); select with PYTEST_ARGS='-m "..."'.
 test: venv kubernetes-binaries tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The runtime's tests alone: only the virtualenv, no Kubernetes binaries and no helm.
+# The fast loop: every test that needs no Kubernetes (the kwok and third-party tests run on the
+# control plane too, so they are left out as well): the runtime's tests, the repository's checks
+# (tests/repo), the operator's tests that need no cluster, the images' static checks. Only the virtualenv.
+test-fast: venv
+	$(PY) -m pytest -m "not controlplane and not kwok and not third_party" $(PYTEST_ARGS)
+
+# The runtime's tests alone (tests/runtime/, a folder per layer): only the virtualenv, no
+# Kubernetes binaries and no helm. The repository's checks (tests/repo/: ruff, mypy, import
+# contracts, line budget, fresh protos) are not among them: `make test-fast` and `make test` run them.
 RUNTIME_TESTS := tests/runtime
 test-runtime: venv
 	$(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # The runtime's tests as on a GPU node, without a GPU: every task process and the test process
-# see one GPU, the strict cupy stand-in (tests/runtime/strict_cupy.py), whose arrays refuse implicit
-# conversion to numpy as cupy's do. `make test` already runs the distributed tests this way
-# (their [strict-gpu] ids); this runs every runtime test so.
+# see one GPU, the strict cupy stand-in (tests/runtime/support/strict_cupy.py), whose arrays
+# refuse implicit conversion to numpy as cupy's do. `make test` already runs the tests marked
+# gpu_node this way (their [strict-gpu] ids); this runs every runtime test so.
 test-strict-gpu: venv
 	TENSORGRID_FAKE_GPU=strict $(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (atheris) of every parser of bytes from the network
-# (tests/runtime/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
-# number of inputs (tests/runtime/test_fuzz.py). A finding prints the input and its traceback.
+# (tests/runtime/support/fuzz/targets.py), FUZZ_SECONDS per target; `make test` runs each for a bounded
+# number of inputs (tests/runtime/distributed/test_fuzz.py). A finding prints the input and its traceback.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS := header_bundle frames data_channel servicer
 fuzz: venv
 	@for target in $(FUZZ_TARGETS); do \
-	  $(PY) tests/runtime/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	  $(PY) tests/runtime/support/fuzz/run.py $$target -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
 # helm for the chart tests, kwok for the operator's tests on simulated nodes, scheduler-plugins

@@ -1,4 +1,5 @@
-"""Fixtures of the end-to-end suite: the cluster's API client, and a namespace per test.
+"""Fixtures of the end-to-end suite: the cluster's API client, and a namespace per test; every
+test here is marked ``cluster`` (it needs the kind cluster of ``make e2e-up``).
 
 When a test fails, what a person would look at is printed: the operator's log,
 ``kubectl describe`` of the test's TrainingJobs and pods, and the log of every pod of
@@ -38,6 +39,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.cluster)
 
 
 @pytest.fixture

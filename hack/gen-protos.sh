@@ -4,7 +4,7 @@
 # Compiles protos/tensorgrid/v1/*.proto with grpc_tools.protoc into
 # runtime/tensorgrid/v1/ (messages *_pb2.py with *_pb2.pyi stubs, services
 # *_pb2_grpc.py), importable as tensorgrid.v1.<name>_pb2. The output is
-# committed; tests/runtime/test_protos_fresh.py fails when it is stale, so run this
+# committed; tests/repo/test_protos_fresh.py fails when it is stale, so run this
 # after every .proto change and commit the result.
 #
 # Usage: hack/gen-protos.sh [OUT_DIR]
@@ -36,7 +36,7 @@ cat > "$PKG_DIR/__init__.py" <<'PY'
 """Generated code of the wire protocol (protos/tensorgrid/v1/*.proto); do not edit.
 
 Regenerate with ``hack/gen-protos.sh`` after changing a .proto file and commit the
-result; tests/runtime/test_protos_fresh.py fails while these modules are stale. Streaming
+result; tests/repo/test_protos_fresh.py fails while these modules are stale. Streaming
 methods carry raw tensor frames: use tensorgrid.distributed.rpc.transport to serve and
 call them rather than the generated stubs, which would copy payloads through protobuf.
 """

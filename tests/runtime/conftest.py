@@ -1,5 +1,12 @@
-"""Fixtures shared by the test suite: mutual TLS for every cluster, a fresh default graph per test,
-a session, a strict stand-in GPU."""
+"""Fixtures shared by the runtime's tests: mutual TLS for every cluster, a fresh default graph per test,
+a session, a strict stand-in GPU, TensorFlow as the oracle; and the ``oracle`` and ``gpu_node`` markers
+applied (registered in pyproject.toml).
+
+The tests sit in one folder per layer of the runtime (ops, execution, distributed, client,
+train, data, summary; oracle for TensorFlow parity across layers); the modules they share are in
+support/, which pytest puts on ``sys.path`` (pyproject.toml's ``pythonpath``). The folders are not
+packages, so two test modules must not share a file name.
+"""
 
 from __future__ import annotations
 
@@ -62,10 +69,12 @@ def strict_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 NODE_KINDS = ("cpu", "strict-gpu")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "gpu_node: also run the test as on a GPU node: every task process and this process see one "
-        "GPU, the strict cupy stand-in (ids [cpu] and [strict-gpu])")
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the ``tf1`` fixture compares with TensorFlow: it is marked ``oracle``."""
+    for item in items:
+        if "tf1" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.oracle)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

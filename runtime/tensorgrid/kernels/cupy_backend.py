@@ -83,7 +83,7 @@ class CupyBackend(backend.Backend):
     """Arrays on CUDA device ``index``.
 
     ``array_module`` is the cupy module to use (default: ``import cupy``); tests pass a
-    stand-in with cupy's API and strictness (``tests/runtime/strict_cupy.py``).
+    stand-in with cupy's API and strictness (``tests/runtime/support/strict_cupy.py``).
     """
 
     name = "cupy"

@@ -123,7 +123,7 @@ def test_without_cert_manager_a_job_waits_and_says_what_is_missing(controlplane:
 
 
 def _train_over_mutual_tls(target: str) -> Any:
-    """Three SGD steps, the variable on the PS, the step on the worker (tests/runtime/cluster_processes.py's)."""
+    """Three SGD steps, the variable on the PS, the step on the worker (tests/runtime/support/cluster_processes.py's)."""
     import tensorgrid as tf
 
     with tf.Graph().as_default() as g:

@@ -2,12 +2,12 @@
 it is installed, else (or with ``TENSORGRID_FUZZ_DRIVER=random``) with a seeded random
 mutator over the same seeds.
 
-    python tests/runtime/fuzz/run.py TARGET [-runs=N] [-max_total_time=S] [-seed=K]
+    python tests/runtime/support/fuzz/run.py TARGET [-runs=N] [-max_total_time=S] [-seed=K]
 
 Both drivers start from ``targets.seeds(TARGET)``, stop after ``-runs`` inputs or
 ``-max_total_time`` seconds, and exit non-zero with the input and its traceback when an
 input escapes (``targets.EscapedInputError``, or any exception). ``make fuzz`` runs every target
-for minutes; ``tests/runtime/test_fuzz.py`` runs each for a bounded number of inputs.
+for minutes; ``tests/runtime/distributed/test_fuzz.py`` runs each for a bounded number of inputs.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import textwrap
 import grpc
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -34,7 +34,7 @@ def outcome(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib(request: pytest.FixtureRequest) -> Any:
     """The library a test runs on: tensorgrid, or TensorFlow's TF1 API (the oracle)."""
     return tensorgrid if request.param == "tensorgrid" else request.getfixturevalue("tf1")
@@ -198,7 +198,7 @@ def test_the_first_run_waits_for_a_ps_that_starts_late(lib: Any, caplog: pytest.
 def test_the_wait_for_a_ps_that_never_starts_ends_at_the_operation_timeout() -> None:
     """tensorgrid only: TensorFlow 2.21 keeps waiting past ``operation_timeout_in_ms`` (its
     session creation waits for every task of the cluster, unbounded), a difference kept on
-    purpose (README)."""
+    purpose (docs/differences.md)."""
     _, worker = cluster_with_a_late_ps(tensorgrid)
     try:
         with tensorgrid.device("/job:ps/task:0"):

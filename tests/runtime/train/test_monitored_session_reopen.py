@@ -36,7 +36,7 @@ for _ in range(int(sys.argv[3])):
 """
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib_name(request: pytest.FixtureRequest) -> str:
     if request.param == "tensorflow":
         request.getfixturevalue("tf1")  # the oracle must be installed (CI fails without it)

@@ -24,7 +24,7 @@ implicitly. As with cupy:
 Only what tensorgrid's cupy backend, kernels and transport use is implemented; a
 function missing here raises AttributeError naming it. Tests load it in-process
 (``conftest.strict_gpu``); task processes started with ``TENSORGRID_FAKE_GPU=strict``
-import it as ``cupy`` (``tests/runtime/strict_gpu/cupy.py``, see ``cluster_processes``). The
+import it as ``cupy`` (``tests/runtime/support/strict_gpu/cupy.py``, see ``cluster_processes``). The
 package itself never sees it.
 """
 
@@ -604,5 +604,5 @@ _THIS_MODULE = _sys.modules[__name__]
 
 
 def __getattr__(name: str) -> Any:
-    raise AttributeError(f"the strict cupy stand-in (tests/runtime/strict_cupy.py) does not implement cupy.{name}; "
-                         f"add it if tensorgrid's GPU code path needs it")
+    raise AttributeError(f"the strict cupy stand-in (tests/runtime/support/strict_cupy.py) does not implement "
+                         f"cupy.{name}; add it if tensorgrid's GPU code path needs it")

@@ -3,7 +3,7 @@ oracle) and on tensorgrid, and the fetched values (forward and ``tf.gradients``)
 
 Side effects are checked too: an assign in the branch not taken never happens, and a
 gradient pass does not repeat a branch's side effects. Bad arguments fail with errors that
-name them. The distributed run lives in test_control_flow_distributed.py.
+name them. The distributed run lives in distributed/test_control_flow_distributed.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The GPU code path without a GPU: the cupy backend on the strict cupy stand-in.
 
-The ``strict_gpu`` fixture makes ``tests/runtime/strict_cupy.py`` what the cupy backend imports,
+The ``strict_gpu`` fixture makes ``tests/runtime/support/strict_cupy.py`` what the cupy backend imports,
 so graphs built under ``tf.device('/device:GPU:0')`` go through the GPU placement, the
 feed and constant copies to the device, and every kernel through the backend's
 ``xp``. A kernel that reached for numpy directly, mixed a host array into a device

@@ -18,7 +18,7 @@ import tensorgrid
 from tensorgrid.distributed.rpc import ports
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib(request: pytest.FixtureRequest) -> Any:
     """The library a test runs on: tensorgrid, or TensorFlow's TF1 API (the oracle)."""
     return tensorgrid if request.param == "tensorgrid" else request.getfixturevalue("tf1")

@@ -1,5 +1,5 @@
 """A bounded fuzzing run in ``make test``: every parser of bytes from the network answers
-every input with a status (tests/runtime/fuzz/targets.py; ``make fuzz`` runs them for minutes).
+every input with a status (tests/runtime/support/fuzz/targets.py; ``make fuzz`` runs them for minutes).
 
 Each target runs in its own process (libFuzzer ends the process when it is done), with
 atheris when it is installed. Without it the same targets run under the seeded random
@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "run.py")
+RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "fuzz", "run.py")
 RUNS = {"header_bundle": 100000, "frames": 100000, "data_channel": 8000, "servicer": 200000}
 """Inputs per target: about 30-50 s in all on this project's 2-core machine."""
 

@@ -1,7 +1,7 @@
 """``tf.TensorArray`` in graph mode: each program runs on TensorFlow's ``tf.compat.v1`` (the
 oracle) and on tensorgrid, and the fetched values (forward and ``tf.gradients``) must agree;
 each misuse fails at run time with the same OpError class as TensorFlow's, naming the bad
-index or size. The distributed run lives in test_tensor_array_distributed.py.
+index or size. The distributed run lives in distributed/test_tensor_array_distributed.py.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from cluster_processes import LocalCluster
 
 pytestmark = [pytest.mark.timeout(300)]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROGRAM = os.path.join(ROOT, "examples", "distributed_digits.py")
 REPORT = "sync training: global step"
 

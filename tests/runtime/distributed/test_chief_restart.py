@@ -19,7 +19,7 @@ from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(300)]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROGRAM = os.path.join(ROOT, "examples", "distributed_digits.py")
 
 

@@ -14,7 +14,7 @@ import tensorgrid
 from tensorgrid.distributed.rpc import ports
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib(request: pytest.FixtureRequest) -> Any:
     """The library a test runs on: tensorgrid, or TensorFlow's TF1 API (the oracle)."""
     return tensorgrid if request.param == "tensorgrid" else request.getfixturevalue("tf1")
@@ -105,7 +105,7 @@ def test_default_op_names_are_tensorflows(tf1: Any) -> None:
 
 def test_reset_of_a_master_nobody_serves_fails_naming_its_address() -> None:
     """TensorFlow waits for the master (its reset hung past 120 s here); tensorgrid fails at
-    once with UnavailableError naming the address (README: differences)."""
+    once with UnavailableError naming the address (docs/differences.md)."""
     port = ports.free_ports(1)[0]
     error = raised(lambda: tensorgrid.Session.reset(f"grpc://127.0.0.1:{port}"))
     assert isinstance(error, tensorgrid.errors.UnavailableError) and f"127.0.0.1:{port}" in str(error)

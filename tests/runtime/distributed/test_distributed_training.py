@@ -16,7 +16,7 @@ from cluster_processes import task_environment
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.gpu_node]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROGRAM = os.path.join(ROOT, "examples", "distributed_digits.py")
 
 

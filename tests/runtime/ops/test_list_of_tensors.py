@@ -14,7 +14,7 @@ import pytest
 import tensorgrid
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The library a test runs on, with a fresh default graph: tensorgrid, or TF1 (the oracle)."""
     library = tensorgrid if request.param == "tensorgrid" else request.getfixturevalue("tf1")
@@ -42,6 +42,7 @@ BUILDS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("build", BUILDS.values(), ids=BUILDS.keys())
 def test_a_list_of_tensors_is_packed_as_tf1_packs_it(build: Callable[[Any], Any], request: pytest.FixtureRequest) -> None:
     results = []

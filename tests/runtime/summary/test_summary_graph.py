@@ -35,6 +35,7 @@ def build_model() -> Any:
     return graph
 
 
+@pytest.mark.oracle
 def test_tensorboard_reads_every_node_of_the_graph(tmp_path: Any) -> None:
     graph = build_model()
     with tf.summary.FileWriter(str(tmp_path), graph=graph):

@@ -19,7 +19,7 @@ from cluster_processes import LocalCluster
 
 pytestmark = [pytest.mark.timeout(300)]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROGRAM = os.path.join(ROOT, "examples", "distributed_digits.py")
 # Short bounds, so the test waits seconds rather than the defaults' half minute.
 LIVENESS_ENV = {"TENSORGRID_REPLY_PROBE_SECONDS": "2", "TENSORGRID_KEEPALIVE_SECONDS": "2",

@@ -61,6 +61,7 @@ def test_given_metadata_is_kept_under_the_names_set_over_it(tf1: Any) -> None:
     assert run(tensorgrid, metadata.SerializeToString()) == expected
 
 
+@pytest.mark.oracle
 def test_tensorboard_reads_the_tensors_back(tmp_path: Any) -> None:
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.util import tensor_util

@@ -58,7 +58,7 @@ def test_a_string_fed_with_a_number_or_a_number_with_a_string_is_refused() -> No
             with pytest.raises(TypeError, match="dtype string: feed str or bytes"):
                 sess.run(text, {text: 3.0})
             # ValueError, TensorFlow's class for text fed into a number; TensorFlow parses "3"
-            # (numpy does), tensorgrid refuses all text on purpose (README).
+            # (numpy does), tensorgrid refuses all text on purpose (docs/differences.md).
             with pytest.raises(ValueError, match="could not convert string to float32"):
                 sess.run(number, {number: "3"})
 

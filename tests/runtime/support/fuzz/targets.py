@@ -4,7 +4,7 @@ of one input that raises ``EscapedInputError`` when the input is not answered wi
 Why it exists: servers must answer any bytes with a clear status and keep serving
 (docs/limits.md, "Resource bounds"). The targets are driven by ``run.py`` (atheris,
 coverage-guided; or a seeded random mutator where atheris is missing), for a bounded
-number of inputs by ``tests/runtime/test_fuzz.py`` in ``make test`` and for minutes by ``make fuzz``.
+number of inputs by ``tests/runtime/distributed/test_fuzz.py`` in ``make test`` and for minutes by ``make fuzz``.
 
 - ``header_bundle``: a data-channel call's header bundle (``wire.decode_headers``,
   ``check_header``), then the allocation it asks for;

@@ -18,7 +18,7 @@ import types
 
 import pytest
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
 PROGRESS_LINE = re.compile(r"^step +(\d+)  loss (\d+\.\d{4})  train accuracy (\d\.\d{3}) +(\d+) examples/s$")
 
 

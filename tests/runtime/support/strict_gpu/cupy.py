@@ -1,5 +1,5 @@
 """``import cupy`` in a task process started with ``TENSORGRID_FAKE_GPU=strict``: the
-strict stand-in of ``tests/runtime/strict_cupy.py`` (not a GPU; its docstring says what it is).
+strict stand-in of ``tests/runtime/support/strict_cupy.py`` (not a GPU; its docstring says what it is).
 
 ``cluster_processes.task_environment`` puts this folder first on such a process's
 ``PYTHONPATH``; nothing else does, and the tensorgrid package never imports it.

@@ -26,7 +26,7 @@ from cluster_processes import LocalCluster
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROWS, DIM = 1000, 8
 INITIAL = (np.arange(ROWS * DIM, dtype=np.float32).reshape(ROWS, DIM) % 17) / 17.0
 BATCHES = [np.array([[3, 998], [500, 3]]), np.array([[499, 501], [7, 7]]), np.array([[998, 12], [640, 2]])]

@@ -15,7 +15,8 @@ _log_setup.configure_default()
 import types as _types
 
 from tensorgrid.data import tf_record_io as _tf_record_io
-from tensorgrid import data, distribute, initializers, losses, nn, summary, train
+from tensorgrid import compat, data, distribute, initializers, losses, nn, summary, train, version
+from tensorgrid.compat.v2_behavior import disable_eager_execution, disable_v2_behavior, executing_eagerly
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
@@ -60,7 +61,7 @@ from tensorgrid.ops.math_ops import (
     abs, add, add_n, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
     greater_equal, less, less_equal, log, logical_and, logical_not, logical_or, matmul, maximum, minimum,
     mod, multiply, negative, not_equal, pow, range, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
-    reduce_sum, rsqrt, sign, sqrt, square, subtract, to_float, truediv,
+    reduce_sum, rsqrt, sign, sqrt, square, subtract, to_double, to_float, to_int32, to_int64, truediv,
 )
 from tensorgrid.ops.math_ops import (
     clip_by_global_norm, clip_by_norm, clip_by_value, floor, global_norm, sigmoid, squared_difference, tanh,
@@ -146,6 +147,12 @@ io = _types.SimpleNamespace(
 """``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes."""
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""
+
+__version__ = version.VERSION
+"""The TensorFlow API version tensorgrid implements (TF 1.15's), not tensorgrid's own
+release (``tf.version.TENSORGRID_VERSION``): see ``version.py``."""
+VERSION = version.VERSION
+"""TF1's ``tf.VERSION``, the same as ``__version__``."""
 
 sub = subtract
 mul = multiply

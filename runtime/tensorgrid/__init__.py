@@ -17,6 +17,9 @@ import types as _types
 from tensorgrid.data import tf_record_io as _tf_record_io
 from tensorgrid import compat, data, distribute, initializers, losses, nn, summary, train, version
 from tensorgrid.compat.v2_behavior import disable_eager_execution, disable_v2_behavior, executing_eagerly
+from tensorgrid.platform import app, flags
+from tensorgrid.platform import gfile as _gfile
+from tensorgrid.platform import tf_logging as logging
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
@@ -143,8 +146,11 @@ io = _types.SimpleNamespace(
     tf_record_iterator=_tf_record_io.tf_record_iterator,
     FixedLenFeature=FixedLenFeature, FixedLenSequenceFeature=FixedLenSequenceFeature, VarLenFeature=VarLenFeature,
     parse_example=parse_example, parse_single_example=parse_single_example,
-    parse_single_sequence_example=parse_single_sequence_example, decode_raw=decode_raw)
-"""``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes."""
+    parse_single_sequence_example=parse_single_sequence_example, decode_raw=decode_raw, gfile=_gfile.io_gfile)
+"""``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes, files (``tf.io.gfile``)."""
+gfile = _gfile.tf1_gfile
+"""``tf.gfile``: TF1's names for the file functions of ``tf.io.gfile``."""
+
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""
 

@@ -298,7 +298,7 @@ def _define_string(name: str, default: Optional[str], help: Optional[str], flag_
 
 
 def _define_integer(name: str, default: Optional[int], help: Optional[str], lower_bound: Optional[int] = None,
-                   upper_bound: Optional[int] = None, flag_values: FlagValues = FLAGS,
+                    upper_bound: Optional[int] = None, flag_values: FlagValues = FLAGS,
                     required: bool = False) -> Flag:
     """Defines a flag whose value is an integer (``0x`` and ``0o`` prefixes allowed), optionally bounded."""
     parse = _bounded(_parse_integer, lower_bound, upper_bound)
@@ -306,7 +306,7 @@ def _define_integer(name: str, default: Optional[int], help: Optional[str], lowe
 
 
 def _define_float(name: str, default: Optional[float], help: Optional[str], lower_bound: Optional[float] = None,
-                 upper_bound: Optional[float] = None, flag_values: FlagValues = FLAGS,
+                  upper_bound: Optional[float] = None, flag_values: FlagValues = FLAGS,
                   required: bool = False) -> Flag:
     """Defines a flag whose value is a float, optionally bounded."""
     parse = _bounded(_parse_float, lower_bound, upper_bound)

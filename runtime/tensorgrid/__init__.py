@@ -15,7 +15,11 @@ _log_setup.configure_default()
 import types as _types
 
 from tensorgrid.data import tf_record_io as _tf_record_io
-from tensorgrid import data, distribute, initializers, losses, nn, summary, train
+from tensorgrid import compat, data, distribute, initializers, losses, nn, summary, train, version
+from tensorgrid.compat.v2_behavior import disable_eager_execution, disable_v2_behavior, executing_eagerly
+from tensorgrid.platform import app, flags
+from tensorgrid.platform import gfile as _gfile
+from tensorgrid.platform import tf_logging as logging
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
@@ -60,7 +64,7 @@ from tensorgrid.ops.math_ops import (
     abs, add, add_n, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
     greater_equal, less, less_equal, log, logical_and, logical_not, logical_or, matmul, maximum, minimum,
     mod, multiply, negative, not_equal, pow, range, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
-    reduce_sum, rsqrt, sign, sqrt, square, subtract, to_float, truediv,
+    reduce_sum, rsqrt, sign, sqrt, square, subtract, to_double, to_float, to_int32, to_int64, truediv,
 )
 from tensorgrid.ops.math_ops import (
     clip_by_global_norm, clip_by_norm, clip_by_value, floor, global_norm, sigmoid, squared_difference, tanh,
@@ -142,10 +146,19 @@ io = _types.SimpleNamespace(
     tf_record_iterator=_tf_record_io.tf_record_iterator,
     FixedLenFeature=FixedLenFeature, FixedLenSequenceFeature=FixedLenSequenceFeature, VarLenFeature=VarLenFeature,
     parse_example=parse_example, parse_single_example=parse_single_example,
-    parse_single_sequence_example=parse_single_sequence_example, decode_raw=decode_raw)
-"""``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes."""
+    parse_single_sequence_example=parse_single_sequence_example, decode_raw=decode_raw, gfile=_gfile.io_gfile)
+"""``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes, files (``tf.io.gfile``)."""
+gfile = _gfile.tf1_gfile
+"""``tf.gfile``: TF1's names for the file functions of ``tf.io.gfile``."""
+
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""
+
+__version__ = version.VERSION
+"""The TensorFlow API version tensorgrid implements (TF 1.15's), not tensorgrid's own
+release (``tf.version.TENSORGRID_VERSION``): see ``version.py``."""
+VERSION = version.VERSION
+"""TF1's ``tf.VERSION``, the same as ``__version__``."""
 
 sub = subtract
 mul = multiply

@@ -210,6 +210,18 @@ def to_float(x: Any, name: str = "ToFloat") -> graph_lib.Tensor:
     return cast(x, dtypes.float32, name)
 
 
+def to_double(x: Any, name: str = "ToDouble") -> graph_lib.Tensor:
+    return cast(x, dtypes.float64, name)
+
+
+def to_int32(x: Any, name: str = "ToInt32") -> graph_lib.Tensor:
+    return cast(x, dtypes.int32, name)
+
+
+def to_int64(x: Any, name: str = "ToInt64") -> graph_lib.Tensor:
+    return cast(x, dtypes.int64, name)
+
+
 # ---------------------------------------------------------------- matmul
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,

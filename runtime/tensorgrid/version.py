@@ -1,0 +1,21 @@
+"""``tf.version`` and ``tf.__version__``: which TensorFlow API tensorgrid implements.
+
+TF1 programs print ``tf.__version__`` and compare it to choose a code path (``if
+tf.__version__.startswith("1.")``, ``if int(tf.__version__.split(".")[0]) >= 2``). The
+version they find is the API tensorgrid implements, TF1's last release, so they take
+their TF1 path; tensorgrid's own release is ``TENSORGRID_VERSION`` (the installed
+package's version, as ``pip`` knows it).
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+VERSION = "1.15.0"
+"""The TensorFlow API version tensorgrid implements: TF 1.15's graph API (``tf.__version__``)."""
+
+try:
+    TENSORGRID_VERSION = metadata.version("tensorgrid")
+except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    TENSORGRID_VERSION = "0+unknown"
+"""tensorgrid's own version."""

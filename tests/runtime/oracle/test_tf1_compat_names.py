@@ -15,7 +15,7 @@ import pytest
 import tensorgrid
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The library a test runs on, with a fresh default graph: tensorgrid, or TF1 (the oracle)."""
     library = tensorgrid if request.param == "tensorgrid" else request.getfixturevalue("tf1")

@@ -24,7 +24,7 @@ class Records(logging.Handler):
         self.kept.append((record.levelno, record.getMessage()))
 
 
-@pytest.fixture(params=["tensorgrid", "tensorflow"])
+@pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
 def lib(request: pytest.FixtureRequest) -> Any:
     return tensorgrid if request.param == "tensorgrid" else request.getfixturevalue("tf1")
 

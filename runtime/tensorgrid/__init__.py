@@ -15,7 +15,7 @@ _log_setup.configure_default()
 import types as _types
 
 from tensorgrid.data import tf_record_io as _tf_record_io
-from tensorgrid import data, distribute, initializers, losses, nn, summary, train
+from tensorgrid import data, distribute, initializers, layers, losses, nn, summary, train
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors

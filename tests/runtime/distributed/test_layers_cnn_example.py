@@ -10,7 +10,7 @@ import pytest
 
 from cluster_processes import task_environment
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.gpu_node]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROGRAM = os.path.join(ROOT, "examples", "layers_cnn_digits.py")

@@ -22,6 +22,7 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	$(if $(filter 1,$(ORACLE)),$(PY) -m pip install --quiet --no-deps 'tf-keras==2.21.*')
 	@rm -f $(VENV)/.installed-*
 	@touch $@ $(VENV)/.installed-run
 

@@ -15,7 +15,7 @@ _log_setup.configure_default()
 import types as _types
 
 from tensorgrid.data import tf_record_io as _tf_record_io
-from tensorgrid import compat, data, distribute, initializers, losses, nn, summary, train, version
+from tensorgrid import compat, data, distribute, initializers, layers, losses, nn, summary, train, version
 from tensorgrid.compat.v2_behavior import disable_eager_execution, disable_v2_behavior, executing_eagerly
 from tensorgrid.platform import app, flags
 from tensorgrid.platform import gfile as _gfile

@@ -3,7 +3,7 @@ a session, a strict stand-in GPU, TensorFlow as the oracle; and the ``oracle`` a
 applied (registered in pyproject.toml).
 
 The tests sit in one folder per layer of the runtime (ops, execution, distributed, client,
-train, data, summary; platform for tf.flags, tf.logging and tf.gfile; oracle for TensorFlow parity
+train, data, summary, layers; platform for tf.flags, tf.logging and tf.gfile; oracle for TensorFlow parity
 across layers); the modules they share are in
 support/, which pytest puts on ``sys.path`` (pyproject.toml's ``pythonpath``). The folders are not
 packages, so two test modules must not share a file name.

@@ -240,3 +240,22 @@ def test_a_non_chief_waits_for_the_chief_then_gives_up(lib: Any, local_server: A
     assert len(seen) == 1
     np.testing.assert_array_equal(seen[0], [0.0, 1.0, 2.0])
     worker_sv.stop()
+
+
+def test_distribute_server_is_train_server(lib: Any) -> None:
+    assert lib.distribute.Server is lib.train.Server
+
+
+def test_a_looper_thread_calls_its_target_on_a_timer_until_stopped(lib: Any) -> None:
+    coord = lib.train.Coordinator()
+    calls: list[float] = []
+    looper = lib.train.LooperThread.loop(coord, 0.05, calls.append, args=(1.0,))
+    assert looper.daemon
+    deadline = time.monotonic() + 30
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    coord.request_stop()
+    coord.join([looper])
+    assert len(calls) >= 3 and not looper.is_alive()
+    with pytest.raises(ValueError, match="require that you also pass 'target'"):
+        lib.train.LooperThread(lib.train.Coordinator(), 1.0, args=(1,))

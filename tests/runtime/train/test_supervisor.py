@@ -259,3 +259,17 @@ def test_a_looper_thread_calls_its_target_on_a_timer_until_stopped(lib: Any) -> 
     assert len(calls) >= 3 and not looper.is_alive()
     with pytest.raises(ValueError, match="require that you also pass 'target'"):
         lib.train.LooperThread(lib.train.Coordinator(), 1.0, args=(1,))
+
+
+def test_managed_session_runs_the_graphs_queue_runners_and_stops_them(lib: Any) -> None:
+    with lib.Graph().as_default():
+        counter_model(lib)
+        queue = lib.FIFOQueue(4, lib.float32)
+        lib.train.add_queue_runner(lib.train.QueueRunner(queue, [queue.enqueue(lib.constant(7.0))]))
+        dequeue = queue.dequeue()
+        sv = lib.train.Supervisor(save_model_secs=0, save_summaries_secs=0, stop_grace_secs=30)
+        started = time.monotonic()
+        with sv.managed_session("") as sess:
+            assert [float(sess.run(dequeue)) for _ in range(6)] == [7.0] * 6
+        # The enqueue thread, blocked on the full queue, was stopped: no wait for the grace period.
+        assert time.monotonic() - started < 20

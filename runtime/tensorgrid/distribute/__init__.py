@@ -1,5 +1,7 @@
-"""The ``tf.distribute`` namespace: only what TF1 parameter-server programs use (cluster resolvers)."""
+"""The ``tf.distribute`` namespace: only what TF1 parameter-server programs use (cluster resolvers, and
+``Server``, the same class as ``tf.train.Server``)."""
 
 from tensorgrid.distribute import cluster_resolver
+from tensorgrid.distributed.rpc.server import Server
 
-__all__ = ["cluster_resolver"]
+__all__ = ["Server", "cluster_resolver"]

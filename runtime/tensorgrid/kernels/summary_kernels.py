@@ -99,9 +99,14 @@ def _scalar_summary(k: context.KernelContext, step: context.StepContext, value: 
     if value.shape != ():
         raise errors.InvalidArgumentError(None, None, f"{k.name}: a scalar summary needs a scalar, got shape "
                                           f"{list(value.shape)}")
+    return np.array(scalar_summary(k.attrs["tag"], float(value)), dtype=object)
+
+
+def scalar_summary(tag: Any, value: float) -> bytes:
+    """A serialized ``Summary`` holding one ``simple_value`` (what ``tf.summary.scalar`` makes)."""
     # simple_value is a member of a oneof: encoded even when it is 0.0
-    entry = length_delimited(1, _text(k.attrs["tag"])) + varint(2 << 3 | 5) + struct.pack("<f", float(value))
-    return np.array(length_delimited(1, entry), dtype=object)
+    entry = length_delimited(1, _text(tag)) + varint(2 << 3 | 5) + struct.pack("<f", value)
+    return length_delimited(1, entry)
 
 
 @register_kernel("HistogramSummary", host_only=True)

@@ -28,7 +28,7 @@ from tensorgrid.train.basic_session_run_hooks import (
     CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
     NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook, SummarySaverHook,
 )
-from tensorgrid.train.coordinator import Coordinator
+from tensorgrid.train.coordinator import Coordinator, LooperThread
 from tensorgrid.train.device_setter import GreedyLoadBalancingStrategy, byte_size_load_fn, replica_device_setter
 from tensorgrid.train.monitored_session import (
     ChiefSessionCreator, MonitoredSession, MonitoredTrainingSession, Scaffold, SessionCreator,
@@ -36,6 +36,7 @@ from tensorgrid.train.monitored_session import (
 )
 from tensorgrid.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from tensorgrid.train.session_manager import SessionManager
+from tensorgrid.train.supervisor import Supervisor
 from tensorgrid.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from tensorgrid.train.sync_replicas_optimizer import SyncReplicasOptimizer
 

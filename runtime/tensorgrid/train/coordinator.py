@@ -1,4 +1,5 @@
-"""``tf.train.Coordinator``: stop a set of threads together and surface their errors."""
+"""``tf.train.Coordinator``: stop a set of threads together and surface their errors; ``tf.train.LooperThread``:
+a thread of a coordinator that calls a function in a loop or on a timer (the Supervisor's services)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from tensorgrid.framework import errors
 
@@ -94,3 +95,57 @@ class Coordinator:
         with self._lock:
             if self._exc_info is not None:
                 raise self._exc_info[1].with_traceback(self._exc_info[2])
+
+
+class LooperThread(threading.Thread):
+    """Calls ``target(*args, **kwargs)`` (or ``run_loop``) every ``timer_interval_secs`` seconds, the first
+    time at once, or back to back when it is None, until ``coord`` is asked to stop
+    (``tf.train.LooperThread``). A daemon, registered with ``coord``; an exception it raises stops
+    ``coord`` and is re-raised by ``coord.join``. Subclasses override ``start_loop``, ``run_loop`` and
+    ``stop_loop``."""
+
+    def __init__(self, coord: Coordinator, timer_interval_secs: Optional[float], target: Optional[Callable[..., Any]] = None,
+                 args: Optional[Sequence[Any]] = None, kwargs: Optional[dict[str, Any]] = None) -> None:
+        if not isinstance(coord, Coordinator):
+            raise ValueError(f"'coord' argument must be a Coordinator: {coord!r}")
+        if target is None and (args or kwargs):
+            raise ValueError("'args' and 'kwargs' argument require that you also pass 'target'")
+        super().__init__(daemon=True)
+        self._coord = coord
+        self._timer_interval_secs = timer_interval_secs
+        self._loop_target = target
+        self._loop_args = tuple(args or ())
+        self._loop_kwargs = dict(kwargs or {})
+        coord.register_thread(self)
+
+    @staticmethod
+    def loop(coord: Coordinator, timer_interval_secs: Optional[float], target: Callable[..., Any],
+             args: Optional[Sequence[Any]] = None, kwargs: Optional[dict[str, Any]] = None) -> "LooperThread":
+        """Starts a LooperThread calling ``target`` and returns it."""
+        looper = LooperThread(coord, timer_interval_secs, target=target, args=args, kwargs=kwargs)
+        looper.start()
+        return looper
+
+    def run(self) -> None:
+        with self._coord.stop_on_exception():
+            self.start_loop()
+            if self._timer_interval_secs is None:
+                while not self._coord.should_stop():
+                    self.run_loop()
+            else:
+                next_time = time.monotonic()
+                while not self._coord.wait_for_stop(max(0.0, next_time - time.monotonic())):
+                    next_time += self._timer_interval_secs
+                    self.run_loop()
+            self.stop_loop()
+
+    def start_loop(self) -> None:
+        """Called once in the thread before the first ``run_loop``."""
+
+    def stop_loop(self) -> None:
+        """Called once in the thread after the last ``run_loop``."""
+
+    def run_loop(self) -> None:
+        """One round: calls the target."""
+        if self._loop_target is not None:
+            self._loop_target(*self._loop_args, **self._loop_kwargs)

@@ -49,6 +49,7 @@ from tensorgrid.ops.cond_ops import cond
 from tensorgrid.ops.logging_ops import Print
 from tensorgrid.ops.script_ops import numpy_function, py_func
 from tensorgrid.ops.while_ops import while_loop
+from tensorgrid.ops.map_ops import map_fn
 from tensorgrid.ops.tensor_array_ops import TensorArray
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients

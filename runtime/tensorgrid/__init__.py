@@ -51,7 +51,9 @@ from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue, Spar
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
 from tensorgrid.ops.cond_ops import cond
 from tensorgrid.ops.logging_ops import Print
+from tensorgrid.ops.script_ops import numpy_function, py_func
 from tensorgrid.ops.while_ops import while_loop
+from tensorgrid.ops.map_ops import map_fn
 from tensorgrid.ops.tensor_array_ops import TensorArray
 from tensorgrid.ops.embedding_ops import dynamic_partition, dynamic_stitch, parallel_dynamic_stitch
 from tensorgrid.ops.gradients_impl import gradients

@@ -33,6 +33,7 @@ from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.framework import graph_rebuild
+from tensorgrid.framework import python_callables
 
 log = logging.getLogger("tensorgrid.worker")
 
@@ -181,6 +182,10 @@ class Worker:
         ``max_registered_graph_bytes`` until the partition is forgotten."""
         if graph_bytes is None:
             graph_bytes = graph_codec.serialized_size(graph_def)
+        for node in graph_def.nodes:
+            reason = python_callables.not_runnable_here(node.op, node.name, node.attrs, self.task)
+            if reason is not None:
+                raise errors.InvalidArgumentError(None, None, f"RegisterGraph: {reason}")
         with self._lock:
             self._make_room_for_a_graph(graph_bytes)  # before the graph is imported, which takes memory
         try:

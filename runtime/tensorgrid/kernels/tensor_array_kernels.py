@@ -147,15 +147,17 @@ class TensorArrayValue:
                 "tensor will be returned instead of incurring this error.")
         return np.zeros(_sizes(self.element_shape), dtype=self.dtype)
 
-    def stacked(self, indices: Sequence[int], clear: bool = False) -> Any:
-        """The elements at ``indices`` stacked on a new first axis (gather, stack)."""
+    def stacked(self, indices: Sequence[int], clear: bool = False, static_shape: Shape = None) -> Any:
+        """The elements at ``indices`` stacked on a new first axis (gather, stack); with none, an
+        empty array of the element shape, or else of ``static_shape`` (known when the op was built)."""
         if not indices:
-            if not _fully_defined(self.element_shape):
+            shape = self.element_shape if _fully_defined(self.element_shape) else static_shape
+            if not _fully_defined(shape):
                 raise errors.UnimplementedError(
                     None, None, f"TensorArray has size zero, but element shape {_shown(self.element_shape)} is "
                     "not fully defined. Currently only static shapes are supported when packing zero-size "
                     "TensorArrays.")
-            return np.zeros([0, *_sizes(self.element_shape)], dtype=self.dtype)
+            return np.zeros([0, *_sizes(shape)], dtype=self.dtype)
         values = [self.element(i, clear) for i in indices]
         for i, value in zip(indices[1:], values[1:]):
             if value.shape != values[0].shape:
@@ -244,7 +246,7 @@ def _read(k: context.KernelContext, step: context.StepContext, flow: Any, index:
 
 @register_kernel("TensorArrayGather", host_only=True)
 def _gather(k: context.KernelContext, step: context.StepContext, flow: Any, indices: Any) -> Any:
-    return _forward(k, flow).stacked(_indices(indices), _clears(step))
+    return _forward(k, flow).stacked(_indices(indices), _clears(step), k.attrs.get("element_shape"))
 
 
 @register_kernel("TensorArrayScatter", host_only=True)

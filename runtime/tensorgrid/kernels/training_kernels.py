@@ -271,3 +271,202 @@ def _sparse_apply_adam(k: context.KernelContext, step: context.StepContext, var:
         _adam_step(k, w, m_buf, v_buf, alpha, epsilon)  # every row, as TF1
         var.updates += 1
     return var
+
+
+def _rms_prop_denominator(k: context.KernelContext, ms: Any, mg: Any, epsilon: Any, out: Any) -> Any:
+    """``sqrt(ms + epsilon)``, or centered ``sqrt(ms - mg ** 2 + epsilon)``, into ``out``."""
+    xp = k.xp
+    if mg is None:
+        xp.add(ms, epsilon, out=out)
+    else:
+        xp.square(mg, out=out)
+        xp.subtract(ms, out, out=out)
+        xp.add(out, epsilon, out=out)
+    return xp.sqrt(out, out=out)
+
+
+def _rms_prop(k: context.KernelContext, var: Any, mg: Any, ms: Any, mom: Any, lr: Any, rho: Any, momentum: Any,
+              epsilon: Any, grad: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, lr=lr, rho=rho, momentum=momentum, epsilon=epsilon)
+    slots = (var, ms, mom) if mg is None else (var, mg, ms, mom)
+    with _Locks(k.attrs["use_locking"], slots):
+        w, ms_buf, mom_buf = var.read(), ms.read(), mom.read()
+        mg_buf = None if mg is None else mg.read()
+        _check_shapes(k, w, ms=ms_buf, mom=mom_buf, grad=grad, **({} if mg_buf is None else {"mg": mg_buf}))
+        tmp = _scratch(k, w)
+        if mg_buf is not None:
+            # mg += (grad - mg) * (1 - rho)
+            xp.subtract(grad, mg_buf, out=tmp)
+            xp.multiply(tmp, 1 - rho, out=tmp)
+            xp.add(mg_buf, tmp, out=mg_buf)
+        # ms += (grad ** 2 - ms) * (1 - rho)
+        xp.square(grad, out=tmp)
+        xp.subtract(tmp, ms_buf, out=tmp)
+        xp.multiply(tmp, 1 - rho, out=tmp)
+        xp.add(ms_buf, tmp, out=ms_buf)
+        # mom = mom * momentum + grad * lr / denominator; var -= mom
+        denominator = _rms_prop_denominator(k, ms_buf, mg_buf, epsilon, _scratch(k, w))
+        xp.multiply(grad, lr, out=tmp)
+        xp.divide(tmp, denominator, out=tmp)
+        _release(k, denominator)
+        xp.multiply(mom_buf, momentum, out=mom_buf)
+        xp.add(mom_buf, tmp, out=mom_buf)
+        xp.subtract(w, mom_buf, out=w)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+@register_kernel("ApplyRMSProp")
+def _apply_rms_prop(k: context.KernelContext, step: context.StepContext, var: Any, ms: Any, mom: Any, lr: Any,
+                    rho: Any, momentum: Any, epsilon: Any, grad: Any) -> Any:
+    return _rms_prop(k, var, None, ms, mom, lr, rho, momentum, epsilon, grad)
+
+
+@register_kernel("ApplyCenteredRMSProp")
+def _apply_centered_rms_prop(k: context.KernelContext, step: context.StepContext, var: Any, mg: Any, ms: Any,
+                             mom: Any, lr: Any, rho: Any, momentum: Any, epsilon: Any, grad: Any) -> Any:
+    return _rms_prop(k, var, mg, ms, mom, lr, rho, momentum, epsilon, grad)
+
+
+def _sparse_rms_prop(k: context.KernelContext, var: Any, mg: Any, ms: Any, mom: Any, lr: Any, rho: Any,
+                     momentum: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, lr=lr, rho=rho, momentum=momentum, epsilon=epsilon)
+    slots = (var, ms, mom) if mg is None else (var, mg, ms, mom)
+    with _Locks(k.attrs["use_locking"], slots):
+        w, ms_buf, mom_buf = var.read(), ms.read(), mom.read()
+        mg_buf = None if mg is None else mg.read()
+        _check_shapes(k, w, ms=ms_buf, mom=mom_buf, **({} if mg_buf is None else {"mg": mg_buf}))
+        _check_row_indices(k, w, grad, indices)
+        rows, g = summed_rows(k, indices, grad)
+        ms_rows = ms_buf[rows]
+        ms_rows += (g * g - ms_rows) * (1 - rho)
+        ms_buf[rows] = ms_rows
+        if mg_buf is None:
+            denominator = xp.sqrt(ms_rows + epsilon)
+        else:
+            mg_rows = mg_buf[rows]
+            mg_rows += (g - mg_rows) * (1 - rho)
+            mg_buf[rows] = mg_rows
+            denominator = xp.sqrt(ms_rows - mg_rows * mg_rows + epsilon)
+        mom_rows = mom_buf[rows] * momentum + g * lr / denominator
+        mom_buf[rows] = mom_rows
+        w[rows] -= mom_rows
+        var.updates += 1
+    return var
+
+
+@register_kernel("SparseApplyRMSProp")
+def _sparse_apply_rms_prop(k: context.KernelContext, step: context.StepContext, var: Any, ms: Any, mom: Any, lr: Any,
+                           rho: Any, momentum: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
+    return _sparse_rms_prop(k, var, None, ms, mom, lr, rho, momentum, epsilon, grad, indices)
+
+
+@register_kernel("SparseApplyCenteredRMSProp")
+def _sparse_apply_centered_rms_prop(k: context.KernelContext, step: context.StepContext, var: Any, mg: Any, ms: Any,
+                                    mom: Any, lr: Any, rho: Any, momentum: Any, epsilon: Any, grad: Any,
+                                    indices: Any) -> Any:
+    return _sparse_rms_prop(k, var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices)
+
+
+def _adadelta_rows(k: context.KernelContext, w: Any, accum: Any, accum_update: Any, lr: Any, rho: Any, epsilon: Any,
+                   grad: Any) -> tuple[Any, Any, Any]:
+    """TF's Adadelta step on arrays: the new (var, accum, accum_update), with TF's order of updates."""
+    xp = k.xp
+    accum = accum * rho + grad * grad * (1 - rho)
+    update = xp.sqrt(accum_update + epsilon) / xp.sqrt(accum + epsilon) * grad
+    w = w - update * lr
+    accum_update = accum_update * rho + update * update * (1 - rho)
+    return w, accum, accum_update
+
+
+@register_kernel("ApplyAdadelta")
+def _apply_adadelta(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, accum_update: Any,
+                    lr: Any, rho: Any, epsilon: Any, grad: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, lr=lr, rho=rho, epsilon=epsilon)
+    with _Locks(k.attrs["use_locking"], (var, accum, accum_update)):
+        w, a, u = var.read(), accum.read(), accum_update.read()
+        _check_shapes(k, w, accum=a, accum_update=u, grad=grad)
+        tmp, update = _scratch(k, w), _scratch(k, w)
+        # accum = accum * rho + grad ** 2 * (1 - rho)
+        xp.multiply(a, rho, out=a)
+        xp.square(grad, out=tmp)
+        xp.multiply(tmp, 1 - rho, out=tmp)
+        xp.add(a, tmp, out=a)
+        # update = sqrt(accum_update + epsilon) / sqrt(accum + epsilon) * grad
+        xp.add(u, epsilon, out=update)
+        xp.sqrt(update, out=update)
+        xp.add(a, epsilon, out=tmp)
+        xp.sqrt(tmp, out=tmp)
+        xp.divide(update, tmp, out=update)
+        xp.multiply(update, grad, out=update)
+        # var -= update * lr; accum_update = accum_update * rho + update ** 2 * (1 - rho)
+        xp.multiply(update, lr, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        xp.square(update, out=tmp)
+        xp.multiply(tmp, 1 - rho, out=tmp)
+        xp.multiply(u, rho, out=u)
+        xp.add(u, tmp, out=u)
+        _release(k, update)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+@register_kernel("SparseApplyAdadelta")
+def _sparse_apply_adadelta(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any,
+                           accum_update: Any, lr: Any, rho: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
+    _check_scalars(k, lr=lr, rho=rho, epsilon=epsilon)
+    with _Locks(k.attrs["use_locking"], (var, accum, accum_update)):
+        w, a, u = var.read(), accum.read(), accum_update.read()
+        _check_shapes(k, w, accum=a, accum_update=u)
+        _check_row_indices(k, w, grad, indices)
+        rows, g = summed_rows(k, indices, grad)
+        w[rows], a[rows], u[rows] = _adadelta_rows(k, w[rows], a[rows], u[rows], lr, rho, epsilon, g)
+        var.updates += 1
+    return var
+
+
+def _proximal_step(k: context.KernelContext, prox: Any, alpha: Any, l1: Any, l2: Any) -> Any:
+    """``sign(prox) * max(|prox| - alpha * l1, 0) / (1 + alpha * l2)`` in place (no shrinkage when l1 <= 0)."""
+    xp = k.xp
+    if l1 > 0:
+        sign = xp.sign(prox)
+        xp.abs(prox, out=prox)
+        xp.subtract(prox, alpha * l1, out=prox)
+        xp.maximum(prox, 0, out=prox)
+        xp.multiply(prox, sign, out=prox)
+    return xp.divide(prox, 1 + alpha * l2, out=prox)
+
+
+@register_kernel("ApplyProximalGradientDescent")
+def _apply_proximal_gradient_descent(k: context.KernelContext, step: context.StepContext, var: Any, alpha: Any,
+                                     l1: Any, l2: Any, delta: Any) -> Any:
+    xp = k.xp
+    _check_scalars(k, alpha=alpha, l1=l1, l2=l2)
+    with _Locks(k.attrs["use_locking"], (var,)):
+        w = var.read()
+        _check_shapes(k, w, delta=delta)
+        tmp = _scratch(k, w)
+        xp.multiply(delta, alpha, out=tmp)
+        xp.subtract(w, tmp, out=w)
+        _proximal_step(k, w, alpha, l1, l2)
+        _release(k, tmp)
+        var.updates += 1
+    return var
+
+
+@register_kernel("SparseApplyProximalGradientDescent")
+def _sparse_apply_proximal_gradient_descent(k: context.KernelContext, step: context.StepContext, var: Any, alpha: Any,
+                                            l1: Any, l2: Any, grad: Any, indices: Any) -> Any:
+    _check_scalars(k, alpha=alpha, l1=l1, l2=l2)
+    with _Locks(k.attrs["use_locking"], (var,)):
+        w = var.read()
+        _check_row_indices(k, w, grad, indices)
+        rows, g = summed_rows(k, indices, grad)
+        w[rows] = _proximal_step(k, w[rows] - g * alpha, alpha, l1, l2)
+        var.updates += 1
+    return var

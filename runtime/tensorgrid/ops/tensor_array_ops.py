@@ -150,8 +150,11 @@ class TensorArray:
             raise ValueError(f"indices must be a vector, got shape {indices_t.shape}")
         count = indices_t.shape[0] if indices_t.shape.ndims == 1 else None
         shape = tensor_shape.TensorShape([count]).concatenate(self.element_shape)
-        return self._make_tensor("TensorArrayGather", [self._flow, indices_t], self._dtype, shape,
-                                   name or "TensorArrayGatherV3")
+        # The element shape known now gives the shape of an empty result (TF's element_shape attr).
+        with self._beside_creator():
+            return op_util.make_op("TensorArrayGather", [self._flow, indices_t], [(self._dtype, shape)],
+                                   name=name or "TensorArrayGatherV3",
+                                   attrs={"element_shape": self.element_shape.as_tuple_or_none()}).outputs[0]
 
     def stack(self, name: Optional[str] = None) -> graph_lib.Tensor:
         return self.gather(math_ops.range(0, self.size()), name=name or "TensorArrayStack")

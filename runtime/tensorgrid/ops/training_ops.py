@@ -27,8 +27,18 @@ op_registry.register_op("ApplyAdam", stateful=True, ref_inputs=(0, 1, 2), ref_ou
 op_registry.register_op("SparseApplyMomentum", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
 op_registry.register_op("SparseApplyAdagrad", stateful=True, ref_inputs=(0, 1), ref_outputs=(0,))
 op_registry.register_op("SparseApplyAdam", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+op_registry.register_op("ApplyRMSProp", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+op_registry.register_op("ApplyCenteredRMSProp", stateful=True, ref_inputs=(0, 1, 2, 3), ref_outputs=(0,))
+op_registry.register_op("ApplyAdadelta", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+op_registry.register_op("ApplyProximalGradientDescent", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+op_registry.register_op("SparseApplyRMSProp", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+op_registry.register_op("SparseApplyCenteredRMSProp", stateful=True, ref_inputs=(0, 1, 2, 3), ref_outputs=(0,))
+op_registry.register_op("SparseApplyAdadelta", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
+op_registry.register_op("SparseApplyProximalGradientDescent", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
 for _op_type in ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdam", "SparseApplyMomentum",
-                 "SparseApplyAdagrad", "SparseApplyAdam"):
+                 "SparseApplyAdagrad", "SparseApplyAdam", "ApplyRMSProp", "ApplyCenteredRMSProp", "ApplyAdadelta",
+                 "ApplyProximalGradientDescent", "SparseApplyRMSProp", "SparseApplyCenteredRMSProp",
+                 "SparseApplyAdadelta", "SparseApplyProximalGradientDescent"):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -158,3 +168,67 @@ def sparse_apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: A
                ("beta2", beta2), ("epsilon", epsilon)]
     return _build("SparseApplyAdam", [("var", var), ("m", m), ("v", v)], scalars, grad, 9, use_locking, name,
                   indices=indices)
+
+
+def apply_rms_prop(var: Any, ms: Any, mom: Any, lr: Any, rho: Any, momentum: Any, epsilon: Any, grad: Any,
+                   use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``ms += (grad ** 2 - ms) * (1 - rho)``; ``mom = mom * momentum + lr * grad / sqrt(ms + epsilon)``;
+    ``var -= mom``."""
+    scalars = [("lr", lr), ("rho", rho), ("momentum", momentum), ("epsilon", epsilon)]
+    return _build("ApplyRMSProp", [("var", var), ("ms", ms), ("mom", mom)], scalars, grad, 7, use_locking, name)
+
+
+def apply_centered_rms_prop(var: Any, mg: Any, ms: Any, mom: Any, lr: Any, rho: Any, momentum: Any, epsilon: Any,
+                            grad: Any, use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """RMSProp normalized by the variance: ``mg += (grad - mg) * (1 - rho)``, and the step divides by
+    ``sqrt(ms - mg ** 2 + epsilon)``."""
+    scalars = [("lr", lr), ("rho", rho), ("momentum", momentum), ("epsilon", epsilon)]
+    return _build("ApplyCenteredRMSProp", [("var", var), ("mg", mg), ("ms", ms), ("mom", mom)], scalars, grad, 8,
+                  use_locking, name)
+
+
+def apply_adadelta(var: Any, accum: Any, accum_update: Any, lr: Any, rho: Any, epsilon: Any, grad: Any,
+                   use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``accum = rho * accum + (1 - rho) * grad ** 2``;
+    ``update = sqrt(accum_update + epsilon) / sqrt(accum + epsilon) * grad``; ``var -= lr * update``;
+    ``accum_update = rho * accum_update + (1 - rho) * update ** 2``."""
+    return _build("ApplyAdadelta", [("var", var), ("accum", accum), ("accum_update", accum_update)],
+                  [("lr", lr), ("rho", rho), ("epsilon", epsilon)], grad, 6, use_locking, name)
+
+
+def apply_proximal_gradient_descent(var: Any, alpha: Any, l1: Any, l2: Any, delta: Any, use_locking: bool = False,
+                                    name: Optional[str] = None) -> graph_lib.Tensor:
+    """``prox = var - alpha * delta``; ``var = sign(prox) * max(|prox| - alpha * l1, 0) / (1 + alpha * l2)``."""
+    return _build("ApplyProximalGradientDescent", [("var", var)], [("alpha", alpha), ("l1", l1), ("l2", l2)], delta,
+                  4, use_locking, name)
+
+
+def sparse_apply_rms_prop(var: Any, ms: Any, mom: Any, lr: Any, rho: Any, momentum: Any, epsilon: Any, grad: Any,
+                          indices: Any, use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_rms_prop`` on the rows ``indices`` only."""
+    scalars = [("lr", lr), ("rho", rho), ("momentum", momentum), ("epsilon", epsilon)]
+    return _build("SparseApplyRMSProp", [("var", var), ("ms", ms), ("mom", mom)], scalars, grad, 7, use_locking, name,
+                  indices=indices)
+
+
+def sparse_apply_centered_rms_prop(var: Any, mg: Any, ms: Any, mom: Any, lr: Any, rho: Any, momentum: Any,
+                                   epsilon: Any, grad: Any, indices: Any, use_locking: bool = False,
+                                   name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_centered_rms_prop`` on the rows ``indices`` only."""
+    scalars = [("lr", lr), ("rho", rho), ("momentum", momentum), ("epsilon", epsilon)]
+    return _build("SparseApplyCenteredRMSProp", [("var", var), ("mg", mg), ("ms", ms), ("mom", mom)], scalars, grad,
+                  8, use_locking, name, indices=indices)
+
+
+def sparse_apply_adadelta(var: Any, accum: Any, accum_update: Any, lr: Any, rho: Any, epsilon: Any, grad: Any,
+                          indices: Any, use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_adadelta`` on the rows ``indices`` only."""
+    return _build("SparseApplyAdadelta", [("var", var), ("accum", accum), ("accum_update", accum_update)],
+                  [("lr", lr), ("rho", rho), ("epsilon", epsilon)], grad, 6, use_locking, name, indices=indices)
+
+
+def sparse_apply_proximal_gradient_descent(var: Any, alpha: Any, l1: Any, l2: Any, grad: Any, indices: Any,
+                                           use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_proximal_gradient_descent`` on the rows ``indices`` only."""
+    return _build("SparseApplyProximalGradientDescent", [("var", var)], [("alpha", alpha), ("l1", l1), ("l2", l2)],
+                  grad, 4, use_locking, name, indices=indices)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tensorgrid.train.adadelta import AdadeltaOptimizer
 from tensorgrid.train.adagrad import AdagradOptimizer
 from tensorgrid.train.adam import AdamOptimizer
 from tensorgrid.train.checkpoint_format import CheckpointReader
@@ -16,6 +17,8 @@ from tensorgrid.train.learning_rate_decay import (
 )
 from tensorgrid.train.momentum import MomentumOptimizer
 from tensorgrid.train.optimizer import Optimizer
+from tensorgrid.train.proximal_gradient_descent import ProximalGradientDescentOptimizer
+from tensorgrid.train.rmsprop import RMSPropOptimizer
 from tensorgrid.train.saver import Saver
 from tensorgrid.train.training_util import (
     assert_global_step, create_global_step, get_global_step, get_or_create_global_step, global_step,

@@ -222,6 +222,15 @@ class Optimizer:
             named_slots[key] = slot_creator.create_zeros_slot(var, op_name)
         return named_slots[key]
 
+    def _get_or_make_slot(self, var: variables_lib.Variable, val: Any, slot_name: str,
+                          op_name: str) -> variables_lib.Variable:
+        """The slot ``slot_name`` of ``var``, made from the tensor ``val`` the first time."""
+        named_slots = self._slot_dict(slot_name)
+        key = _var_key(var)
+        if key not in named_slots:
+            named_slots[key] = slot_creator.create_slot(var, val, op_name)
+        return named_slots[key]
+
     def _get_or_make_slot_with_initializer(self, var: variables_lib.Variable, initializer: Any, shape: Any, dtype: Any,
                                            slot_name: str, op_name: str) -> variables_lib.Variable:
         named_slots = self._slot_dict(slot_name)

@@ -54,6 +54,11 @@ class PeerChannel:
         return _Channel(credentials, channel, grpc_frames.Stub(channel, self._service))
 
     @property
+    def credentials(self) -> Optional[tls.CredentialSource]:
+        """What its calls' TLS credentials come from; None: plaintext."""
+        return self._credentials
+
+    @property
     def open_channels(self) -> int:
         """gRPC channels open now: the current one, and those replaced whose calls still run."""
         with self._lock:

@@ -121,20 +121,22 @@ def test_data_channel_refuses_a_client_outside_the_job(cluster, other_ca, outsid
     np.testing.assert_allclose(cluster_processes.train_three_steps(cluster.target("worker")), -2.0)
 
 
-def _server_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _server_process(env: dict[str, str], host: str = "localhost") -> subprocess.CompletedProcess[str]:
     port = ports.free_ports(1)[0]
-    env = dict(env, TF_CONFIG=json.dumps({"cluster": {"worker": [f"localhost:{port}"]},
+    env = dict(env, TF_CONFIG=json.dumps({"cluster": {"worker": [f"{host}:{port}"]},
                                           "task": {"type": "worker", "index": 0}}))
     return subprocess.run([sys.executable, "-m", "tensorgrid", "server"], env=env, capture_output=True, text=True,
                           timeout=60)
 
 
-def test_a_task_without_certificates_or_opt_out_does_not_start():
+def test_a_task_beyond_this_machine_without_certificates_or_opt_out_does_not_start():
+    """On loopback such a task takes its user's CA (test_hand_started_tls.py); elsewhere it needs certificates."""
     env = {k: v for k, v in cluster_processes.task_environment().items()
            if k not in (tls.TLS_DIR_ENV, tls.INSECURE_ENV)}
-    result = _server_process(env)
-    assert result.returncode != 0
+    result = _server_process(env, host="worker-0.example.com")
+    assert result.returncode == 2
     assert tls.TLS_DIR_ENV in result.stderr and f"{tls.INSECURE_ENV}=1" in result.stderr, result.stderr
+    assert "`tensorgrid certs" in result.stderr and "worker-0.example.com" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
 
 

@@ -109,6 +109,7 @@ def write_task_directory(directory: str, authority: Authority, common_name: str,
     """Makes ``directory`` (mode 0700) with ``ca.crt``, and a fresh ``tls.crt`` and ``tls.key``
     (mode 0600) for ``common_name`` and ``names``, valid for ``validity``; returns ``directory``."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)  # one there already, too
     certificate, key = issue(authority, common_name, names, validity)
     for name, content, mode in ((CA_FILE, authority.certificate_pem, 0o644), (CERT_FILE, certificate, 0o644),
                                 (KEY_FILE, key, 0o600)):

@@ -1,7 +1,6 @@
 """Fixtures shared by the runtime's tests: mutual TLS for every cluster, a private state directory,
-a fresh default graph per test,
-a session, a strict stand-in GPU, TensorFlow as the oracle; and the ``oracle`` and ``gpu_node`` markers
-applied (registered in pyproject.toml).
+a fresh default graph per test, a session, a strict stand-in GPU, TensorFlow as the oracle; and the
+``oracle`` and ``gpu_node`` markers applied (registered in pyproject.toml).
 
 The tests sit in one folder per layer of the runtime (ops, execution, distributed, client,
 train, data, summary; oracle for TensorFlow parity across layers); the modules they share are in

@@ -50,18 +50,21 @@ def test_tasks_started_at_once_for_the_first_time_agree_on_one_ca(tmp_path: Path
     state_home = tmp_path / "state"
     go = tmp_path / "go"
     program = f"""
-import hashlib, os, time
+import hashlib, os, pathlib, time
 from tensorgrid.distributed.rpc import user_authority
+pathlib.Path({str(tmp_path)!r}, f"ready-{{os.getpid()}}").touch()
 while not os.path.exists({str(go)!r}):
-    time.sleep(0.005)
+    time.sleep(0.002)
 authority, where = user_authority.user_authority()
 print("ca", hashlib.sha256(authority.certificate_pem).hexdigest(), where, flush=True)
 """
     env = hand_started.environment(str(tmp_path), str(state_home))
     processes = [subprocess.Popen([sys.executable, "-c", program], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(6)]
-    time.sleep(3)  # every one imported and waiting
-    go.touch()
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < len(processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()  # all at once, each making the CA if it finds none
     answers = [p.communicate(timeout=120) for p in processes]
     assert all(p.returncode == 0 for p in processes), answers
     lines = {out.strip() for out, _ in answers}

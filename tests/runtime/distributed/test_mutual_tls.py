@@ -194,6 +194,12 @@ def test_a_client_refuses_a_task_of_the_job_whose_certificate_names_another_addr
         with pytest.raises(grpc.RpcError) as refused:
             _get_status(task.address, client.grpc_channel())
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        # What a tensorgrid client's error says then (gRPC itself says only that it failed to connect).
+        problem = tls.handshake_problem(task.address, client)
+        assert problem.endswith("that task's certificate does not name localhost"), problem
+        other_ca = tls.load(certificates.write_task_directory(str(tmp_path / "other"),
+                                                              certificates.new_authority("another CA"), "o"))
+        assert "not of one CA (this process trusts 'CN=another CA'" in tls.handshake_problem(task.address, other_ca)
         channel = data_channel.DataChannelClient(connect_timeout_s=5, io_timeout_s=5, tls=client.client_context)
         try:
             assert "Hostname mismatch" in channel.why_unreachable("localhost", data_port)

@@ -53,8 +53,9 @@ def _as_op_error(e: grpc.RpcError, what: str, channel: peer_channel.PeerChannel)
     code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
     details = e.details() if hasattr(e, "details") else str(e)
     if code == grpc.StatusCode.UNAVAILABLE:
-        # gRPC tells only "failed to connect"; a refused handshake (another CA) is worth naming.
-        problem = tls.handshake_problem(channel.address, channel.credentials)
+        # gRPC tells only "failed to connect"; a refused handshake (another CA) is worth naming,
+        # looked for until the peer first answers (later, a peer that vanished is not delayed).
+        problem = "" if channel.answered else tls.handshake_problem(channel.address, channel.credentials)
         return errors.UnavailableError(None, None, f"{what}: {problem or details}")
     return errors.error_for_code(code.value[0], details or f"{what} failed with {code.name}")
 

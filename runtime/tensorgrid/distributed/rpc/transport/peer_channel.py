@@ -47,6 +47,8 @@ class PeerChannel:
         self._replaced: list[_Channel] = []
         """Channels of earlier credentials with calls still running on them."""
         self._closed = False
+        self.answered = False
+        """Whether a call on it ever ended without an error (the peer was reached, TLS and all)."""
 
     def _open(self) -> _Channel:
         credentials = self._credentials.current() if self._credentials is not None else None
@@ -84,6 +86,7 @@ class PeerChannel:
             retired.channel.close()
         try:
             yield current.stub
+            self.answered = True
         finally:
             self._end_call(current)
 

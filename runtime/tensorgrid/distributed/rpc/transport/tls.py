@@ -420,8 +420,14 @@ def handshake_problem(address: str, credentials: Optional[CredentialSource], tim
         with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
             with context.wrap_socket(raw, server_hostname=host) as tls_socket:
                 tls_socket.recv(1)  # a server refusing this process's certificate says so after the handshake
-    except ssl.SSLError as e:
-        reason = getattr(e, "verify_message", "") or getattr(e, "reason", "") or str(e)
+    except ssl.SSLCertVerificationError as e:
+        reason = e.verify_message or str(e)
+        if e.verify_code == _HOSTNAME_MISMATCH:
+            return f"the TLS handshake with {address} fails ({reason}): that task's certificate does not name {host}"
+        if e.verify_code not in _UNKNOWN_ISSUER:
+            return f"the TLS handshake with {address} fails ({reason})"
+    except ssl.SSLError as e:  # an alert from the server: it refused this process's certificate
+        reason = f"the task refused this process's certificate: {e.reason or e}"
     except (OSError, ValueError):
         return ""
     else:
@@ -430,6 +436,13 @@ def handshake_problem(address: str, credentials: Optional[CredentialSource], tim
     return (f"the TLS handshake with {address} fails ({reason}): that task and this process are not of one CA "
             f"(this process trusts {authorities}, from {current.directory!r}); a task of another user, or of "
             f"another job, refuses this process and is refused by it")
+
+
+_HOSTNAME_MISMATCH = 62
+"""OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH."""
+_UNKNOWN_ISSUER = {2, 7, 18, 19, 20, 21}
+"""OpenSSL's verify codes of a certificate that no CA of ``ca.crt`` issued: no issuer found (2, 20, 21),
+a signature of another key (7: a CA of the same name), self-signed (18, 19)."""
 
 
 def open_channel(address: str, credentials: Optional[CredentialSource],

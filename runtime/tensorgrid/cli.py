@@ -1,5 +1,6 @@
 """The ``tensorgrid`` command: ``server`` runs one task, ``local`` runs a whole cluster on loopback,
-``devices`` lists the devices a server on this machine would expose."""
+``certs`` makes the TLS certificates of a cluster across machines, ``devices`` lists the devices a
+server on this machine would expose."""
 
 from __future__ import annotations
 
@@ -73,6 +74,65 @@ def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
         return 2
 
 
+def _certs(args: argparse.Namespace) -> int:
+    import datetime
+
+    from tensorgrid.distributed import cluster as cluster_lib
+    from tensorgrid.distributed.rpc import certificates
+    from tensorgrid.distributed.rpc import user_authority
+    from tensorgrid.distributed.rpc.transport import tls
+
+    def refuse(message: str) -> int:
+        print(f"tensorgrid certs: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        if args.cluster is not None:
+            try:
+                spec = json.loads(args.cluster)
+            except json.JSONDecodeError as e:
+                return refuse(f"--cluster is not valid JSON ({e}): {args.cluster[:200]!r}")
+            cluster = cluster_lib.ClusterSpec(spec)
+            source = "--cluster"
+        elif os.environ.get("TF_CONFIG", "").strip():
+            cluster = cluster_lib.TFConfig.from_env().cluster
+            source = "TF_CONFIG's cluster"
+        else:
+            return refuse('give the cluster: --cluster \'{"ps": ["host0:2222"], "worker": ["host1:2222"]}\', '
+                          'or set TF_CONFIG')
+    except (ValueError, TypeError) as e:
+        return refuse(str(e))
+    tasks = cluster.all_tasks()
+    if not tasks:
+        return refuse(f"{source} has no task: give at least one job with one 'host:port', e.g. "
+                      '{"ps": ["host0:2222"], "worker": ["host1:2222"]}')
+    if args.days <= 0:
+        return refuse(f"--days {args.days}: the certificates must be valid for at least 1 day")
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        return refuse(f"--out {args.out!r} is a file, not a directory")
+    if os.path.isdir(out) and os.listdir(out) and not args.force:
+        return refuse(f"--out {args.out!r} is not empty: name a new directory, or pass --force to replace the files "
+                      f"of the same names in it")
+    os.makedirs(out, mode=0o700, exist_ok=True)
+    made = certificates.write_cluster_directories(tasks, out, datetime.timedelta(days=args.days))
+    print(f"Made a CA ({os.path.join(out, certificates.CA_FILE)}) and one certificate directory per task, valid for "
+          f"{args.days} days; the CA's key was not kept (to change the cluster, run this again and copy every "
+          f"directory anew).\nCopy each directory to its task's machine, readable by the task's user only, and "
+          f"start the task with {tls.TLS_DIR_ENV} naming it:")
+    for task in made:
+        host = certificates.host_of(task.address)
+        print(f"  /job:{task.job}/task:{task.index} at {task.address}:")
+        if user_authority.is_this_machine(host):
+            print(f"      on this machine: {tls.TLS_DIR_ENV}={task.directory}")
+            continue
+        there = f"tensorgrid-tls-{task.job}-{task.index}"
+        remote = f"[{host}]" if ":" in host else host
+        print(f"      scp -rp {task.directory} {remote}:{there}")
+        print(f"      then, on {host}: {tls.TLS_DIR_ENV}=$HOME/{there}")
+    return 0
+
+
 def _devices(args: argparse.Namespace) -> int:
     from tensorgrid.kernels import cupy_backend
 
@@ -111,6 +171,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="run 'tensorgrid server' as the PS tasks instead of the program")
     local.add_argument("--stop-timeout", type=float, default=30.0,
                        help="seconds other tasks get to finish after the chief exits (default 30)")
+    certs = sub.add_parser("certs", help="make a CA and a TLS certificate directory per task of a cluster (from "
+                                         "--cluster or TF_CONFIG), for TENSORGRID_TLS_DIR on each machine")
+    certs.add_argument("--cluster", help='cluster JSON, e.g. \'{"ps": ["h0:2222"], "worker": ["h1:2222"]}\' '
+                                         "(default: TF_CONFIG's cluster)")
+    certs.add_argument("--out", required=True, help="directory to write into (made; must be empty unless --force)")
+    certs.add_argument("--force", action="store_true", help="write into a non-empty --out, replacing files of the "
+                                                            "same names")
+    certs.add_argument("--days", type=int, default=365, help="how long the CA and certificates are valid (default 365)")
     devices = sub.add_parser("devices", help="list the devices a server on this machine would expose (CPU, and "
                                              "each GPU with its name and memory), or why there is no GPU")
     devices.add_argument("--require-gpu", action="store_true", help="exit 1 when there is no GPU")
@@ -120,6 +188,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _server(args)
     if args.command == "devices":
         return _devices(args)
+    if args.command == "certs":
+        return _certs(args)
     return _local(args, command)
 
 

@@ -1,6 +1,6 @@
-"""Fixtures shared by the runtime's tests: mutual TLS for every cluster, a fresh default graph per test,
-a session, a strict stand-in GPU, TensorFlow as the oracle; and the ``oracle`` and ``gpu_node`` markers
-applied (registered in pyproject.toml).
+"""Fixtures shared by the runtime's tests: mutual TLS for every cluster, a private state directory,
+a fresh default graph per test, a session, a strict stand-in GPU, TensorFlow as the oracle; and the
+``oracle`` and ``gpu_node`` markers applied (registered in pyproject.toml).
 
 The tests sit in one folder per layer of the runtime (ops, execution, distributed, client,
 train, data, summary, layers; platform for tf.flags, tf.logging and tf.gfile; oracle for TensorFlow parity
@@ -34,6 +34,17 @@ def test_run_certificates() -> Iterator[str]:
     ``TENSORGRID_INSECURE=1`` and no ``TENSORGRID_TLS_DIR`` tests the opt-out instead."""
     with certificates.loopback_tls_for_this_process("tensorgrid test run") as directory:
         yield directory or os.environ.get(tls.TLS_DIR_ENV, "")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def user_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``XDG_STATE_HOME`` of this run, inherited by the processes tests start: a task started
+    without ``TENSORGRID_TLS_DIR`` on loopback makes its user's CA there
+    (``user_authority``), never in the real ``~/.local/state``. Yields the directory."""
+    directory = str(tmp_path_factory.mktemp("xdg-state"))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_STATE_HOME", directory)
+        yield directory
 
 
 @pytest.fixture(autouse=True)

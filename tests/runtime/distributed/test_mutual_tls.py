@@ -121,20 +121,22 @@ def test_data_channel_refuses_a_client_outside_the_job(cluster, other_ca, outsid
     np.testing.assert_allclose(cluster_processes.train_three_steps(cluster.target("worker")), -2.0)
 
 
-def _server_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _server_process(env: dict[str, str], host: str = "localhost") -> subprocess.CompletedProcess[str]:
     port = ports.free_ports(1)[0]
-    env = dict(env, TF_CONFIG=json.dumps({"cluster": {"worker": [f"localhost:{port}"]},
+    env = dict(env, TF_CONFIG=json.dumps({"cluster": {"worker": [f"{host}:{port}"]},
                                           "task": {"type": "worker", "index": 0}}))
     return subprocess.run([sys.executable, "-m", "tensorgrid", "server"], env=env, capture_output=True, text=True,
                           timeout=60)
 
 
-def test_a_task_without_certificates_or_opt_out_does_not_start():
+def test_a_task_beyond_this_machine_without_certificates_or_opt_out_does_not_start():
+    """On loopback such a task takes its user's CA (test_hand_started_tls.py); elsewhere it needs certificates."""
     env = {k: v for k, v in cluster_processes.task_environment().items()
            if k not in (tls.TLS_DIR_ENV, tls.INSECURE_ENV)}
-    result = _server_process(env)
-    assert result.returncode != 0
+    result = _server_process(env, host="worker-0.example.com")
+    assert result.returncode == 2
     assert tls.TLS_DIR_ENV in result.stderr and f"{tls.INSECURE_ENV}=1" in result.stderr, result.stderr
+    assert "`tensorgrid certs" in result.stderr and "worker-0.example.com" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
 
 
@@ -192,6 +194,12 @@ def test_a_client_refuses_a_task_of_the_job_whose_certificate_names_another_addr
         with pytest.raises(grpc.RpcError) as refused:
             _get_status(task.address, client.grpc_channel())
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        # What a tensorgrid client's error says then (gRPC itself says only that it failed to connect).
+        problem = tls.handshake_problem(task.address, client)
+        assert problem.endswith("that task's certificate does not name localhost"), problem
+        other_ca = tls.load(certificates.write_task_directory(str(tmp_path / "other"),
+                                                              certificates.new_authority("another CA"), "o"))
+        assert "not of one CA (this process trusts 'CN=another CA'" in tls.handshake_problem(task.address, other_ca)
         channel = data_channel.DataChannelClient(connect_timeout_s=5, io_timeout_s=5, tls=client.client_context)
         try:
             assert "Hostname mismatch" in channel.why_unreachable("localhost", data_port)

@@ -109,11 +109,13 @@ def write_task_directory(directory: str, authority: Authority, common_name: str,
     """Makes ``directory`` (mode 0700) with ``ca.crt``, and a fresh ``tls.crt`` and ``tls.key``
     (mode 0600) for ``common_name`` and ``names``, valid for ``validity``; returns ``directory``."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)  # one there already, too
     certificate, key = issue(authority, common_name, names, validity)
     for name, content, mode in ((CA_FILE, authority.certificate_pem, 0o644), (CERT_FILE, certificate, 0o644),
                                 (KEY_FILE, key, 0o600)):
         path = os.path.join(directory, name)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(fd, mode)  # a file there already keeps its mode otherwise
         with os.fdopen(fd, "wb") as f:
             f.write(content)
     return directory
@@ -165,3 +167,44 @@ def ensure_single_process_credentials() -> None:
         tls.use_for_this_process(directory)
         log.info("no TENSORGRID_TLS_DIR: this single-process server uses a CA made for this process (%s); only "
                  "this process can connect to it", directory)
+
+
+CLUSTER_VALIDITY = datetime.timedelta(days=365)
+"""How long ``tensorgrid certs``'s CA and certificates are valid by default (as the operator's)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskDirectory:
+    """One task's certificate directory made by ``write_cluster_directories``."""
+
+    job: str
+    index: int
+    address: str
+    directory: str
+
+
+def host_of(address: str) -> str:
+    """The host of a cluster address ``host:port`` (``[::1]:2222`` gives ``::1``)."""
+    return address.rpartition(":")[0].strip("[]")
+
+
+def write_cluster_directories(tasks: Sequence[tuple[str, int, str]], out: str,
+                              validity: datetime.timedelta = CLUSTER_VALIDITY) -> list[TaskDirectory]:
+    """For a cluster across machines (``tensorgrid certs``): a fresh CA, its certificate in
+    ``out/ca.crt``, and per task ``(job, index, address)`` a directory ``out/<job>-<index>``
+    for ``TENSORGRID_TLS_DIR`` whose certificate names the task's host (and loopback, as the
+    operator's do). The CA's key is never written: a cluster that changes needs a new run.
+    ``out`` must exist; files of the same names in it are replaced."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    authority = new_authority(f"tensorgrid cluster CA, made {now:%Y-%m-%d %H:%M:%S} UTC", validity)
+    ca_path = os.path.join(out, CA_FILE)
+    fd = os.open(ca_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(authority.certificate_pem)
+    made = []
+    for job, index, address in tasks:
+        names = list(dict.fromkeys([host_of(address).lower(), *LOOPBACK_NAMES]))
+        directory = write_task_directory(os.path.join(out, f"{job}-{index}"), authority, f"{job}-{index}", names,
+                                         validity)
+        made.append(TaskDirectory(job, index, address, directory))
+    return made

@@ -28,6 +28,7 @@ from tensorgrid.distributed import limits
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed.rpc import step_calls
 from tensorgrid.distributed.rpc import transport
+from tensorgrid.distributed.rpc import user_authority
 from tensorgrid.distributed.rpc.transport import grpc_frames
 from tensorgrid.distributed.rpc.transport import peer_channel
 from tensorgrid.distributed.rpc.transport import tls
@@ -48,11 +49,14 @@ T = TypeVar("T")
 
 # ---------------------------------------------------------------------- errors across the wire
 
-def _as_op_error(e: grpc.RpcError, what: str) -> errors.OpError:
+def _as_op_error(e: grpc.RpcError, what: str, channel: peer_channel.PeerChannel) -> errors.OpError:
     code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
     details = e.details() if hasattr(e, "details") else str(e)
     if code == grpc.StatusCode.UNAVAILABLE:
-        return errors.UnavailableError(None, None, f"{what}: {details}")
+        # gRPC tells only "failed to connect"; a refused handshake (another CA) is worth naming,
+        # looked for until the peer first answers (later, a peer that vanished is not delayed).
+        problem = "" if channel.answered else tls.handshake_problem(channel.address, channel.credentials)
+        return errors.UnavailableError(None, None, f"{what}: {problem or details}")
     return errors.error_for_code(code.value[0], details or f"{what} failed with {code.name}")
 
 
@@ -62,7 +66,7 @@ def _call(what: str, channel: peer_channel.PeerChannel, fn: Callable[[grpc_frame
         with channel.stub() as stub:
             return fn(stub)
     except grpc.RpcError as e:
-        raise _as_op_error(e, what) from None
+        raise _as_op_error(e, what, channel) from None
     except wire.TransportError as e:
         raise errors.DataLossError(None, None, f"{what}: {e}") from None
 
@@ -86,7 +90,7 @@ def _status(what: str, channel: peer_channel.PeerChannel, wait_for_ready: bool =
         if hasattr(e, "code") and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
             raise errors.UnavailableError(None, None, f"{what}: no answer within {STATUS_TIMEOUT_SECONDS:g} s") \
                 from None
-        raise _as_op_error(e, what) from None
+        raise _as_op_error(e, what, channel) from None
 
 
 # ---------------------------------------------------------------------- state shared by a process's clients
@@ -129,6 +133,7 @@ class _Client:
         self.address = address
         self.host = grpc_frames.host_of(address)
         self._peer = peer
+        user_authority.ensure_for([address])  # a client of a hand-started task on this machine: the user's CA
         credentials = tls.from_env()
         self._channel = peer_channel.PeerChannel(address, credentials, grpc_frames.grpc_options(
             grpc_frames.channel_options(limits.ServerLimits.from_env().grpc_max_message_bytes)), service)

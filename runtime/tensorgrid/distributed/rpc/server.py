@@ -131,7 +131,10 @@ class Server:
         if self._started:
             return
         from tensorgrid.distributed.rpc import services
+        from tensorgrid.distributed.rpc import user_authority
 
+        # Started by hand on this machine, with no certificates given: the user's CA.
+        user_authority.ensure_for([address for _, _, address in self.cluster.all_tasks()])
         port = self._port_override or int(self.address.rsplit(":", 1)[1])
         numpy_backend.limit_threads(self.intra_op_threads)
         numpy_backend.keep_freed_memory()

@@ -47,11 +47,18 @@ class PeerChannel:
         self._replaced: list[_Channel] = []
         """Channels of earlier credentials with calls still running on them."""
         self._closed = False
+        self.answered = False
+        """Whether a call on it ever ended without an error (the peer was reached, TLS and all)."""
 
     def _open(self) -> _Channel:
         credentials = self._credentials.current() if self._credentials is not None else None
         channel = tls.open_channel(self.address, credentials, self._options)
         return _Channel(credentials, channel, grpc_frames.Stub(channel, self._service))
+
+    @property
+    def credentials(self) -> Optional[tls.CredentialSource]:
+        """What its calls' TLS credentials come from; None: plaintext."""
+        return self._credentials
 
     @property
     def open_channels(self) -> int:
@@ -79,6 +86,7 @@ class PeerChannel:
             retired.channel.close()
         try:
             yield current.stub
+            self.answered = True
         finally:
             self._end_call(current)
 

@@ -8,9 +8,10 @@ every connection show a certificate signed by the job's CA, or the connection is
 refused before a single request is read.
 
 ``TENSORGRID_TLS_DIR`` names a directory holding ``ca.crt`` (the CAs to trust, and only
-them), ``tls.crt`` and ``tls.key`` (this task's certificate and key, PEM). Without it a
-task refuses to start, unless ``TENSORGRID_INSECURE=1`` says to run without TLS (then it
-warns once). Host names are checked as usual (the name a peer is dialed by must be one
+them), ``tls.crt`` and ``tls.key`` (this task's certificate and key, PEM). Without it a task
+whose cluster is all on this machine takes a certificate of its user's CA
+(``user_authority``); any other refuses to start, unless ``TENSORGRID_INSECURE=1`` says to
+run without TLS (then it warns once). Host names are checked as usual (the name a peer is dialed by must be one
 of its certificate's names), so a CA shared by several jobs does not let one job into
 another; the certificates tensorgrid makes name every address the cluster spec uses.
 
@@ -38,6 +39,7 @@ import datetime
 import functools
 import logging
 import os
+import socket
 import ssl
 import tempfile
 import threading
@@ -71,7 +73,8 @@ _process_directory: Optional[str] = None
 
 def use_for_this_process(directory: str) -> None:
     """Makes ``directory`` this process's credentials wherever ``TENSORGRID_TLS_DIR`` is unset
-    (a single-process cluster's own CA: its clients are in this process)."""
+    (a single-process cluster's own CA, whose clients are in this process; or a certificate
+    of the user's CA for tasks started by hand on this machine, ``user_authority``)."""
     global _process_directory
     _process_directory = directory
 
@@ -374,7 +377,7 @@ def _live(directory: str, reload_interval_s: float) -> LiveCredentials:
 def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[LiveCredentials]:
     """This process's credentials, following their directory (one ``LiveCredentials`` per
     directory and process): those of ``TENSORGRID_TLS_DIR`` (else those it made for
-    itself, ``use_for_this_process``); ``None`` (no TLS, after a
+    itself, ``use_for_this_process``: a single-process server's CA, or its user's CA); ``None`` (no TLS, after a
     warning, once) when it is unset and ``TENSORGRID_INSECURE=1``. InsecureNotAllowedError
     when neither is set; ValueError for a bad value of either, or of ``TENSORGRID_TLS_RELOAD_SECONDS``."""
     env = os.environ if environ is None else environ
@@ -390,13 +393,56 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[LiveCreden
     if insecure != "1":
         raise InsecureNotAllowedError(
             f"no TLS certificates: set {TLS_DIR_ENV} to a directory holding {', '.join(FILES)} (the operator and "
-            f"`tensorgrid local` do), or set {INSECURE_ENV}=1 to run without TLS, where any program that reaches "
-            f"this task's ports can read and change the model")
+            f"`tensorgrid local` do; `tensorgrid certs` makes them for a cluster), or set {INSECURE_ENV}=1 to run "
+            f"without TLS, where any program that reaches this task's ports can read and change the model")
     if not _warned_insecure.is_set():
         _warned_insecure.set()
         log.warning("%s=1: this process talks to its peers WITHOUT TLS; any program that reaches its ports can "
                     "read and change the model, or stop the job", INSECURE_ENV)
     return None
+
+
+def handshake_problem(address: str, credentials: Optional[CredentialSource], timeout_s: float = 0.5) -> str:
+    """Why a TLS handshake with the task at ``address`` (``host:port``) fails with
+    ``credentials``: a sentence naming the reason ``ssl`` gives, for an error message; ""
+    when it succeeds, when nothing listens there, or without credentials. For a peer that
+    gRPC finds unavailable: gRPC says only that it failed to connect."""
+    if credentials is None:
+        return ""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    current = credentials.current()
+    context = current._context(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = True
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.set_alpn_protocols(["h2"])  # gRPC's
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+            with context.wrap_socket(raw, server_hostname=host) as tls_socket:
+                tls_socket.recv(1)  # a server refusing this process's certificate says so after the handshake
+    except ssl.SSLCertVerificationError as e:
+        reason = e.verify_message or str(e)
+        if e.verify_code == _HOSTNAME_MISMATCH:
+            return f"the TLS handshake with {address} fails ({reason}): that task's certificate does not name {host}"
+        if e.verify_code not in _UNKNOWN_ISSUER:
+            return f"the TLS handshake with {address} fails ({reason})"
+    except ssl.SSLError as e:  # an alert from the server: it refused this process's certificate
+        reason = f"the task refused this process's certificate: {e.reason or e}"
+    except (OSError, ValueError):
+        return ""
+    else:
+        return ""
+    authorities = ", ".join(repr(c.subject.rfc4514_string()) for c in x509.load_pem_x509_certificates(current.ca))
+    return (f"the TLS handshake with {address} fails ({reason}): that task and this process are not of one CA "
+            f"(this process trusts {authorities}, from {current.directory!r}); a task of another user, or of "
+            f"another job, refuses this process and is refused by it")
+
+
+_HOSTNAME_MISMATCH = 62
+"""OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH."""
+_UNKNOWN_ISSUER = {2, 7, 18, 19, 20, 21}
+"""OpenSSL's verify codes of a certificate that no CA of ``ca.crt`` issued: no issuer found (2, 20, 21),
+a signature of another key (7: a CA of the same name), self-signed (18, 19)."""
 
 
 def open_channel(address: str, credentials: Optional[CredentialSource],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
 import threading
 from typing import Any, Callable, Optional, Sequence
 
@@ -272,6 +273,32 @@ def step_timeout_ms(config: Any, options: Any) -> int:
     return from_options or int(getattr(config, "operation_timeout_in_ms", 0) or 0)
 
 
+_placement_log = logging.getLogger("tensorgrid.placement")
+
+
+def _logging_placement(
+    placement: Callable[[graph_lib.Operation], backend_lib.Backend],
+) -> Callable[[graph_lib.Operation], backend_lib.Backend]:
+    """``placement`` that also prints each op's device the first time a step places it, as TF1's
+    ``ConfigProto(log_device_placement=True)`` does: ``name: (Type): /job:localhost/.../device:CPU:0``
+    on standard output, and the same line in the log (``tensorgrid.placement``, INFO)."""
+    logged: set[graph_lib.Operation] = set()
+    lock = threading.Lock()
+
+    def place(op: graph_lib.Operation) -> backend_lib.Backend:
+        backend = placement(op)
+        with lock:
+            if op not in logged:
+                logged.add(op)
+                index = getattr(backend, "index", 0)
+                line = f"{op.name}: ({op.type}): /job:localhost/replica:0/task:0/device:{backend.device_type}:{index}"
+                print(line, flush=True)
+                _placement_log.info("%s", line)
+        return backend
+
+    return place
+
+
 class _LocalEngine:
     """Runs steps in this process, with variables private to the session (TF1's DirectSession).
 
@@ -286,6 +313,8 @@ class _LocalEngine:
         self._kernel_state: dict[str, dict[str, Any]] = {}
         self._plans: dict[Any, executor.Plan] = {}
         self._placement = executor.default_placement(bool(getattr(config, "allow_soft_placement", False)))
+        if getattr(config, "log_device_placement", False):
+            self._placement = _logging_placement(self._placement)
         self._step_ids = itertools.count(1)
         self._lock = threading.Lock()
         self._running: dict[int, executor.StepContext] = {}

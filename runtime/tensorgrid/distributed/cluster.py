@@ -119,13 +119,28 @@ class ClusterSpec:
 
 
 def _check_address(job: str, index: int, address: Any) -> str:
-    if not isinstance(address, str) or not address:
-        raise ValueError(f"Address of /job:{job}/task:{index} must be a 'host:port' string, got {address!r}")
+    """A task's address as the spec keeps it: any string, as TensorFlow's ClusterSpec takes it (a
+    ``tf.train.Server`` checks the cluster's addresses, ``address_problem``, when it is made)."""
+    if not isinstance(address, str):
+        raise TypeError(f"Address of /job:{job}/task:{index} must be a 'host:port' string, got {address!r}")
+    return address
+
+
+def address_problem(address: str) -> Optional[str]:
+    """Why ``address`` is not ``host:port`` with a port in 0..65535, or None when it is."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"Address {address!r} of /job:{job}/task:{index} is not 'host:port' with a port in "
-                         "0..65535 (0: a free port, chosen when the server starts)")
-    return address
+        return (f"{address!r} is not 'host:port' with a port in 0..65535 (0: a free port, chosen when the "
+                "server starts)")
+    return None
+
+
+def check_addresses(cluster: ClusterSpec) -> None:
+    """Raises ValueError naming the first task whose address is not ``host:port``."""
+    for job, index, address in cluster.all_tasks():
+        problem = address_problem(address)
+        if problem is not None:
+            raise ValueError(f"Address of /job:{job}/task:{index}: {problem}")
 
 
 def task_name(job: str, index: int) -> str:
@@ -160,6 +175,7 @@ class TFConfig:
         if not isinstance(config, dict):
             raise ValueError(f"TF_CONFIG must be a JSON object with 'cluster' and 'task', got {text[:200]!r}")
         cluster = ClusterSpec(config.get("cluster") or {})
+        check_addresses(cluster)
         task = config.get("task") or {}
         if not isinstance(task, dict):
             raise ValueError(f"TF_CONFIG 'task' must be an object like {{'type': 'worker', 'index': 0}}, got {task!r}")

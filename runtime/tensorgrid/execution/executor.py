@@ -410,10 +410,22 @@ def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib
     CPU. Ops without a GPU kernel (queues, Send and Recv) and ops on string tensors
     run on the CPU wherever they are pinned: strings never leave host memory, as in
     TensorFlow (host-memory kernels). An explicit GPU placement on a machine without
-    one is an error unless soft placement is allowed.
+    one, or on a CPU other than CPU:0 (a process has one), is an InvalidArgumentError
+    naming the device unless soft placement is allowed, which runs the op on the CPU.
     """
     gpu = backend_lib.gpu_available()
     cache: dict[tuple[str, bool], backend_lib.Backend] = {}
+
+    def unavailable(op: graph_lib.Operation, device: str, hint: str) -> errors.InvalidArgumentError:
+        available = ["/job:localhost/replica:0/task:0/device:CPU:0"] + (
+            ["/job:localhost/replica:0/task:0/device:GPU:0"] if gpu else [])
+        return errors.InvalidArgumentError(
+            None, op,
+            f"Cannot assign a device for operation {op.name}: {{{{node {op.name}}}}} was explicitly assigned to "
+            f"{device} but available devices are [ {', '.join(available)} ]. Make sure the device specification "
+            f"refers to a valid device{hint} (or create the session with "
+            "config=tf.ConfigProto(allow_soft_placement=True))",
+        )
 
     def place(op: graph_lib.Operation) -> backend_lib.Backend:
         device = op.device
@@ -425,18 +437,17 @@ def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib
         device_type = spec.device_type
         if device_type is None:
             device_type = "CPU" if host_only or not gpu else "GPU"
+        device_index = spec.device_index
         if device_type == "GPU" and not gpu:
             if not allow_soft_placement:
-                raise errors.InvalidArgumentError(
-                    None, op,
-                    f"Cannot assign a device for operation {op.name}: it is pinned to {device} "
-                    "but no GPU is available (install cupy and a CUDA driver, or create the "
-                    "session with config=tf.ConfigProto(allow_soft_placement=True))",
-                )
-            device_type = "CPU"
+                raise unavailable(op, device, "; no GPU is available here (install cupy and a CUDA driver)")
+            device_type, device_index = "CPU", None
+        elif device_type == "CPU" and device_index not in (None, 0):
+            if not allow_soft_placement:
+                raise unavailable(op, device, "")
         if host_only:
             device_type = "CPU"
-        chosen = backend_lib.for_device(device_type, spec.device_index if device_type == "GPU" else None)
+        chosen = backend_lib.for_device(device_type, device_index if device_type == "GPU" else None)
         cache[(device, host_only)] = chosen
         return chosen
 

@@ -8,11 +8,30 @@ from __future__ import annotations
 
 from typing import Any
 
+# The status codes (``tf.errors.OK`` ... ``tf.errors.DATA_LOSS``), TensorFlow's values (grpc's).
+OK = 0
+CANCELLED = 1
+UNKNOWN = 2
+INVALID_ARGUMENT = 3
+DEADLINE_EXCEEDED = 4
+NOT_FOUND = 5
+ALREADY_EXISTS = 6
+PERMISSION_DENIED = 7
+RESOURCE_EXHAUSTED = 8
+FAILED_PRECONDITION = 9
+ABORTED = 10
+OUT_OF_RANGE = 11
+UNIMPLEMENTED = 12
+INTERNAL = 13
+UNAVAILABLE = 14
+DATA_LOSS = 15
+UNAUTHENTICATED = 16
+
 
 class OpError(Exception):
     """Base of runtime errors raised while running a graph."""
 
-    code = 2  # UNKNOWN, as in grpc.StatusCode
+    code = UNKNOWN
 
     def __init__(self, node_def: Any, op: Any, message: str, *args: Any) -> None:
         super().__init__(message)
@@ -33,67 +52,67 @@ class OpError(Exception):
 
 
 class CancelledError(OpError):
-    code = 1
+    code = CANCELLED
 
 
 class UnknownError(OpError):
-    code = 2
+    code = UNKNOWN
 
 
 class InvalidArgumentError(OpError):
-    code = 3
+    code = INVALID_ARGUMENT
 
 
 class DeadlineExceededError(OpError):
-    code = 4
+    code = DEADLINE_EXCEEDED
 
 
 class NotFoundError(OpError):
-    code = 5
+    code = NOT_FOUND
 
 
 class AlreadyExistsError(OpError):
-    code = 6
+    code = ALREADY_EXISTS
 
 
 class PermissionDeniedError(OpError):
-    code = 7
+    code = PERMISSION_DENIED
 
 
 class ResourceExhaustedError(OpError):
-    code = 8
+    code = RESOURCE_EXHAUSTED
 
 
 class FailedPreconditionError(OpError):
-    code = 9
+    code = FAILED_PRECONDITION
 
 
 class AbortedError(OpError):
-    code = 10
+    code = ABORTED
 
 
 class OutOfRangeError(OpError):
-    code = 11
+    code = OUT_OF_RANGE
 
 
 class UnimplementedError(OpError):
-    code = 12
+    code = UNIMPLEMENTED
 
 
 class InternalError(OpError):
-    code = 13
+    code = INTERNAL
 
 
 class UnavailableError(OpError):
-    code = 14
+    code = UNAVAILABLE
 
 
 class DataLossError(OpError):
-    code = 15
+    code = DATA_LOSS
 
 
 class UnauthenticatedError(OpError):
-    code = 16
+    code = UNAUTHENTICATED
 
 
 ERROR_CLASS_BY_CODE: dict[int, type[OpError]] = {
@@ -110,3 +129,19 @@ ERROR_CLASS_BY_CODE: dict[int, type[OpError]] = {
 def error_for_code(code: int, message: str) -> OpError:
     """Rebuilds an error raised on another task from its status code and message."""
     return ERROR_CLASS_BY_CODE.get(code, UnknownError)(None, None, message)
+
+
+def exception_type_from_error_code(error_code: int) -> type[OpError]:
+    """The OpError subclass of a status code (``tf.errors.exception_type_from_error_code``)."""
+    try:
+        return ERROR_CLASS_BY_CODE[error_code]
+    except KeyError:
+        raise KeyError(f"{error_code!r} is not an error status code; the codes are 1 (CANCELLED) .. "
+                       "16 (UNAUTHENTICATED)") from None
+
+
+def error_code_from_exception_type(cls: type[OpError]) -> int:
+    """The status code of an OpError subclass (``tf.errors.error_code_from_exception_type``)."""
+    if not (isinstance(cls, type) and issubclass(cls, OpError)):
+        raise KeyError(f"{cls!r} is not an OpError subclass of tf.errors")
+    return cls.code

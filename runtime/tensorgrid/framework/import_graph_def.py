@@ -52,10 +52,10 @@ def import_graph_def(graph_def: graph_def_lib.GraphDef, input_map: Optional[dict
                 if input_name.startswith("^"):
                     controls.append(_imported(imported, input_name[1:], node.name))
                     continue
-                if input_name in mapped:
-                    inputs.append(mapped[input_name])
+                if _tensor_name(input_name) in mapped:
+                    inputs.append(mapped[_tensor_name(input_name)])
                     continue
-                op_name, _, index = input_name.rpartition(":")
+                op_name, _, index = _tensor_name(input_name).rpartition(":")
                 producer_op = _imported(imported, op_name, node.name)
                 if not index.isdigit() or int(index) >= len(producer_op.outputs):
                     raise ValueError(f"Node {node.name!r} has an invalid input {input_name!r}")

@@ -145,15 +145,8 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel: Any = None, labels: Any 
                 f"sparse_softmax_cross_entropy_with_logits: labels {y.name} with shape {y.shape} must have the "
                 f"shape of logits {x.name} with shape {x.shape} without its last dimension ({x.shape[:-1]})"
             )
-    known_labels = op_util.static_value(y)
-    classes = x.shape[-1].value if x.shape.ndims else None
-    if known_labels is not None and classes is not None and np.size(known_labels):
-        bad = np.asarray(known_labels)[(np.asarray(known_labels) < 0) | (np.asarray(known_labels) >= classes)]
-        if bad.size:
-            raise ValueError(
-                f"sparse_softmax_cross_entropy_with_logits: label value {int(bad[0])} is outside the valid range "
-                f"[0, {classes})"
-            )
+    # Labels out of [0, num_classes) fail when the op runs (InvalidArgumentError naming the label), even
+    # when they are constants, as in TensorFlow: a graph that never runs the loss still builds.
     batch_shape = x.shape[:-1] if x.shape.ndims is not None else y.shape
     op = op_util.make_op("SparseSoftmaxCrossEntropyWithLogits", [x, y],
                          [(x.dtype.base_dtype, batch_shape), (x.dtype.base_dtype, x.shape)],

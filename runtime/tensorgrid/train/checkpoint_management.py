@@ -276,7 +276,7 @@ def leftovers_of_interrupted_saves(save_path: str, state: Optional[CheckpointSta
             if name.startswith((base + "-", state_file)):
                 leftovers.append(path)
             continue
-        match = re.fullmatch(re.escape(base) + r"-(\d+)(\.index|\.data|\.data\.1)", name)
+        match = re.fullmatch(re.escape(base) + r"-(\d+)(\.index|\.data|\.data\.1|\.meta)", name)
         if state is None or match is None or base + "-" + match.group(1) in listed:
             continue
         try:

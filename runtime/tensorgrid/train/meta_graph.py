@@ -93,7 +93,9 @@ def export_meta_graph(filename: Optional[str] = None, collection_list: Optional[
     for key in collection_list if collection_list is not None else graph.get_all_collection_keys():
         items = [_item(v) for v in graph.get_collection(key)]
         if any(i is None for i in items):
-            log.info("Collection %r holds objects a meta graph cannot name; it is left out", key)
+            # The runtime's own collections ("__varscope") are Python state; only the program's are news.
+            (log.debug if key.startswith("__") else log.info)(
+                "Collection %r holds objects a meta graph cannot name; it is left out", key)
             continue
         collections[key] = [i for i in items if i is not None]
     meta = MetaGraphDef(graph_def, collections)

@@ -65,12 +65,14 @@ def _names_to_variables(var_list: Any) -> dict[str, list[Any]]:
     """``{checkpoint key: [variable]}``, or the parts of a partitioned variable under its name, from a
     dict or a list of variables, PartitionedVariables and parts; checks for clashes."""
     result: dict[str, list[Any]] = {}
+    saved_ops: set[graph_lib.Operation] = set()  # each variable's op: a variable is saved once
 
-    def add(name: str, var: Any, partitioned: bool) -> None:
-        _as_ref(var)
+    def add(name: str, var: Any, partitioned: bool, twice: str = "The same saveable will be restored with two names") -> None:
+        variable_op = _as_ref(var).op
+        if variable_op in saved_ops:
+            raise ValueError(f"{twice}: {name}")
+        saved_ops.add(variable_op)
         vars_of_name = result.setdefault(name, [])
-        if any(v is var for v in vars_of_name):
-            return
         if vars_of_name and not (partitioned and all(_slice_info(v) is not None for v in vars_of_name)):
             raise ValueError(f"At least two variables have the same name: {name}")
         vars_of_name.append(var)
@@ -87,12 +89,14 @@ def _names_to_variables(var_list: Any) -> dict[str, list[Any]]:
         raise TypeError(f"Saver var_list must be a list or dict of variables, got {type(var_list).__name__}")
     for var in var_list:
         if isinstance(var, partitioned_variables.PartitionedVariable):
+            if var.name in result:
+                raise ValueError(f"At least two variables have the same name: {var.name}")
             for part in var:
                 add(var.name, part, True)
         elif _slice_info(var) is not None:
             add(_slice_info(var).full_name, var, True)
         else:
-            add(_checkpoint_key(var), var, False)
+            add(_checkpoint_key(var), var, False, twice="At least two variables have the same name")
     return result
 
 
@@ -282,7 +286,9 @@ class Saver:
 
         With ``global_step`` the prefix is ``save_path-<step>``. The state file in the
         same directory then names it, and checkpoints beyond ``max_to_keep`` are
-        deleted. No ``.meta`` file is written (there is no MetaGraphDef here).
+        deleted. With ``write_meta_graph`` (the default, as in TensorFlow) the session's
+        graph is written beside it as ``<prefix>.<meta_graph_suffix>``, in tensorgrid's
+        meta graph format (``tf.train.import_meta_graph`` reads it).
         """
         if not self._built:
             raise RuntimeError("`build()` should be called before save if defer_build==True")
@@ -301,10 +307,16 @@ class Saver:
         if self._is_empty:
             return None
         if save_dir and not os.path.isdir(save_dir):
-            raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+            # As TensorFlow's SaveV2 does: it makes the prefix's directory when that directory's own
+            # parent exists, and refuses a path missing more than one level.
+            if not os.path.isdir(os.path.dirname(save_dir) or "."):
+                raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+            os.makedirs(save_dir, exist_ok=True)
         values = iter(sess.run(self._save_tensors))
         tensors = {entry.name: entry.assemble([next(values) for _ in entry.parts]) for entry in self._entries}
         checkpoint_format.write_checkpoint(checkpoint_file, tensors)
+        if write_meta_graph:
+            self._write_meta_graph(self._graph or sess.graph, f"{checkpoint_file}.{meta_graph_suffix}")
         if write_state:
             self._record_last_checkpoint(checkpoint_file)
             checkpoint_management.update_checkpoint_state_internal(
@@ -319,6 +331,27 @@ class Saver:
             )
             self._maybe_delete_old_checkpoints(meta_graph_suffix)
         return checkpoint_file
+
+    def export_meta_graph(self, filename: Optional[str] = None, collection_list: Any = None, as_text: bool = False,
+                          export_scope: Any = None, clear_devices: bool = False, clear_extraneous_savers: bool = False,
+                          strip_default_attrs: bool = False, save_debug_info: bool = False) -> Any:
+        """``tf.train.export_meta_graph`` of this saver's graph (tensorgrid's meta graph format)."""
+        # meta_graph imports this module (import_meta_graph returns a Saver): imported here.
+        from tensorgrid.train import meta_graph
+
+        return meta_graph.export_meta_graph(filename, collection_list=collection_list, as_text=as_text,
+                                            graph=self._graph or graph_lib.get_default_graph(),
+                                            clear_devices=clear_devices)
+
+    def _write_meta_graph(self, graph: graph_lib.Graph, filename: str) -> None:
+        from tensorgrid.train import meta_graph
+
+        try:
+            meta_graph.export_meta_graph(filename, graph=graph)
+        except (TypeError, ValueError) as e:
+            # The checkpoint is written; a graph with values that have no wire form (Python objects in
+            # attributes) only has no meta graph to rebuild it from.
+            _log.warning("Checkpoint written without %s: the graph cannot be exported: %s", filename, e)
 
     def _record_last_checkpoint(self, latest_save_path: str) -> None:
         if not self._max_to_keep:

@@ -20,8 +20,7 @@ def test_dense_and_sparse_jobs():
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"ps": ["nohost"]}, "host:port"),
-    ({"ps": ["h:99999"]}, "0..65535"),
+    ({"ps": [5]}, "must be a 'host:port' string"),
     ({"p s": ["h:1"]}, "Invalid job name"),
     ({"ps": {"x": "h:1"}}, "not an integer"),
     ({"ps": "h:1"}, "must be a list or dict"),
@@ -29,6 +28,17 @@ def test_dense_and_sparse_jobs():
 def test_bad_cluster_is_rejected_with_the_bad_value(bad, message):
     with pytest.raises((ValueError, TypeError), match=message):
         tf.train.ClusterSpec(bad)
+
+
+@pytest.mark.parametrize("address, message", [("nohost", "host:port"), ("h:99999", "0..65535")])
+def test_an_address_without_a_valid_port_is_kept_by_the_spec_and_refused_by_a_server(address, message):
+    """As TensorFlow: ClusterSpec keeps any string; a Server (and TF_CONFIG) checks every address."""
+    spec = tf.train.ClusterSpec({"ps": [address], "worker": ["localhost:0"]})
+    assert spec.task_address("ps", 0) == address
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"{address}.*/job:ps/task:0.*{message}"):
+        tf.train.Server(spec, job_name="worker", task_index=0, start=False)
+    with pytest.raises(ValueError, match=f"/job:ps/task:0.*{message}"):
+        cluster_lib.TFConfig.parse(json.dumps({"cluster": spec.as_dict(), "task": {"type": "worker", "index": 0}}))
 
 
 def test_unknown_task_names_the_valid_ones():

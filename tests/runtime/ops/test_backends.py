@@ -105,7 +105,8 @@ def test_gpu_pinned_op_without_a_gpu_is_a_clear_error(monkeypatch: pytest.Monkey
         y = tf.nn.relu(tf.constant([1.0, -1.0], name="values_on_gpu"))
     with tf.Session() as sess:
         with pytest.raises(tf.errors.InvalidArgumentError,
-                           match=r"values_on_gpu: it is pinned to /device:GPU:0 but no GPU is available"):
+                           match=r"values_on_gpu: \{\{node values_on_gpu\}\} was explicitly assigned to /device:GPU:0 .*"
+                                 r"no GPU is available"):
             sess.run(y)
     with tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) as sess:
         np.testing.assert_array_equal(sess.run(y), [1.0, 0.0])

@@ -36,7 +36,8 @@ def test_round_trip_restores_every_variable_exactly(tmp_path: Any, session: tf.S
     _set(session, step, 42)
     prefix = saver.save(session, str(tmp_path / "model.ckpt"), global_step=step)
     assert prefix == str(tmp_path / "model.ckpt-42")
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model.ckpt-42.data", "model.ckpt-42.index"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model.ckpt-42.data", "model.ckpt-42.index",
+                                            "model.ckpt-42.meta"]
     session.run(tf.global_variables_initializer())
     saver.restore(session, prefix)
     np.testing.assert_array_equal(session.run(w), np.arange(6).reshape(2, 3))
@@ -84,11 +85,12 @@ def test_saver_argument_errors() -> None:
 
 
 def test_save_into_a_missing_directory_is_an_error(tmp_path: Any, session: tf.Session) -> None:
+    """Two missing levels (one is made, as TensorFlow makes it: tests/runtime/oracle/test_tf1_behaviours.py)."""
     _model()
     saver = tf.train.Saver()
     session.run(tf.global_variables_initializer())
-    with pytest.raises(ValueError, match="Parent directory of .*missing/model doesn't exist, can't save"):
-        saver.save(session, str(tmp_path / "missing" / "model"))
+    with pytest.raises(ValueError, match="Parent directory of .*missing/sub/model doesn't exist, can't save"):
+        saver.save(session, str(tmp_path / "missing" / "sub" / "model"))
 
 
 def test_restore_ops_are_colocated_with_their_variables() -> None:
@@ -114,7 +116,7 @@ def test_max_to_keep_deletes_the_oldest_checkpoints(tmp_path: Any, session: tf.S
         saver.save(session, base, global_step=step)
     assert saver.last_checkpoints == [f"{base}-3", f"{base}-4"]
     assert sorted(os.listdir(tmp_path)) == [
-        "checkpoint", "model-3.data", "model-3.index", "model-4.data", "model-4.index"]
+        "checkpoint", "model-3.data", "model-3.index", "model-3.meta", "model-4.data", "model-4.index", "model-4.meta"]
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert state.model_checkpoint_path == f"{base}-4"
     assert state.all_model_checkpoint_paths == [f"{base}-3", f"{base}-4"]
@@ -226,7 +228,7 @@ def test_a_crash_while_overwriting_the_same_prefix_keeps_the_old_data(
     # A completed overwrite switches to the other data file and removes the old one.
     _set(session, w, np.full((2, 3), 9.0))
     saver.save(session, prefix)
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model.data.1", "model.index"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model.data.1", "model.index", "model.meta"]
     session.run(tf.global_variables_initializer())
     saver.restore(session, prefix)
     np.testing.assert_array_equal(session.run(w), np.full((2, 3), 9.0))
@@ -245,7 +247,7 @@ def test_partial_files_of_an_interrupted_save_are_ignored(tmp_path: Any, session
     saver.save(session, str(tmp_path / "model"), global_step=2)
     assert not [name for name in os.listdir(tmp_path) if ".tmp-" in name]
     tf.train.remove_checkpoint(str(tmp_path / "model-2"))
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-1.data", "model-1.index"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-1.data", "model-1.index", "model-1.meta"]
 
 
 # ---------------------------------------------------------------- corruption and mismatches

@@ -64,13 +64,19 @@ class Server:
                 raise ValueError(f"job_name must be given when the cluster has several jobs: {cluster.jobs}")
             job_name = cluster.jobs[0]
         if job_name not in cluster.jobs:
-            raise ValueError(f"Job {job_name!r} is not in the cluster; jobs are {cluster.jobs}")
+            # TensorFlow's class and words (its server library reports these as internal errors).
+            raise errors.InternalError(None, None, f'Job "{job_name}" was not defined in cluster; '
+                                                   f"its jobs are {cluster.jobs}")
         if task_index is None:
             indices = cluster.task_indices(job_name)
             if len(indices) != 1:
                 raise ValueError(f"task_index must be given: job {job_name!r} has tasks {indices}")
             task_index = indices[0]
+        if int(task_index) not in cluster.task_indices(job_name):
+            raise errors.InternalError(None, None, f'Task {task_index} was not defined in job "{job_name}"; '
+                                                   f"its tasks are {cluster.task_indices(job_name)}")
         address = cluster.task_address(job_name, task_index)
+        _check_cluster_addresses(cluster, job_name, int(task_index))
         self.cluster = cluster
         self.job_name = job_name
         self.task_index = int(task_index)
@@ -309,6 +315,22 @@ class Server:
 
     def __repr__(self) -> str:
         return f"<tensorgrid Server {self.task} at {self.address}>"
+
+
+def _check_cluster_addresses(cluster: cluster_lib.ClusterSpec, job_name: str, task_index: int) -> None:
+    """Every address of the cluster must be ``host:port``, as TensorFlow checks when a server is made
+    (InvalidArgumentError, its words first)."""
+    for job, index, address in cluster.all_tasks():
+        problem = cluster_lib.address_problem(address)
+        if problem is None:
+            continue
+        if (job, index) == (job_name, task_index):
+            raise errors.InvalidArgumentError(
+                None, None, f'Could not parse port for local server from "{address}": this task\'s address '
+                            f"(/job:{job}/task:{index}) {problem}")
+        raise errors.InvalidArgumentError(
+            None, None, f'Could not interpret "{address}" as a host-port pair: the address of /job:{job}/task:{index} '
+                        f"{problem}")
 
 
 def _at_exit(callback: Any) -> None:

@@ -100,6 +100,7 @@ def _certs(args: argparse.Namespace) -> int:
         else:
             return refuse('give the cluster: --cluster \'{"ps": ["host0:2222"], "worker": ["host1:2222"]}\', '
                           'or set TF_CONFIG')
+        cluster_lib.check_addresses(cluster)  # a certificate names its task's host: every address must be host:port
     except (ValueError, TypeError) as e:
         return refuse(str(e))
     tasks = cluster.all_tasks()

@@ -69,7 +69,7 @@ def test_each_task_gets_a_certificate_of_one_ca_naming_its_host_from_tf_config(t
     (["--cluster", '{"ps": ["h:1"'], {}, "--cluster is not valid JSON"),
     (["--cluster", "{}"], {}, "--cluster has no task"),
     (["--cluster", '{"ps": []}'], {}, "--cluster has no task"),
-    (["--cluster", '{"ps": ["nohost"]}'], {}, "Address 'nohost' of /job:ps/task:0 is not 'host:port'"),
+    (["--cluster", '{"ps": ["nohost"]}'], {}, "Address of /job:ps/task:0: 'nohost' is not 'host:port'"),
     (["--cluster", '["h:1"]'], {}, "ClusterSpec takes a dict of job name"),
     ([], {}, "give the cluster: --cluster"),
     ([], {"TF_CONFIG": '{"cluster": '}, "TF_CONFIG is not valid JSON"),

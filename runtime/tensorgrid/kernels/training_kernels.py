@@ -11,6 +11,9 @@ The sparse updates first sum the gradient rows that share an index (as TF's
 optimizers do), then read, update and write back only those rows: the work is
 proportional to the rows in the batch, not to the variable (except Adam's, whose
 TF1 formula decays every row of its slots).
+
+The locks, scratch buffers, checks and the summing of rows are public: the kernels of
+FTRL and proximal Adagrad (``proximal_training_kernels``) are written with them too.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
 
-class _Locks:
+class Locks:
     """Holds the locks of several variables, always taken in the same order."""
 
     def __init__(self, use_locking: bool, variables: tuple[Any, ...]) -> None:
@@ -37,7 +40,7 @@ class _Locks:
             lock.release()
 
 
-def _scratch(k: context.KernelContext, like: Any) -> Any:
+def scratch(k: context.KernelContext, like: Any) -> Any:
     pool = k.state.setdefault("scratch", [])
     while pool:
         try:
@@ -49,11 +52,11 @@ def _scratch(k: context.KernelContext, like: Any) -> Any:
     return k.xp.empty_like(like)
 
 
-def _release(k: context.KernelContext, buffer: Any) -> None:
+def release(k: context.KernelContext, buffer: Any) -> None:
     k.state["scratch"].append(buffer)
 
 
-def _check_shapes(k: context.KernelContext, var: Any, **others: Any) -> None:
+def check_shapes(k: context.KernelContext, var: Any, **others: Any) -> None:
     for role, value in others.items():
         if value.shape != var.shape:
             raise errors.InvalidArgumentError(
@@ -63,7 +66,7 @@ def _check_shapes(k: context.KernelContext, var: Any, **others: Any) -> None:
             )
 
 
-def _check_scalars(k: context.KernelContext, **scalars: Any) -> None:
+def check_scalars(k: context.KernelContext, **scalars: Any) -> None:
     for role, value in scalars.items():
         if getattr(value, "ndim", 0) != 0:
             raise errors.InvalidArgumentError(None, None, f"{role} is not a scalar: {list(value.shape)} (op {k.name})")
@@ -73,14 +76,14 @@ def _check_scalars(k: context.KernelContext, **scalars: Any) -> None:
 def _apply_gradient_descent(k: context.KernelContext, step: context.StepContext, var: Any, alpha: Any,
                             delta: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, alpha=alpha)
-    with _Locks(k.attrs["use_locking"], (var,)):
+    check_scalars(k, alpha=alpha)
+    with Locks(k.attrs["use_locking"], (var,)):
         w = var.read()
-        _check_shapes(k, w, delta=delta)
-        tmp = _scratch(k, w)
+        check_shapes(k, w, delta=delta)
+        tmp = scratch(k, w)
         xp.multiply(delta, alpha, out=tmp)
         xp.subtract(w, tmp, out=w)
-        _release(k, tmp)
+        release(k, tmp)
         var.updates += 1
     return var
 
@@ -89,11 +92,11 @@ def _apply_gradient_descent(k: context.KernelContext, step: context.StepContext,
 def _apply_momentum(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any, grad: Any,
                     momentum: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, lr=lr, momentum=momentum)
-    with _Locks(k.attrs["use_locking"], (var, accum)):
+    check_scalars(k, lr=lr, momentum=momentum)
+    with Locks(k.attrs["use_locking"], (var, accum)):
         w, a = var.read(), accum.read()
-        _check_shapes(k, w, accum=a, grad=grad)
-        tmp = _scratch(k, w)
+        check_shapes(k, w, accum=a, grad=grad)
+        tmp = scratch(k, w)
         xp.multiply(a, momentum, out=a)
         xp.add(a, grad, out=a)
         if k.attrs["use_nesterov"]:
@@ -104,7 +107,7 @@ def _apply_momentum(k: context.KernelContext, step: context.StepContext, var: An
         else:
             xp.multiply(a, lr, out=tmp)
         xp.subtract(w, tmp, out=w)
-        _release(k, tmp)
+        release(k, tmp)
         var.updates += 1
     return var
 
@@ -113,11 +116,11 @@ def _apply_momentum(k: context.KernelContext, step: context.StepContext, var: An
 def _apply_adagrad(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any,
                    grad: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, lr=lr)
-    with _Locks(k.attrs["use_locking"], (var, accum)):
+    check_scalars(k, lr=lr)
+    with Locks(k.attrs["use_locking"], (var, accum)):
         w, a = var.read(), accum.read()
-        _check_shapes(k, w, accum=a, grad=grad)
-        tmp = _scratch(k, w)
+        check_shapes(k, w, accum=a, grad=grad)
+        tmp = scratch(k, w)
         if k.attrs["update_slots"]:
             xp.square(grad, out=tmp)
             xp.add(a, tmp, out=a)
@@ -126,7 +129,7 @@ def _apply_adagrad(k: context.KernelContext, step: context.StepContext, var: Any
         xp.divide(grad, tmp, out=tmp)
         xp.multiply(tmp, lr, out=tmp)
         xp.subtract(w, tmp, out=w)
-        _release(k, tmp)
+        release(k, tmp)
         var.updates += 1
     return var
 
@@ -135,14 +138,14 @@ def _apply_adagrad(k: context.KernelContext, step: context.StepContext, var: Any
 def _apply_adam(k: context.KernelContext, step: context.StepContext, var: Any, m: Any, v: Any, beta1_power: Any,
                 beta2_power: Any, lr: Any, beta1: Any, beta2: Any, epsilon: Any, grad: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
+    check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
                    epsilon=epsilon)
     # Bias correction folded into the step size, computed in the variable's dtype as TF does.
     alpha = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
-    with _Locks(k.attrs["use_locking"], (var, m, v)):
+    with Locks(k.attrs["use_locking"], (var, m, v)):
         w, m_buf, v_buf = var.read(), m.read(), v.read()
-        _check_shapes(k, w, m=m_buf, v=v_buf, grad=grad)
-        tmp = _scratch(k, w)
+        check_shapes(k, w, m=m_buf, v=v_buf, grad=grad)
+        tmp = scratch(k, w)
         # m += (grad - m) * (1 - beta1)
         xp.subtract(grad, m_buf, out=tmp)
         xp.multiply(tmp, 1 - beta1, out=tmp)
@@ -154,19 +157,19 @@ def _apply_adam(k: context.KernelContext, step: context.StepContext, var: Any, m
         xp.add(v_buf, tmp, out=v_buf)
         if k.attrs["use_nesterov"]:
             # var -= alpha * (grad * (1 - beta1) + beta1 * m) / (sqrt(v) + epsilon)
-            denominator = _scratch(k, w)
+            denominator = scratch(k, w)
             xp.sqrt(v_buf, out=denominator)
             xp.add(denominator, epsilon, out=denominator)
             xp.subtract(grad, m_buf, out=tmp)
             xp.multiply(tmp, 1 - beta1, out=tmp)
             xp.add(tmp, m_buf, out=tmp)
             xp.divide(tmp, denominator, out=tmp)
-            _release(k, denominator)
+            release(k, denominator)
             xp.multiply(tmp, alpha, out=tmp)
             xp.subtract(w, tmp, out=w)
-            _release(k, tmp)
+            release(k, tmp)
         else:
-            _release(k, tmp)
+            release(k, tmp)
             _adam_step(k, w, m_buf, v_buf, alpha, epsilon)
         var.updates += 1
     return var
@@ -175,16 +178,16 @@ def _apply_adam(k: context.KernelContext, step: context.StepContext, var: Any, m
 def _adam_step(k: context.KernelContext, w: Any, m_buf: Any, v_buf: Any, alpha: Any, epsilon: Any) -> None:
     """``var -= alpha * m / (sqrt(v) + epsilon)`` in place, every row (dense and TF1's sparse Adam)."""
     xp = k.xp
-    tmp = _scratch(k, w)
+    tmp = scratch(k, w)
     xp.sqrt(v_buf, out=tmp)
     xp.add(tmp, epsilon, out=tmp)
     xp.divide(m_buf, tmp, out=tmp)
     xp.multiply(tmp, alpha, out=tmp)
     xp.subtract(w, tmp, out=w)
-    _release(k, tmp)
+    release(k, tmp)
 
 
-def _check_row_indices(k: context.KernelContext, var: Any, grad: Any, indices: Any) -> None:
+def check_row_indices(k: context.KernelContext, var: Any, grad: Any, indices: Any) -> None:
     if var.ndim < 1:
         raise errors.InvalidArgumentError(None, None, f"var must be at least 1 dimensional (op {k.name})")
     if indices.ndim != 1:
@@ -217,11 +220,11 @@ def summed_rows(k: context.KernelContext, indices: Any, rows: Any) -> tuple[Any,
 @register_kernel("SparseApplyMomentum")
 def _sparse_apply_momentum(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any,
                            grad: Any, indices: Any, momentum: Any) -> Any:
-    _check_scalars(k, lr=lr, momentum=momentum)
-    with _Locks(k.attrs["use_locking"], (var, accum)):
+    check_scalars(k, lr=lr, momentum=momentum)
+    with Locks(k.attrs["use_locking"], (var, accum)):
         w, a = var.read(), accum.read()
-        _check_shapes(k, w, accum=a)
-        _check_row_indices(k, w, grad, indices)
+        check_shapes(k, w, accum=a)
+        check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
         a_rows = a[rows] * momentum + g
         a[rows] = a_rows
@@ -236,11 +239,11 @@ def _sparse_apply_momentum(k: context.KernelContext, step: context.StepContext, 
 @register_kernel("SparseApplyAdagrad")
 def _sparse_apply_adagrad(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, lr: Any, grad: Any,
                           indices: Any) -> Any:
-    _check_scalars(k, lr=lr)
-    with _Locks(k.attrs["use_locking"], (var, accum)):
+    check_scalars(k, lr=lr)
+    with Locks(k.attrs["use_locking"], (var, accum)):
         w, a = var.read(), accum.read()
-        _check_shapes(k, w, accum=a)
-        _check_row_indices(k, w, grad, indices)
+        check_shapes(k, w, accum=a)
+        check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
         a_rows = a[rows]
         if k.attrs["update_slots"]:
@@ -255,13 +258,13 @@ def _sparse_apply_adagrad(k: context.KernelContext, step: context.StepContext, v
 def _sparse_apply_adam(k: context.KernelContext, step: context.StepContext, var: Any, m: Any, v: Any, beta1_power: Any,
                        beta2_power: Any, lr: Any, beta1: Any, beta2: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
+    check_scalars(k, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1, beta2=beta2,
                    epsilon=epsilon)
     alpha = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
-    with _Locks(k.attrs["use_locking"], (var, m, v)):
+    with Locks(k.attrs["use_locking"], (var, m, v)):
         w, m_buf, v_buf = var.read(), m.read(), v.read()
-        _check_shapes(k, w, m=m_buf, v=v_buf)
-        _check_row_indices(k, w, grad, indices)
+        check_shapes(k, w, m=m_buf, v=v_buf)
+        check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
         # TF1: m = m * beta1, then m[rows] += g * (1 - beta1); the same for v with g * g.
         xp.multiply(m_buf, beta1, out=m_buf)
@@ -288,13 +291,13 @@ def _rms_prop_denominator(k: context.KernelContext, ms: Any, mg: Any, epsilon: A
 def _rms_prop(k: context.KernelContext, var: Any, mg: Any, ms: Any, mom: Any, lr: Any, rho: Any, momentum: Any,
               epsilon: Any, grad: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, lr=lr, rho=rho, momentum=momentum, epsilon=epsilon)
+    check_scalars(k, lr=lr, rho=rho, momentum=momentum, epsilon=epsilon)
     slots = (var, ms, mom) if mg is None else (var, mg, ms, mom)
-    with _Locks(k.attrs["use_locking"], slots):
+    with Locks(k.attrs["use_locking"], slots):
         w, ms_buf, mom_buf = var.read(), ms.read(), mom.read()
         mg_buf = None if mg is None else mg.read()
-        _check_shapes(k, w, ms=ms_buf, mom=mom_buf, grad=grad, **({} if mg_buf is None else {"mg": mg_buf}))
-        tmp = _scratch(k, w)
+        check_shapes(k, w, ms=ms_buf, mom=mom_buf, grad=grad, **({} if mg_buf is None else {"mg": mg_buf}))
+        tmp = scratch(k, w)
         if mg_buf is not None:
             # mg += (grad - mg) * (1 - rho)
             xp.subtract(grad, mg_buf, out=tmp)
@@ -306,14 +309,14 @@ def _rms_prop(k: context.KernelContext, var: Any, mg: Any, ms: Any, mom: Any, lr
         xp.multiply(tmp, 1 - rho, out=tmp)
         xp.add(ms_buf, tmp, out=ms_buf)
         # mom = mom * momentum + grad * lr / denominator; var -= mom
-        denominator = _rms_prop_denominator(k, ms_buf, mg_buf, epsilon, _scratch(k, w))
+        denominator = _rms_prop_denominator(k, ms_buf, mg_buf, epsilon, scratch(k, w))
         xp.multiply(grad, lr, out=tmp)
         xp.divide(tmp, denominator, out=tmp)
-        _release(k, denominator)
+        release(k, denominator)
         xp.multiply(mom_buf, momentum, out=mom_buf)
         xp.add(mom_buf, tmp, out=mom_buf)
         xp.subtract(w, mom_buf, out=w)
-        _release(k, tmp)
+        release(k, tmp)
         var.updates += 1
     return var
 
@@ -333,13 +336,13 @@ def _apply_centered_rms_prop(k: context.KernelContext, step: context.StepContext
 def _sparse_rms_prop(k: context.KernelContext, var: Any, mg: Any, ms: Any, mom: Any, lr: Any, rho: Any,
                      momentum: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, lr=lr, rho=rho, momentum=momentum, epsilon=epsilon)
+    check_scalars(k, lr=lr, rho=rho, momentum=momentum, epsilon=epsilon)
     slots = (var, ms, mom) if mg is None else (var, mg, ms, mom)
-    with _Locks(k.attrs["use_locking"], slots):
+    with Locks(k.attrs["use_locking"], slots):
         w, ms_buf, mom_buf = var.read(), ms.read(), mom.read()
         mg_buf = None if mg is None else mg.read()
-        _check_shapes(k, w, ms=ms_buf, mom=mom_buf, **({} if mg_buf is None else {"mg": mg_buf}))
-        _check_row_indices(k, w, grad, indices)
+        check_shapes(k, w, ms=ms_buf, mom=mom_buf, **({} if mg_buf is None else {"mg": mg_buf}))
+        check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
         ms_rows = ms_buf[rows]
         ms_rows += (g * g - ms_rows) * (1 - rho)
@@ -386,11 +389,11 @@ def _adadelta_rows(k: context.KernelContext, w: Any, accum: Any, accum_update: A
 def _apply_adadelta(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any, accum_update: Any,
                     lr: Any, rho: Any, epsilon: Any, grad: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, lr=lr, rho=rho, epsilon=epsilon)
-    with _Locks(k.attrs["use_locking"], (var, accum, accum_update)):
+    check_scalars(k, lr=lr, rho=rho, epsilon=epsilon)
+    with Locks(k.attrs["use_locking"], (var, accum, accum_update)):
         w, a, u = var.read(), accum.read(), accum_update.read()
-        _check_shapes(k, w, accum=a, accum_update=u, grad=grad)
-        tmp, update = _scratch(k, w), _scratch(k, w)
+        check_shapes(k, w, accum=a, accum_update=u, grad=grad)
+        tmp, update = scratch(k, w), scratch(k, w)
         # accum = accum * rho + grad ** 2 * (1 - rho)
         xp.multiply(a, rho, out=a)
         xp.square(grad, out=tmp)
@@ -410,8 +413,8 @@ def _apply_adadelta(k: context.KernelContext, step: context.StepContext, var: An
         xp.multiply(tmp, 1 - rho, out=tmp)
         xp.multiply(u, rho, out=u)
         xp.add(u, tmp, out=u)
-        _release(k, update)
-        _release(k, tmp)
+        release(k, update)
+        release(k, tmp)
         var.updates += 1
     return var
 
@@ -419,18 +422,18 @@ def _apply_adadelta(k: context.KernelContext, step: context.StepContext, var: An
 @register_kernel("SparseApplyAdadelta")
 def _sparse_apply_adadelta(k: context.KernelContext, step: context.StepContext, var: Any, accum: Any,
                            accum_update: Any, lr: Any, rho: Any, epsilon: Any, grad: Any, indices: Any) -> Any:
-    _check_scalars(k, lr=lr, rho=rho, epsilon=epsilon)
-    with _Locks(k.attrs["use_locking"], (var, accum, accum_update)):
+    check_scalars(k, lr=lr, rho=rho, epsilon=epsilon)
+    with Locks(k.attrs["use_locking"], (var, accum, accum_update)):
         w, a, u = var.read(), accum.read(), accum_update.read()
-        _check_shapes(k, w, accum=a, accum_update=u)
-        _check_row_indices(k, w, grad, indices)
+        check_shapes(k, w, accum=a, accum_update=u)
+        check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
         w[rows], a[rows], u[rows] = _adadelta_rows(k, w[rows], a[rows], u[rows], lr, rho, epsilon, g)
         var.updates += 1
     return var
 
 
-def _proximal_step(k: context.KernelContext, prox: Any, alpha: Any, l1: Any, l2: Any) -> Any:
+def proximal_step(k: context.KernelContext, prox: Any, alpha: Any, l1: Any, l2: Any) -> Any:
     """``sign(prox) * max(|prox| - alpha * l1, 0) / (1 + alpha * l2)`` in place (no shrinkage when l1 <= 0)."""
     xp = k.xp
     if l1 > 0:
@@ -446,15 +449,15 @@ def _proximal_step(k: context.KernelContext, prox: Any, alpha: Any, l1: Any, l2:
 def _apply_proximal_gradient_descent(k: context.KernelContext, step: context.StepContext, var: Any, alpha: Any,
                                      l1: Any, l2: Any, delta: Any) -> Any:
     xp = k.xp
-    _check_scalars(k, alpha=alpha, l1=l1, l2=l2)
-    with _Locks(k.attrs["use_locking"], (var,)):
+    check_scalars(k, alpha=alpha, l1=l1, l2=l2)
+    with Locks(k.attrs["use_locking"], (var,)):
         w = var.read()
-        _check_shapes(k, w, delta=delta)
-        tmp = _scratch(k, w)
+        check_shapes(k, w, delta=delta)
+        tmp = scratch(k, w)
         xp.multiply(delta, alpha, out=tmp)
         xp.subtract(w, tmp, out=w)
-        _proximal_step(k, w, alpha, l1, l2)
-        _release(k, tmp)
+        proximal_step(k, w, alpha, l1, l2)
+        release(k, tmp)
         var.updates += 1
     return var
 
@@ -462,11 +465,11 @@ def _apply_proximal_gradient_descent(k: context.KernelContext, step: context.Ste
 @register_kernel("SparseApplyProximalGradientDescent")
 def _sparse_apply_proximal_gradient_descent(k: context.KernelContext, step: context.StepContext, var: Any, alpha: Any,
                                             l1: Any, l2: Any, grad: Any, indices: Any) -> Any:
-    _check_scalars(k, alpha=alpha, l1=l1, l2=l2)
-    with _Locks(k.attrs["use_locking"], (var,)):
+    check_scalars(k, alpha=alpha, l1=l1, l2=l2)
+    with Locks(k.attrs["use_locking"], (var,)):
         w = var.read()
-        _check_row_indices(k, w, grad, indices)
+        check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
-        w[rows] = _proximal_step(k, w[rows] - g * alpha, alpha, l1, l2)
+        w[rows] = proximal_step(k, w[rows] - g * alpha, alpha, l1, l2)
         var.updates += 1
     return var

@@ -35,10 +35,15 @@ op_registry.register_op("SparseApplyRMSProp", stateful=True, ref_inputs=(0, 1, 2
 op_registry.register_op("SparseApplyCenteredRMSProp", stateful=True, ref_inputs=(0, 1, 2, 3), ref_outputs=(0,))
 op_registry.register_op("SparseApplyAdadelta", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,))
 op_registry.register_op("SparseApplyProximalGradientDescent", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
+_FTRL_AND_PROXIMAL_ADAGRAD = {"ApplyFtrl": (0, 1, 2), "ApplyFtrlV2": (0, 1, 2), "SparseApplyFtrl": (0, 1, 2),
+                              "SparseApplyFtrlV2": (0, 1, 2), "ApplyProximalAdagrad": (0, 1),
+                              "SparseApplyProximalAdagrad": (0, 1)}
+for _op_type, _refs in _FTRL_AND_PROXIMAL_ADAGRAD.items():
+    op_registry.register_op(_op_type, stateful=True, ref_inputs=_refs, ref_outputs=(0,))
 for _op_type in ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdam", "SparseApplyMomentum",
                  "SparseApplyAdagrad", "SparseApplyAdam", "ApplyRMSProp", "ApplyCenteredRMSProp", "ApplyAdadelta",
                  "ApplyProximalGradientDescent", "SparseApplyRMSProp", "SparseApplyCenteredRMSProp",
-                 "SparseApplyAdadelta", "SparseApplyProximalGradientDescent"):
+                 "SparseApplyAdadelta", "SparseApplyProximalGradientDescent", *_FTRL_AND_PROXIMAL_ADAGRAD):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -232,3 +237,57 @@ def sparse_apply_proximal_gradient_descent(var: Any, alpha: Any, l1: Any, l2: An
     """``apply_proximal_gradient_descent`` on the rows ``indices`` only."""
     return _build("SparseApplyProximalGradientDescent", [("var", var)], [("alpha", alpha), ("l1", l1), ("l2", l2)],
                   grad, 4, use_locking, name, indices=indices)
+
+
+def apply_ftrl(var: Any, accum: Any, linear: Any, grad: Any, lr: Any, l1: Any, l2: Any, lr_power: Any,
+               use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """FTRL-proximal (McMahan et al., 2013), TF's ``ApplyFtrl``.
+
+    ``new_accum = accum + grad ** 2``;
+    ``linear += grad - (new_accum ** -lr_power - accum ** -lr_power) / lr * var``;
+    ``var = (sign(linear) * l1 - linear) / (new_accum ** -lr_power / lr + 2 * l2)`` where ``|linear| > l1``,
+    else 0; ``accum = new_accum``.
+    """
+    return _build("ApplyFtrl", [("var", var), ("accum", accum), ("linear", linear)],
+                  [("lr", lr), ("l1", l1), ("l2", l2), ("lr_power", lr_power)], grad, 3, use_locking, name)
+
+
+def apply_ftrl_v2(var: Any, accum: Any, linear: Any, grad: Any, lr: Any, l1: Any, l2: Any, l2_shrinkage: Any,
+                  lr_power: Any, use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_ftrl`` with a magnitude (shrinkage) L2 penalty: ``linear`` takes ``grad + 2 * l2_shrinkage * var``
+    where ``apply_ftrl`` takes ``grad``; the accumulator still sums ``grad ** 2``."""
+    return _build("ApplyFtrlV2", [("var", var), ("accum", accum), ("linear", linear)],
+                  [("lr", lr), ("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage), ("lr_power", lr_power)],
+                  grad, 3, use_locking, name)
+
+
+def sparse_apply_ftrl(var: Any, accum: Any, linear: Any, grad: Any, indices: Any, lr: Any, l1: Any, l2: Any,
+                      lr_power: Any, use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_ftrl`` on the rows ``indices`` only."""
+    return _build("SparseApplyFtrl", [("var", var), ("accum", accum), ("linear", linear)],
+                  [("lr", lr), ("l1", l1), ("l2", l2), ("lr_power", lr_power)], grad, 3, use_locking, name,
+                  indices=indices)
+
+
+def sparse_apply_ftrl_v2(var: Any, accum: Any, linear: Any, grad: Any, indices: Any, lr: Any, l1: Any, l2: Any,
+                         l2_shrinkage: Any, lr_power: Any, use_locking: bool = False,
+                         name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_ftrl_v2`` on the rows ``indices`` only: only those rows shrink."""
+    return _build("SparseApplyFtrlV2", [("var", var), ("accum", accum), ("linear", linear)],
+                  [("lr", lr), ("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage), ("lr_power", lr_power)],
+                  grad, 3, use_locking, name, indices=indices)
+
+
+def apply_proximal_adagrad(var: Any, accum: Any, lr: Any, l1: Any, l2: Any, grad: Any, use_locking: bool = False,
+                           name: Optional[str] = None) -> graph_lib.Tensor:
+    """Adagrad's step size, then the proximal step: ``accum += grad ** 2``; ``alpha = lr / sqrt(accum)``;
+    ``prox = var - alpha * grad``; ``var = sign(prox) * max(|prox| - alpha * l1, 0) / (1 + alpha * l2)``."""
+    return _build("ApplyProximalAdagrad", [("var", var), ("accum", accum)], [("lr", lr), ("l1", l1), ("l2", l2)],
+                  grad, 5, use_locking, name)
+
+
+def sparse_apply_proximal_adagrad(var: Any, accum: Any, lr: Any, l1: Any, l2: Any, grad: Any, indices: Any,
+                                  use_locking: bool = False, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``apply_proximal_adagrad`` on the rows ``indices`` only."""
+    return _build("SparseApplyProximalAdagrad", [("var", var), ("accum", accum)],
+                  [("lr", lr), ("l1", l1), ("l2", l2)], grad, 5, use_locking, name, indices=indices)

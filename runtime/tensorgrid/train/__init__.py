@@ -10,6 +10,7 @@ from tensorgrid.train.checkpoint_management import (
     CheckpointState, NewCheckpointReader, checkpoint_exists, get_checkpoint_mtimes, get_checkpoint_state,
     latest_checkpoint, list_variables, load_checkpoint, load_variable, remove_checkpoint, update_checkpoint_state,
 )
+from tensorgrid.train.ftrl import FtrlOptimizer
 from tensorgrid.train.gradient_descent import GradientDescentOptimizer
 from tensorgrid.train.meta_graph import MetaGraphDef, export_meta_graph, import_meta_graph
 from tensorgrid.train.learning_rate_decay import (
@@ -17,6 +18,7 @@ from tensorgrid.train.learning_rate_decay import (
 )
 from tensorgrid.train.momentum import MomentumOptimizer
 from tensorgrid.train.optimizer import Optimizer
+from tensorgrid.train.proximal_adagrad import ProximalAdagradOptimizer
 from tensorgrid.train.proximal_gradient_descent import ProximalGradientDescentOptimizer
 from tensorgrid.train.rmsprop import RMSPropOptimizer
 from tensorgrid.train.saver import Saver

@@ -95,7 +95,8 @@ def _load_all() -> None:
             return
         from tensorgrid.kernels import (  # noqa: F401
             array_kernels, control_flow_kernels, data_flow_kernels, dataset_kernels, logging_kernels, math_kernels,
-            nn_kernels, parsing_kernels, random_kernels, sparse_accumulator_kernels, sparse_kernels, state_kernels,
-            summary_kernels, summary_media_kernels, tensor_array_kernels, training_kernels, transfer_kernels,
+            nn_kernels, parsing_kernels, random_kernels, reader_kernels, sparse_accumulator_kernels, sparse_kernels,
+            state_kernels, summary_kernels, summary_media_kernels, tensor_array_kernels, training_kernels,
+            transfer_kernels,
         )
         _loaded = True

@@ -85,6 +85,11 @@ from tensorgrid.ops.random_ops import random_normal, random_uniform, truncated_n
 from tensorgrid.ops.state_ops import (
     assign, assign_add, assign_sub, is_variable_initialized, scatter_add, scatter_sub, scatter_update,
 )
+# TF1's queue input pipelines: readers of files, a shuffling queue, the epoch counter (tf.train.batch & co.).
+from tensorgrid.ops.data_flow_ops import RandomShuffleQueue
+from tensorgrid.ops.io_ops import FixedLengthRecordReader, ReaderBase, TextLineReader, TFRecordReader, WholeFileReader
+from tensorgrid.ops.random_ops import random_shuffle
+from tensorgrid.ops.state_ops import count_up_to
 from tensorgrid.ops.variable_scope import (
     AUTO_REUSE, VariableScope, get_local_variable, get_variable, get_variable_scope, no_regularizer, variable_scope,
 )

@@ -54,9 +54,20 @@ class FIFOQueue:
         self._lock = threading.Lock()
         self._closed = False
 
+    kind = "FIFOQueue"
+    """The queue's kind, as TensorFlow's errors name it."""
+
     def size(self) -> int:
         with self._lock:
             return len(self._items)
+
+    def _can_take(self) -> bool:
+        """Whether a waiting dequeue may take an element now (lock held)."""
+        return bool(self._items)
+
+    def _take_one(self) -> tuple[Any, ...]:
+        """The element a dequeue takes next (lock held, ``_can_take()`` true)."""
+        return self._items.popleft()
 
     @property
     def closed(self) -> bool:
@@ -137,8 +148,8 @@ class FIFOQueue:
             if self._takers:
                 count, done, taken, _, _ = self._takers[0]
                 needed = 1 if count is None else count
-                if len(taken) < needed and self._items:
-                    taken.append(self._items.popleft())
+                if len(taken) < needed and self._can_take():
+                    taken.append(self._take_one())
                     moved = True
                 if len(taken) == needed:
                     self._takers.popleft()
@@ -160,7 +171,7 @@ class FIFOQueue:
                 count, done, _, _, _ = self._takers.popleft()
                 ready.append((done, None, errors.OutOfRangeError(
                     None, None,
-                    f"FIFOQueue '{self.name}' is closed and has insufficient elements "
+                    f"{self.kind} '{self.name}' is closed and has insufficient elements "
                     f"(requested {1 if count is None else count}, current size {size})",
                 )))
         return ready
@@ -170,6 +181,33 @@ class FIFOQueue:
             return taken[0] if self.num_components > 1 else taken[0][0]
         columns = tuple(_stack([item[i] for item in taken]) for i in range(self.num_components))
         return columns if self.num_components > 1 else columns[0]
+
+
+class RandomShuffleQueue(FIFOQueue):
+    """A queue whose dequeues take elements at random (``tf.RandomShuffleQueue``).
+
+    While the queue is open a dequeue waits until more than ``min_after_dequeue`` elements
+    are in it, so that what is left stays mixed; once it is closed the rest is handed out.
+    """
+
+    kind = "RandomShuffleQueue"
+
+    def __init__(self, name: str, capacity: int, min_after_dequeue: int, seeds: Optional[list[int]],
+                 component_types: list[str], shapes: Optional[list[Optional[tuple[Optional[int], ...]]]] = None) -> None:
+        import numpy
+
+        super().__init__(name, capacity, component_types, shapes)
+        self.min_after_dequeue = min_after_dequeue
+        self._rng = numpy.random.default_rng(seeds)
+
+    def _can_take(self) -> bool:
+        return len(self._items) > (0 if self._closed else self.min_after_dequeue)
+
+    def _take_one(self) -> tuple[Any, ...]:
+        index = int(self._rng.integers(len(self._items)))
+        item = self._items[index]
+        del self._items[index]
+        return item
 
 
 def _notify(ready: list[tuple[Done, Any, Optional[BaseException]]]) -> None:
@@ -315,6 +353,19 @@ def _fifo_queue(k: context.KernelContext, step: context.StepContext) -> Any:
     return queue
 
 
+@register_kernel("RandomShuffleQueueV2", host_only=True)
+def _random_shuffle_queue(k: context.KernelContext, step: context.StepContext) -> Any:
+    name = k.attrs["shared_name"] or k.name
+    types = list(k.attrs["component_types"])
+    shapes = [None if s is None else tuple(s) for s in k.attrs.get("shapes") or []]
+    seed, seed2 = k.attrs["seed"], k.attrs["seed2"]
+    queue = _resource(k, step, RandomShuffleQueue, lambda: RandomShuffleQueue(
+        name, k.attrs["capacity"], k.attrs["min_after_dequeue"], [seed, seed2] if (seed or seed2) else None,
+        types, shapes))
+    queue.check_same_definition(k.attrs["capacity"], types, shapes)
+    return queue
+
+
 def _check_components(queue: FIFOQueue, components: tuple[Any, ...]) -> None:
     if len(components) != queue.num_components:
         raise errors.InvalidArgumentError(
@@ -341,7 +392,8 @@ def _enqueue_many(k: context.KernelContext, step: context.StepContext, done: Don
             None, None, f"enqueue_many needs components with the same first dimension, got shapes {[c.shape for c in components]}"
         )
     count = int(components[0].shape[0])
-    items = [tuple(c[i].copy() for c in components) for i in range(count)]
+    # c[i, ...] is an array even where c[i] is a Python object (a row of a string vector).
+    items = [tuple(c[i, ...].copy() for c in components) for i in range(count)]
     for item in items[:1]:
         queue.check_element(item)  # every element of a batch has the same shapes
     queue.enqueue_async(items, lambda value=None, failure=None: done(None, failure), step.cancelled.is_set)

@@ -48,3 +48,11 @@ def _uniform_int(k: context.KernelContext, step: context.StepContext, shape: Any
     if low >= high:
         raise errors.InvalidArgumentError(None, None, f"Need minval < maxval: {low} >= {high}")
     return _generator(k).integers(low, high, size=host_ints(shape), dtype=k.output_dtypes[0])
+
+
+@register_kernel("RandomShuffle", host_only=True)
+def _shuffle(k: context.KernelContext, step: context.StepContext, value: Any) -> Any:
+    """The rows of ``value`` in a random order (a scalar is returned as it is, as in TensorFlow)."""
+    if value.ndim == 0:
+        return value.copy()
+    return value[_generator(k).permutation(value.shape[0])]

@@ -95,9 +95,8 @@ def _load_all() -> None:
             return
         from tensorgrid.kernels import (  # noqa: F401
             array_kernels, control_flow_kernels, data_flow_kernels, dataset_kernels, logging_kernels, math_kernels,
-            nn_kernels, parsing_kernels, random_kernels, script_kernels, sparse_accumulator_kernels, sparse_kernels,
-            state_kernels, summary_kernels, summary_media_kernels, tensor_array_kernels, training_kernels,
-            transfer_kernels,
+            nn_kernels, parsing_kernels, proximal_training_kernels, random_kernels, reader_kernels, script_kernels,
+            sparse_accumulator_kernels, sparse_kernels, state_kernels, summary_kernels, summary_media_kernels,
+            tensor_array_kernels, training_kernels, transfer_kernels,
         )
-        from tensorgrid.kernels import proximal_training_kernels  # noqa: F401
         _loaded = True

@@ -116,6 +116,19 @@ def _scatter_update(k: context.KernelContext, step: context.StepContext, variabl
     return variable
 
 
+@register_kernel("CountUpTo")
+def _count_up_to(k: context.KernelContext, step: context.StepContext, variable: Any) -> Any:
+    limit = k.attrs["limit"]
+    with variable.lock:
+        buffer = variable.read()
+        before = buffer.copy()
+        if int(k.backend.to_numpy(before)) >= limit:
+            raise errors.OutOfRangeError(None, None, f"Reached limit of {limit}")
+        buffer += 1
+        variable.updates += 1
+    return before
+
+
 @register_kernel("IsVariableInitialized")
 def _is_initialized(k: context.KernelContext, step: context.StepContext, variable: Any) -> Any:
     return k.xp.asarray(variable.initialized)

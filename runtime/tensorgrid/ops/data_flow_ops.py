@@ -18,7 +18,7 @@ from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import op_util
 
-for _op_type in ("FIFOQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
+for _op_type in ("FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
                  "QueueDequeueUpToV2", "QueueIsClosedV2", "QueueSizeV2", "QueueCloseV2", "ConditionalAccumulator", "AccumulatorApplyGradient",
                  "AccumulatorTakeGradient", "AccumulatorSetGlobalStep", "AccumulatorNumAccumulated",
                  "SparseConditionalAccumulator", "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient"):
@@ -38,13 +38,20 @@ class FIFOQueue:
     for tensors of unknown shape, when they are enqueued.
     """
 
+    _RESOURCE_OP = "FIFOQueueV2"
+    """The op that creates this kind of queue on its device."""
+
     def __init__(self, capacity: int, dtypes: Any, shapes: Optional[Sequence[Any]] = None,
                  names: Any = None, shared_name: Optional[str] = None, name: str = "fifo_queue") -> None:
+        self._build(capacity, dtypes, shapes, names, shared_name, name, {})
+
+    def _build(self, capacity: int, dtypes: Any, shapes: Optional[Sequence[Any]], names: Any,
+               shared_name: Optional[str], name: str, extra_attrs: dict[str, Any]) -> None:
         from tensorgrid.framework import dtypes as dtypes_lib
 
         self._dtypes = [dtypes_lib.as_dtype(d).base_dtype for d in _as_list(dtypes)]
         if not self._dtypes:
-            raise ValueError("A FIFOQueue needs at least one component dtype")
+            raise ValueError(f"A {type(self).__name__} needs at least one component dtype")
         if shapes is not None:
             if isinstance(shapes, tensor_shape.TensorShape):
                 shapes = [shapes]
@@ -54,16 +61,17 @@ class FIFOQueue:
                 shapes = [shapes]  # a single shape, as TF reads it (so () is one scalar shape)
             self._shapes = [tensor_shape.as_shape(s) for s in shapes]
             if len(self._shapes) != len(self._dtypes):
-                raise ValueError(f"FIFOQueue has {len(self._dtypes)} dtypes but {len(self._shapes)} shapes")
+                raise ValueError(f"{type(self).__name__} has {len(self._dtypes)} dtypes but {len(self._shapes)} shapes")
         else:
             self._shapes = [tensor_shape.unknown_shape() for _ in self._dtypes]
         self._names = _queue_names(names, len(self._dtypes))
         graph = graph_lib.get_default_graph()
         self._queue_ref = op_util.make_tensor(
-            "FIFOQueueV2", [], dtypes_lib.resource, [], name,
+            self._RESOURCE_OP, [], dtypes_lib.resource, [], name,
             {"component_types": [d.name for d in self._dtypes],
              "shapes": [s.as_tuple_or_none() for s in self._shapes],
-             "capacity": int(capacity), "container": graph.current_container, "shared_name": shared_name or ""},
+             "capacity": int(capacity), "container": graph.current_container, "shared_name": shared_name or "",
+             **extra_attrs},
         )
         self._name = self._queue_ref.op.name
 
@@ -161,6 +169,27 @@ class FIFOQueue:
         with self._queue_ref.graph.colocate_with(self._queue_ref.op):
             return op_util.make_op("QueueCloseV2", [self._queue_ref], [], name or "close",
                                    {"cancel_pending_enqueues": bool(cancel_pending_enqueues)})
+
+
+class RandomShuffleQueue(FIFOQueue):
+    """A queue whose dequeues take elements in random order (``tf.RandomShuffleQueue``).
+
+    While it is open, a dequeue leaves at least ``min_after_dequeue`` elements in it (so
+    that what follows stays mixed) and waits for more; once closed it hands out the rest.
+    """
+
+    _RESOURCE_OP = "RandomShuffleQueueV2"
+
+    def __init__(self, capacity: int, min_after_dequeue: int, dtypes: Any, shapes: Optional[Sequence[Any]] = None,
+                 names: Any = None, seed: Optional[int] = None, shared_name: Optional[str] = None,
+                 name: str = "random_shuffle_queue") -> None:
+        from tensorgrid.ops import random_ops
+
+        if isinstance(min_after_dequeue, bool) or not isinstance(min_after_dequeue, int) or min_after_dequeue < 0:
+            raise ValueError(f"min_after_dequeue must be a non-negative int, got {min_after_dequeue!r}")
+        seed1, seed2 = random_ops.get_seed(seed)
+        self._build(capacity, dtypes, shapes, names, shared_name, name,
+                    {"min_after_dequeue": min_after_dequeue, "seed": seed1 or 0, "seed2": seed2 or 0})
 
 
 def _queue_names(names: Any, count: int) -> Optional[list[str]]:

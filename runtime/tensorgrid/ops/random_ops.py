@@ -15,7 +15,7 @@ from tensorgrid.framework import op_registry
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import op_util
 
-for _op_type in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform", "RandomUniformInt"):
+for _op_type in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform", "RandomUniformInt", "RandomShuffle"):
     op_registry.register_op(_op_type, stateful=True)
     op_registry.NotDifferentiable(_op_type)
 
@@ -98,3 +98,11 @@ def _random_uniform_int(shape: Any, minval: Any, maxval: Any, dt: dtypes.DType, 
     return op_util.make_tensor("RandomUniformInt", [shape_tensor, lo, hi], dt,
                                array_ops.shape_from_tensor_value(shape_tensor), name,
                                {"Tout": dt.name, "seed": seed1 or 0, "seed2": seed2 or 0})
+
+
+def random_shuffle(value: Any, seed: Optional[int] = None, name: Optional[str] = None) -> graph_lib.Tensor:
+    """``value`` with its first dimension in a random order (``tf.random_shuffle``)."""
+    t = op_util.to_tensor(value)
+    seed1, seed2 = get_seed(seed)
+    return op_util.make_tensor("RandomShuffle", [t], t.dtype.base_dtype, t.shape, name or "RandomShuffle",
+                               {"seed": seed1 or 0, "seed2": seed2 or 0})

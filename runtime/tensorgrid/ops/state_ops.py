@@ -22,10 +22,11 @@ op_registry.register_op("Assign", stateful=True, ref_inputs=(0,), ref_outputs=(0
 op_registry.register_op("AssignAdd", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
 op_registry.register_op("AssignSub", stateful=True, ref_inputs=(0,), ref_outputs=(0,))
 op_registry.register_op("IsVariableInitialized", stateful=True, ref_inputs=(0,))
+op_registry.register_op("CountUpTo", stateful=True, ref_inputs=(0,))
 for _op_type in ("ScatterAdd", "ScatterSub", "ScatterUpdate"):
     op_registry.register_op(_op_type, stateful=True, ref_inputs=(0,), ref_outputs=(0,))
 for _op_type in ("VariableV2", "Assign", "AssignAdd", "AssignSub", "IsVariableInitialized", "ScatterAdd",
-                 "ScatterSub", "ScatterUpdate"):
+                 "ScatterSub", "ScatterUpdate", "CountUpTo"):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -125,3 +126,16 @@ def is_variable_initialized(ref: Any, name: Optional[str] = None) -> graph_lib.T
     r = _ref_of(ref)
     with r.graph.colocate_with(r.op):
         return op_util.make_tensor("IsVariableInitialized", [r], dtypes.bool_, [], name or "IsVariableInitialized")
+
+
+def count_up_to(ref: Any, limit: int, name: Optional[str] = None) -> graph_lib.Tensor:
+    """Adds one to an int32 or int64 variable and returns its value before; once it has
+    reached ``limit`` each run fails with OutOfRangeError (``tf.count_up_to``, how
+    ``num_epochs`` ends an input pipeline)."""
+    r = _ref_of(ref)
+    op_util.check_dtype_in("CountUpTo", r, op_util.INDICES)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"count_up_to: limit must be an int, got {limit!r}")
+    with r.graph.colocate_with(r.op):
+        return op_util.make_tensor("CountUpTo", [r], r.dtype.base_dtype, r.shape, name or "CountUpTo",
+                                   {"limit": limit})

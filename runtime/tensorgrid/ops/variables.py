@@ -213,6 +213,10 @@ class Variable:
         result = state_ops.assign_sub(self._variable, delta, use_locking=use_locking, name=name)
         return result if read_value else result.op
 
+    def count_up_to(self, limit: int) -> graph_lib.Tensor:
+        """Adds one and returns the value before; OutOfRangeError once ``limit`` is reached."""
+        return state_ops.count_up_to(self._variable, limit)
+
     def scatter_add(self, sparse_delta: Any, use_locking: bool = False, name: Optional[str] = None) -> Any:
         """Adds the IndexedSlices ``sparse_delta`` to the rows it names."""
         delta = _as_indexed_slices(sparse_delta, "scatter_add")

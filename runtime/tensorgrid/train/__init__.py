@@ -40,6 +40,10 @@ from tensorgrid.train.monitored_session import (
     SingularMonitoredSession, WorkerSessionCreator,
 )
 from tensorgrid.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
+from tensorgrid.train.input import (
+    batch, batch_join, input_producer, limit_epochs, range_input_producer, shuffle_batch, shuffle_batch_join,
+    slice_input_producer, string_input_producer,
+)
 from tensorgrid.train.session_manager import SessionManager
 from tensorgrid.train.supervisor import Supervisor
 from tensorgrid.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues

@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "supervisor_digits.py"
 
 DIST_MNIST_STYLE = textwrap.dedent("""
-    import argparse
     import sys
     import tempfile
 
@@ -38,64 +37,73 @@ DIST_MNIST_STYLE = textwrap.dedent("""
     import tensorgrid as tf
     from tensorgrid import data
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ps_hosts")
-    parser.add_argument("--worker_hosts")
-    parser.add_argument("--job_name")
-    parser.add_argument("--task_index", type=int)
-    parser.add_argument("--train_dir")
-    parser.add_argument("--train_steps", type=int, default=300)
-    FLAGS = parser.parse_args()
+    flags = tf.app.flags
+    flags.DEFINE_string("ps_hosts", None, "Comma-separated list of hostname:port pairs")
+    flags.DEFINE_string("worker_hosts", None, "Comma-separated list of hostname:port pairs")
+    flags.DEFINE_string("job_name", None, "job name: worker or ps")
+    flags.DEFINE_integer("task_index", None, "Worker task index, should be >= 0")
+    flags.DEFINE_string("train_dir", None, "Directory for checkpoints and summaries")
+    flags.DEFINE_integer("train_steps", 300, "Number of (global) training steps to perform")
+    FLAGS = flags.FLAGS
 
-    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
-    server = tf.distribute.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
-    if FLAGS.job_name == "ps":
-        server.join()
 
-    is_chief = FLAGS.task_index == 0
-    digits = data.load_digits()
-    batches = data.Batches(digits.train.images, digits.train.labels, batch_size=64, seed=FLAGS.task_index)
-    worker_device = "/job:worker/task:%d" % FLAGS.task_index
-    with tf.device(tf.train.replica_device_setter(worker_device=worker_device, ps_device="/job:ps/cpu:0",
-                                                  cluster=cluster)):
-        global_step = tf.Variable(0, name="global_step", trainable=False)
-        x = tf.placeholder(tf.float32, [None, 64])
-        y_ = tf.placeholder(tf.int64, [None])
-        w = tf.Variable(tf.truncated_normal([64, 10], stddev=0.1, seed=1))
-        b = tf.Variable(tf.zeros([10]))
-        logits = tf.matmul(x, w) + b
-        cross_entropy = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_, logits=logits))
-        train_step = tf.train.AdamOptimizer(0.01).minimize(cross_entropy, global_step=global_step)
+    def main(unused_argv):
+        cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+        server = tf.distribute.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+        if FLAGS.job_name == "ps":
+            server.join()
 
-    init_op = tf.global_variables_initializer()
-    sv = tf.train.Supervisor(is_chief=is_chief, logdir=FLAGS.train_dir, init_op=init_op, recovery_wait_secs=1,
-                             global_step=global_step)
-    sess_config = tf.ConfigProto(allow_soft_placement=True, log_device_placement=False,
-                                 device_filters=["/job:ps", "/job:worker/task:%d" % FLAGS.task_index])
-    if is_chief:
-        print("Worker %d: Initializing session..." % FLAGS.task_index, flush=True)
-    else:
-        print("Worker %d: Waiting for session to be initialized..." % FLAGS.task_index, flush=True)
-    sess = sv.prepare_or_wait_for_session(server.target, config=sess_config)
-    print("Worker %d: Session initialization complete." % FLAGS.task_index, flush=True)
+        is_chief = FLAGS.task_index == 0
+        digits = data.load_digits()
+        batches = data.Batches(digits.train.images, digits.train.labels, batch_size=64, seed=FLAGS.task_index)
+        worker_device = "/job:worker/task:%d" % FLAGS.task_index
+        with tf.device(tf.train.replica_device_setter(worker_device=worker_device, ps_device="/job:ps/cpu:0",
+                                                      cluster=cluster)):
+            global_step = tf.Variable(0, name="global_step", trainable=False)
+            x = tf.placeholder(tf.float32, [None, 64])
+            y_ = tf.placeholder(tf.int64, [None])
+            w = tf.Variable(tf.truncated_normal([64, 10], stddev=0.1, seed=1))
+            b = tf.Variable(tf.zeros([10]))
+            logits = tf.matmul(x, w) + b
+            cross_entropy = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_, logits=logits))
+            train_step = tf.train.AdamOptimizer(0.01).minimize(cross_entropy, global_step=global_step)
 
-    losses = []
-    while True:
-        images, labels = batches.next_batch()
-        _, step, loss = sess.run([train_step, global_step, cross_entropy], feed_dict={x: images, y_: labels})
-        losses.append(loss)
-        if step >= FLAGS.train_steps:
-            break
-    print("Worker %d: first loss %.4f last loss %.4f after %d local steps (global step %d)"
-          % (FLAGS.task_index, np.mean(losses[:10]), np.mean(losses[-10:]), len(losses), step), flush=True)
+        init_op = tf.global_variables_initializer()
+        sv = tf.train.Supervisor(is_chief=is_chief, logdir=FLAGS.train_dir, init_op=init_op, recovery_wait_secs=1,
+                                 global_step=global_step)
+        sess_config = tf.ConfigProto(allow_soft_placement=True, log_device_placement=False,
+                                     device_filters=["/job:ps", "/job:worker/task:%d" % FLAGS.task_index])
+        if is_chief:
+            print("Worker %d: Initializing session..." % FLAGS.task_index, flush=True)
+        else:
+            print("Worker %d: Waiting for session to be initialized..." % FLAGS.task_index, flush=True)
+        sess = sv.prepare_or_wait_for_session(server.target, config=sess_config)
+        print("Worker %d: Session initialization complete." % FLAGS.task_index, flush=True)
+
+        losses = []
+        while True:
+            images, labels = batches.next_batch()
+            _, step, loss = sess.run([train_step, global_step, cross_entropy], feed_dict={x: images, y_: labels})
+            losses.append(loss)
+            if step >= FLAGS.train_steps:
+                break
+        print("Worker %d: first loss %.4f last loss %.4f after %d local steps (global step %d)"
+              % (FLAGS.task_index, np.mean(losses[:10]), np.mean(losses[-10:]), len(losses), step), flush=True)
+
+
+    if __name__ == "__main__":
+        tf.app.run(main)
 """)
 
 
 def test_hand_started_tasks_chief_initializes_the_other_waits_both_train(tmp_path: Path) -> None:
+    # Started as TF1's how-to starts them: no TENSORGRID_TLS_DIR, so the tasks take mutual TLS
+    # from the user's own CA (the run's XDG_STATE_HOME), with nothing set up.
     program = tmp_path / "dist_mnist_style.py"
     program.write_text(DIST_MNIST_STYLE)
     train_dir = tmp_path / "train_dir"
-    with LocalCluster(str(tmp_path), {"ps": 1, "worker": 2}, start=False) as cluster:
+    with LocalCluster(str(tmp_path), {"ps": 1, "worker": 2}, start=False,
+                      extra_env={"TENSORGRID_TLS_DIR": "", "TENSORGRID_INSECURE": ""}) as cluster:
         hosts = {job: ",".join(addresses) for job, addresses in cluster.cluster.items()}
 
         def start(job: str, index: int) -> None:

@@ -64,6 +64,12 @@ def _div_no_nan(numerator: Any, denominator: Any, name: str) -> Tensor:
     return indexing_ops.where(is_zero, array_ops.zeros_like(quotient), quotient, name=name)
 
 
+def _read(variable: variables.Variable) -> Tensor:
+    """The variable's value as an Identity of its reference, as TensorFlow reads a metric's count:
+    a fetch of it is a copy that later updates leave alone."""
+    return array_ops.identity(variable._ref())
+
+
 def _all(condition: Tensor) -> Tensor:
     """A scalar bool: every element of ``condition`` holds (true for no elements)."""
     failures = math_ops.reduce_sum(math_ops.cast(math_ops.logical_not(condition), dtypes.int32))
@@ -225,7 +231,7 @@ def _count_condition(values: Tensor, weights: Any, metrics_collections: Any, upd
             raise ValueError(f"weights {weights.name} must have rank in {allowed} (a scalar or one weight per "
                              f"value), got shape {weights.shape}")
         values = math_ops.multiply(values, math_ops.cast(weights, dtypes.float32))
-    value = array_ops.identity(count)
+    value = _read(count)
     update_op = state_ops.assign_add(count, math_ops.reduce_sum(values))
     _add_to_collections(metrics_collections, value)
     _add_to_collections(updates_collections, update_op)
@@ -278,8 +284,9 @@ def _ratio_of_counts(counted: Any, other: Any, default_name: str, labels: Any, p
 
         def ratio(x: Tensor, y: Tensor, op_name: str) -> Tensor:
             both = math_ops.add(x, y)
-            return indexing_ops.where(math_ops.greater(both, 0.0), math_ops.truediv(x, both),
-                                      array_ops.zeros_like(both), name=op_name)
+            counted = math_ops.greater(both, 0.0)
+            safe = indexing_ops.where(counted, both, array_ops.ones_like(both))  # no 0/0 computed and dropped
+            return indexing_ops.where(counted, math_ops.truediv(x, safe), array_ops.zeros_like(both), name=op_name)
 
         value = ratio(a, b, "value")
         update_op = ratio(update_a, update_b, "update_op")
@@ -455,7 +462,7 @@ def _at_thresholds(key: str, default_name: str, labels: Any, predictions: Any, t
     scope_values = [v for v in (predictions, labels, weights) if v is not None]
     with variable_scope.variable_scope(name, default_name, scope_values):
         values, update_ops = _confusion_matrix_at_thresholds(labels, predictions, thresholds, weights, includes=(key,))
-        value = array_ops.identity(values[key])
+        value = _read(values[key])
         _add_to_collections(metrics_collections, value)
         _add_to_collections(updates_collections, update_ops[key])
         return value, update_ops[key]

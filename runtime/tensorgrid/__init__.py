@@ -50,7 +50,8 @@ from tensorgrid.ops.indexing_ops import (
 from tensorgrid.ops.data_flow_ops import ConditionalAccumulator, FIFOQueue, SparseConditionalAccumulator
 from tensorgrid.ops.control_flow_ops import group, no_op, tuple_ as tuple, with_dependencies
 from tensorgrid.ops.cond_ops import cond
-from tensorgrid.ops.logging_ops import Print
+from tensorgrid.ops.logging_ops import Assert, Print
+from tensorgrid.ops import metrics_impl as _metrics_impl
 from tensorgrid.ops.script_ops import numpy_function, py_func
 from tensorgrid.ops.while_ops import while_loop
 from tensorgrid.ops.map_ops import map_fn
@@ -160,6 +161,14 @@ gfile = _gfile.tf1_gfile
 
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""
+
+metrics = _types.SimpleNamespace(**{name: getattr(_metrics_impl, name) for name in (
+    "accuracy", "auc", "false_negatives", "false_negatives_at_thresholds", "false_positives",
+    "false_positives_at_thresholds", "mean", "mean_absolute_error", "mean_squared_error", "precision",
+    "precision_at_thresholds", "recall", "recall_at_thresholds", "root_mean_squared_error", "true_negatives",
+    "true_negatives_at_thresholds", "true_positives", "true_positives_at_thresholds")})
+"""``tf.metrics``: TF1's streaming metrics (``ops/metrics_impl.py``); not ``tensorgrid.monitoring``,
+the task's Prometheus counters."""
 
 __version__ = version.VERSION
 """The TensorFlow API version tensorgrid implements (TF 1.15's), not tensorgrid's own

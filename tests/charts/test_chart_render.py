@@ -280,7 +280,7 @@ def test_dashboard_shows_jobs_by_phase_steps_and_rpc_throughput() -> None:
 
 def test_dashboard_metrics_exist_in_the_code() -> None:
     """Every series the dashboard queries is exported by the operator or the runtime, with the labels it uses."""
-    from tensorgrid import metrics as runtime_metrics
+    from tensorgrid import monitoring as runtime_metrics
     from tensorgrid_operator import metrics as operator_metrics
 
     exported: set[str] = set()

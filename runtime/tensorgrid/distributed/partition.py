@@ -175,6 +175,8 @@ def partition(
             else:
                 inputs.append(t.name)
         for c in op.control_inputs:
+            if executor.is_fed_placeholder(c, fed):
+                continue
             if task_of[c] != task:
                 recv = cross(f"^{c.name}", devices[c].to_string(), task, device, "float32", (), c.name)
                 inputs.append("^" + recv.rsplit(":", 1)[0])

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import worker_interface
@@ -134,8 +134,8 @@ class Worker:
         self._recv_timeout = self.limits.recv_tensor_timeout_s
         self._running: dict[int, list[executor.StepContext]] = {}
         self.steps_run = 0
-        self._steps_metric = metrics.STEPS.labels(task)
-        self._step_duration_metric = metrics.STEP_DURATION.labels(task)
+        self._steps_metric = monitoring.STEPS.labels(task)
+        self._step_duration_metric = monitoring.STEP_DURATION.labels(task)
         self._closed = threading.Event()
         threading.Thread(target=self._sweep_rendezvous, daemon=True, name="rendezvous-sweep").start()
 

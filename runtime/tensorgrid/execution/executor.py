@@ -143,7 +143,8 @@ class Plan:
                 if t not in fed:
                     producers.add(index_of[t.op])
             for c in op.control_inputs:
-                producers.add(index_of[c])
+                if not is_fed_placeholder(c, fed):
+                    producers.add(index_of[c])
             producers_of.append(producers)
             state = kernel_state.setdefault(op.name, {})
             self.nodes.append(
@@ -399,8 +400,14 @@ def prune(
         for t in op._inputs:
             if t not in fed:
                 stack.append(t.op)
-        stack.extend(op._control_inputs)
+        stack.extend(c for c in op._control_inputs if not is_fed_placeholder(c, fed))
     return needed
+
+
+def is_fed_placeholder(op: graph_lib.Operation, fed: set[graph_lib.Tensor]) -> bool:
+    """A placeholder whose value is fed: as in TensorFlow (``subgraph.cc``, FeedInputs), the feed
+    also satisfies a control dependency on it, and the placeholder itself never runs."""
+    return op.type in ("Placeholder", "PlaceholderV2") and op.outputs[0] in fed
 
 
 def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib.Operation], backend_lib.Backend]:

@@ -1,4 +1,5 @@
-"""The kernel of ``tf.Print``: the first input passes through, the rest are printed.
+"""The kernels of ``tf.Print`` (the first input passes through, the rest are printed) and
+``tf.Assert`` (a false condition fails the step, its data in the message).
 
 The line is TensorFlow's: the message, then each data tensor in brackets, at most
 ``summarize`` elements of each (nested brackets per dimension, ``...`` where cut), on
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorgrid.framework import errors
 from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
 
@@ -79,3 +81,11 @@ def _print(k: context.KernelContext, step: context.StepContext, value: Any, *dat
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
     return value
+
+
+@register_kernel("Assert", host_only=True)
+def _assert(k: context.KernelContext, step: context.StepContext, condition: Any, *data: Any) -> None:
+    if bool(np.asarray(condition)):
+        return None
+    shown = " ".join(f"[{summarize(np.asarray(d), k.attrs['summarize'])}]" for d in data)
+    raise errors.InvalidArgumentError(None, None, f"assertion failed: {shown}")

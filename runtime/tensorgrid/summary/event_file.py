@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.kernels import tf_record
@@ -109,7 +109,7 @@ class FileWriter:
         metrics (the operator shows the loss from there)."""
         serialized = _summary_bytes(summary)
         self._write(event(time.time(), int(global_step or 0), summary=serialized))
-        metrics.record_summary_scalars(summary_kernels.scalar_values(serialized))
+        monitoring.record_summary_scalars(summary_kernels.scalar_values(serialized))
 
     def add_graph(self, graph: Any, global_step: Optional[int] = None, graph_def: Any = None) -> None:
         """Writes ``graph`` (a ``tf.Graph``), or ``graph_def``, for TensorBoard's graph view."""

@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.summary import event_file
 from tensorgrid.train import checkpoint_management
@@ -86,7 +86,7 @@ class StopAtStepHook(session_run_hook.SessionRunHook):
         if self._num_steps is not None and self._last_step is None:
             self._last_step = int(session.run(self._global_step_tensor)) + self._num_steps
         if self._last_step is not None:
-            metrics.TARGET_STEP.set(self._last_step)  # progress for the operator's status and dashboards
+            monitoring.TARGET_STEP.set(self._last_step)  # progress for the operator's status and dashboards
 
     def before_run(self, run_context: session_run_hook.SessionRunContext) -> session_run_hook.SessionRunArgs:
         return session_run_hook.SessionRunArgs(self._global_step_tensor)

@@ -15,7 +15,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.distributed.rpc import certificates
 from tensorgrid.distributed.rpc.transport import tls
 
@@ -48,7 +48,7 @@ def test_a_server_says_when_its_certificates_expire(tmp_path, monkeypatch, caplo
         not_after = tls.load(os.path.abspath(directory)).not_after
         started = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Started server"))
         assert started.endswith(f"; TLS certificates valid until {not_after:%Y-%m-%d %H:%M} UTC)"), started
-        assert metrics.REGISTRY.get_sample_value(
+        assert monitoring.REGISTRY.get_sample_value(
             "tensorgrid_tls_certificate_expiry_timestamp_seconds") == not_after.timestamp()
         deadline = time.monotonic() + 60  # less than two weeks left: the watch warns at once
         while not any(r.levelno == logging.WARNING and "expire at" in r.getMessage() for r in caplog.records):

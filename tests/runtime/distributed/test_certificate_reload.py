@@ -19,7 +19,7 @@ import pytest
 
 import tensorgrid as tf
 from secret_volumes import SecretVolume, grpc_answers
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.distributed.rpc import certificates
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed.rpc import transport
@@ -302,7 +302,7 @@ def test_a_quiet_server_reloads_and_its_expiry_log_and_metric_follow(tmp_path, a
     try:
         expiry = "tensorgrid_tls_certificate_expiry_timestamp_seconds"
         old = short.certificate.not_valid_after_utc
-        assert metrics.REGISTRY.get_sample_value(expiry) == old.timestamp()
+        assert monitoring.REGISTRY.get_sample_value(expiry) == old.timestamp()
         _wait_for(lambda: _tls_records(caplog, logging.WARNING), "the warning of certificates ending in 3 days")
         warning = _tls_records(caplog, logging.WARNING)[0]
         assert f"expire at {old:%Y-%m-%d %H:%M} UTC, in 3.0 days" in warning, warning
@@ -311,7 +311,7 @@ def test_a_quiet_server_reloads_and_its_expiry_log_and_metric_follow(tmp_path, a
         _wait_for(lambda: _tls_records(caplog, logging.INFO), "the reload")
         new = a.certificate.not_valid_after_utc
         assert _tls_records(caplog, logging.INFO)[0].endswith(f"valid until {new:%Y-%m-%d %H:%M} UTC")
-        assert metrics.REGISTRY.get_sample_value(expiry) == new.timestamp()
+        assert monitoring.REGISTRY.get_sample_value(expiry) == new.timestamp()
         time.sleep(0.5)
         assert len(_tls_records(caplog, logging.WARNING)) == 1 and not _tls_records(caplog, logging.ERROR)
     finally:

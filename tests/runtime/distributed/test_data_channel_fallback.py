@@ -12,7 +12,7 @@ import tensorgrid as tf
 from cluster_processes import LocalCluster
 from cluster_processes import TaskProcess
 from cluster_processes import train_three_steps
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.distributed.rpc import clients
 from tensorgrid.distributed.rpc import ports
 
@@ -66,7 +66,7 @@ def test_a_server_process_with_a_bad_data_port_exits_with_a_clear_message(tmp_pa
 
 
 def _fallbacks(address):
-    return metrics.REGISTRY.get_sample_value("tensorgrid_data_channel_fallbacks_total", {"peer": address}) or 0.0
+    return monitoring.REGISTRY.get_sample_value("tensorgrid_data_channel_fallbacks_total", {"peer": address}) or 0.0
 
 
 class _InProcessCluster:
@@ -141,7 +141,7 @@ def test_a_new_server_at_an_address_already_logged_is_logged_again(monkeypatch):
 
 
 def _served_on_data_channel(method):
-    return metrics.REGISTRY.get_sample_value("tensorgrid_data_channel_calls_total", {"method": method}) or 0.0
+    return monitoring.REGISTRY.get_sample_value("tensorgrid_data_channel_calls_total", {"method": method}) or 0.0
 
 
 def test_steps_served_on_the_data_channel_are_counted(monkeypatch):

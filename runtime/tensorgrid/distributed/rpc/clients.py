@@ -22,7 +22,7 @@ import grpc
 import numpy as np
 from google.protobuf import message as message_lib
 
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits
 from tensorgrid.distributed import master as master_lib
@@ -146,7 +146,7 @@ class _Client:
         self._unreachable_reason = ""
         self._large_replies: set[Hashable] = set()
         """Calls whose last reply on gRPC carried at least ``stream_min_bytes`` inline."""
-        self._fallbacks = metrics.DATA_CHANNEL_FALLBACKS.labels(address)
+        self._fallbacks = monitoring.DATA_CHANNEL_FALLBACKS.labels(address)
 
     def _learn_data_port(self, wait_for_ready: bool = False) -> None:
         """Asks the peer for its data channel port, when no earlier answer told it."""
@@ -330,7 +330,7 @@ class WorkerClient(_Client):
                 raise errors.InternalError(None, None, f"RecvTensor of {key} returned {len(received)} tensors")
             if not reachable:
                 self._note_reply_size(key, received[0].array.nbytes)
-            metrics.TENSORS_RECEIVED.inc()
+            monitoring.TENSORS_RECEIVED.inc()
             return received[0].array
 
         return _call(f"RecvTensor from {self.task}", self._channel, run)
@@ -338,7 +338,7 @@ class WorkerClient(_Client):
     def push_tensors(self, step_id: int, from_task: str, items: Sequence[tuple[str, Any]]) -> None:
         """Delivers a step's tensors to the peer's rendezvous."""
         request = worker_pb2.PushTensorsRequest(step_id=step_id, from_task=from_task)
-        metrics.TENSORS_SENT.inc(len(items))
+        monitoring.TENSORS_SENT.inc(len(items))
         self._exchange(step_calls.PUSH_TENSORS, f"PushTensors to {self.task}", request, items)
 
     def abort_step(self, step_id: int, reason: str) -> None:

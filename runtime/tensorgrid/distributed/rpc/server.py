@@ -149,9 +149,9 @@ class Server:
         self._started = True
         session_targets.register_server(self)
         if self._metrics_port is not None or os.environ.get("TENSORGRID_METRICS_PORT"):
-            from tensorgrid import metrics
+            from tensorgrid import monitoring
 
-            metrics.serve(self._metrics_port if self._metrics_port is not None
+            monitoring.serve(self._metrics_port if self._metrics_port is not None
                           else int(os.environ["TENSORGRID_METRICS_PORT"]), self, ports.listen_host(self.address))
         _at_exit(self._exit)
         _stop_on_sigterm_as_pid_1()

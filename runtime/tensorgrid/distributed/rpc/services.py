@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 import grpc
 from google.protobuf import message as message_lib
 
-from tensorgrid import metrics
+from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
@@ -89,7 +89,7 @@ def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -
             raise
         context.abort(grpc_frames.status_code(status[0]), status[1])
     finally:
-        metrics.RPC_DURATION.labels(method).observe(time.perf_counter() - started)
+        monitoring.RPC_DURATION.labels(method).observe(time.perf_counter() - started)
     raise AssertionError("unreachable: abort raises")
 
 
@@ -104,7 +104,7 @@ class StepHandlers:
         self._master = master
         self.senders = senders
         """Who may ask what (``sender_names``): PushTensors here, CleanupAll and Shutdown on gRPC."""
-        self._pushed_bytes = metrics.RPC_BYTES.labels("PushTensors", "received")
+        self._pushed_bytes = monitoring.RPC_BYTES.labels("PushTensors", "received")
 
     def run_step(self, request: master_pb2.RunStepRequest, feeds: dict[str, Any],
                  peer: stream_io.Peer) -> tuple[message_lib.Message, list[tuple[str, Any]]]:
@@ -120,8 +120,8 @@ class StepHandlers:
         if missing:
             raise errors.InvalidArgumentError(None, None, f"RunGraph for {request.graph_handle} lacks feeds {missing}")
         values = self._worker.run_graph(request.graph_handle, request.step_id, [feeds[n] for n in feed_names])
-        metrics.TENSORS_RECEIVED.inc(len(feeds))
-        metrics.TENSORS_SENT.inc(len(values))
+        monitoring.TENSORS_RECEIVED.inc(len(feeds))
+        monitoring.TENSORS_SENT.inc(len(values))
         return worker_pb2.RunGraphResponse(step_id=request.step_id), list(zip(fetch_names, values))
 
     def push_tensors(self, request: worker_pb2.PushTensorsRequest, tensors: dict[str, Any],
@@ -131,7 +131,7 @@ class StepHandlers:
         # against the peer that sent them, not request.from_task.
         self.senders.check("PushTensors", tensors, peer.names)
         self._worker.push_tensors(request.step_id, request.from_task, list(tensors.items()), origin=peer.identity)
-        metrics.TENSORS_RECEIVED.inc(len(tensors))
+        monitoring.TENSORS_RECEIVED.inc(len(tensors))
         self._pushed_bytes.inc(sum(int(v.nbytes) for v in tensors.values()))
         return worker_pb2.PushTensorsResponse(), []
 
@@ -165,8 +165,8 @@ def _serve_frames(call: step_calls.StepCall, body: StepBody, tx: transport.Trans
 def _data_channel_handler(call: step_calls.StepCall, body: StepBody) -> data_channel.CallHandler:
     """``body`` served as data channel method ``call.method``: the request message as
     control bytes, the response message back; errors answered as ``_answer`` does."""
-    duration = metrics.RPC_DURATION.labels(call.name)
-    served = metrics.DATA_CHANNEL_CALLS.labels(call.name)
+    duration = monitoring.RPC_DURATION.labels(call.name)
+    served = monitoring.DATA_CHANNEL_CALLS.labels(call.name)
 
     def handle(control: bytes, received: list[wire.ReceivedTensor],
                peer: stream_io.Peer) -> tuple[int, bytes, list[tuple[str, Any]]]:
@@ -270,8 +270,8 @@ class WorkerServicer:
             values = [(key, self._worker.recv_tensor(request.step_id, key, max(deadline - time.monotonic(), 1e-3),
                                                      ended))
                       for key in request.rendezvous_key]
-            metrics.TENSORS_SENT.inc(len(values))
-            metrics.RPC_BYTES.labels("RecvTensor", "sent").inc(sum(int(getattr(v, "nbytes", 0)) for _, v in values))
+            monitoring.TENSORS_SENT.inc(len(values))
+            monitoring.RPC_BYTES.labels("RecvTensor", "sent").inc(sum(int(getattr(v, "nbytes", 0)) for _, v in values))
             return self._tx.write_frames(None, values, context=context,
                                          use_data_channel=request.options.allow_data_channel)
         return _answer(context, "RecvTensor", body)
@@ -456,5 +456,5 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     if credentials is not None:
         expiry_watch = tls.ExpiryWatch(credentials, server.task, check_every_s=credentials.reload_interval_s)
         live = credentials
-        metrics.TLS_CERTIFICATE_EXPIRY.set_function(lambda: live.current().not_after.timestamp())
+        monitoring.TLS_CERTIFICATE_EXPIRY.set_function(lambda: live.current().not_after.timestamp())
     return Serving(rpc_server, bound, tx, recv_pool, expiry_watch)

@@ -1,5 +1,8 @@
 """Prometheus metrics of a task (``tensorgrid_*``), served on its metrics port.
 
+Named ``monitoring`` (TensorFlow's name for its own process counters) because ``tf.metrics``
+is TF1's streaming evaluation metrics (``ops/metrics_impl.py``).
+
 The names are a contract with the Helm chart's dashboards (docs/architecture.md).
 Counters are updated where the work happens (executor steps, RPCs, variable
 updates); gauges that are cheap to read (global step, device memory) are collected

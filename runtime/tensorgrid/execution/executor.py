@@ -168,9 +168,7 @@ class Plan:
             for p in producers:
                 self.nodes[p].consumers.append(i)
         self.roots = [n.index for n in self.nodes if n.pending == 0]
-        self.fetch_may_alias = [
-            t.dtype.is_ref_dtype or any(x.dtype.is_ref_dtype for x in t.op.inputs) for t in fetches
-        ]
+        self.fetch_may_alias = [_may_share_a_variables_memory(t) for t in fetches]
         self.straight_order = None if any(n.is_async for n in self.nodes) else self._dataflow_order()
         """Without asynchronous kernels, the order the dataflow loop would run the nodes in,
         fixed once: a step then runs them one after the other (None: the dataflow loop runs)."""
@@ -354,6 +352,24 @@ def _to_device(value: Any, target: backend_lib.Backend) -> Any:
         return value
     source = backend_lib.device_backend_of(value)
     return target.asarray(value if source is None else source.to_numpy(value))
+
+
+def _may_share_a_variables_memory(fetch: graph_lib.Tensor) -> bool:
+    """Whether a fetched value may be (a view of) a variable's buffer, which later steps update
+    in place: a ref, an op reading a ref (a variable's read), or a kernel that forwards its
+    input (``registry.forwards_input``: identity, reshape, slices...) of such a value. Those
+    fetches are copied, so a returned array never changes after the step."""
+    pending, seen = [fetch], set()
+    while pending:
+        tensor = pending.pop()
+        if tensor.dtype.is_ref_dtype or any(x.dtype.is_ref_dtype for x in tensor.op.inputs):
+            return True
+        if kernel_registry.forwards_input(tensor.op.type):
+            for x in tensor.op.inputs:
+                if id(x) not in seen:
+                    seen.add(id(x))
+                    pending.append(x)
+    return False
 
 
 def _fetch_result(value: Any, may_alias: bool) -> Any:

@@ -35,7 +35,7 @@ def _placeholder(k: context.KernelContext, step: context.StepContext) -> Any:
     )
 
 
-@register_kernel("PlaceholderWithDefault", "Identity", "StopGradient")
+@register_kernel("PlaceholderWithDefault", "Identity", "StopGradient", forwards_input=True)
 def _identity(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return x
 
@@ -62,7 +62,7 @@ def host_ints(value: Any) -> list[int]:
     return [int(v) for v in array.reshape(-1)]
 
 
-@register_kernel("Reshape")
+@register_kernel("Reshape", forwards_input=True)
 def _reshape(k: context.KernelContext, step: context.StepContext, x: Any, shape: Any) -> Any:
     dims = host_ints(shape)
     try:
@@ -91,12 +91,12 @@ def _ones_like(k: context.KernelContext, step: context.StepContext, x: Any) -> A
     return k.xp.ones(x.shape, dtype=k.output_dtypes[0])
 
 
-@register_kernel("BroadcastTo")
+@register_kernel("BroadcastTo", forwards_input=True)
 def _broadcast_to(k: context.KernelContext, step: context.StepContext, x: Any, shape: Any) -> Any:
     return k.xp.broadcast_to(x, host_ints(shape))
 
 
-@register_kernel("UnbroadcastTo")
+@register_kernel("UnbroadcastTo", forwards_input=True)
 def _unbroadcast_to(k: context.KernelContext, step: context.StepContext, grad: Any, shape: Any) -> Any:
     target = host_ints(shape)
     extra = grad.ndim - len(target)
@@ -114,7 +114,7 @@ def _no_op(k: context.KernelContext, step: context.StepContext) -> None:
     return None
 
 
-@register_kernel("Transpose")
+@register_kernel("Transpose", forwards_input=True)
 def _transpose(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.transpose(x, k.attrs["perm"])
 
@@ -131,7 +131,7 @@ def _concat(k: context.KernelContext, step: context.StepContext, *xs: Any) -> An
     return k.xp.concatenate(xs, axis=axis)
 
 
-@register_kernel("Split")
+@register_kernel("Split", forwards_input=True)
 def _split(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axis, count = k.attrs["axis"], k.attrs["num_split"]
     if x.shape[axis] % count:
@@ -142,7 +142,7 @@ def _split(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return tuple(k.xp.split(x, count, axis=axis))
 
 
-@register_kernel("SplitV")
+@register_kernel("SplitV", forwards_input=True)
 def _split_v(k: context.KernelContext, step: context.StepContext, x: Any, size_splits: Any) -> Any:
     axis = k.attrs["axis"]
     sizes = host_ints(size_splits)
@@ -167,7 +167,7 @@ def _pack(k: context.KernelContext, step: context.StepContext, *xs: Any) -> Any:
     return k.xp.stack(xs, axis=k.attrs["axis"])
 
 
-@register_kernel("Unpack")
+@register_kernel("Unpack", forwards_input=True)
 def _unpack(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axis, num = k.attrs["axis"], k.attrs["num"]
     if x.shape[axis] != num:
@@ -177,12 +177,12 @@ def _unpack(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return tuple(k.xp.moveaxis(x, axis, 0))
 
 
-@register_kernel("ExpandDims")
+@register_kernel("ExpandDims", forwards_input=True)
 def _expand_dims(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return k.xp.expand_dims(x, k.attrs["axis"])
 
 
-@register_kernel("Squeeze")
+@register_kernel("Squeeze", forwards_input=True)
 def _squeeze(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     axes = k.attrs["squeeze_dims"]
     if axes is None:
@@ -311,7 +311,7 @@ def _check_shrink_indices(key: tuple[Any, ...], shape: tuple[int, ...]) -> None:
             dim += 1
 
 
-@register_kernel("StridedSlice")
+@register_kernel("StridedSlice", forwards_input=True)
 def _strided_slice(k: context.KernelContext, step: context.StepContext, x: Any, begin: Any, end: Any,
                    strides: Any) -> Any:
     key = _slice_key(k, begin, end, strides)

@@ -51,7 +51,7 @@ def _arg(k: context.KernelContext, step: context.StepContext) -> Any:
     return step.args[k.attrs["index"]]
 
 
-@kernel_registry.register_kernel("If")
+@kernel_registry.register_kernel("If", forwards_input=True)
 def _if(k: context.KernelContext, step: context.StepContext, pred: Any, *args: Any) -> Any:
     branch = "then_branch" if _truth(k, pred, "the predicate") else "else_branch"
     return _results(_function(k, step, branch, recompute=bool(k.attrs.get("gradient", False)))(step, args))
@@ -77,7 +77,7 @@ def _run_loop(k: context.KernelContext, step: context.StepContext, loop_vars: li
     return loop_vars
 
 
-@kernel_registry.register_kernel("While")
+@kernel_registry.register_kernel("While", forwards_input=True)
 def _while(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     count = k.attrs["num_loop_vars"]
     return _results(_run_loop(k, step, list(inputs[:count]), inputs[count:]))

@@ -69,7 +69,7 @@ def summarize(array: np.ndarray, limit: int) -> str:
     return "".join(parts)
 
 
-@register_kernel("Print", host_only=True)
+@register_kernel("Print", host_only=True, forwards_input=True)
 def _print(k: context.KernelContext, step: context.StepContext, value: Any, *data: Any) -> Any:
     first_n = k.attrs["first_n"]
     with k.state.setdefault("lock", threading.Lock()):

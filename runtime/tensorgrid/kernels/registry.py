@@ -25,12 +25,15 @@ _KERNELS: dict[str, KernelFn] = {}
 _ASYNC: set[str] = set()
 _HOST_ONLY: set[str] = set()
 _ANY_INPUT_DEVICE: set[str] = set()
+_FORWARDS_INPUT: set[str] = set()
 
 
 def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = False,
-                    any_input_device: bool = False) -> Callable[[KernelFn], KernelFn]:
+                    any_input_device: bool = False, forwards_input: bool = False) -> Callable[[KernelFn], KernelFn]:
     """Registers ``fn`` for ``op_types``; ``host_only`` kernels always run on the CPU backend;
-    ``any_input_device`` kernels take their inputs on whatever device produced them."""
+    ``any_input_device`` kernels take their inputs on whatever device produced them;
+    ``forwards_input`` kernels may return one of their inputs, or a view of one, without a copy
+    (so a fetched output of theirs may share a variable's memory: the executor copies it)."""
 
     def decorate(fn: KernelFn) -> KernelFn:
         for op_type in op_types:
@@ -43,9 +46,17 @@ def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = Fa
                 _HOST_ONLY.add(op_type)
             if any_input_device:
                 _ANY_INPUT_DEVICE.add(op_type)
+            if forwards_input:
+                _FORWARDS_INPUT.add(op_type)
         return fn
 
     return decorate
+
+
+def forwards_input(op_type: str) -> bool:
+    """Whether the kernel of ``op_type`` may return an input or a view of one (no copy)."""
+    _load_all()
+    return op_type in _FORWARDS_INPUT
 
 
 def is_async(op_type: str) -> bool:

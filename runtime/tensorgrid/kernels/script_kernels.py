@@ -64,7 +64,7 @@ def _output(k: context.KernelContext, index: int, value: Any) -> np.ndarray:
     return array
 
 
-@register_kernel("PyFunc", "PyFuncStateless", host_only=True)
+@register_kernel("PyFunc", "PyFuncStateless", host_only=True, forwards_input=True)
 def _py_func(k: context.KernelContext, step: context.StepContext, *inputs: Any) -> Any:
     reason = python_callables.not_runnable_here(k.op_type, k.name, k.attrs, "this task")
     if reason is not None:

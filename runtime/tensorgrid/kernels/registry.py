@@ -99,4 +99,5 @@ def _load_all() -> None:
             state_kernels, summary_kernels, summary_media_kernels, tensor_array_kernels, training_kernels,
             transfer_kernels,
         )
+        from tensorgrid.kernels import lookup_kernels, string_hash_kernels  # noqa: F401
         _loaded = True

@@ -167,6 +167,12 @@ def _read_lines(path: str) -> list[bytes]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    position = 0
+    for line in lines:
+        position += len(line) + 1
+        if not line or line == b"\r":
+            raise errors.InvalidArgumentError(
+                None, None, f"Invalid content in {path}: empty line found at position {position}.")
     return [line[:-1] if line.endswith(b"\r") else line for line in lines]
 
 

@@ -245,17 +245,20 @@ class InitializableLookupTableBase(LookupInterface):
     def size(self, name: Optional[str] = None) -> graph_lib.Tensor:
         """The number of entries (0 before the table is initialized), a scalar int64."""
         graph = self._resource_handle.graph
-        with graph.name_scope(name or f"{self.name}_Size"), graph.colocate_with(self._resource_handle.op):
+        with graph.as_default(), graph.name_scope(name or f"{self.name}_Size"), \
+                graph.colocate_with(self._resource_handle.op):
             return op_util.make_tensor("LookupTableSizeV2", [self._resource_handle], dtypes.int64, [],
                                        "LookupTableSizeV2")
 
     def lookup(self, keys: Any, name: Optional[str] = None) -> Any:
         """The value of each key (the default value where it is absent), in the shape of ``keys``;
         a SparseTensor of keys gives a SparseTensor of values."""
-        keys = self._check_keys(keys)
-        key_tensor = keys.values if isinstance(keys, sparse_tensor.SparseTensor) else keys
         graph = self._resource_handle.graph
-        with graph.name_scope(name or f"{self.name}_Lookup"), graph.colocate_with(self._resource_handle.op):
+        with graph.as_default():
+            keys = self._check_keys(keys)
+        key_tensor = keys.values if isinstance(keys, sparse_tensor.SparseTensor) else keys
+        with graph.as_default(), graph.name_scope(name or f"{self.name}_Lookup"), \
+                graph.colocate_with(self._resource_handle.op):
             values = op_util.make_tensor("LookupTableFindV2", [self._resource_handle, key_tensor, self._default_value],
                                          self._value_dtype, key_tensor.shape, "LookupTableFindV2")
         return _with_values_of(keys, values)
@@ -372,20 +375,25 @@ class IdTableWithHashBuckets(LookupInterface):
 
     def size(self, name: Optional[str] = None) -> graph_lib.Tensor:
         """The vocabulary's size plus the number of OOV buckets."""
-        with graph_lib.get_default_graph().name_scope(name or f"{self.name}_Size"):
+        with self._graph().as_default(), self._graph().name_scope(name or f"{self.name}_Size"):
             table_size = (self._table.size() if self._table is not None
                           else array_ops.constant(0, dtype=dtypes.int64))
             return math_ops.add(table_size, self._num_oov_buckets)
 
+    def _graph(self) -> graph_lib.Graph:
+        """The table's graph: ops on it go there wherever they are asked for (no table: the default)."""
+        return self._table.resource_handle.graph if self._table is not None else graph_lib.get_default_graph()
+
     def lookup(self, keys: Any, name: Optional[str] = None) -> Any:
-        keys = self._check_keys(keys)
+        with self._graph().as_default():
+            keys = self._check_keys(keys)
         values = keys.values if isinstance(keys, sparse_tensor.SparseTensor) else keys
         if self._table is not None and self._table.key_dtype == dtypes.int64:
             values = math_ops.cast(values, dtypes.int64)
         if self._num_oov_buckets == 0:
             assert self._table is not None  # a table without buckets is refused by __init__
             return _with_values_of(keys, self._table.lookup(values, name=name))
-        with graph_lib.get_default_graph().name_scope(name or f"{self.name}_Lookup"):
+        with self._graph().as_default(), self._graph().name_scope(name or f"{self.name}_Lookup"):
             strings = values if values.dtype == dtypes.string else string_ops.as_string(values)
             buckets = _hash_buckets(self._hasher_spec, strings, self._num_oov_buckets)
             if self._table is not None:

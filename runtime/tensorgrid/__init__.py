@@ -82,7 +82,7 @@ from tensorgrid.ops.string_ops import (
     as_string, string_to_hash_bucket, string_to_hash_bucket_fast, string_to_hash_bucket_strong,
 )
 from tensorgrid.ops.lookup_ops import initialize_all_tables, tables_initializer
-from tensorgrid import lookup, strings
+from tensorgrid import lookup, sparse, strings
 from tensorgrid.ops.partitioned_variables import (
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
 )

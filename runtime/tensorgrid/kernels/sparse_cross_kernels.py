@@ -59,6 +59,12 @@ def _columns(k: context.KernelContext, inputs: tuple[Any, ...]) -> tuple[list[_C
         raise errors.InvalidArgumentError(None, None, f"Inputs of a sparse cross have batch sizes {sizes}: they "
                                           "must all be the same")
     batch_size = sizes[0]
+    for index in indices:
+        rows = np.asarray(index)[:, 0]
+        if rows.size and (rows.min() < 0 or rows.max() >= batch_size):
+            raise errors.InvalidArgumentError(
+                None, None, f"Sparse input of a sparse cross has a row index {int(rows.max())} or {int(rows.min())} "
+                f"outside its batch of {batch_size} rows")
     columns = [_Column(v, np.asarray(i)[:, 0], batch_size) for i, v in zip(indices, values)]
     for matrix in dense:
         array = np.asarray(matrix)

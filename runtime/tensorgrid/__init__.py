@@ -79,6 +79,11 @@ from tensorgrid.ops.parsing_ops import (
     FixedLenFeature, FixedLenSequenceFeature, VarLenFeature, decode_raw, parse_example, parse_single_example,
     parse_single_sequence_example,
 )
+from tensorgrid.ops.string_ops import (
+    as_string, string_to_hash_bucket, string_to_hash_bucket_fast, string_to_hash_bucket_strong,
+)
+from tensorgrid.ops.lookup_ops import initialize_all_tables, tables_initializer
+from tensorgrid import lookup, sparse, strings
 from tensorgrid.ops.partitioned_variables import (
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
 )

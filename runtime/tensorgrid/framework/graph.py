@@ -48,6 +48,8 @@ class GraphKeys:
     SUMMARY_OP = "summary_op"
     TRAIN_OP = "train_op"
     UPDATE_OPS = "update_ops"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
     # Backwards-compatible alias, as in TF1.
     VARIABLES = GLOBAL_VARIABLES
 

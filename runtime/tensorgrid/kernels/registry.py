@@ -110,4 +110,5 @@ def _load_all() -> None:
             sparse_accumulator_kernels, sparse_kernels, state_kernels, summary_kernels, summary_media_kernels,
             tensor_array_kernels, training_kernels, transfer_kernels,
         )
+        from tensorgrid.kernels import lookup_kernels, sparse_cross_kernels, string_hash_kernels  # noqa: F401
         _loaded = True

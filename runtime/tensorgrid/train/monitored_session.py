@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import lookup_ops
 from tensorgrid.ops import summary_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import basic_session_run_hooks as hooks_lib
@@ -78,7 +79,8 @@ class Scaffold:
         if self._local_init_op is None:
             self._local_init_op = _get_or_default(
                 "local_init_op", keys.LOCAL_INIT_OP,
-                lambda: control_flow_ops.group(variables.local_variables_initializer(), name="local_init"))
+                lambda: control_flow_ops.group(variables.local_variables_initializer(),
+                                              lookup_ops.tables_initializer(), name="local_init"))
         if self._summary_op is None:
             self._summary_op = _get_or_default("summary_op", keys.SUMMARY_OP, summary_ops.merge_all)
         if self._saver is None:

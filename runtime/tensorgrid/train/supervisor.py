@@ -29,6 +29,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import lookup_ops
 from tensorgrid.ops import summary_ops
 from tensorgrid.ops import variables
 from tensorgrid.summary import event_file
@@ -72,7 +73,8 @@ class Supervisor:
             self._init_feed_dict = init_feed_dict
             self._local_init_op = _first_or_made(
                 local_init_op, graph, graph_lib.GraphKeys.LOCAL_INIT_OP,
-                lambda: control_flow_ops.group(variables.local_variables_initializer()))
+                lambda: control_flow_ops.group(variables.local_variables_initializer(),
+                                               lookup_ops.tables_initializer()))
             self._saver = _first_or_made(saver, graph, graph_lib.GraphKeys.SAVERS, _default_saver)
             self._summary_op = _first_or_made(summary_op, graph, graph_lib.GraphKeys.SUMMARY_OP,
                                               summary_ops.merge_all)

@@ -298,11 +298,13 @@ def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: Optional[bool] = 
 # ---------------------------------------------------------------- comparisons and logic
 
 def equal(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return _binary("Equal", x, y, name or "Equal", (*op_util.NUMBERS, dtypes.bool_), dtypes.bool_)
+    """``x == y`` elementwise; numbers, bools and (as in TF) strings."""
+    return _binary("Equal", x, y, name or "Equal", (*op_util.NUMBERS, dtypes.bool_, dtypes.string), dtypes.bool_)
 
 
 def not_equal(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    return _binary("NotEqual", x, y, name or "NotEqual", (*op_util.NUMBERS, dtypes.bool_), dtypes.bool_)
+    """``x != y`` elementwise; numbers, bools and (as in TF) strings."""
+    return _binary("NotEqual", x, y, name or "NotEqual", (*op_util.NUMBERS, dtypes.bool_, dtypes.string), dtypes.bool_)
 
 
 def less(x: Any, y: Any, name: Optional[str] = None) -> graph_lib.Tensor:

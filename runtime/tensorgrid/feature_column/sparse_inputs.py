@@ -1,0 +1,148 @@
+"""The sparse plumbing under TF1's categorical feature columns, composed from the ops layer.
+
+A categorical column's ids are a 2-D ``SparseTensor`` ``[batch, ids per row]``. This module owns
+turning a dense feature into one (dropping TF's ignore values: ``''`` for strings, ``-1`` for
+integers), dropping ids a lookup could not place (``-1``), and TF's
+``safe_embedding_lookup_sparse``: one combined row of a (possibly partitioned) table per example,
+zeros for an example without ids, with the table's gradient an ``IndexedSlices`` over the ids used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import sparse_tensor
+from tensorgrid.ops import array_ops
+from tensorgrid.ops import embedding_ops
+from tensorgrid.ops import indexing_ops
+from tensorgrid.ops import math_ops
+from tensorgrid.ops import sparse_ops
+
+COMBINERS = ("mean", "sqrtn", "sum")
+
+
+def default_ignore_value(dtype: dtypes.DType) -> Any:
+    """The value TF1 reads as "no id here" in a dense categorical feature."""
+    if dtype.base_dtype == dtypes.string:
+        return ""
+    if dtype.base_dtype.is_integer:
+        return -1
+    return np.zeros((), dtype.base_dtype.as_numpy_dtype).item()
+
+
+def to_sparse_input(value: Any, ignore_value: Any = None) -> sparse_tensor.SparseTensor:
+    """``value`` itself if sparse, else its entries other than ``ignore_value`` as a SparseTensor
+    (TF's ``_to_sparse_input_and_drop_ignore_values``), in row-major order."""
+    if isinstance(value, sparse_tensor.SparseTensor):
+        return value
+    dense: graph_lib.Tensor = value
+    if ignore_value is None:
+        ignore_value = default_ignore_value(dense.dtype)
+    graph = dense.graph
+    with graph.name_scope("to_sparse_input"):
+        keep = math_ops.not_equal(dense, array_ops.constant(ignore_value, dtype=dense.dtype.base_dtype,
+                                                            name="ignore_value"))
+        indices = indexing_ops.where(keep, name="indices")
+        flat_positions = array_ops.reshape(indexing_ops.where(array_ops.reshape(keep, [-1])), [-1])
+        values = indexing_ops.gather(array_ops.reshape(dense, [-1]), flat_positions, name="values")
+        dense_shape = array_ops.shape(dense, out_type=dtypes.int64, name="dense_shape")
+        return sparse_tensor.SparseTensor(indices, values, dense_shape)
+
+
+def rank_of(ids: sparse_tensor.SparseTensor, column_name: str) -> int:
+    """The static rank of ``ids``; the columns here take ids of rank 2 (``[batch, ids per row]``)."""
+    rank = ids.shape.ndims
+    if rank != 2:
+        raise ValueError(f"feature column {column_name!r}: its ids must be a SparseTensor of rank 2 "
+                         f"[batch, ids per row], got rank {rank if rank is not None else 'unknown'}; "
+                         "feed rank-1 or rank-2 features")
+    return rank
+
+
+def retain(sparse: sparse_tensor.SparseTensor, keep: graph_lib.Tensor) -> sparse_tensor.SparseTensor:
+    """The entries of ``sparse`` where the bool vector ``keep`` holds (TF's ``sparse_retain``)."""
+    positions = array_ops.reshape(indexing_ops.where(keep), [-1])
+    return sparse_tensor.SparseTensor(indexing_ops.gather(sparse.indices, positions),
+                                      indexing_ops.gather(sparse.values, positions), sparse.dense_shape)
+
+
+def prune(ids: sparse_tensor.SparseTensor, weights: Optional[sparse_tensor.SparseTensor],
+          drop_nonpositive_weights: bool) -> tuple[sparse_tensor.SparseTensor, Optional[sparse_tensor.SparseTensor]]:
+    """Drops negative ids (a lookup's "not found") and, when asked, entries of weight <= 0, as
+    TF's ``_prune_invalid_ids`` and ``_prune_invalid_weights`` do."""
+    keep = math_ops.greater_equal(ids.values, array_ops.constant(0, dtype=ids.values.dtype.base_dtype))
+    if weights is not None and drop_nonpositive_weights:
+        positive = math_ops.greater(weights.values, array_ops.constant(0, dtype=weights.values.dtype.base_dtype))
+        keep = math_ops.logical_and(keep, positive)
+    return retain(ids, keep), (retain(weights, keep) if weights is not None else None)
+
+
+def batch_size_of(ids: sparse_tensor.SparseTensor) -> graph_lib.Tensor:
+    """The number of rows of ``ids`` (its dense shape's first entry), as int32."""
+    return math_ops.cast(indexing_ops.strided_slice_from_key(ids.dense_shape, 0), dtypes.int32)
+
+
+def row_of_each_id(ids: sparse_tensor.SparseTensor) -> graph_lib.Tensor:
+    """The example (row) each id belongs to, as int32 segment ids."""
+    return math_ops.cast(indexing_ops.strided_slice_from_key(ids.indices, (slice(None), 0)), dtypes.int32)
+
+
+def _divide_no_nan(x: graph_lib.Tensor, y: graph_lib.Tensor) -> graph_lib.Tensor:
+    is_zero = math_ops.equal(y, array_ops.zeros_like(y))
+    quotient = math_ops.truediv(x, indexing_ops.where(is_zero, array_ops.ones_like(y), y))
+    return indexing_ops.where(array_ops.broadcast_to(is_zero, array_ops.shape(quotient)),
+                              array_ops.zeros_like(quotient), quotient)
+
+
+def safe_embedding_lookup_sparse(params: Any, ids: sparse_tensor.SparseTensor,
+                                 weights: Optional[sparse_tensor.SparseTensor], combiner: str,
+                                 column_name: str, max_norm: Any = None) -> graph_lib.Tensor:
+    """``[batch, dimension]``: per example, the ``combiner`` of the rows of ``params`` at its ids
+    (weighted by ``weights`` when given); an example without valid ids gives a row of zeros.
+
+    ``params`` is a variable, a list of shards or a PartitionedVariable: the rows are looked up
+    where each shard lives, and the gradient to the shards is sparse.
+    """
+    if combiner not in COMBINERS:
+        raise ValueError(f"combiner must be one of {COMBINERS}, got {combiner!r}")
+    rank_of(ids, column_name)
+    if weights is not None and weights.values.dtype.base_dtype != dtypes.float32:
+        weights = sparse_tensor.SparseTensor(weights.indices, math_ops.cast(weights.values, dtypes.float32),
+                                             weights.dense_shape)
+    ids = sparse_tensor.SparseTensor(ids.indices, math_ops.cast(ids.values, dtypes.int64), ids.dense_shape)
+    ids, weights = prune(ids, weights, drop_nonpositive_weights=combiner != "sum")
+    batch_size = batch_size_of(ids)
+    segments = row_of_each_id(ids)
+    unique_ids, position_in_unique = sparse_ops.unique(ids.values)
+    rows = embedding_ops.embedding_lookup(params, unique_ids, max_norm=max_norm)
+    if weights is None:
+        reduce = {"sum": sparse_ops.sparse_segment_sum, "mean": sparse_ops.sparse_segment_mean,
+                  "sqrtn": sparse_ops.sparse_segment_sqrt_n}[combiner]
+        return reduce(rows, position_in_unique, segments, num_segments=batch_size)
+    weight_column = array_ops.reshape(weights.values, [-1, 1])
+    weighted = math_ops.multiply(indexing_ops.gather(rows, position_in_unique), weight_column)
+    total = indexing_ops.unsorted_segment_sum(weighted, segments, batch_size)
+    if combiner == "sum":
+        return total
+    if combiner == "mean":
+        return _divide_no_nan(total, indexing_ops.unsorted_segment_sum(weight_column, segments, batch_size))
+    squares = indexing_ops.unsorted_segment_sum(math_ops.square(weight_column), segments, batch_size)
+    return _divide_no_nan(total, math_ops.sqrt(squares))
+
+
+def indicator_counts(ids: sparse_tensor.SparseTensor, weights: Optional[sparse_tensor.SparseTensor],
+                     num_buckets: int, column_name: str) -> graph_lib.Tensor:
+    """``[batch, num_buckets]`` float32: how often each id occurs in each example (or the sum of its
+    weights), what TF1's ``indicator_column`` gives; ids outside ``[0, num_buckets)`` count nowhere."""
+    rank_of(ids, column_name)
+    one_hot = indexing_ops.one_hot(math_ops.cast(ids.values, dtypes.int64), num_buckets, on_value=1.0,
+                                   off_value=0.0, dtype=dtypes.float32)
+    if weights is not None:
+        one_hot = math_ops.multiply(one_hot, array_ops.reshape(math_ops.cast(weights.values, dtypes.float32), [-1, 1]))
+    counts = indexing_ops.unsorted_segment_sum(one_hot, row_of_each_id(ids), batch_size_of(ids))
+    counts.set_shape([None, num_buckets])
+    return counts

@@ -118,7 +118,8 @@ def safe_embedding_lookup_sparse(params: Any, ids: sparse_tensor.SparseTensor,
     batch_size = batch_size_of(ids)
     segments = row_of_each_id(ids)
     unique_ids, position_in_unique = sparse_ops.unique(ids.values)
-    rows = embedding_ops.embedding_lookup(params, unique_ids, max_norm=max_norm)
+    # A partitioner's shards hold contiguous rows: TF's feature columns look them up with "div".
+    rows = embedding_ops.embedding_lookup(params, unique_ids, partition_strategy="div", max_norm=max_norm)
     if weights is None:
         reduce = {"sum": sparse_ops.sparse_segment_sum, "mean": sparse_ops.sparse_segment_mean,
                   "sqrtn": sparse_ops.sparse_segment_sqrt_n}[combiner]

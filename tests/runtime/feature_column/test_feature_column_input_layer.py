@@ -283,3 +283,45 @@ def test_string_equality_ops_as_tf1(request: pytest.FixtureRequest) -> None:
                 values.append(session.run([tf.equal(words, ""), tf.not_equal(words, tf.constant(["a", "x", "b"]))]))
     for ours, theirs in zip(*values):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def partitioned_model(tf: Any) -> dict[str, Any]:
+    """An embedding and a linear model over tables sharded by the scope's partitioner."""
+    with tf.Graph().as_default():
+        fc = tf.feature_column
+        ids = fc.categorical_column_with_identity("id", 5)
+        with tf.variable_scope("dnn", partitioner=tf.fixed_size_partitioner(3)):
+            deep = fc.input_layer(features(tf), [fc.embedding_column(ids, 4, combiner="sqrtn")])
+        with tf.variable_scope("wide", partitioner=tf.fixed_size_partitioner(2)):
+            wide = fc.linear_model(features(tf), [ids, fc.numeric_column("age")], units=2)
+        loss = tf.reduce_sum(deep * tf.constant(np.linspace(-1.0, 1.0, 4), tf.float32)) + tf.reduce_sum(wide * wide)
+        variables = tf.global_variables()
+        gradients = tf.gradients(loss, variables)
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            for number, variable in enumerate(variables):
+                shape = variable.shape.as_list()
+                session.run(variable.assign(np.cos(np.arange(np.prod(shape)) + number).reshape(shape)))
+            values = session.run([deep, wide] + gradients)
+        kinds = [type(g).__name__ for g in gradients]
+        dense = []
+        for variable, value in zip(variables, values[2:]):
+            if hasattr(value, "indices"):
+                total = np.zeros(variable.shape.as_list(), np.float32)
+                np.add.at(total, value.indices, value.values)
+                value = total
+            dense.append(np.asarray(value))
+        return {"variables": [(v.name, v.shape.as_list()) for v in variables], "deep": values[0], "wide": values[1],
+                "gradients": dense, "kinds": kinds}
+
+
+def test_partitioned_tables_are_sharded_named_and_updated_sparsely_as_tf1(request: pytest.FixtureRequest) -> None:
+    ours = partitioned_model(tensorgrid)
+    theirs = partitioned_model(library("tensorflow", request))
+    assert ours["variables"] == theirs["variables"]
+    assert ("dnn/input_layer/id_embedding/embedding_weights/part_2:0", [1, 4]) in ours["variables"]
+    assert ours["kinds"][:3] == ["IndexedSlices"] * 3
+    np.testing.assert_allclose(ours["deep"], theirs["deep"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours["wide"], theirs["wide"], rtol=1e-5, atol=1e-6)
+    for name, mine, reference in zip([v[0] for v in theirs["variables"]], ours["gradients"], theirs["gradients"]):
+        np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-5, err_msg=name)

@@ -17,8 +17,10 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import sparse_tensor
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import embedding_ops
 from tensorgrid.ops import indexing_ops
+from tensorgrid.ops import logging_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import sparse_ops
 
@@ -53,14 +55,22 @@ def to_sparse_input(value: Any, ignore_value: Any = None) -> sparse_tensor.Spars
         return sparse_tensor.SparseTensor(indices, values, dense_shape)
 
 
-def rank_of(ids: sparse_tensor.SparseTensor, column_name: str) -> int:
-    """The static rank of ``ids``; the columns here take ids of rank 2 (``[batch, ids per row]``)."""
+def as_rank_two(ids: sparse_tensor.SparseTensor, column_name: str) -> sparse_tensor.SparseTensor:
+    """``ids`` known to be of rank 2 (``[batch, ids per row]``), the rank the columns here read: a
+    static rank other than 2 is a ValueError; an unknown one is checked when the step runs."""
     rank = ids.shape.ndims
-    if rank != 2:
+    if rank == 2:
+        return ids
+    if rank is not None:
         raise ValueError(f"feature column {column_name!r}: its ids must be a SparseTensor of rank 2 "
-                         f"[batch, ids per row], got rank {rank if rank is not None else 'unknown'}; "
-                         "feed rank-1 or rank-2 features")
-    return rank
+                         f"[batch, ids per row], got rank {rank}; feed rank-1 or rank-2 features")
+    rank_now = array_ops.size(ids.dense_shape)
+    check = logging_ops.Assert(math_ops.equal(rank_now, array_ops.constant(2, dtype=dtypes.int32)), [
+        f"feature column {column_name!r}: its ids must be a SparseTensor of rank 2 [batch, ids per row], got rank",
+        rank_now])
+    dense_shape = array_ops.reshape(control_flow_ops.with_dependencies([check], ids.dense_shape), [2])
+    indices = array_ops.reshape(control_flow_ops.with_dependencies([check], ids.indices), [-1, 2])
+    return sparse_tensor.SparseTensor(indices, ids.values, dense_shape)
 
 
 def retain(sparse: sparse_tensor.SparseTensor, keep: graph_lib.Tensor) -> sparse_tensor.SparseTensor:
@@ -109,7 +119,7 @@ def safe_embedding_lookup_sparse(params: Any, ids: sparse_tensor.SparseTensor,
     """
     if combiner not in COMBINERS:
         raise ValueError(f"combiner must be one of {COMBINERS}, got {combiner!r}")
-    rank_of(ids, column_name)
+    ids = as_rank_two(ids, column_name)
     if weights is not None and weights.values.dtype.base_dtype != dtypes.float32:
         weights = sparse_tensor.SparseTensor(weights.indices, math_ops.cast(weights.values, dtypes.float32),
                                              weights.dense_shape)
@@ -139,7 +149,7 @@ def indicator_counts(ids: sparse_tensor.SparseTensor, weights: Optional[sparse_t
                      num_buckets: int, column_name: str) -> graph_lib.Tensor:
     """``[batch, num_buckets]`` float32: how often each id occurs in each example (or the sum of its
     weights), what TF1's ``indicator_column`` gives; ids outside ``[0, num_buckets)`` count nowhere."""
-    rank_of(ids, column_name)
+    ids = as_rank_two(ids, column_name)
     one_hot = indexing_ops.one_hot(math_ops.cast(ids.values, dtypes.int64), num_buckets, on_value=1.0,
                                    off_value=0.0, dtype=dtypes.float32)
     if weights is not None:

@@ -325,3 +325,32 @@ def test_partitioned_tables_are_sharded_named_and_updated_sparsely_as_tf1(reques
     np.testing.assert_allclose(ours["wide"], theirs["wide"], rtol=1e-5, atol=1e-6)
     for name, mine, reference in zip([v[0] for v in theirs["variables"]], ours["gradients"], theirs["gradients"]):
         np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_fed_sparse_ids_of_rank_one_and_unknown_rank_read_as_tf1(request: pytest.FixtureRequest) -> None:
+    outputs = []
+    for name in ("tensorgrid", "tensorflow"):
+        tf = library(name, request)
+        with tf.Graph().as_default():
+            fc = tf.feature_column
+            fed = {"id": tf.sparse_placeholder(tf.int64), "code": tf.sparse_placeholder(tf.int64, shape=[3])}
+            output = fc.input_layer(fed, [
+                fc.embedding_column(fc.categorical_column_with_identity("id", 5), 2,
+                                    initializer=tf.constant_initializer(table(5, 2))),
+                fc.indicator_column(fc.categorical_column_with_identity("code", 4))])
+            with tf.Session() as session:
+                session.run(tf.global_variables_initializer())
+                outputs.append(session.run(output, {
+                    fed["id"]: tf.SparseTensorValue([[0, 0], [0, 1], [2, 0]], [1, 4, 2], [3, 2]),
+                    fed["code"]: tf.SparseTensorValue([[0], [2]], [3, 1], [3])}))
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-6)
+
+
+def test_fed_ids_of_rank_three_fail_the_step_with_the_column_named() -> None:
+    fc = tensorgrid.feature_column
+    fed = {"id": tensorgrid.sparse_placeholder(tensorgrid.int64)}
+    output = fc.input_layer(fed, [fc.embedding_column(fc.categorical_column_with_identity("id", 5), 2)])
+    with tensorgrid.Session() as session:
+        session.run(tensorgrid.global_variables_initializer())
+        with pytest.raises(tensorgrid.errors.InvalidArgumentError, match="feature column 'id_embedding'.*rank 2"):
+            session.run(output, {fed["id"]: tensorgrid.SparseTensorValue([[0, 0, 0]], [1], [1, 1, 1])})

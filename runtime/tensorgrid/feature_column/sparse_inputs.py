@@ -15,6 +15,7 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import sparse_tensor
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
@@ -96,6 +97,15 @@ def batch_size_of(ids: sparse_tensor.SparseTensor) -> graph_lib.Tensor:
     return math_ops.cast(indexing_ops.strided_slice_from_key(ids.dense_shape, 0), dtypes.int32)
 
 
+def static_batch_size(ids: sparse_tensor.SparseTensor) -> Optional[int]:
+    """The number of rows of ``ids`` when its dense shape is known when the graph is built."""
+    known = indexed_slices.constant_value_as_shape(ids.dense_shape)
+    if known.ndims is None or known.ndims < 1:
+        return None
+    value: Optional[int] = known[0].value
+    return value
+
+
 def row_of_each_id(ids: sparse_tensor.SparseTensor) -> graph_lib.Tensor:
     """The example (row) each id belongs to, as int32 segment ids."""
     return math_ops.cast(indexing_ops.strided_slice_from_key(ids.indices, (slice(None), 0)), dtypes.int32)
@@ -120,6 +130,13 @@ def safe_embedding_lookup_sparse(params: Any, ids: sparse_tensor.SparseTensor,
     if combiner not in COMBINERS:
         raise ValueError(f"combiner must be one of {COMBINERS}, got {combiner!r}")
     ids = as_rank_two(ids, column_name)
+    combined = _combine_rows(params, ids, weights, combiner, max_norm)
+    combined.set_shape([static_batch_size(ids), None])
+    return combined
+
+
+def _combine_rows(params: Any, ids: sparse_tensor.SparseTensor, weights: Optional[sparse_tensor.SparseTensor],
+                  combiner: str, max_norm: Any) -> graph_lib.Tensor:
     if weights is not None and weights.values.dtype.base_dtype != dtypes.float32:
         weights = sparse_tensor.SparseTensor(weights.indices, math_ops.cast(weights.values, dtypes.float32),
                                              weights.dense_shape)
@@ -155,5 +172,5 @@ def indicator_counts(ids: sparse_tensor.SparseTensor, weights: Optional[sparse_t
     if weights is not None:
         one_hot = math_ops.multiply(one_hot, array_ops.reshape(math_ops.cast(weights.values, dtypes.float32), [-1, 1]))
     counts = indexing_ops.unsorted_segment_sum(one_hot, row_of_each_id(ids), batch_size_of(ids))
-    counts.set_shape([None, num_buckets])
+    counts.set_shape([static_batch_size(ids), num_buckets])
     return counts

@@ -67,9 +67,11 @@ COLUMNS: dict[str, Callable[[Any], list[Any]]] = {
 }
 
 
-def run_input_layer(tf: Any, build: Callable[[Any], list[Any]]) -> np.ndarray:
+def run_input_layer(tf: Any, build: Callable[[Any], list[Any]], static_shapes: Any = None) -> np.ndarray:
     with tf.Graph().as_default():
         output = tf.feature_column.input_layer(features(tf), build(tf))
+        if static_shapes is not None:
+            static_shapes.append(output.shape.as_list())
         with tf.Session() as session:
             session.run([tf.global_variables_initializer(), tf.tables_initializer()])
             return np.asarray(session.run(output))
@@ -77,8 +79,10 @@ def run_input_layer(tf: Any, build: Callable[[Any], list[Any]]) -> np.ndarray:
 
 @pytest.mark.parametrize("build", COLUMNS.values(), ids=COLUMNS.keys())
 def test_input_layer_reads_columns_as_tf1(build: Callable[[Any], list[Any]], request: pytest.FixtureRequest) -> None:
-    ours = run_input_layer(tensorgrid, build)
-    theirs = run_input_layer(library("tensorflow", request), build)
+    static_shapes: list[Any] = []
+    ours = run_input_layer(tensorgrid, build, static_shapes)
+    theirs = run_input_layer(library("tensorflow", request), build, static_shapes)
+    assert static_shapes[0] == static_shapes[1]
     assert ours.dtype == theirs.dtype == np.float32
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
@@ -117,6 +121,7 @@ def embedding_model(tf: Any, combiner: str, max_norm: Any = None) -> dict[str, A
             dense_gradients[variable.name] = dense
         return {
             "output": output_value,
+            "static_shape": output.shape.as_list(),
             "variables": [(v.name, v.shape.as_list()) for v in variables],
             "trainable": [v.name for v in tf.trainable_variables()],
             "model": [v.name for v in tf.get_collection(tf.GraphKeys.MODEL_VARIABLES)],
@@ -131,6 +136,7 @@ def test_embedding_columns_and_their_sparse_gradients_match_tf1(combiner: str, r
     theirs = embedding_model(library("tensorflow", request), combiner)
     assert ours["variables"] == theirs["variables"]
     assert ours["variables"][0][0] == "input_layer/city_embedding/embedding_weights:0"
+    assert ours["static_shape"] == theirs["static_shape"]
     for key in ("trainable", "model", "mine"):
         assert ours[key] == theirs[key], key
     np.testing.assert_allclose(ours["output"], theirs["output"], rtol=1e-5, atol=1e-6)
@@ -354,3 +360,22 @@ def test_fed_ids_of_rank_three_fail_the_step_with_the_column_named() -> None:
         session.run(tensorgrid.global_variables_initializer())
         with pytest.raises(tensorgrid.errors.InvalidArgumentError, match="feature column 'id_embedding'.*rank 2"):
             session.run(output, {fed["id"]: tensorgrid.SparseTensorValue([[0, 0, 0]], [1], [1, 1, 1])})
+
+
+def test_two_input_layers_make_two_scopes_and_repeated_weighted_ids_add_up_as_tf1(
+        request: pytest.FixtureRequest) -> None:
+    results = []
+    for name in ("tensorgrid", "tensorflow"):
+        tf = library(name, request)
+        with tf.Graph().as_default():
+            fc = tf.feature_column
+            fed = {"id": tf.SparseTensor([[0, 0], [0, 1], [1, 0]], tf.constant([2, 2, 1], tf.int64), [2, 2]),
+                   "w": tf.SparseTensor([[0, 0], [0, 1], [1, 0]], tf.constant([0.5, 2.0, 1.0]), [2, 2])}
+            ids = fc.categorical_column_with_identity("id", 3)
+            first = fc.input_layer(fed, [fc.indicator_column(fc.weighted_categorical_column(ids, "w"))])
+            second = fc.input_layer(fed, [fc.embedding_column(ids, 2)])
+            with tf.Session() as session:
+                session.run(tf.global_variables_initializer())
+                results.append((session.run(first), second.shape.as_list(), [v.name for v in tf.global_variables()]))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert results[0][1:] == results[1][1:]

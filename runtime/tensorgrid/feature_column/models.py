@@ -109,21 +109,21 @@ def _as_dense(weights: Any) -> Any:
 
 
 def _weighted_sum(column: column_base.FeatureColumn, builder: column_base.FeatureBuilder, units: int,
-                  sparse_combiner: str, collections: list[str], trainable: bool) -> tuple[graph_lib.Tensor, Any]:
-    """One column's ``[batch, units]`` contribution and its weights: a categorical column sums
+                  sparse_combiner: str, collections: list[str], trainable: bool) -> graph_lib.Tensor:
+    """One column's ``[batch, units]`` contribution: a categorical column sums
     (or ``sparse_combiner``s) the weight rows of its ids; a dense one multiplies its values by them."""
     if isinstance(column, column_base.CategoricalColumn):
         ids, id_weights = column.sparse_tensors(builder, collections, trainable)
         weights = _linear_weights(column, units, collections, trainable)
-        return sparse_inputs.safe_embedding_lookup_sparse(weights, ids, id_weights, sparse_combiner,
-                                                          column.name), weights
+        return sparse_inputs.safe_embedding_lookup_sparse(weights, ids, id_weights, sparse_combiner, column.name)
     assert isinstance(column, column_base.DenseColumn)
-    tensor = column.dense_tensor(builder, collections, trainable)
     num_elements = column.variable_shape.num_elements()
     if num_elements is None:
         raise ValueError(f"feature column {column.name}: its shape {column.variable_shape} must be known")
+    # TF creates a column's weights before reading it (an embedding column's table comes second).
     weights = _linear_weights(column, units, collections, trainable)
-    return math_ops.matmul(_flatten_to_batch(tensor, num_elements), _as_dense(weights), name="weighted_sum"), weights
+    tensor = column.dense_tensor(builder, collections, trainable)
+    return math_ops.matmul(_flatten_to_batch(tensor, num_elements), _as_dense(weights), name="weighted_sum")
 
 
 def linear_model(features: Any, feature_columns: Any, units: int = 1, sparse_combiner: str = "sum",
@@ -141,16 +141,17 @@ def linear_model(features: Any, feature_columns: Any, units: int = 1, sparse_com
             raise ValueError(f"Items of feature_columns must be either a _DenseColumn or _CategoricalColumn. "
                              f"Given: {column}")
     collections = column_base.with_default_collections(weight_collections)
+    graph = graph_lib.get_default_graph()
     builder = column_base.FeatureBuilder(features)
     sums = []
     with variable_scope.variable_scope(None, default_name="linear_model"):
         for column in sorted(columns, key=lambda c: c.name):
+            before = len(graph.get_collection(graph_lib.GraphKeys.GLOBAL_VARIABLES))
             with variable_scope.variable_scope(None, default_name=column.var_scope_name):
-                weighted, weights = _weighted_sum(column, builder, units, sparse_combiner, collections, trainable)
+                weighted = _weighted_sum(column, builder, units, sparse_combiner, collections, trainable)
             sums.append(weighted)
             if cols_to_vars is not None:
-                cols_to_vars[column] = list(weights) if isinstance(
-                    weights, partitioned_variables.PartitionedVariable) else [weights]
+                cols_to_vars[column] = _variables_created(graph, before)
         without_bias = math_ops.add_n(sums, name="weighted_sum_no_bias") if len(sums) > 1 else sums[0]
         bias = variable_scope.get_variable("bias_weights", shape=[units], dtype=dtypes.float32,
                                            initializer=init_ops.zeros_initializer(), trainable=trainable,

@@ -44,6 +44,7 @@ def wide_columns(tf: Any) -> list[Any]:
         fc.crossed_column(["city", age_buckets], 13),
         fc.crossed_column(["tag", "city"], 17, hash_key=7),
         fc.indicator_column(fc.categorical_column_with_identity("id", 5)),
+        fc.embedding_column(fc.categorical_column_with_vocabulary_list("tag", ["w", "x", "y"]), 2, combiner="sqrtn"),
     ]
 
 
@@ -187,3 +188,20 @@ def test_parse_spec_feeds_parse_example_into_both_models_as_tf1(request: pytest.
                 outputs.append(session.run([deep, wide]))
     for ours, theirs in zip(*outputs):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_cols_to_vars_lists_each_columns_variables_and_shards_as_tf1(request: pytest.FixtureRequest) -> None:
+    listed = []
+    for name in ("tensorgrid", "tensorflow"):
+        tf = library(name, request)
+        with tf.Graph().as_default():
+            fc = tf.feature_column
+            wide_vars: dict[Any, Any] = {}
+            deep_vars: dict[Any, Any] = {}
+            columns = [fc.embedding_column(fc.categorical_column_with_identity("id", 4), 2), fc.numeric_column("age")]
+            with tf.variable_scope("scope", partitioner=tf.fixed_size_partitioner(2)):
+                fc.linear_model(features(tf), columns, cols_to_vars=wide_vars)
+            fc.input_layer(features(tf), columns, cols_to_vars=deep_vars)
+            listed.append([sorted((getattr(c, "name", c), [v.name for v in vs]) for c, vs in found.items())
+                           for found in (wide_vars, deep_vars)])
+    assert listed[0] == listed[1]

@@ -379,3 +379,21 @@ def test_two_input_layers_make_two_scopes_and_repeated_weighted_ids_add_up_as_tf
                 results.append((session.run(first), second.shape.as_list(), [v.name for v in tf.global_variables()]))
     np.testing.assert_array_equal(results[0][0], results[1][0])
     assert results[0][1:] == results[1][1:]
+
+
+def test_rank_one_dense_features_read_as_one_per_example_as_tf1(request: pytest.FixtureRequest) -> None:
+    outputs = []
+    for name in ("tensorgrid", "tensorflow"):
+        tf = library(name, request)
+        with tf.Graph().as_default():
+            fc = tf.feature_column
+            fed = {"age": tf.placeholder(tf.float32, [None]), "city": tf.placeholder(tf.string, [None])}
+            output = fc.input_layer(fed, [
+                fc.numeric_column("age"), fc.bucketized_column(fc.numeric_column("age"), [0.5]),
+                fc.indicator_column(fc.categorical_column_with_vocabulary_list("city", ["a", "b"]))])
+            with tf.Session() as session:
+                session.run(tf.tables_initializer())
+                outputs.append((output.shape.as_list(), session.run(
+                    output, {fed["age"]: [0.25, 3.0, 1.0], fed["city"]: ["b", "", "a"]})))
+    assert outputs[0][0] == outputs[1][0]
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])

@@ -288,6 +288,7 @@ def test_string_equality_ops_as_tf1(request: pytest.FixtureRequest) -> None:
             with tf.Session() as session:
                 values.append(session.run([tf.equal(words, ""), tf.not_equal(words, tf.constant(["a", "x", "b"]))]))
     for ours, theirs in zip(*values):
+        assert ours.dtype == theirs.dtype == np.bool_
         np.testing.assert_array_equal(ours, theirs)
 
 

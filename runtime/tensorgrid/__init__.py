@@ -20,6 +20,7 @@ from tensorgrid.compat.v2_behavior import disable_eager_execution, disable_v2_be
 from tensorgrid.platform import app, flags
 from tensorgrid.platform import gfile as _gfile
 from tensorgrid.platform import tf_logging as logging
+from tensorgrid import not_provided as _not_provided
 from tensorgrid.client.config import ConfigProto, GPUOptions, RunMetadata, RunOptions
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.framework import errors
@@ -185,3 +186,9 @@ VERSION = version.VERSION
 sub = subtract
 mul = multiply
 neg = negative
+
+
+# PEP 562's module __getattr__, for the names TF1 programs reach that tensorgrid leaves out on purpose
+# (``tf.contrib``, ...): an AttributeError naming it and pointing to docs/api.md (``not_provided.py``).
+# Set through globals() so that type checkers do not see it and still report a misspelt tensorgrid name.
+globals()["__getattr__"] = _not_provided.module_getattr(__name__)

@@ -37,6 +37,7 @@ from tensorgrid.framework.graph import (
     Graph, GraphKeys, Operation, Tensor, get_default_graph, get_default_session, reset_default_graph,
 )
 from tensorgrid.framework.import_graph_def import import_graph_def
+from tensorgrid.framework.graph_def import NodeDef  # what device functions test ops against (op.node_def)
 from tensorgrid.framework.op_registry import NotDifferentiable, RegisterGradient, no_gradient
 from tensorgrid.framework.tensor_conversion import convert_to_tensor, register_tensor_conversion_function
 from tensorgrid.framework.tensor_shape import Dimension, TensorShape

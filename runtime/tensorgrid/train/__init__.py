@@ -29,6 +29,7 @@ from tensorgrid.train.training_util import (
 # Distributed training: placement, servers, synchronous replicas, monitored sessions.
 from tensorgrid.distributed.cluster import ClusterSpec
 from tensorgrid.distributed.rpc.server import Server
+from tensorgrid.v1.cluster_pb2 import ClusterDef, JobDef, ServerDef
 from tensorgrid.train.basic_session_run_hooks import (
     CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, LoggingTensorHook,
     NanLossDuringTrainingError, NanTensorHook, SecondOrStepTimer, StepCounterHook, StopAtStepHook, SummarySaverHook,

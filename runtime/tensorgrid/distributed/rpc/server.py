@@ -54,6 +54,8 @@ class Server:
             job_name = job_name if job_name is not None else (given.job_name or None)
             task_index = task_index if task_index is not None else given.task_index
             protocol = protocol if protocol is not None else (given.protocol or None)
+            if config is None and given.HasField("default_session_config"):
+                config = given.default_session_config
         if protocol not in (None, "grpc"):
             raise ValueError(f"Unsupported protocol {protocol!r}; tensorgrid speaks 'grpc'")
         cluster = cluster_lib.ClusterSpec(server_or_cluster_def)

@@ -170,6 +170,12 @@ gfile = _gfile.tf1_gfile
 python_io = io
 """``tf.python_io`` (TF1's older name for the same)."""
 
+random = _types.SimpleNamespace(
+    normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal, shuffle=random_shuffle,
+    set_random_seed=set_random_seed, log_uniform_candidate_sampler=nn.log_uniform_candidate_sampler,
+    uniform_candidate_sampler=nn.uniform_candidate_sampler)
+"""``tf.random``: TF1's names for the random ops and the candidate samplers."""
+
 metrics = _types.SimpleNamespace(**{name: getattr(_metrics_impl, name) for name in (
     "accuracy", "auc", "false_negatives", "false_negatives_at_thresholds", "false_positives",
     "false_positives_at_thresholds", "mean", "mean_absolute_error", "mean_squared_error", "precision",

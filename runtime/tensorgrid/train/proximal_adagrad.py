@@ -12,26 +12,20 @@ from typing import Any, Sequence
 
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
-from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import init_ops
-from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
-from tensorgrid.train import optimizer
+from tensorgrid.train import proximal_gradient_descent
 
 
-class ProximalAdagradOptimizer(optimizer.Optimizer):
+class ProximalAdagradOptimizer(proximal_gradient_descent.ProximalOptimizer):
     def __init__(self, learning_rate: Any, initial_accumulator_value: float = 0.1,
                  l1_regularization_strength: Any = 0.0, l2_regularization_strength: Any = 0.0,
                  use_locking: bool = False, name: str = "ProximalAdagrad") -> None:
         if initial_accumulator_value <= 0.0:
             raise ValueError(f"initial_accumulator_value must be positive: {initial_accumulator_value}")
-        super().__init__(use_locking, name)
-        self._learning_rate = learning_rate
+        super().__init__(learning_rate, l1_regularization_strength, l2_regularization_strength, use_locking, name)
         self._initial_accumulator_value = initial_accumulator_value
-        self._l1_regularization_strength = l1_regularization_strength
-        self._l2_regularization_strength = l2_regularization_strength
-        self._hyper: dict[str, Any] = {}
 
     def _create_slots(self, var_list: Sequence[variables.Variable]) -> None:
         for v in var_list:
@@ -41,19 +35,6 @@ class ProximalAdagradOptimizer(optimizer.Optimizer):
                                  f"{v.op.name} has {v.get_shape()}")
             init = init_ops.constant_initializer(self._initial_accumulator_value, dtype=dtype)
             self._get_or_make_slot_with_initializer(v, init, v.get_shape(), dtype, "accumulator", self._name)
-
-    def _prepare(self) -> None:
-        for name, value in (("learning_rate", self._learning_rate),
-                            ("l1_regularization_strength", self._l1_regularization_strength),
-                            ("l2_regularization_strength", self._l2_regularization_strength)):
-            self._hyper[name] = tensor_conversion.convert_to_tensor(self._call_if_callable(value), name=name)
-
-    def _hyper_parameters(self, var: variables.Variable) -> tuple[graph_lib.Tensor, graph_lib.Tensor, graph_lib.Tensor]:
-        # TF1 passes them uncast (a float64 variable fails there); they are cast here (docs/differences.md).
-        dtype = var.dtype.base_dtype
-        hyper = self._hyper
-        return (math_ops.cast(hyper["learning_rate"], dtype), math_ops.cast(hyper["l1_regularization_strength"], dtype),
-                math_ops.cast(hyper["l2_regularization_strength"], dtype))
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:
         return training_ops.apply_proximal_adagrad(var, self.get_slot(var, "accumulator"),

@@ -18,10 +18,13 @@ from tensorgrid.ops import variables
 from tensorgrid.train import optimizer
 
 
-class ProximalGradientDescentOptimizer(optimizer.Optimizer):
-    def __init__(self, learning_rate: Any, l1_regularization_strength: Any = 0.0,
-                 l2_regularization_strength: Any = 0.0, use_locking: bool = False,
-                 name: str = "ProximalGradientDescent") -> None:
+class ProximalOptimizer(optimizer.Optimizer):
+    """What the proximal optimizers share: a learning rate and L1/L2 strengths, made tensors once
+    per ``apply_gradients`` and cast to each variable's dtype (TF1 passes them uncast, so a
+    float64 variable fails there: docs/differences.md)."""
+
+    def __init__(self, learning_rate: Any, l1_regularization_strength: Any, l2_regularization_strength: Any,
+                 use_locking: bool, name: str) -> None:
         super().__init__(use_locking, name)
         self._learning_rate = learning_rate
         self._l1_regularization_strength = l1_regularization_strength
@@ -39,6 +42,14 @@ class ProximalGradientDescentOptimizer(optimizer.Optimizer):
         hyper = self._hyper
         return (math_ops.cast(hyper["learning_rate"], dtype), math_ops.cast(hyper["l1_regularization_strength"], dtype),
                 math_ops.cast(hyper["l2_regularization_strength"], dtype))
+
+
+class ProximalGradientDescentOptimizer(ProximalOptimizer):
+    def __init__(self, learning_rate: Any, l1_regularization_strength: Any = 0.0,
+                 l2_regularization_strength: Any = 0.0, use_locking: bool = False,
+                 name: str = "ProximalGradientDescent") -> None:
+        super().__init__(learning_rate, l1_regularization_strength, l2_regularization_strength, use_locking, name)
+
 
     def _apply_dense(self, grad: graph_lib.Tensor, var: variables.Variable) -> Any:
         return training_ops.apply_proximal_gradient_descent(var, *self._hyper_parameters(var), grad,

@@ -26,6 +26,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import cond_ops
 from tensorgrid.ops import indexing_ops
+from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
 from tensorgrid.ops import variable_scope as variable_scope_lib
@@ -178,6 +179,35 @@ class Layer:
 
 
 # -- the training switch
+
+class KernelBiasLayer(Layer):
+    """A layer with a kernel, an optional bias and an activation (``Dense``, ``Conv2D``): their
+    settings, kept as TF keeps them (the bias starts at zeros by default), and their weights."""
+
+    def __init__(self, activation: Optional[Callable[[Any], Any]], use_bias: bool, kernel_initializer: Any,
+                 bias_initializer: Any, kernel_regularizer: Any, bias_regularizer: Any, activity_regularizer: Any,
+                 kernel_constraint: Any, bias_constraint: Any, trainable: bool, name: Optional[str],
+                 **kwargs: Any) -> None:
+        super().__init__(trainable=trainable, name=name, activity_regularizer=activity_regularizer, **kwargs)
+        self.activation = activation
+        self.use_bias = use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer if bias_initializer is not None else init_ops.zeros_initializer()
+        self.kernel_regularizer = kernel_regularizer
+        self.bias_regularizer = bias_regularizer
+        self.kernel_constraint = kernel_constraint
+        self.bias_constraint = bias_constraint
+        self.kernel: Any = None
+        self.bias: Any = None
+
+    def add_kernel_and_bias(self, kernel_shape: list[Any], units: int) -> None:
+        """Makes ``kernel`` of ``kernel_shape`` and, with ``use_bias``, ``bias`` of ``[units]``."""
+        self.kernel = self.add_weight("kernel", kernel_shape, initializer=self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
+        if self.use_bias:
+            self.bias = self.add_weight("bias", [units], initializer=self.bias_initializer,
+                                        regularizer=self.bias_regularizer, constraint=self.bias_constraint)
+
 
 def static_training(training: Any) -> Optional[bool]:
     """The value of ``training`` when it is known now (a Python bool, 0 or 1, a numpy bool, a

@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import tensor_shape
 from tensorgrid.layers import base
-from tensorgrid.ops import init_ops
 from tensorgrid.ops import nn_ops
 
 
@@ -24,7 +23,7 @@ def _check_rank4(shape: Any, layer_name: str) -> tensor_shape.TensorShape:
     return static
 
 
-class Conv2D(base.Layer):
+class Conv2D(base.KernelBiasLayer):
     """A 2-D convolution over images: ``activation(conv2d(inputs, kernel) + bias)``."""
 
     def __init__(self, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
@@ -34,7 +33,9 @@ class Conv2D(base.Layer):
                  bias_regularizer: Any = None, activity_regularizer: Any = None, kernel_constraint: Any = None,
                  bias_constraint: Any = None, trainable: bool = True, name: Optional[str] = None,
                  **kwargs: Any) -> None:
-        super().__init__(trainable=trainable, name=name, activity_regularizer=activity_regularizer, **kwargs)
+        super().__init__(activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                         bias_regularizer, activity_regularizer, kernel_constraint, bias_constraint, trainable, name,
+                         **kwargs)
         if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
             raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive value. "
                              f"Received filters={filters!r}.")
@@ -47,16 +48,6 @@ class Conv2D(base.Layer):
         if any(s > 1 for s in self.strides) and any(d > 1 for d in self.dilation_rate):
             raise ValueError(f"`strides > 1` not supported in conjunction with `dilation_rate > 1`. Received: "
                              f"strides={self.strides} and dilation_rate={self.dilation_rate}")
-        self.activation = activation
-        self.use_bias = use_bias
-        self.kernel_initializer = kernel_initializer
-        self.bias_initializer = bias_initializer if bias_initializer is not None else init_ops.zeros_initializer()
-        self.kernel_regularizer = kernel_regularizer
-        self.bias_regularizer = bias_regularizer
-        self.kernel_constraint = kernel_constraint
-        self.bias_constraint = bias_constraint
-        self.kernel: Any = None
-        self.bias: Any = None
 
     def build(self, input_shape: Any) -> None:
         shape = _check_rank4(input_shape, self._base_name)
@@ -65,12 +56,7 @@ class Conv2D(base.Layer):
             raise ValueError(f"The channel dimension of the inputs should be defined. The input_shape received is "
                              f"{shape}, where axis {1 if self.data_format == 'channels_first' else -1} (0-based) "
                              "is the channel dimension, which found to be `None`.")
-        self.kernel = self.add_weight("kernel", [*self.kernel_size, channels, self.filters],
-                                      initializer=self.kernel_initializer, regularizer=self.kernel_regularizer,
-                                      constraint=self.kernel_constraint)
-        if self.use_bias:
-            self.bias = self.add_weight("bias", [self.filters], initializer=self.bias_initializer,
-                                        regularizer=self.bias_regularizer, constraint=self.bias_constraint)
+        self.add_kernel_and_bias([*self.kernel_size, channels, self.filters], self.filters)
 
     def call(self, inputs: graph_lib.Tensor, **kwargs: Any) -> graph_lib.Tensor:
         base.require_float(inputs, self._base_name)

@@ -11,13 +11,12 @@ from tensorgrid.framework import tensor_shape
 from tensorgrid.layers import base
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import indexing_ops
-from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import nn_ops
 from tensorgrid.ops import op_util
 
 
-class Dense(base.Layer):
+class Dense(base.KernelBiasLayer):
     """``activation(inputs @ kernel + bias)``; inputs of rank above 2 are multiplied along their last axis."""
 
     def __init__(self, units: int, activation: Optional[Callable[[Any], Any]] = None, use_bias: bool = True,
@@ -25,21 +24,13 @@ class Dense(base.Layer):
                  bias_regularizer: Any = None, activity_regularizer: Any = None, kernel_constraint: Any = None,
                  bias_constraint: Any = None, trainable: bool = True, name: Optional[str] = None,
                  **kwargs: Any) -> None:
-        super().__init__(trainable=trainable, name=name, activity_regularizer=activity_regularizer, **kwargs)
+        super().__init__(activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                         bias_regularizer, activity_regularizer, kernel_constraint, bias_constraint, trainable, name,
+                         **kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
             raise ValueError(f"Received an invalid value for `units`, expected a positive integer. Received: "
                              f"units={units!r}")
         self.units = units
-        self.activation = activation
-        self.use_bias = use_bias
-        self.kernel_initializer = kernel_initializer
-        self.bias_initializer = bias_initializer if bias_initializer is not None else init_ops.zeros_initializer()
-        self.kernel_regularizer = kernel_regularizer
-        self.bias_regularizer = bias_regularizer
-        self.kernel_constraint = kernel_constraint
-        self.bias_constraint = bias_constraint
-        self.kernel: Any = None
-        self.bias: Any = None
 
     def build(self, input_shape: Any) -> None:
         shape = tensor_shape.as_shape(input_shape)
@@ -50,11 +41,7 @@ class Dense(base.Layer):
         if last is None:
             raise ValueError(f"The last dimension of the inputs to `Dense` should be defined. Found `None` "
                              f"(inputs of shape {shape}).")
-        self.kernel = self.add_weight("kernel", [last, self.units], initializer=self.kernel_initializer,
-                                      regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
-        if self.use_bias:
-            self.bias = self.add_weight("bias", [self.units], initializer=self.bias_initializer,
-                                        regularizer=self.bias_regularizer, constraint=self.bias_constraint)
+        self.add_kernel_and_bias([last, self.units], self.units)
 
     def call(self, inputs: graph_lib.Tensor, **kwargs: Any) -> graph_lib.Tensor:
         base.require_float(inputs, self._base_name)

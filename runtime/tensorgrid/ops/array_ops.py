@@ -137,6 +137,9 @@ def _first_tensor_dtype(value: Any) -> dtypes.DType:
         for v in value:
             if _holds_tensors(v):
                 return _first_tensor_dtype(v)
+    known = getattr(value, "dtype", None)  # a Tensor's, a Variable's: no conversion op just to read it
+    if isinstance(known, dtypes.DType):
+        return known.base_dtype
     return tensor_conversion.convert_to_tensor(value).dtype.base_dtype
 
 

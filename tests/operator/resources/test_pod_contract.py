@@ -133,6 +133,29 @@ def test_the_ps_waits_for_every_worker_under_all_workers(success_policy: Any, ru
     assert "TENSORGRID_PS_GRACE_SECONDS" not in env(build(job, RT.WORKER, 1)), "only parameter servers wait"
 
 
+@pytest.mark.parametrize("resources, threads", [
+    ({"requests": {"cpu": "250m"}}, "1"),                          # a fraction of a core: one thread
+    ({"requests": {"cpu": "1500m"}}, "2"),                         # rounded up
+    ({"requests": {"cpu": 3}}, "3"),                               # a YAML number
+    ({"requests": {"cpu": "0.5"}, "limits": {"cpu": "4"}}, "4"),   # the limit wins over the request
+    ({"requests": {"memory": "1Gi"}}, None),                       # no CPU: the runtime's own default
+    ({"requests": {"cpu": "lots"}}, None),                         # the API server refuses the pod
+    ({}, None),
+])
+def test_blas_threads_follow_the_containers_cpu(resources: Any, threads: Any) -> None:
+    job = make_job(ps=1, workers=1)
+    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = resources
+    assert env(build(job, RT.WORKER, 0)).get("TENSORGRID_INTRA_OP_THREADS") == threads
+
+
+def test_blas_threads_set_in_the_template_win() -> None:
+    job = make_job(ps=1, workers=1)
+    container = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "250m"}}
+    container["env"] = [{"name": "TENSORGRID_INTRA_OP_THREADS", "value": "8"}]
+    assert env(build(job, RT.WORKER, 0))["TENSORGRID_INTRA_OP_THREADS"] == "8"
+
+
 def test_headless_service() -> None:
     job = make_job(ps=1, workers=1)
     service = manifests.build_service(job, spec_lib.parse_spec(job["spec"]), spec_lib.ReplicaKey(RT.WORKER, 0))

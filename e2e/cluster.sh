@@ -4,6 +4,8 @@
 #
 #   e2e/cluster.sh up      build what is missing (kind, helm, node image, images), create
 #                          the cluster, load the images, install the chart; idempotent
+#   e2e/cluster.sh prepare build what `up` needs (kind, helm, Docker's engine, Prometheus, the
+#                          node image, the images) without a cluster: CI runs it beside the tests
 #   e2e/cluster.sh down    delete the cluster (safe to repeat)
 #   e2e/cluster.sh images  rebuild the runtime and operator images and load them again
 #
@@ -68,8 +70,8 @@ load_images() {
   rm -f "$archive"
 }
 
-up() {
-  local t0=$SECONDS node_image
+# What `up` needs besides the cluster: tools, Docker's engine, Prometheus, the node image.
+prerequisites() {
   "$REPO/hack/tools.sh" --with-kind
   "$REPO/hack/docker-engine.sh"
   # The metrics tests start a real Prometheus (Debian's package) against the cluster.
@@ -80,10 +82,24 @@ up() {
            --no-install-recommends prometheus > /dev/null; } || die "apt-get install prometheus failed"
   fi
   mkdir -p "$E2E_DIR"
+  if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
+    "$HERE/node-image/build.sh"
+  fi
+}
+
+prepare() {
+  local t0=$SECONDS
+  prerequisites
+  "$REPO/hack/build-images.sh" runtime operator
+  log "prepared in $((SECONDS - t0))s: tools, Docker's engine, Prometheus, the node image, the images"
+}
+
+up() {
+  local t0=$SECONDS node_image
+  prerequisites
   if [[ -n "${KIND_NODE_IMAGE:-}" ]]; then
     node_image="$KIND_NODE_IMAGE"
   else
-    "$HERE/node-image/build.sh"
     node_image="$("$HERE/node-image/build.sh" --print-image)"
   fi
   local reused=0
@@ -143,8 +159,9 @@ read -r -a E2E_HELM_ARGS <<< "${E2E_HELM_ARGS:-}"
 
 case "${1:-}" in
   up) up ;;
+  prepare) prepare ;;
   down) down ;;
   images) cluster_exists || die "no cluster $CLUSTER (make e2e-up)"; export KUBECONFIG="$KUBECONFIG_PATH"
           load_images; restart_operator ;;
-  *) echo "usage: e2e/cluster.sh up|down|images" >&2; exit 2 ;;
+  *) echo "usage: e2e/cluster.sh up|prepare|down|images" >&2; exit 2 ;;
 esac

@@ -70,7 +70,7 @@ def _freeze_until_detected(cluster):
 
 
 def test_a_frozen_ps_is_reported_and_its_replacement_resumes_from_the_checkpoint(tmp_path):
-    flags = ["--steps", "3000", "--checkpoint-every", "100", "--checkpoint-dir", str(tmp_path / "ckpt")]
+    flags = ["--steps", "1200", "--checkpoint-every", "100", "--checkpoint-dir", str(tmp_path / "ckpt")]
     with LocalCluster(tmp_path, {"ps": 1, "worker": 2}, start=False, extra_env=LIVENESS_ENV) as cluster:
         _start(cluster, flags)
         _freeze_until_detected(cluster)
@@ -87,7 +87,7 @@ def test_a_frozen_ps_is_reported_and_its_replacement_resumes_from_the_checkpoint
 def test_a_ps_that_answers_again_keeps_its_live_model(tmp_path, transport):
     """``grpc``: every call on gRPC (no data channel), where gRPC's keepalive pings find the
     frozen peer."""
-    flags = ["--steps", "3000", "--checkpoint-every", "100000", "--checkpoint-dir", str(tmp_path / "ckpt")]
+    flags = ["--steps", "1200", "--checkpoint-every", "100000", "--checkpoint-dir", str(tmp_path / "ckpt")]
     env = dict(LIVENESS_ENV, TENSORGRID_DATA_CHANNEL="0" if transport == "grpc" else "1")
     with LocalCluster(tmp_path, {"ps": 1, "worker": 2}, start=False, extra_env=env) as cluster:
         _start(cluster, flags)

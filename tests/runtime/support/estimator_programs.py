@@ -130,6 +130,126 @@ def run(model_dir):
     return rounded({"losses": recorder.losses, "eval": evaluated, "predictions": predictions,
                     "files": files_of(model_dir), "model_dir_is_config's": estimator.config.model_dir == model_dir})
 ''',
+    "run_config_from_tf_config": '''
+CLUSTER = {"chief": ["host0:2222"], "ps": ["host1:2222", "host2:2222"], "worker": ["host3:2222", "host4:2222"]}
+TF_CONFIGS = [
+    {},
+    {"cluster": CLUSTER, "task": {"type": "chief", "index": 0}},
+    {"cluster": CLUSTER, "task": {"type": "worker", "index": 1}},
+    {"cluster": CLUSTER, "task": {"type": "ps", "index": 1}},
+    {"cluster": CLUSTER, "task": {"type": "evaluator", "index": 0}},
+    {"cluster": {"chief": ["host0:2222"]}, "task": {"type": "chief", "index": 0}},
+    {"cluster": {"master": ["host0:2222"], "worker": ["host3:2222"]}, "task": {"type": "worker", "index": 0}},
+    {"cluster": CLUSTER, "task": {"type": "worker", "index": 1}, "model_dir": "/tmp/from_tf_config"},
+    {"cluster": {"ps": ["host1:2222"], "worker": ["host3:2222"]}, "task": {"type": "worker", "index": 0}},
+    {"cluster": {"chief": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}},
+    {"cluster": CLUSTER, "task": {"index": 0}},
+    {"cluster": CLUSTER, "task": {"type": "worker"}},
+    {"cluster": CLUSTER, "task": {"type": "worker", "index": -1}},
+    {"cluster": CLUSTER, "task": {"type": "trainer", "index": 0}},
+    {"cluster": CLUSTER, "task": {"type": "worker", "index": 2}},
+    {"task": {"type": "chief", "index": 0}},
+    {"task": {"type": "worker", "index": 1}},
+    {"cluster": {"master": ["a:1"], "chief": ["b:1"]}, "task": {"type": "master", "index": 0}},
+    {"cluster": {"master": ["a:1"]}, "task": {"type": "evaluator", "index": 0}},
+]
+PROPERTIES = ["task_type", "task_id", "master", "evaluation_master", "is_chief", "num_ps_replicas",
+              "num_worker_replicas", "global_id_in_cluster", "model_dir", "save_checkpoints_secs",
+              "save_checkpoints_steps", "save_summary_steps", "keep_checkpoint_max", "log_step_count_steps"]
+
+
+def described(make):
+    try:
+        config = make()
+    except Exception as error:
+        return {"error": type(error).__name__}
+    described = {name: getattr(config, name) for name in PROPERTIES}
+    described["cluster"] = config.cluster_spec.as_dict()
+    described["device_filters"] = list(config.session_config.device_filters) if config.session_config else None
+    return described
+
+
+def run(model_dir):
+    results = []
+    for tf_config in TF_CONFIGS:
+        os.environ["TF_CONFIG"] = json.dumps(tf_config)
+        try:
+            results.append(described(tf.estimator.RunConfig))
+        finally:
+            del os.environ["TF_CONFIG"]
+    results.append(described(lambda: tf.estimator.RunConfig(save_checkpoints_steps=10, save_checkpoints_secs=10)))
+    results.append(described(lambda: tf.estimator.RunConfig(save_checkpoints_steps=10, keep_checkpoint_max=3,
+                                                            log_step_count_steps=7, model_dir="/tmp/m")))
+    results.append(described(lambda: tf.estimator.RunConfig(save_checkpoints_secs=None, save_summary_steps=0)))
+    results.append(described(lambda: tf.estimator.RunConfig(model_dir="")))
+    results.append(described(lambda: tf.estimator.RunConfig(log_step_count_steps=0)))
+    results.append(described(lambda: tf.estimator.RunConfig().replace(save_checkpoints_steps=5)))
+    results.append(described(lambda: tf.estimator.RunConfig().replace(save_checkpoints_steps=5,
+                                                                      save_checkpoints_secs=5)))
+    results.append(described(lambda: tf.estimator.RunConfig().replace(task_type="ps")))
+    return rounded(results)
+''',
+    "argument_and_spec_errors": '''
+def attempt(action):
+    try:
+        action()
+    except Exception as error:
+        return type(error).__name__
+    return "no error"
+
+
+def spec(**kwargs):
+    def build():
+        x = tf.constant([[1.0], [2.0]])
+        w = tf.get_variable("w_spec", [1, 1])
+        made = {"loss": tf.reduce_sum(x * w), "train_op": tf.no_op(), "predictions": x * w,
+                "vector": tf.reshape(x, [2]), "not a tensor": 3.0}
+        mode = kwargs.pop("mode")
+        tf.estimator.EstimatorSpec(mode, **{key: made[value] for key, value in kwargs.items()})
+    return lambda: (tf.reset_default_graph(), build())
+
+
+def features_only(features):
+    return None
+
+
+def run(model_dir):
+    modes = tf.estimator.ModeKeys
+    estimator = tf.estimator.Estimator(linear_model_fn, model_dir=model_dir, params={"learning_rate": 0.05})
+    cases = {
+        "train without train_op": spec(mode=modes.TRAIN, loss="loss"),
+        "train without loss": spec(mode=modes.TRAIN, train_op="train_op"),
+        "eval without loss": spec(mode=modes.EVAL, predictions="predictions"),
+        "predict without predictions": spec(mode=modes.PREDICT, loss="loss"),
+        "loss not scalar": spec(mode=modes.EVAL, loss="vector"),
+        "loss not a tensor": spec(mode=modes.EVAL, loss="not a tensor"),
+        "train_op not an op": spec(mode=modes.TRAIN, loss="loss", train_op="not a tensor"),
+        "eval ok": spec(mode=modes.EVAL, loss="loss"),
+        "predict ok": spec(mode=modes.PREDICT, predictions="predictions"),
+        "no model_fn": lambda: tf.estimator.Estimator(None),
+        "model_fn without features": lambda: tf.estimator.Estimator(lambda inputs, labels: None),
+        "params the model_fn lacks": lambda: tf.estimator.Estimator(features_only, params={"a": 1}),
+        "model_fn with another argument": lambda: tf.estimator.Estimator(lambda features, extra: None),
+        "config not a RunConfig": lambda: tf.estimator.Estimator(linear_model_fn, config={"model_dir": "x"}),
+        "model_dir conflict": lambda: tf.estimator.Estimator(
+            linear_model_fn, model_dir="/tmp/a", config=tf.estimator.RunConfig(model_dir="/tmp/b")),
+        "steps and max_steps": lambda: estimator.train(train_input_fn, steps=1, max_steps=1),
+        "steps 0": lambda: estimator.train(train_input_fn, steps=0),
+        "max_steps -1": lambda: estimator.train(train_input_fn, max_steps=-1),
+        "hook not a hook": lambda: estimator.train(train_input_fn, steps=1, hooks=["hook"]),
+        "eval steps 0": lambda: estimator.evaluate(eval_input_fn, steps=0),
+        "variable before training": lambda: estimator.get_variable_value("w"),
+        "labels to a model_fn without labels": lambda: tf.estimator.Estimator(
+            lambda features, mode: None, model_dir=model_dir).train(train_input_fn, steps=1),
+        "model_fn returning no spec": lambda: tf.estimator.Estimator(
+            lambda features, labels: {"loss": 1}, model_dir=model_dir).train(train_input_fn, steps=1),
+        "input_fn returning three": lambda: estimator.train(lambda: (1, 2, 3), steps=1),
+        "predict_keys unknown": lambda: list(estimator.predict(predict_input_fn, predict_keys=["z"])),
+    }
+    results = {name: attempt(action) for name, action in cases.items()}
+    results["ModeKeys"] = [modes.TRAIN, modes.EVAL, modes.PREDICT]
+    return results
+''',
 }
 
 

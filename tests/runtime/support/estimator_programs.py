@@ -250,6 +250,27 @@ def run(model_dir):
     results["ModeKeys"] = [modes.TRAIN, modes.EVAL, modes.PREDICT]
     return results
 ''',
+    "train_and_evaluate_locally": '''
+def run(model_dir):
+    config = tf.estimator.RunConfig(model_dir=model_dir, save_checkpoints_steps=4)
+    estimator = tf.estimator.Estimator(linear_model_fn, config=config, params={"learning_rate": 0.05})
+    train_spec = tf.estimator.TrainSpec(train_input_fn, max_steps=10)
+    eval_spec = tf.estimator.EvalSpec(eval_input_fn, steps=None, throttle_secs=0)
+    metrics, exports = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+    errors = {}
+    for name, make in {"max_steps 0": lambda: tf.estimator.TrainSpec(train_input_fn, max_steps=0),
+                       "input_fn not callable": lambda: tf.estimator.TrainSpec("data"),
+                       "eval steps 0": lambda: tf.estimator.EvalSpec(eval_input_fn, steps=0),
+                       "throttle -1": lambda: tf.estimator.EvalSpec(eval_input_fn, throttle_secs=-1),
+                       "estimator not one": lambda: tf.estimator.train_and_evaluate(None, train_spec, eval_spec)}.items():
+        try:
+            make()
+            errors[name] = "no error"
+        except Exception as error:
+            errors[name] = type(error).__name__
+    return rounded({"metrics": metrics, "exports": exports or [], "files": files_of(model_dir), "errors": errors,
+                    "eval_spec_defaults": [tf.estimator.EvalSpec(eval_input_fn)[index] for index in (1, 5, 6)]})
+''',
 }
 
 

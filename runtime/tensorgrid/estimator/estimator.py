@@ -57,7 +57,7 @@ class Estimator:
             config = run_config_lib.RunConfig()
         elif not isinstance(config, run_config_lib.RunConfig):
             raise ValueError(f"config must be an instance of `RunConfig`, but provided {config}.")
-        model_dir = run_config_lib._path_to_str(model_dir)
+        model_dir = run_config_lib.path_to_str(model_dir)
         if model_dir and config.model_dir and model_dir != config.model_dir:
             raise ValueError("`model_dir` are set both in constructor and `RunConfig`, but with different values. "
                              f"In constructor: '{model_dir}', in `RunConfig`: '{config.model_dir}' ")

@@ -81,7 +81,7 @@ class RunConfig:
         tf_config = json.loads(os.environ.get(TF_CONFIG_ENV) or "{}")
         if not isinstance(tf_config, dict):
             raise ValueError(f"TF_CONFIG must be a JSON object, got {tf_config!r}")
-        self._model_dir: Optional[str] = _model_dir(tf_config, _path_to_str(model_dir))
+        self._model_dir: Optional[str] = _model_dir(tf_config, path_to_str(model_dir))
         self._tf_random_seed = tf_random_seed
         self._save_summary_steps = save_summary_steps
         self._save_checkpoints_steps = save_checkpoints_steps
@@ -212,7 +212,8 @@ class RunConfig:
         return "RunConfig(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in shown) + ")"
 
 
-def _path_to_str(path: Any) -> Any:
+def path_to_str(path: Any) -> Any:
+    """The string of an ``os.PathLike`` model directory; anything else as it is."""
     return os.fspath(path) if isinstance(path, os.PathLike) else path
 
 

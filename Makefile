@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
+.PHONY: estimator-oracle run test test-fast test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -28,6 +28,21 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 
 venv: $(VENV)/.installed-$(EXTRAS)
 
+# The oracle of tf.estimator (tests marked estimator_oracle): TensorFlow removed Estimators in 2.16,
+# so TensorFlow 2.15.1 and tensorflow-estimator 2.15.0 (the estimator-oracle extra) live in a
+# virtualenv of their own, on Python 3.11, which the tests call as a subprocess
+# (tests/runtime/support/estimator_oracle.py). Off with ORACLE=0, as the main oracle.
+ESTIMATOR_ORACLE_PYTHON ?= python3.11
+ESTIMATOR_ORACLE_VENV ?= .venv-estimator-oracle
+ESTIMATOR_ORACLE_PACKAGES := $(shell sed -n 's/^estimator-oracle = \[\(.*\)\]$$/\1/p' pyproject.toml | tr -d '",')
+$(ESTIMATOR_ORACLE_VENV)/.installed: pyproject.toml
+	@test -x $(ESTIMATOR_ORACLE_VENV)/bin/python || $(ESTIMATOR_ORACLE_PYTHON) -m venv $(ESTIMATOR_ORACLE_VENV)
+	$(ESTIMATOR_ORACLE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ESTIMATOR_ORACLE_VENV)/bin/python -m pip install --quiet $(ESTIMATOR_ORACLE_PACKAGES)
+	@touch $@
+
+estimator-oracle: $(if $(filter 1,$(ORACLE)),$(ESTIMATOR_ORACLE_VENV)/.installed)
+
 # `make run` needs the package and the digits data set (the data extra: scikit-learn), none of
 # the test tools: on a fresh machine it installs about a tenth of what `make test` does.
 $(VENV)/.installed-run: pyproject.toml
@@ -44,20 +59,20 @@ run: $(VENV)/.installed-run
 # pytest markers (pyproject.toml, docs/architecture.md) say what a test needs beyond the
 # virtualenv: controlplane, kwok, third_party (Kubernetes), cluster (e2e/), oracle (TensorFlow),
 # gpu_node (run a second time as on a GPU node); select with PYTEST_ARGS='-m "..."'.
-test: venv kubernetes-binaries tools
+test: venv estimator-oracle kubernetes-binaries tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The fast loop: every test that needs no Kubernetes (the kwok and third-party tests run on the
 # control plane too, so they are left out as well): the runtime's tests, the repository's checks
 # (tests/repo), the operator's tests that need no cluster, the images' static checks. Only the virtualenv.
-test-fast: venv
+test-fast: venv estimator-oracle
 	$(PY) -m pytest -m "not controlplane and not kwok and not third_party" $(PYTEST_ARGS)
 
 # The runtime's tests alone (tests/runtime/, a folder per layer): only the virtualenv, no
 # Kubernetes binaries and no helm. The repository's checks (tests/repo/: ruff, mypy, import
 # contracts, line budget, fresh protos) are not among them: `make test-fast` and `make test` run them.
 RUNTIME_TESTS := tests/runtime
-test-runtime: venv
+test-runtime: venv estimator-oracle
 	$(PY) -m pytest $(RUNTIME_TESTS) $(PYTEST_ARGS)
 
 # The runtime's tests as on a GPU node, without a GPU: every task process and the test process
@@ -132,4 +147,4 @@ lint: venv
 	PYTHONPATH=runtime:operator $(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(ESTIMATOR_ORACLE_VENV) .pytest_cache .mypy_cache

@@ -87,6 +87,7 @@ from tensorgrid.ops.string_ops import (
 from tensorgrid.ops.lookup_ops import initialize_all_tables, tables_initializer
 from tensorgrid import lookup, sparse, strings
 from tensorgrid import feature_column
+from tensorgrid import estimator
 from tensorgrid.ops.partitioned_variables import (
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
 )

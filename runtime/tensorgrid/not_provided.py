@@ -30,8 +30,6 @@ class Absence:
 ABSENT_NAMESPACES: dict[str, Absence] = {
     "contrib": Absence("TF1's contributed modules, removed in TensorFlow 2; tf.contrib.layers is tf.layers, "
                        "tf.contrib.lookup is tf.lookup"),
-    "estimator": Absence("TF1's Estimators are being built (issue 'Estimators and feature columns'); "
-                         "tf.feature_column and tf.train.MonitoredTrainingSession are here", planned=True),
     "keras": Absence("tensorgrid implements TF1's graph API, not Keras; tf.layers gives TF1's layers"),
     "image": Absence("TF1's image ops (decoding, resizing, augmentation) are not implemented; "
                      "decode images in Python and feed them, or use tf.py_func"),

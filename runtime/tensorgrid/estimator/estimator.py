@@ -1,0 +1,406 @@
+"""``tf.estimator.Estimator``: train, evaluate and predict a ``model_fn`` with checkpoints in ``model_dir``.
+
+Each call builds a fresh graph: the global step, the input (``input_fn``'s Dataset or tensors),
+then the model (``model_fn`` in the call's mode). Training runs a MonitoredTrainingSession on
+``RunConfig``'s master (this task's server on a cluster, in-process otherwise), with the variables
+placed by ``replica_device_setter`` on the PS tasks, checkpoints and summaries in ``model_dir``;
+a later call resumes from the latest checkpoint. Evaluation and prediction restore that
+checkpoint into a session of their own. This is TensorFlow 1.x's Estimator, written against
+tensorgrid's train layer.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import tempfile
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from tensorgrid.data import dataset_ops
+from tensorgrid.estimator import evaluation
+from tensorgrid.estimator import model_fn as model_fn_lib
+from tensorgrid.estimator import run_config as run_config_lib
+from tensorgrid.framework import errors
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.ops import metrics_impl
+from tensorgrid.ops import summary_ops
+from tensorgrid.train import basic_session_run_hooks as hooks_lib
+from tensorgrid.train import checkpoint_management
+from tensorgrid.train import device_setter
+from tensorgrid.train import monitored_session
+from tensorgrid.train import saver as saver_lib
+from tensorgrid.train import session_run_hook
+from tensorgrid.train import training_util
+
+log = logging.getLogger("tensorgrid.estimator")
+
+ModeKeys = model_fn_lib.ModeKeys
+_MODEL_FN_ARGS = {"features", "labels", "mode", "params", "self", "config"}
+
+
+class Estimator:
+    """Trains, evaluates and predicts with a ``model_fn`` (``tf.estimator.Estimator``).
+
+    ``model_fn(features, labels, mode, params, config)`` (any subset beyond ``features``, by
+    name) builds the model and returns an ``EstimatorSpec``. ``model_dir`` (or
+    ``config.model_dir``; a new temporary directory when neither is given) holds the
+    checkpoints, the training summaries and, under ``eval``, the evaluation summaries.
+    """
+
+    def __init__(self, model_fn: Callable[..., model_fn_lib.EstimatorSpec], model_dir: Any = None,
+                 config: Optional[run_config_lib.RunConfig] = None, params: Optional[dict[str, Any]] = None,
+                 warm_start_from: Any = None) -> None:
+        if config is None:
+            config = run_config_lib.RunConfig()
+        elif not isinstance(config, run_config_lib.RunConfig):
+            raise ValueError(f"config must be an instance of `RunConfig`, but provided {config}.")
+        model_dir = run_config_lib.path_to_str(model_dir)
+        if model_dir and config.model_dir and model_dir != config.model_dir:
+            raise ValueError("`model_dir` are set both in constructor and `RunConfig`, but with different values. "
+                             f"In constructor: '{model_dir}', in `RunConfig`: '{config.model_dir}' ")
+        model_dir = model_dir or config.model_dir
+        if not model_dir:
+            model_dir = tempfile.mkdtemp()
+            log.warning("Using temporary folder as model directory: %s", model_dir)
+        if config.model_dir != model_dir:
+            config = config.replace(model_dir=model_dir)
+        if model_fn is None:
+            raise ValueError("model_fn must be provided to Estimator.")
+        if warm_start_from is not None:
+            raise ValueError(f"warm_start_from={warm_start_from!r}: warm starting is not implemented in tensorgrid; "
+                             "restore the variables in a Scaffold's init_fn instead")
+        _verify_model_fn_args(model_fn, params)
+        self._model_fn = model_fn
+        self._config = config
+        self._model_dir: str = model_dir
+        self._params = copy.deepcopy(params or {})
+        self._device_fn = config.device_fn or _replica_device_setter(config)
+        self._session_config = config.session_config
+
+    model_dir = property(lambda self: self._model_dir)
+    model_fn = property(lambda self: self._model_fn)
+    config = property(lambda self: copy.deepcopy(self._config))
+    params = property(lambda self: copy.deepcopy(self._params))
+
+    def latest_checkpoint(self) -> Optional[str]:
+        """The prefix of the newest checkpoint in ``model_dir``, or None."""
+        return checkpoint_management.latest_checkpoint(self._model_dir)
+
+    def get_variable_names(self) -> list[str]:
+        """The names of the variables in the latest checkpoint."""
+        self._require_checkpoint()
+        return [name for name, _ in checkpoint_management.list_variables(self._model_dir)]
+
+    def get_variable_value(self, name: str) -> np.ndarray:
+        """A variable's value in the latest checkpoint."""
+        self._require_checkpoint()
+        return checkpoint_management.load_variable(self._model_dir, name)
+
+    def _require_checkpoint(self) -> None:
+        if not self.latest_checkpoint():
+            raise ValueError(f"Could not find trained model in model_dir: {self._model_dir}.")
+
+    # --- training ---------------------------------------------------------------------------
+
+    def train(self, input_fn: Callable[..., Any], hooks: Optional[Sequence[Any]] = None,
+              steps: Optional[int] = None, max_steps: Optional[int] = None,
+              saving_listeners: Optional[Sequence[Any]] = None) -> "Estimator":
+        """Trains until the input ends, ``steps`` more steps, or the global step reaches
+        ``max_steps`` (counted across calls: nothing is done when a checkpoint is already there)."""
+        if self._config.task_type in (run_config_lib.TaskType.EVALUATOR, run_config_lib.TaskType.PS):
+            raise ValueError("Train has been called wrong configuration. Please use tf.estimator.train_and_evaluate "
+                             f"which calls proper API according to given configuration. Current configuration: "
+                             f"{self._config}.")
+        if steps is not None and max_steps is not None:
+            raise ValueError("Can not provide both steps and max_steps.")
+        if steps is not None and steps <= 0:
+            raise ValueError(f"Must specify steps > 0, given: {steps}")
+        if max_steps is not None and max_steps <= 0:
+            raise ValueError(f"Must specify max_steps > 0, given: {max_steps}")
+        if max_steps is not None and max_steps <= self._checkpoint_global_step():
+            log.info("Skipping training since max_steps has already saved.")
+            return self
+        all_hooks = _checked_hooks(hooks)
+        if steps is not None or max_steps is not None:
+            all_hooks.append(hooks_lib.StopAtStepHook(steps, max_steps))
+        listeners = list(saving_listeners or [])
+        for listener in listeners:
+            if not isinstance(listener, hooks_lib.CheckpointSaverListener):
+                raise TypeError(f"saving_listeners must be a list of CheckpointSaverListener, given: {listener}")
+        loss = self._train_model(input_fn, all_hooks, listeners)
+        log.info("Loss for final step: %s.", loss)
+        return self
+
+    def _checkpoint_global_step(self) -> int:
+        checkpoint = self.latest_checkpoint()
+        if not checkpoint:
+            return 0
+        try:
+            return int(checkpoint_management.load_variable(checkpoint, "global_step"))
+        except (KeyError, ValueError, errors.NotFoundError):
+            return 0
+
+    def _train_model(self, input_fn: Callable[..., Any], hooks: list[Any], listeners: list[Any]) -> Any:
+        with graph_lib.Graph().as_default() as graph, graph.device(self._device_fn):
+            self._set_seed()
+            global_step = training_util.get_or_create_global_step(graph)
+            features, labels, worker_hooks = self._input(input_fn, ModeKeys.TRAIN)
+            spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+            if not any(summary.op.name == "loss" for summary in graph.get_collection(graph_lib.GraphKeys.SUMMARIES)):
+                summary_ops.scalar("loss", spec.loss)
+            graph.add_to_collection(graph_lib.GraphKeys.LOSSES, spec.loss)
+            worker_hooks.extend(hooks)
+            worker_hooks.append(hooks_lib.NanTensorHook(spec.loss))
+            if self._config.log_step_count_steps is not None:
+                worker_hooks.append(hooks_lib.LoggingTensorHook({"loss": spec.loss, "step": global_step},
+                                                                every_n_iter=self._config.log_step_count_steps))
+            worker_hooks.extend(spec.training_hooks)
+            if spec.scaffold.saver is None and not graph.get_collection(graph_lib.GraphKeys.SAVERS):
+                graph.add_to_collection(graph_lib.GraphKeys.SAVERS, saver_lib.Saver(
+                    sharded=True, max_to_keep=self._config.keep_checkpoint_max,
+                    keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours,
+                    save_relative_paths=True))
+            chief_hooks = self._checkpoint_saver_hooks(spec, worker_hooks, listeners)
+            with monitored_session.MonitoredTrainingSession(
+                    master=self._config.master, is_chief=self._config.is_chief, checkpoint_dir=self._model_dir,
+                    scaffold=spec.scaffold, hooks=worker_hooks,
+                    chief_only_hooks=tuple(chief_hooks) + tuple(spec.training_chief_hooks),
+                    save_checkpoint_secs=0, save_summaries_steps=self._config.save_summary_steps,
+                    config=self._session_config, max_wait_secs=self._config.session_creation_timeout_secs,
+                    log_step_count_steps=self._config.log_step_count_steps) as session:
+                loss = None
+                steps_run = 0
+                while not session.should_stop():
+                    _, loss = session.run([spec.train_op, spec.loss])
+                    steps_run += 1
+            if steps_run == 0:
+                log.warning("Training with estimator made no steps. Perhaps input is empty or misspecified.")
+            return loss
+
+    def _checkpoint_saver_hooks(self, spec: model_fn_lib.EstimatorSpec, worker_hooks: list[Any],
+                                listeners: list[Any]) -> list[Any]:
+        """The chief's CheckpointSaverHook from RunConfig's save_checkpoints_*, unless the model_fn
+        brought one; the saving listeners join whichever saves."""
+        saver_hooks = [hook for hook in worker_hooks + list(spec.training_chief_hooks)
+                       if isinstance(hook, hooks_lib.CheckpointSaverHook)]
+        chief_hooks: list[Any] = []
+        if (self._config.save_checkpoints_secs or self._config.save_checkpoints_steps) and not saver_hooks:
+            chief_hooks = [hooks_lib.CheckpointSaverHook(
+                self._model_dir, save_secs=self._config.save_checkpoints_secs,
+                save_steps=self._config.save_checkpoints_steps, scaffold=spec.scaffold)]
+            saver_hooks = chief_hooks
+        if listeners:
+            if not saver_hooks:
+                raise ValueError("There should be a CheckpointSaverHook to use saving_listeners. Please set one of "
+                                 "the RunConfig.save_checkpoints_steps or RunConfig.save_checkpoints_secs.")
+            for listener in listeners:
+                if listener not in saver_hooks[0]._listeners:
+                    saver_hooks[0]._listeners.append(listener)
+        return chief_hooks
+
+    # --- evaluation -------------------------------------------------------------------------
+
+    def evaluate(self, input_fn: Callable[..., Any], steps: Optional[int] = None,
+                 hooks: Optional[Sequence[Any]] = None, checkpoint_path: Optional[str] = None,
+                 name: Optional[str] = None) -> dict[str, Any]:
+        """The metrics of the latest checkpoint (or ``checkpoint_path``) over ``input_fn``'s data,
+        or its first ``steps`` batches: the model_fn's ``eval_metric_ops``, ``loss`` (the mean loss
+        over the batches) and ``global_step``; also written as summaries in ``model_dir/eval[_name]``."""
+        all_hooks = _checked_hooks(hooks)
+        if steps is not None and steps <= 0:
+            raise ValueError(f"Must specify steps > 0, given: {steps}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"`name` must be string, given: {name}")
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if not checkpoint_path:
+            log.info("Could not find trained model in model_dir: %s, running initialization to evaluate.",
+                     self._model_dir)
+        with graph_lib.Graph().as_default() as graph:
+            self._set_seed()
+            global_step = training_util.get_or_create_global_step(graph)
+            features, labels, input_hooks = self._input(input_fn, ModeKeys.EVAL)
+            spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
+            if model_fn_lib.LOSS_METRIC_KEY in spec.eval_metric_ops:
+                raise ValueError(f'Metric with name "{model_fn_lib.LOSS_METRIC_KEY}" is not allowed, because '
+                                 "Estimator already defines a default metric with the same name.")
+            metrics = dict(spec.eval_metric_ops)
+            metrics[model_fn_lib.LOSS_METRIC_KEY] = metrics_impl.mean(spec.loss)
+            if graph_lib.GraphKeys.GLOBAL_STEP in metrics:
+                raise ValueError("Metric with name `global_step` is not allowed, because Estimator already defines "
+                                 "a default metric with the same name.")
+            update_ops = [update for _, update in metrics.values()]
+            final_values: dict[str, Any] = {key: value for key, (value, _) in metrics.items()}
+            final_values[graph_lib.GraphKeys.GLOBAL_STEP] = global_step
+            final_hook = hooks_lib.FinalOpsHook(final_values)
+            session_hooks = (input_hooks + all_hooks + list(spec.evaluation_hooks)
+                             + [evaluation.StopAfterNEvalsHook(steps), final_hook])
+            creator = monitored_session.ChiefSessionCreator(
+                scaffold=spec.scaffold, checkpoint_filename_with_path=checkpoint_path,
+                master=self._config.evaluation_master, config=self._session_config)
+            with monitored_session.MonitoredSession(session_creator=creator, hooks=session_hooks) as session:
+                while not session.should_stop():
+                    session.run(update_ops)
+        results = {key: evaluation.as_python_value(value) for key, value in final_hook.final_ops_values.items()}
+        current_step = int(results[graph_lib.GraphKeys.GLOBAL_STEP])
+        log.info("Saving dict for global step %d: %s", current_step, results)
+        evaluation.write_eval_summary(evaluation.eval_dir(self._model_dir, name), results, current_step)
+        return results
+
+    # --- prediction -------------------------------------------------------------------------
+
+    def predict(self, input_fn: Callable[..., Any], predict_keys: Optional[Sequence[str]] = None,
+                hooks: Optional[Sequence[Any]] = None, checkpoint_path: Optional[str] = None,
+                yield_single_examples: bool = True) -> Iterator[Any]:
+        """Yields the predictions of the latest checkpoint (or ``checkpoint_path``) for each example
+        of ``input_fn`` (each batch with ``yield_single_examples=False``): a dict of the
+        ``predict_keys`` (every key when None) when the model_fn's predictions are a dict."""
+        all_hooks = _checked_hooks(hooks)
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if not checkpoint_path:
+            log.info("Could not find trained model in model_dir: %s, running initialization to predict.",
+                     self._model_dir)
+        with graph_lib.Graph().as_default() as graph:
+            self._set_seed()
+            training_util.get_or_create_global_step(graph)
+            features, _, input_hooks = self._input(input_fn, ModeKeys.PREDICT)
+            spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
+            predictions = _selected_predictions(spec.predictions, predict_keys)
+            creator = monitored_session.ChiefSessionCreator(
+                scaffold=spec.scaffold, checkpoint_filename_with_path=checkpoint_path, master=self._config.master,
+                config=self._session_config)
+            session_hooks = input_hooks + all_hooks + list(spec.prediction_hooks)
+            with monitored_session.MonitoredSession(session_creator=creator, hooks=session_hooks) as session:
+                while not session.should_stop():
+                    batch = session.run(predictions)
+                    if not yield_single_examples:
+                        yield batch
+                    elif isinstance(predictions, dict):
+                        for index in range(_batch_length(batch)):
+                            yield {key: value[index] for key, value in batch.items()}
+                    else:
+                        yield from batch
+
+    # --- the input and the model ------------------------------------------------------------
+
+    def _set_seed(self) -> None:
+        if self._config.tf_random_seed is not None:
+            graph_lib.get_default_graph().seed = self._config.tf_random_seed
+
+    def _input(self, input_fn: Callable[..., Any], mode: str) -> tuple[Any, Any, list[Any]]:
+        """``input_fn``'s features and labels, from its Dataset's iterator when it returns one (with
+        the hook that initializes it), and that hook list."""
+        accepted = _arg_names(input_fn)
+        kwargs: dict[str, Any] = {}
+        if "mode" in accepted:
+            kwargs["mode"] = mode
+        if "params" in accepted:
+            kwargs["params"] = self.params
+        if "config" in accepted:
+            kwargs["config"] = self.config
+        result = input_fn(**kwargs)
+        input_hooks: list[Any] = []
+        if isinstance(result, dataset_ops.Dataset):
+            iterator = dataset_ops.make_initializable_iterator(result)
+            input_hooks.append(_DatasetInitializerHook(iterator))
+            result = iterator.get_next()
+        if isinstance(result, (list, tuple)):
+            if len(result) != 2:
+                raise ValueError("input_fn should return (features, labels) as a len 2 tuple.")
+            return result[0], result[1], input_hooks
+        return result, None, input_hooks
+
+    def _call_model_fn(self, features: Any, labels: Any, mode: str) -> model_fn_lib.EstimatorSpec:
+        accepted = _arg_names(self._model_fn)
+        kwargs: dict[str, Any] = {}
+        if "labels" in accepted:
+            kwargs["labels"] = labels
+        elif labels is not None:
+            raise ValueError("model_fn does not take labels, but input_fn returns labels.")
+        if "mode" in accepted:
+            kwargs["mode"] = mode
+        if "params" in accepted:
+            kwargs["params"] = self.params
+        if "config" in accepted:
+            kwargs["config"] = self.config
+        spec = self._model_fn(features=features, **kwargs)
+        if not isinstance(spec, model_fn_lib.EstimatorSpec):
+            raise ValueError(f"model_fn should return an EstimatorSpec, got {type(spec).__name__}.")
+        return spec
+
+
+class _DatasetInitializerHook(session_run_hook.SessionRunHook):
+    """Initializes the iterator of ``input_fn``'s Dataset when the session is created (and re-created)."""
+
+    def __init__(self, iterator: Any) -> None:
+        self._iterator = iterator
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        session.run(self._iterator.initializer)
+
+
+def _arg_names(function: Callable[..., Any]) -> set[str]:
+    """The argument names of a function, a bound method (without self), a partial or a callable object."""
+    return set(inspect.signature(function).parameters)
+
+
+def _verify_model_fn_args(model_fn: Callable[..., Any], params: Optional[dict[str, Any]]) -> None:
+    """TensorFlow's checks of model_fn's argument names."""
+    accepted = _arg_names(model_fn)
+    if "features" not in accepted:
+        raise ValueError(f"model_fn ({model_fn}) must include features argument.")
+    if params is not None and "params" not in accepted:
+        raise ValueError(f"model_fn ({model_fn}) does not include params argument, but params ({params}) is passed "
+                         "to Estimator.")
+    if params is None and "params" in accepted:
+        log.warning("Estimator's model_fn (%s) includes params argument, but params are not passed to Estimator.",
+                    model_fn)
+    unexpected = sorted(accepted - _MODEL_FN_ARGS)
+    if unexpected:
+        raise ValueError(f"model_fn ({model_fn}) has following not expected args: {unexpected}")
+
+
+def _replica_device_setter(config: run_config_lib.RunConfig) -> Optional[Callable[[Any], str]]:
+    """Variables on the PS tasks, the rest on this task, when the cluster has PS tasks (TF's rule)."""
+    if config.num_ps_replicas <= 0:
+        return None
+    worker_device = f"/job:{config.task_type}/task:{config.task_id}" if config.task_type else "/job:worker"
+    return device_setter.replica_device_setter(ps_tasks=config.num_ps_replicas, worker_device=worker_device,
+                                               merge_devices=True, cluster=config.cluster_spec)
+
+
+def _checked_hooks(hooks: Optional[Sequence[Any]]) -> list[Any]:
+    checked = list(hooks or [])
+    for hook in checked:
+        if not isinstance(hook, session_run_hook.SessionRunHook):
+            raise TypeError(f"Hooks must be a SessionRunHook, given: {hook}")
+    return checked
+
+
+def _selected_predictions(predictions: Any, predict_keys: Optional[Sequence[str]]) -> Any:
+    if predict_keys is None:
+        return predictions
+    if not isinstance(predictions, dict):
+        raise ValueError("predict_keys argument is not valid in case of non-dict predictions.")
+    selected = {key: value for key, value in predictions.items() if key in predict_keys}
+    if not selected:
+        raise ValueError(f"Expected to run at least one output from {list(predictions)}, provided {predict_keys}.")
+    return selected
+
+
+def _batch_length(batch: dict[str, Any]) -> int:
+    """The common first dimension of a batch of predictions (a ValueError when they differ)."""
+    length: Optional[int] = None
+    for key, value in batch.items():
+        value_length = np.shape(value)[0] if np.ndim(value) else None
+        if value_length is None:
+            raise ValueError(f"Batch length of predictions should be same. {key} has a scalar value; "
+                             "use yield_single_examples=False for predictions that are not per example.")
+        if length is None:
+            length = value_length
+        elif value_length != length:
+            raise ValueError(f"Batch length of predictions should be same. {key} has different batch length "
+                             "than others.")
+    return length or 0

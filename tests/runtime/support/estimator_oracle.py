@@ -1,0 +1,71 @@
+"""The oracle of tf.estimator: runs ``estimator_programs``' programs on TensorFlow 2.15.1's Estimators.
+
+TensorFlow removed ``tf.estimator`` in 2.16, so its last Estimators (TensorFlow 2.15.1 and
+tensorflow-estimator 2.15.0, the ``estimator-oracle`` extra) live in a virtualenv of their own,
+``.venv-estimator-oracle`` (``make estimator-oracle``). The tests run this script with that
+virtualenv's Python: ``estimator_oracle.py PROGRAM...`` prints one JSON object, program name ->
+what ``run(model_dir)`` returned (or ``{"error", "message"}``), each run in a new model directory.
+
+From the test process, ``run_on_tensorflow`` finds the virtualenv, runs the script, and parses
+its answer; without the virtualenv it skips the test, except in CI (``CI=true``), where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+VENV_VARIABLE = "TENSORGRID_ESTIMATOR_ORACLE_VENV"
+"""Where the oracle's virtualenv is, when not ``.venv-estimator-oracle`` in the repository."""
+ORACLE_TIMEOUT_SECONDS = 300
+
+
+def oracle_python() -> Path:
+    venv = Path(os.environ.get(VENV_VARIABLE) or REPOSITORY / ".venv-estimator-oracle")
+    return venv / "bin" / "python"
+
+
+def run_on_tensorflow(*names: str) -> dict[str, Any]:
+    """Each program's result on TensorFlow 2.15.1's Estimators, by name (one subprocess for all)."""
+    import pytest
+
+    python = oracle_python()
+    if not python.exists():
+        message = (f"TensorFlow 2.15.1's Estimators are the oracle of this test: `make estimator-oracle` "
+                   f"makes {python.parent.parent} (the estimator-oracle extra)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the estimator oracle tests. {message}")
+        pytest.skip(message)
+    environment = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
+    environment.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([str(python), __file__, *names], capture_output=True, text=True,
+                            timeout=ORACLE_TIMEOUT_SECONDS, env=environment)
+    if result.returncode != 0:
+        raise AssertionError(f"the estimator oracle failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def main(names: list[str]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import estimator_programs
+    import tensorflow.compat.v1 as tf
+
+    tf.disable_v2_behavior()
+    tf.logging.set_verbosity(tf.logging.ERROR)
+    results = {}
+    for name in names:
+        with tempfile.TemporaryDirectory() as model_dir:
+            tf.reset_default_graph()
+            results[name] = estimator_programs.run_program(tf, name, model_dir)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

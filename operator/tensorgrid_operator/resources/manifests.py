@@ -79,11 +79,12 @@ def replica_labels(job_name: str, key: spec_lib.ReplicaKey, chief: Optional[spec
 
 
 def main_container(pod_spec: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-    """The container named ``tensorgrid``, else the first one."""
+    """The container named ``tensorgrid``, else the one named ``tensorflow`` (Kubeflow TFJob's), else the first."""
     containers: list[Mapping[str, Any]] = pod_spec.get("containers") or []
-    for container in containers:
-        if container.get("name") == spec_lib.MAIN_CONTAINER:
-            return container
+    for name in (spec_lib.MAIN_CONTAINER, spec_lib.KUBEFLOW_MAIN_CONTAINER):
+        for container in containers:
+            if container.get("name") == name:
+                return container
     return containers[0] if containers else None
 
 

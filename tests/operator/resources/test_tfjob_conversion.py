@@ -289,3 +289,12 @@ def test_main_container_is_tensorgrid_then_tensorflow_then_the_first() -> None:
     assert main("sidecar", "tensorflow") == "tensorflow"
     assert main("sidecar", "trainer") == "sidecar"
     assert main() is None
+
+
+def test_the_defaults_table_says_what_the_conversion_writes() -> None:
+    rows = {line.split("|")[1].strip(): line for line in (ROOT / "docs" / "coming-from-tfjob.md").read_text().splitlines()
+            if line.startswith("| ")}
+    assert f"`{conversion.TFJOB_DEFAULT_RESTART_POLICY.value}`" in rows["`restartPolicy`"]
+    assert f"`{conversion.TFJOB_DEFAULT_CLEAN_POD_POLICY.value}`" in rows["`runPolicy.cleanPodPolicy`"]
+    assert str(conversion.UNLIMITED_BACKOFF) in rows["`runPolicy.backoffLimit`"]
+    assert str(spec_lib.DEFAULT_BACKOFF_LIMIT) in rows["`runPolicy.backoffLimit`"]

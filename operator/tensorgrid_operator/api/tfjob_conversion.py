@@ -128,6 +128,7 @@ def convert_tfjob(tfjob: Mapping[str, Any]) -> Conversion:
         raise ConversionError("spec.tfReplicaSpecs", "needs a Worker or a Chief (Master) replica: a TrainingJob "
                                                      "ends when they do")
     warnings.extend(_semantic_warnings(replica_specs))
+    warnings.extend(_keep_the_image_user(replica_specs))
     training_job = {"apiVersion": spec_lib.API_VERSION, "kind": spec_lib.KIND, "metadata": metadata, "spec": spec}
     try:
         spec_lib.parse_spec(spec)
@@ -324,6 +325,27 @@ def _semantic_warnings(replica_specs: Mapping[spec_lib.ReplicaType, Mapping[str,
         warnings.append(FieldWarning("spec.tfReplicaSpecs", "a single replica gets TF_CONFIG here (a one-task cluster); "
                                                         "a TFJob sets none for non-distributed training"))
     return warnings
+
+
+def _keep_the_image_user(replica_specs: Mapping[spec_lib.ReplicaType, Mapping[str, Any]]) -> list[FieldWarning]:
+    """``runAsNonRoot: false`` in each template that does not say who it runs as: a TFJob's pods run as
+    their image's user, root included, where the operator's default (resources/pod_security.py) is
+    non-root, which an image running as root (as TensorFlow's do) could not start under."""
+    kept: list[str] = []
+    for rtype, entry in replica_specs.items():
+        pod_spec = entry["template"]["spec"]
+        contexts = [pod_spec.get("securityContext") or {}] + [
+            c.get("securityContext") or {} for key in ("initContainers", "containers") for c in pod_spec.get(key) or []]
+        if any("runAsNonRoot" in context or "runAsUser" in context for context in contexts):
+            continue
+        pod_spec["securityContext"] = {**(pod_spec.get("securityContext") or {}), "runAsNonRoot": False}
+        kept.append(rtype.value)
+    if not kept:
+        return []
+    return [FieldWarning(f"spec.tfReplicaSpecs.{{{','.join(kept)}}}.template.spec.securityContext",
+                         "runAsNonRoot: false written, as a TFJob's pods run as their image's user (root "
+                         "included) where TrainingJob's default is non-root; remove it when the image's USER is a "
+                         "numeric non-root uid, or Pod Security's restricted level refuses the pods")]
 
 
 def _int(value: Any, field: str, minimum: int) -> int:

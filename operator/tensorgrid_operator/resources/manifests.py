@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import pod_security
 
 Obj = dict[str, Any]
 
@@ -241,7 +242,8 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     job_name, namespace = meta["name"], meta["namespace"]
     template = copy.deepcopy(dict(job_spec.replica_specs[key.rtype].template))
     tmeta = template.get("metadata") or {}
-    pod_spec: Obj = template.get("spec") or {}
+    # Pod Security's restricted profile for every field the template leaves out (its own settings win).
+    pod_spec: Obj = pod_security.with_restricted_defaults(template.get("spec") or {})
     labels = dict(tmeta.get("labels") or {})
     labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
     labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)

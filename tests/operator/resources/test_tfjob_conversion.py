@@ -70,9 +70,10 @@ def warned_fields(result: conversion.Conversion) -> list[str]:
 
 
 def replica(count: int) -> dict[str, Any]:
-    """A TFJob replica spec of ``count`` pods with one ``tensorflow`` container."""
+    """A TFJob replica spec of ``count`` pods with one ``tensorflow`` container, running as a non-root uid."""
     return {"replicas": count, "template": {"spec": {"containers": [
-        {"name": "tensorflow", "image": "tf:1.15", "command": ["python", "train.py"]}]}}}
+        {"name": "tensorflow", "image": "tf:1.15", "command": ["python", "train.py"],
+         "securityContext": {"runAsUser": 1000}}]}}}
 
 
 def tfjob(**counts: int) -> dict[str, Any]:
@@ -103,8 +104,12 @@ def test_every_kubeflow_example_converts_to_a_valid_trainingjob(path: pathlib.Pa
     assert job["metadata"] == source["metadata"]
     parsed = spec_lib.parse_spec(job["spec"])
     for key, entry in source["spec"]["tfReplicaSpecs"].items():
-        assert job["spec"]["replicaSpecs"][key]["template"] == entry["template"]  # no port to rename in these
+        template = copy.deepcopy(job["spec"]["replicaSpecs"][key]["template"])
+        # the image's user, root included, as in the TFJob
+        assert template["spec"].pop("securityContext") == {"runAsNonRoot": False}
+        assert template == entry["template"]  # no port to rename in these
         assert parsed.replicas(RT(key)) == entry["replicas"]
+    assert f"{{{','.join(source['spec']['tfReplicaSpecs'])}}}.template.spec.securityContext" in result.warnings[-1].field
     # TFJob's defaults, written out where TrainingJob's differ.
     assert parsed.run_policy.clean_pod_policy is spec_lib.CleanPodPolicy.NONE
     assert parsed.run_policy.backoff_limit == conversion.UNLIMITED_BACKOFF
@@ -114,7 +119,8 @@ def test_every_kubeflow_example_converts_to_a_valid_trainingjob(path: pathlib.Pa
 def test_dist_mnist_builds_the_pods_of_the_tfjob() -> None:
     source = yaml.safe_load((KUBEFLOW_EXAMPLES / "dist-mnist_tf_job_mnist.yaml").read_text())
     result = converted(source)
-    assert result.warnings == ()  # Chief, PS and Workers under restartPolicy Never mean the same here
+    # Chief, PS and Workers under restartPolicy Never mean the same here; only the image's user is written out
+    assert warned_fields(result) == ["spec.tfReplicaSpecs.{Chief,PS,Worker}.template.spec.securityContext"]
     job = result.training_job
     assert {k: v["restartPolicy"] for k, v in job["spec"]["replicaSpecs"].items()} == {
         "Chief": "Never", "PS": "Never", "Worker": "Never"}
@@ -253,9 +259,14 @@ def test_command_converts_each_tfjob_of_a_stream_and_passes_the_rest() -> None:
     documents = list(yaml.safe_load_all(out))
     assert documents[0] == yaml.safe_load(pvc)
     assert documents[1] == conversion.convert_tfjob(yaml.safe_load(simple)).training_job
-    assert err == ("warning: document 2 (TFJob kubeflow/tfjob-simple): spec.tfReplicaSpecs.Worker.restartPolicy: "
-                   "OnFailure: a retry is a new pod the operator creates (same name, emptyDir volumes and node not "
-                   "kept), not a container the kubelet restarts in place\n")
+    assert err.splitlines()[0] == (
+        "warning: document 2 (TFJob kubeflow/tfjob-simple): spec.tfReplicaSpecs.Worker.restartPolicy: OnFailure: a "
+        "retry is a new pod the operator creates (same name, emptyDir volumes and node not kept), not a container "
+        "the kubelet restarts in place")
+    assert err.splitlines()[1].startswith(
+        "warning: document 2 (TFJob kubeflow/tfjob-simple): spec.tfReplicaSpecs.{Worker}.template.spec.securityContext:"
+        " runAsNonRoot: false written")
+    assert len(err.splitlines()) == 2
 
 
 def test_command_converts_a_list_and_reads_a_file(tmp_path: pathlib.Path) -> None:
@@ -298,3 +309,16 @@ def test_the_defaults_table_says_what_the_conversion_writes() -> None:
     assert f"`{conversion.TFJOB_DEFAULT_CLEAN_POD_POLICY.value}`" in rows["`runPolicy.cleanPodPolicy`"]
     assert str(conversion.UNLIMITED_BACKOFF) in rows["`runPolicy.backoffLimit`"]
     assert str(spec_lib.DEFAULT_BACKOFF_LIMIT) in rows["`runPolicy.backoffLimit`"]
+
+
+def test_a_template_that_says_nothing_of_its_user_keeps_the_images() -> None:
+    source = tfjob(PS=1, Worker=2)
+    del source["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["securityContext"]
+    source["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"] = {"fsGroup": 2000}
+    result = converted(source)
+    specs = result.training_job["spec"]["replicaSpecs"]
+    assert specs["Worker"]["template"]["spec"]["securityContext"] == {"fsGroup": 2000, "runAsNonRoot": False}
+    assert "securityContext" not in specs["PS"]["template"]["spec"]  # its container runs as uid 1000
+    assert warned_fields(result) == ["spec.tfReplicaSpecs.{Worker}.template.spec.securityContext"]
+    pod = build(result.training_job, RT.WORKER, 0)
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is False

@@ -47,6 +47,9 @@ _ROLES = {
     "evaluator": spec_lib.ReplicaType.EVALUATOR,
 }
 _TFJOB_ROLES = "Chief, Master, PS, Worker, Evaluator (any case)"
+# The TrainingJob's replicaSpecs in TFJob's order of roles.
+_ORDER = (spec_lib.ReplicaType.CHIEF, spec_lib.ReplicaType.PS, spec_lib.ReplicaType.WORKER,
+          spec_lib.ReplicaType.EVALUATOR)
 # Metadata a TrainingJob keeps; what the API server sets on an object it stored is dropped quietly.
 _KEPT_METADATA = ("name", "generateName", "namespace", "labels", "annotations")
 _SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
@@ -135,11 +138,6 @@ def convert_tfjob(tfjob: Mapping[str, Any]) -> Conversion:
     except ValueError as e:
         raise ConversionError("spec", f"the converted TrainingJob is not valid: {e}") from None
     return Conversion(training_job, tuple(warnings))
-
-
-# The TrainingJob's replicaSpecs in TFJob's order of roles.
-_ORDER = (spec_lib.ReplicaType.CHIEF, spec_lib.ReplicaType.PS, spec_lib.ReplicaType.WORKER,
-          spec_lib.ReplicaType.EVALUATOR)
 
 
 def _metadata(raw: Mapping[str, Any], warnings: list[FieldWarning]) -> dict[str, Any]:

@@ -2,19 +2,28 @@
 
 With ``--remove-finalizers`` it strips the operator's finalizer from every TrainingJob
 instead, and exits (``uninstall``): the step before or after uninstalling the operator.
+``tensorgrid-operator convert-tfjob -f FILE`` converts Kubeflow TFJobs to TrainingJobs
+(``api/tfjob_conversion.py``) and exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, TextIO
 
+import yaml
+
+from tensorgrid_operator.api import tfjob_conversion
 from tensorgrid_operator.cluster import uninstall
 from tensorgrid_operator import config
 from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import podgroups
+
+# The subcommand that converts Kubeflow TFJobs instead of running the operator.
+CONVERT_TFJOB = "convert-tfjob"
 
 
 def _port(text: str) -> Optional[int]:
@@ -25,7 +34,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     defaults = config.Settings()
     parser = argparse.ArgumentParser(
         prog="tensorgrid-operator",
-        description="Reconcile TrainingJobs (tensorgrid.io/v1) into parameter-server and worker pods.")
+        description="Reconcile TrainingJobs (tensorgrid.io/v1) into parameter-server and worker pods. "
+                    f"'tensorgrid-operator {CONVERT_TFJOB} -f FILE' converts Kubeflow TFJobs to TrainingJobs "
+                    "instead (see its --help).")
     parser.add_argument("-n", "--namespace", action="append", default=[], dest="namespaces",
                         help="watch this namespace (repeatable; default: all namespaces)")
     parser.add_argument("--metrics-port", type=_port, default=defaults.metrics_port,
@@ -160,8 +171,36 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     )
 
 
+def convert_tfjob(argv: Sequence[str], stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """``convert-tfjob``: the TrainingJobs of the TFJobs in a file (every other document as it is) on
+    ``stdout``, a warning per field that changes meaning or is dropped on ``stderr``; 1 and an error
+    naming the document and field, with nothing on ``stdout``, when one cannot be converted."""
+    parser = argparse.ArgumentParser(
+        prog=f"tensorgrid-operator {CONVERT_TFJOB}",
+        description="Convert Kubeflow TFJobs (kubeflow.org/v1, training-operator v1.9) to TrainingJobs "
+                    "(tensorgrid.io/v1), writing TFJob's defaults out where TrainingJob's differ; other "
+                    "documents pass through. See docs/coming-from-tfjob.md.")
+    parser.add_argument("-f", "--filename", required=True,
+                        help="a YAML file of one or more documents (a List of TFJobs too), or '-' for stdin")
+    args = parser.parse_args(argv)
+    try:
+        text = stdin.read() if args.filename == "-" else pathlib.Path(args.filename).read_text()
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        converted, warnings = tfjob_conversion.convert_documents(documents)
+    except (OSError, yaml.YAMLError, tfjob_conversion.ConversionError) as e:
+        print(f"error: {args.filename}: {e}", file=stderr)
+        return 1
+    for warning in warnings:
+        print(f"warning: {warning}", file=stderr)
+    stdout.write(yaml.safe_dump_all(converted, sort_keys=False, explicit_start=len(converted) > 1))
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    settings = parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [CONVERT_TFJOB]:
+        sys.exit(convert_tfjob(arguments[1:], sys.stdin, sys.stdout, sys.stderr))
+    settings = parse_args(arguments)
     if settings.remove_finalizers:
         sys.exit(uninstall.run(settings.kubeconfig, settings.namespaces))
     from tensorgrid_operator.controller import registrations  # imports kopf: only when actually running

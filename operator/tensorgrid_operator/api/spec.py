@@ -30,6 +30,9 @@ LABEL_RESTART_EPOCH = "tensorgrid.io/restart-epoch"
 FINALIZER = "tensorgrid.io/operator"
 
 MAIN_CONTAINER = "tensorgrid"
+# Kubeflow TFJob's main container (TF_CONFIG goes to it there): the main one here when no
+# container is named MAIN_CONTAINER, so a converted TFJob's template works unchanged.
+KUBEFLOW_MAIN_CONTAINER = "tensorflow"
 PORT_NAME = "tensorgrid"
 DEFAULT_PORT = 2222
 # The runtime's raw TCP data channel (tensors and step calls between tasks), beside gRPC:

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import pod_security
 
 Obj = dict[str, Any]
 
@@ -79,11 +80,12 @@ def replica_labels(job_name: str, key: spec_lib.ReplicaKey, chief: Optional[spec
 
 
 def main_container(pod_spec: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-    """The container named ``tensorgrid``, else the first one."""
+    """The container named ``tensorgrid``, else the one named ``tensorflow`` (Kubeflow TFJob's), else the first."""
     containers: list[Mapping[str, Any]] = pod_spec.get("containers") or []
-    for container in containers:
-        if container.get("name") == spec_lib.MAIN_CONTAINER:
-            return container
+    for name in (spec_lib.MAIN_CONTAINER, spec_lib.KUBEFLOW_MAIN_CONTAINER):
+        for container in containers:
+            if container.get("name") == name:
+                return container
     return containers[0] if containers else None
 
 
@@ -240,7 +242,8 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     job_name, namespace = meta["name"], meta["namespace"]
     template = copy.deepcopy(dict(job_spec.replica_specs[key.rtype].template))
     tmeta = template.get("metadata") or {}
-    pod_spec: Obj = template.get("spec") or {}
+    # Pod Security's restricted profile for every field the template leaves out (its own settings win).
+    pod_spec: Obj = pod_security.with_restricted_defaults(template.get("spec") or {})
     labels = dict(tmeta.get("labels") or {})
     labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
     labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)

@@ -121,7 +121,8 @@ class Namespace:
 def example(name: str, **changes: Any) -> str:
     """An example manifest's text, as a user would apply it, with optional changes to the job.
 
-    ``steps=N`` sets every program's ``--steps``; ``checkpoint_every=N`` its ``--checkpoint-every``.
+    ``steps=N`` sets every program's ``--steps``; ``checkpoint_every=N`` its ``--checkpoint-every``;
+    ``log_every=N`` its ``--log-every``; ``pace_ms=N`` its ``--pace-ms``.
     """
     path = REPO / "examples" / f"trainingjob-{name}.yaml"
     if not changes:
@@ -134,7 +135,7 @@ def example(name: str, **changes: Any) -> str:
             for container in spec["template"]["spec"]["containers"]:
                 command = container.get("command") or []
                 for flag, key in (("--steps", "steps"), ("--checkpoint-every", "checkpoint_every"),
-                                  ("--log-every", "log_every")):
+                                  ("--log-every", "log_every"), ("--pace-ms", "pace_ms")):
                     if key in changes and command:  # no command: `tensorgrid server`, which trains nothing
                         if flag in command:
                             command[command.index(flag) + 1] = str(changes[key])

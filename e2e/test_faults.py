@@ -16,20 +16,27 @@ from cluster_support import PROGRESS, Namespace, example, global_steps, wait_for
 JOB_TIMEOUT = 900
 
 
-def _train_long(ns: Namespace, steps: int = 30000) -> None:
-    """The async example, long enough to be disrupted mid-way, checkpointing often."""
-    ns.apply(example("async", steps=steps, checkpoint_every=1000, log_every=1000))
+# Each worker's step lasts at least this long, so a job's length in seconds has a floor whatever
+# the machine's speed: unpaced, the same job took 65 s on a quiet CI machine (450 steps/s) and
+# 25 minutes on a busy one (60 steps/s), and no step count suited both.
+PACE_MS = 20
+"""At most 50 steps/s per worker: 100 global steps/s with 2 workers."""
+
+
+def _train_long(ns: Namespace, steps: int) -> None:
+    """The async example, paced to last at least ``steps`` / 100 seconds, checkpointing often."""
+    ns.apply(example("async", steps=steps, checkpoint_every=1000, log_every=1000, pace_ms=PACE_MS))
     ns.wait_log("digits-async-worker-0", PROGRESS, timeout=300)
 
 
 def test_a_deleted_worker_does_not_stop_the_job(ns: Namespace) -> None:
-    _train_long(ns)
+    _train_long(ns, steps=8000)  # >= 80 s: the status shows progress within 30 s
     # The operator reads the training's progress from the PS's and chief's metrics into the status.
     def read_progress() -> dict[str, Any]:
         return dict((ns.job("digits-async").get("status") or {}).get("progress") or {})
 
     progress = wait_for("status.progress", lambda: (p := read_progress()).get("globalStep") and p, 120)
-    assert progress["targetStep"] == 30000, progress
+    assert progress["targetStep"] == 8000, progress
     old_uid = ns.pod("digits-async-worker-1").metadata.uid
     ns.kubectl("delete", "pod", "digits-async-worker-1", "--wait=false")
     wait_for("a new digits-async-worker-1", lambda: any(
@@ -39,7 +46,7 @@ def test_a_deleted_worker_does_not_stop_the_job(ns: Namespace) -> None:
 
 
 def test_a_deleted_ps_resumes_from_the_checkpoint(ns: Namespace) -> None:
-    _train_long(ns)
+    _train_long(ns, steps=6000)  # >= 60 s: the PS is deleted after step 2000
     wait_for("a checkpoint and more steps", lambda: max(global_steps(ns.logs("digits-async-worker-0")) or [0]) >= 2000, 300)
     ns.kubectl("delete", "pod", "digits-async-ps-0", "--wait=false")
     job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)
@@ -56,9 +63,8 @@ def test_a_deleted_ps_resumes_from_the_checkpoint(ns: Namespace) -> None:
 
 
 def test_an_evicted_ps_is_replaced_and_the_job_goes_on(ns: Namespace) -> None:
-    # Longer: opening the budget and waiting for the API server to take it in can outlast
-    # 30,000 steps (about 65 s at the 450 steps/s seen on a quiet CI machine).
-    _train_long(ns, steps=90000)
+    # Longer: opening the budget and waiting for the API server to take it in took 65-75 s.
+    _train_long(ns, steps=15000)  # >= 150 s
     old_uid = ns.pod("digits-async-ps-0").metadata.uid
     eviction = kubernetes.client.V1Eviction(
         metadata=kubernetes.client.V1ObjectMeta(name="digits-async-ps-0", namespace=ns.name))

@@ -61,6 +61,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="where the chief saves checkpoints (default: $CHECKPOINT_DIR or a temp dir)")
     parser.add_argument("--checkpoint-every", type=int, default=500, help="global steps between checkpoints")
     parser.add_argument("--log-every", type=int, default=250)
+    parser.add_argument("--pace-ms", type=float, default=0.0,
+                        help="make each of a worker's steps last at least this long (to watch a job, or disrupt it, "
+                             "while it trains: the end-to-end suite's fault tests; default 0, as fast as it goes)")
     parser.add_argument("--min-accuracy", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", choices=("tensorgrid", "tensorflow"), default="tensorgrid")
@@ -121,10 +124,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                            hooks=hooks, chief_only_hooks=[final], config=config,
                                            save_checkpoint_steps=args.checkpoint_every, log_step_count_steps=0) as sess:
         while not sess.should_stop():
+            step_started = time.perf_counter()
             batch_images, batch_labels = batches.next_batch()
             _, step, batch_loss = sess.run([train_op, global_step, loss],
                                            feed_dict={images: batch_images, labels: batch_labels})
             local_steps += 1
+            if args.pace_ms > 0:
+                time.sleep(max(0.0, args.pace_ms / 1000 - (time.perf_counter() - step_started)))
             if local_steps % args.log_every == 0:
                 rate = local_steps / (time.perf_counter() - started)
                 print(f"{job}:{index} global step {step:5d}  loss {batch_loss:.4f}  {rate:6.1f} local steps/s",

@@ -85,6 +85,10 @@ from tensorgrid.ops.string_ops import (
     as_string, string_to_hash_bucket, string_to_hash_bucket_fast, string_to_hash_bucket_strong,
 )
 from tensorgrid.ops.lookup_ops import initialize_all_tables, tables_initializer
+# DeepRec's embedding variables: hash-table embeddings that grow with the ids.
+from tensorgrid.ops.embedding_variable_ops import (
+    CounterFilter, EmbeddingVariableOption, GlobalStepEvict, InitializerOption, L2WeightEvict, get_embedding_variable,
+)
 from tensorgrid import lookup, sparse, strings
 from tensorgrid import feature_column
 from tensorgrid import estimator

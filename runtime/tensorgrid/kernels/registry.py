@@ -111,5 +111,5 @@ def _load_all() -> None:
             tensor_array_kernels, training_kernels, transfer_kernels,
         )
         from tensorgrid.kernels import lookup_kernels, sparse_cross_kernels, string_hash_kernels  # noqa: F401
-        from tensorgrid.kernels import candidate_sampling_kernels  # noqa: F401
+        from tensorgrid.kernels import candidate_sampling_kernels, embedding_variable_kernels  # noqa: F401
         _loaded = True

@@ -24,6 +24,7 @@ from tensorgrid.framework import sparse_tensor
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
@@ -142,6 +143,12 @@ def _as_shards(params: Any) -> list[Any]:
 def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", name: Optional[str] = None,
                      validate_indices: bool = True, max_norm: Any = None) -> graph_lib.Tensor:
     """The rows of the (possibly sharded) table ``params`` at ``ids``; shape ``ids.shape + row shape``."""
+    if isinstance(params, (list, tuple)) and len(params) == 1:
+        params = params[0]
+    if isinstance(params, embedding_variable_ops.EmbeddingVariable):
+        with params.graph.as_default(), params.graph.name_scope(name or "embedding_lookup") as scope:
+            id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
+            return _clip(params.sparse_read(id_tensor, name=scope), id_tensor, max_norm)
     shards = _as_shards(params)
     graph = op_util.graph_of(shards, ids)
     with graph.as_default(), graph.name_scope(name or "embedding_lookup") as scope:

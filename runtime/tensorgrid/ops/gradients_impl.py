@@ -95,7 +95,9 @@ def gradients(
             for t, g in zip(op.inputs, in_grads):
                 if t.op not in pending or t in stops:
                     continue
-                if g is not None and t.dtype.base_dtype.is_floating:
+                if g is not None and t.dtype.base_dtype == dtypes.resource:
+                    grads[t].append(g)  # an embedding variable's handle: its rows' IndexedSlices
+                elif g is not None and t.dtype.base_dtype.is_floating:
                     if not t.shape.is_compatible_with(g.shape):
                         raise ValueError(
                             f"Gradient of {op.type} op {op.name} for input {t.name} has shape {g.shape}, "

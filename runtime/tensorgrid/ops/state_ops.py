@@ -123,7 +123,10 @@ def scatter_update(ref: Any, indices: Any, updates: Any, use_locking: bool = Tru
 
 
 def is_variable_initialized(ref: Any, name: Optional[str] = None) -> graph_lib.Tensor:
-    r = _ref_of(ref)
+    as_ref = getattr(ref, "_ref", None)
+    handle = as_ref() if callable(as_ref) else None
+    # An embedding variable's reference is its table's handle (a resource), which knows it too.
+    r = handle if isinstance(handle, graph_lib.Tensor) and handle.dtype == dtypes.resource else _ref_of(ref)
     with r.graph.colocate_with(r.op):
         return op_util.make_tensor("IsVariableInitialized", [r], dtypes.bool_, [], name or "IsVariableInitialized")
 

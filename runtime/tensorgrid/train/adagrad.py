@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import tensor_conversion
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
@@ -55,3 +56,11 @@ class AdagradOptimizer(optimizer.Optimizer):
                                                  use_locking=self._use_locking).op
 
     _apply_sparse = _apply_sparse_duplicate_indices
+
+    def _apply_embedding_variable(self, grad: Any, var: embedding_variable_ops.EmbeddingVariable,
+                                  global_step: Any) -> Any:
+        # The accumulator is kept per key in the table, saved as "<var>/<optimizer name>".
+        slot = var.add_slot(self._name, self._initial_accumulator_value)
+        return embedding_variable_ops.sparse_apply(
+            var, "KvResourceSparseApplyAdagrad", self._learning_rate_tensor, grad, global_step,
+            {"slot_name": slot.name, "initial_accumulator_value": slot.initial_value})

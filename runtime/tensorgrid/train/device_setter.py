@@ -22,6 +22,7 @@ STANDARD_PS_OPS = (
     "MutableDenseHashTableV2", "VarHandleOp", "BoostedTreesEnsembleResourceHandleOp",
     "BoostedTreesQuantileStreamResourceHandleOp", "ResourceConditionalAccumulator",
     "DecisionTreeResource",
+    "KvVarHandleOp",  # an embedding variable's table: placed on a PS like a variable
 )
 
 

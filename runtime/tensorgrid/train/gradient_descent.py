@@ -11,6 +11,7 @@ from typing import Any
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import tensor_conversion
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
@@ -37,3 +38,8 @@ class GradientDescentOptimizer(optimizer.Optimizer):
         return var.scatter_sub(delta, use_locking=self._use_locking)
 
     _apply_sparse = _apply_sparse_duplicate_indices
+
+    def _apply_embedding_variable(self, grad: Any, var: embedding_variable_ops.EmbeddingVariable,
+                                  global_step: Any) -> Any:
+        return embedding_variable_ops.sparse_apply(var, "KvResourceSparseApplyGradientDescent",
+                                                   self._learning_rate_tensor, grad, global_step)

@@ -10,7 +10,8 @@ all updates, next to the global step variable.
 A gradient that is an IndexedSlices (an embedding lookup's) is applied sparsely,
 with TF1's semantics: ``_apply_sparse_duplicate_indices`` sums the rows of repeated
 indices and hands the result to ``_apply_sparse``; the built-in optimizers do both in
-one fused op that touches only those rows.
+one fused op that touches only those rows. An embedding variable (``tf.get_embedding_variable``)
+is updated by ``_apply_embedding_variable``, its slots kept per key in its table.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import gradients_impl
 from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import sparse_ops
@@ -33,6 +35,7 @@ from tensorgrid.train import slot_creator
 GraphKeys = graph_lib.GraphKeys
 
 _VALID_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
+_UPDATABLE = (variables_lib.Variable, embedding_variable_ops.EmbeddingVariable)
 
 
 def _var_key(var: variables_lib.Variable) -> tuple[graph_lib.Graph, str]:
@@ -121,7 +124,7 @@ class Optimizer:
         if not var_list:
             raise ValueError("No variables to optimize.")
         for v in var_list:
-            if not isinstance(v, variables_lib.Variable):
+            if not isinstance(v, _UPDATABLE):
                 raise TypeError(f"Optimizers update tf.Variable objects only; {v!r} is not one")
         grads = gradients_impl.gradients(
             loss_tensor, [v._ref() for v in var_list], grad_ys=grad_loss,
@@ -141,7 +144,7 @@ class Optimizer:
         grads_and_vars = tuple(grads_and_vars)
         if not grads_and_vars:
             raise ValueError("No variables provided.")
-        converted: list[tuple[Any, variables_lib.Variable]] = []
+        converted: list[tuple[Any, Any]] = []  # (gradient, Variable or EmbeddingVariable)
         for g, v in grads_and_vars:
             if g is not None:
                 try:
@@ -150,17 +153,21 @@ class Optimizer:
                     raise TypeError(f"Gradient must be convertible to a Tensor or IndexedSlices, or None: {g!r}") from None
                 if not isinstance(g, (graph_lib.Tensor, indexed_slices.IndexedSlices)):
                     raise TypeError(f"Gradient must be a Tensor, IndexedSlices, or None: {g!r}")
-            if not isinstance(v, variables_lib.Variable):
+            if not isinstance(v, _UPDATABLE):
                 raise TypeError(f"Optimizers update tf.Variable objects only; {v!r} is not one")
             converted.append((g, v))
         var_list = [v for g, v in converted if g is not None]
         if not var_list:
             raise ValueError(f"No gradients provided for any variable: {[str(v) for _, v in converted]}.")
+        if type(self)._apply_embedding_variable is Optimizer._apply_embedding_variable:
+            for var in var_list:
+                if isinstance(var, embedding_variable_ops.EmbeddingVariable):
+                    self._apply_embedding_variable(None, var, None)
         graph = var_list[0].graph
         with graph.as_default():
             # Slots are state, not part of the step: no control dependencies of the caller.
             with graph.control_dependencies(None):
-                self._create_slots(var_list)
+                self._create_slots([v for v in var_list if isinstance(v, variables_lib.Variable)])
             update_ops: list[Any] = []
             with graph.name_scope(name or self._name) as scope_name:
                 self._prepare()
@@ -168,7 +175,7 @@ class Optimizer:
                     if grad is None:
                         continue
                     with graph.name_scope("update_" + var.op.name), graph.colocate_with(var.op):
-                        update_ops.append(self._update_op(grad, var))
+                        update_ops.append(self._update_op(grad, var, global_step))
                 if global_step is None:
                     apply_updates = self._finish(update_ops, scope_name)
                 else:
@@ -182,7 +189,9 @@ class Optimizer:
                 train_ops.append(apply_updates)
         return apply_updates
 
-    def _update_op(self, grad: Any, var: variables_lib.Variable) -> Any:
+    def _update_op(self, grad: Any, var: Any, global_step: Any = None) -> Any:
+        if isinstance(var, embedding_variable_ops.EmbeddingVariable):
+            return self._apply_embedding_variable(grad, var, global_step)
         if isinstance(grad, indexed_slices.IndexedSlices):
             if var.constraint is not None:
                 raise RuntimeError(f"Cannot use a constraint function on a sparse variable ({var.op.name}).")
@@ -273,6 +282,12 @@ class Optimizer:
     def _apply_sparse(self, grad: indexed_slices.IndexedSlices, var: variables_lib.Variable) -> Any:
         """Applies a gradient whose indices are unique; optimizers with sparse updates implement it."""
         raise NotImplementedError(f"{type(self).__name__} does not apply sparse gradients (IndexedSlices)")
+
+    def _apply_embedding_variable(self, grad: Any, var: embedding_variable_ops.EmbeddingVariable,
+                                  global_step: Any) -> Any:
+        """Updates the rows of an embedding variable that ``grad`` (an IndexedSlices) touches."""
+        raise NotImplementedError(f"{type(self).__name__} does not update embedding variables such as "
+                                  f"{var.op.name} (GradientDescentOptimizer and AdagradOptimizer do)")
 
     def _finish(self, update_ops: list[Any], name_scope: str) -> graph_lib.Operation:
         return control_flow_ops.group(*update_ops, name=name_scope)

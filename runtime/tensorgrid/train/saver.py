@@ -11,6 +11,9 @@ A partitioned variable is saved as one logical tensor under its name (``emb``, a
 ``emb/Adam`` for a slot of its parts): the parts' values are assembled on the client
 and restored by slicing, so a checkpoint written with 3 parts restores into 2, or into
 an unpartitioned variable of the same shape. (TF1 writes each part as a slice.)
+
+An embedding variable (``tf.get_embedding_variable``) is saved as its keys, values, frequencies,
+versions and slots (embedding_variable_saver).
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import checkpoint_format
 from tensorgrid.train import checkpoint_management
+from tensorgrid.train import embedding_variable_saver
 from tensorgrid.train import training_util
 
 GraphKeys = graph_lib.GraphKeys
@@ -210,6 +215,7 @@ class Saver:
         self._restore_feeds: list[graph_lib.Tensor] = []
         self._restore_shapes: list[Any] = []
         self._restore_op: Optional[graph_lib.Operation] = None
+        self._embedding_variables: Optional[embedding_variable_saver.EmbeddingVariableSaveables] = None
         if not defer_build:
             self.build()
 
@@ -222,9 +228,17 @@ class Saver:
         var_list = self._var_list
         if var_list is None:
             var_list = graph.get_collection(GraphKeys.GLOBAL_VARIABLES)
+        if isinstance(var_list, (list, tuple, set)):
+            evs = [v for v in var_list if isinstance(v, embedding_variable_ops.EmbeddingVariable)]
+            var_list = [v for v in var_list if not isinstance(v, embedding_variable_ops.EmbeddingVariable)]
+            if evs:
+                with graph.as_default(), graph.control_dependencies(None), graph.name_scope(self._name or "save"):
+                    self._embedding_variables = embedding_variable_saver.EmbeddingVariableSaveables(evs, graph)
         names_to_vars = _names_to_variables(var_list)
         self._built = True
-        if not names_to_vars:
+        if not names_to_vars and self._embedding_variables is not None:
+            self._graph = graph
+        elif not names_to_vars:
             if self._allow_empty:
                 self._is_empty = True
                 return
@@ -312,8 +326,12 @@ class Saver:
             if not os.path.isdir(os.path.dirname(save_dir) or "."):
                 raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
             os.makedirs(save_dir, exist_ok=True)
-        values = iter(sess.run(self._save_tensors))
+        evs = self._embedding_variables
+        fetched, ev_values = sess.run([self._save_tensors, evs.save_tensors if evs is not None else []])
+        values = iter(fetched)
         tensors = {entry.name: entry.assemble([next(values) for _ in entry.parts]) for entry in self._entries}
+        if evs is not None:
+            tensors.update(zip(evs.names, ev_values))
         checkpoint_format.write_checkpoint(checkpoint_file, tensors)
         if write_meta_graph:
             self._write_meta_graph(self._graph or sess.graph, f"{checkpoint_file}.{meta_graph_suffix}")
@@ -423,7 +441,11 @@ class Saver:
                 value = np.reshape(value, shape.as_list())
             for part in saved.split(value):
                 feed_dict[next(feeds)] = part
-        sess.run(self._restore_op, feed_dict)
+        evs = self._embedding_variables
+        if evs is not None:
+            evs.check_in(index, save_path)
+            feed_dict.update(evs.feed_dict(checkpoint_format.read_tensors(index, evs.names)))
+        sess.run([op for op in (self._restore_op, evs and evs.restore_op) if op is not None], feed_dict)
 
     def _reshape_allowed(self, shape: Any, stored: tuple[int, ...]) -> bool:
         return bool(self._reshape) and shape.is_fully_defined() and shape.num_elements() == int(np.prod(stored))

@@ -1,0 +1,298 @@
+"""DeepRec's embedding variables: ``tf.get_embedding_variable`` and its options, in the graph.
+
+An ``EmbeddingVariable`` is a hash table of rows keyed by 64-bit ids (no vocabulary size, no
+modulo, no collisions), a resource op (``KvVarHandleOp``) on the device it is created under,
+like a ``tf.lookup`` table; the kernels (``kernels/embedding_variable_kernels.py``) keep the
+rows, slots, frequencies and versions per key. Every op on it is colocated with it, so under
+``replica_device_setter`` the table lives on a PS like a variable.
+
+``tf.nn.embedding_lookup(ev, ids)`` is a ``KvResourceGather``; its gradient is an
+``IndexedSlices`` keyed by the ids themselves, which the optimizers apply with the
+``KvResourceSparseApply*`` ops. The names and arguments are DeepRec's
+(``EmbeddingVariableOption``, ``CounterFilter``, ``GlobalStepEvict``, ``L2WeightEvict``,
+``InitializerOption``), so DeepRec programs run unchanged for what is implemented here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Sequence
+
+from tensorgrid.framework import dtypes
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import indexed_slices
+from tensorgrid.framework import op_registry
+from tensorgrid.framework import tensor_conversion
+from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import array_ops
+from tensorgrid.ops import init_ops
+from tensorgrid.ops import math_ops
+from tensorgrid.ops import op_util
+from tensorgrid.ops import variable_scope
+
+GraphKeys = graph_lib.GraphKeys
+
+_STORE_KEY = "__embedding_variables"
+_KEY_DTYPES = (dtypes.int64, dtypes.int32)
+
+for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvResourceGather", "KvVariableSize",
+                 "KvResourceSparseApplyGradientDescent", "KvResourceSparseApplyAdagrad", "KvResourceExport",
+                 "KvResourceImport"):
+    op_registry.register_op(_op_type, stateful=True)
+for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvVariableSize", "KvResourceSparseApplyGradientDescent",
+                 "KvResourceSparseApplyAdagrad", "KvResourceExport", "KvResourceImport"):
+    op_registry.NotDifferentiable(_op_type)
+
+
+class CounterFilter:
+    """Admission by count: a key is stored once it has been looked up ``filter_freq`` times."""
+
+    def __init__(self, filter_freq: int = 0) -> None:
+        if not isinstance(filter_freq, int) or filter_freq < 0:
+            raise ValueError(f"CounterFilter: filter_freq must be an int >= 0, got {filter_freq!r}")
+        self.filter_freq = filter_freq
+
+
+class GlobalStepEvict:
+    """Eviction at checkpoint time of keys not updated in more than ``steps_to_live`` global steps."""
+
+    def __init__(self, steps_to_live: Optional[int] = None) -> None:
+        if steps_to_live is not None and (not isinstance(steps_to_live, int) or steps_to_live < 0):
+            raise ValueError(f"GlobalStepEvict: steps_to_live must be None or an int >= 0, got {steps_to_live!r}")
+        self.steps_to_live = steps_to_live
+
+
+class L2WeightEvict:
+    """Eviction at checkpoint time of keys whose row's L2 norm is below ``l2_weight_threshold``."""
+
+    def __init__(self, l2_weight_threshold: float = -1.0) -> None:
+        if not isinstance(l2_weight_threshold, (int, float)):
+            raise ValueError(f"L2WeightEvict: l2_weight_threshold must be a number, got {l2_weight_threshold!r}")
+        self.l2_weight_threshold = float(l2_weight_threshold)
+
+
+class InitializerOption:
+    """Where new rows start: ``default_value_dim`` rows of ``initializer``, row ``key % default_value_dim``;
+    a key not yet admitted looks up ``default_value_no_permission`` everywhere."""
+
+    def __init__(self, initializer: Any = None, default_value_dim: int = 4096,
+                 default_value_no_permission: float = 0.0) -> None:
+        if not isinstance(default_value_dim, int) or default_value_dim <= 0:
+            raise ValueError(f"InitializerOption: default_value_dim must be an int > 0, got {default_value_dim!r}")
+        self.initializer = initializer
+        self.default_value_dim = default_value_dim
+        self.default_value_no_permission = float(default_value_no_permission)
+
+
+class EmbeddingVariableOption:
+    """The options of an embedding variable (DeepRec's): admission, eviction and initial rows."""
+
+    def __init__(self, ht_type: str = "", ht_partition_num: int = 1000, evict_option: Any = None,
+                 ckpt: Any = None, filter_option: Any = None, storage_option: Any = None,
+                 init_option: Any = None) -> None:
+        if filter_option is not None and not isinstance(filter_option, CounterFilter):
+            raise ValueError(f"EmbeddingVariableOption: filter_option must be a tf.CounterFilter (the Bloom filter "
+                             f"CBFFilter is not implemented), got {filter_option!r}")
+        if evict_option is not None and not isinstance(evict_option, (GlobalStepEvict, L2WeightEvict)):
+            raise ValueError("EmbeddingVariableOption: evict_option must be a tf.GlobalStepEvict or "
+                             f"tf.L2WeightEvict, got {evict_option!r}")
+        if storage_option is not None:
+            raise ValueError("EmbeddingVariableOption: storage_option (DeepRec's multi-tier storage) is not "
+                             "supported; rows live in the memory of the task holding the table")
+        if init_option is not None and not isinstance(init_option, InitializerOption):
+            raise ValueError(f"EmbeddingVariableOption: init_option must be a tf.InitializerOption, got {init_option!r}")
+        self.ht_type = ht_type
+        self.ht_partition_num = ht_partition_num
+        self.evict = evict_option
+        self.ckpt = ckpt
+        self.filter_option = filter_option
+        self.init = init_option or InitializerOption()
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotSpec:
+    """A per-key optimizer slot kept in the table: its checkpoint suffix and the value new keys start at."""
+
+    name: str
+    initial_value: float
+
+
+class EmbeddingVariable:
+    """A hash-table variable of ``embedding_dim``-wide rows keyed by ids (DeepRec's EmbeddingVariable)."""
+
+    def __init__(self, name: str, embedding_dim: int, key_dtype: dtypes.DType, value_dtype: dtypes.DType,
+                 initializer: Any, ev_option: EmbeddingVariableOption, trainable: bool) -> None:
+        self._name = name
+        self.embedding_dim = embedding_dim
+        self.key_dtype = key_dtype
+        self._dtype = value_dtype
+        self.trainable = trainable
+        self.ev_option = ev_option
+        self.constraint = None
+        self.slots: list[SlotSpec] = []
+        evict = ev_option.evict
+        attrs = {
+            "container": "", "shared_name": name, "embedding_dim": embedding_dim, "value_dtype": value_dtype.name,
+            "filter_freq": ev_option.filter_option.filter_freq if ev_option.filter_option else 0,
+            "steps_to_live": (evict.steps_to_live or 0) if isinstance(evict, GlobalStepEvict) else 0,
+            "l2_weight_threshold": evict.l2_weight_threshold if isinstance(evict, L2WeightEvict) else -1.0,
+            "default_value_no_permission": ev_option.init.default_value_no_permission,
+        }
+        graph = graph_lib.get_default_graph()
+        with graph.name_scope(None):
+            self._handle = op_util.make_tensor("KvVarHandleOp", [], dtypes.resource, [], name, attrs)
+        with graph.name_scope(name + "/"), graph.colocate_with(self._handle.op), graph.control_dependencies(None):
+            defaults = initializer([ev_option.init.default_value_dim, embedding_dim], dtype=value_dtype)
+            defaults = tensor_conversion.convert_to_tensor(defaults, dtype=value_dtype)
+            self.initial_rows = defaults
+            """The initializer's rows new keys start from (row ``key % default_value_dim``)."""
+            self.initializer = op_util.make_op("InitializeKvVariableOp", [self._handle, defaults], [],
+                                               "InitializeKvVariableOp")
+
+    @property
+    def name(self) -> str:
+        return self._name + ":0"
+
+    @property
+    def op(self) -> graph_lib.Operation:
+        return self._handle.op
+
+    @property
+    def graph(self) -> graph_lib.Graph:
+        return self._handle.graph
+
+    @property
+    def device(self) -> str:
+        return self._handle.device
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._dtype
+
+    @property
+    def handle(self) -> graph_lib.Tensor:
+        return self._handle
+
+    def _ref(self) -> graph_lib.Tensor:
+        """The table's handle: what gradients are taken with respect to."""
+        return self._handle
+
+    def get_shape(self) -> tensor_shape.TensorShape:
+        return tensor_shape.TensorShape([None, self.embedding_dim])
+
+    shape = property(get_shape)
+
+    def __repr__(self) -> str:
+        return f"<tf.EmbeddingVariable '{self.name}' embedding_dim={self.embedding_dim} key_dtype={self.key_dtype.name}>"
+
+    def sparse_read(self, ids: Any, name: Optional[str] = None, counts: bool = True) -> graph_lib.Tensor:
+        """The rows of ``ids`` (shape ``ids.shape + [embedding_dim]``); counts each id's lookup."""
+        id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
+        if id_tensor.dtype.base_dtype not in _KEY_DTYPES:
+            raise TypeError(f"Embedding variable {self._name}: ids must be int64 or int32, got {id_tensor.dtype.name}")
+        if id_tensor.dtype.base_dtype != dtypes.int64:
+            id_tensor = math_ops.cast(id_tensor, dtypes.int64)
+        shape = id_tensor.shape.concatenate([self.embedding_dim])
+        with self.graph.colocate_with(self._handle.op):
+            return op_util.make_tensor("KvResourceGather", [self._handle, id_tensor], self._dtype, shape,
+                                       name or "KvResourceGather", {"counts": counts})
+
+    def total_count(self) -> graph_lib.Tensor:
+        """How many keys the table stores (DeepRec's ``ev.total_count()`` counts only these)."""
+        with self.graph.colocate_with(self._handle.op):
+            return op_util.make_tensor("KvVariableSize", [self._handle], dtypes.int64, [], "KvVariableSize")
+
+    def add_slot(self, slot_name: str, initial_value: float) -> SlotSpec:
+        """Registers the per-key slot an optimizer keeps in the table (once per name)."""
+        for spec in self.slots:
+            if spec.name == slot_name:
+                return spec
+        spec = SlotSpec(slot_name, float(initial_value))
+        self.slots.append(spec)
+        return spec
+
+
+@op_registry.RegisterGradient("KvResourceGather")
+def _gather_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
+    handle, ids = op.inputs
+    dim = op.outputs[0].shape[-1].value
+    values = array_ops.reshape(grad, [-1, dim])
+    return [indexed_slices.IndexedSlices(values, array_ops.reshape(ids, [-1])), None]
+
+
+def get_embedding_variable(name: str, embedding_dim: int, key_dtype: Any = dtypes.int64, value_dtype: Any = None,
+                           initializer: Any = None, trainable: bool = True,
+                           collections: Optional[Sequence[str]] = None, partitioner: Any = None,
+                           custom_getter: Any = None, steps_to_live: Optional[int] = None,
+                           ev_option: Optional[EmbeddingVariableOption] = None) -> EmbeddingVariable:
+    """DeepRec's ``tf.get_embedding_variable``: ``<scope>/<name>``, made or shared as ``get_variable`` does.
+
+    Without an initializer new rows start from ``tf.truncated_normal_initializer()`` (DeepRec's default)."""
+    if not isinstance(embedding_dim, int) or embedding_dim <= 0:
+        raise ValueError(f"get_embedding_variable: embedding_dim must be an int > 0, got {embedding_dim!r}")
+    key_dtype = dtypes.as_dtype(key_dtype)
+    if key_dtype not in _KEY_DTYPES:
+        raise ValueError(f"get_embedding_variable: key_dtype must be tf.int64 or tf.int32, got {key_dtype.name} "
+                         "(string ids: hash them with tf.strings.to_hash_bucket_fast first)")
+    value_dtype = dtypes.float32 if value_dtype is None else dtypes.as_dtype(value_dtype)
+    if not value_dtype.is_floating:
+        raise ValueError(f"get_embedding_variable: value_dtype must be a float type, got {value_dtype.name}")
+    if partitioner is not None or custom_getter is not None:
+        raise ValueError("get_embedding_variable: partitioner and custom_getter are not supported yet; "
+                         "place the table on one PS task")
+    ev_option = ev_option or EmbeddingVariableOption()
+    if steps_to_live is not None:
+        ev_option.evict = GlobalStepEvict(steps_to_live)
+    scope = variable_scope.get_variable_scope()
+    full_name = f"{scope.name}/{name}" if scope.name else name
+    graph = graph_lib.get_default_graph()
+    store: dict[str, EmbeddingVariable] = _store(graph)
+    existing = store.get(full_name)
+    if existing is not None:
+        if scope.reuse is False or scope.reuse is None:
+            raise ValueError(f"Variable {full_name} already exists, disallowed. Did you mean to set reuse=True or "
+                             "reuse=tf.AUTO_REUSE in VarScope?")
+        if existing.embedding_dim != embedding_dim:
+            raise ValueError(f"Trying to share embedding variable {full_name}, but specified embedding_dim "
+                             f"{embedding_dim} and found {existing.embedding_dim}.")
+        return existing
+    if scope.reuse is True:
+        raise ValueError(f"Variable {full_name} does not exist, or was not created with tf.get_embedding_variable(). "
+                         "Did you mean to set reuse=tf.AUTO_REUSE in VarScope?")
+    initializer = ev_option.init.initializer or initializer or init_ops.truncated_normal_initializer()
+    ev = EmbeddingVariable(full_name, embedding_dim, key_dtype, value_dtype, initializer, ev_option, trainable)
+    store[full_name] = ev
+    for key in list(collections or [GraphKeys.GLOBAL_VARIABLES]) + ([GraphKeys.TRAINABLE_VARIABLES] if trainable else []):
+        if ev not in graph.get_collection(key):
+            graph.add_to_collection(key, ev)
+    return ev
+
+
+def _store(graph: graph_lib.Graph) -> Any:
+    found = graph.get_collection_ref(_STORE_KEY)
+    if not found:
+        found.append({})
+    return found[0]
+
+
+def embedding_variables(graph: Optional[graph_lib.Graph] = None) -> list[EmbeddingVariable]:
+    """The embedding variables of ``graph`` (the default graph), in order of creation."""
+    return list(_store(graph or graph_lib.get_default_graph()).values())
+
+
+def sparse_apply(ev: EmbeddingVariable, op_type: str, learning_rate: Any, grad: indexed_slices.IndexedSlices,
+                 global_step: Any, attrs: Optional[dict[str, Any]] = None) -> graph_lib.Operation:
+    """One ``KvResourceSparseApply*`` update of the rows of ``grad.indices`` (repeated ids are summed),
+    stamping them with the global step's value (their version; -1 without a global step)."""
+    if not isinstance(grad, indexed_slices.IndexedSlices):
+        raise TypeError(f"Embedding variable {ev._name} takes sparse gradients (IndexedSlices, from "
+                        f"tf.nn.embedding_lookup), got {grad!r}")
+    graph = ev.graph
+    with graph.colocate_with(ev.op):
+        if global_step is None:
+            version = array_ops.constant(-1, dtype=dtypes.int64)
+        else:
+            version = math_ops.cast(tensor_conversion.convert_to_tensor(global_step), dtypes.int64)
+        rate = math_ops.cast(tensor_conversion.convert_to_tensor(learning_rate), ev.dtype)
+        ids = math_ops.cast(grad.indices, dtypes.int64)
+        return op_util.make_op(op_type, [ev.handle, rate, grad.values, ids, version], [], op_type, attrs or {})

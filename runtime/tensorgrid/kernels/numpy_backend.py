@@ -34,16 +34,31 @@ class NumpyBackend(backend.Backend):
         return np.random.default_rng(seed)
 
 
+_blas_threads: Optional[int] = None
+"""The limit ``limit_threads`` last set: the BLAS pool is one per process, as TF's default
+intra-op pool is one per process (sized by whoever creates it first)."""
+
+
 def limit_threads(count: int) -> None:
     """Runs numpy's BLAS (matmul) on at most ``count`` threads in this process.
 
-    TF's ``intra_op_parallelism_threads``: a ``tf.train.Server`` sets it for its task.
+    TF's ``intra_op_parallelism_threads``: a ``tf.train.Server`` sets it for its task, an
+    in-process ``tf.Session`` for its process.
     """
+    global _blas_threads
     if count < 1:
         raise ValueError(f"the thread count must be >= 1, got {count}")
+    if count == _blas_threads:
+        return
     import threadpoolctl
 
     threadpoolctl.threadpool_limits(limits=count, user_api="blas")
+    _blas_threads = count
+
+
+def blas_threads() -> Optional[int]:
+    """The BLAS thread limit set in this process by ``limit_threads``, None while none was."""
+    return _blas_threads
 
 
 # glibc's mallopt parameters (malloc.h).

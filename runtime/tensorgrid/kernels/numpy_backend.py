@@ -28,7 +28,18 @@ class NumpyBackend(backend.Backend):
         return isinstance(value, (np.ndarray, np.generic))
 
     def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
-        np.add.at(target, indices, updates)
+        indices = np.asarray(indices)
+        updates = np.asarray(updates)
+        by_rows = (indices.ndim == 1 and indices.size > 1 and updates.shape == indices.shape + target.shape[1:]
+                   and updates.size >= indices.size * SORTED_SUMS_FROM_ROW_SIZE and int(indices.min()) >= 0)
+        if not by_rows:
+            np.add.at(target, indices, updates)
+            return
+        unique, sums = sorted_segment_sums(indices, updates)
+        target[unique] += sums
+
+    def unique_sums(self, indices: Any, rows: Any) -> tuple[Any, Any]:
+        return sorted_segment_sums(np.asarray(indices).reshape(-1), np.asarray(rows))
 
     def random_generator(self, seed: Optional[Sequence[int]]) -> Any:
         return np.random.default_rng(seed)
@@ -37,6 +48,42 @@ class NumpyBackend(backend.Backend):
 _blas_threads: Optional[int] = None
 """The limit ``limit_threads`` last set: the BLAS pool is one per process, as TF's default
 intra-op pool is one per process (sized by whoever creates it first)."""
+
+
+SORTED_SUMS_FROM_ROW_SIZE = 8
+"""Rows of at least this many elements are summed by sorting; narrower ones (a wide model's
+1-wide weights) by ``np.add.at``, whose one-element loop is as fast there."""
+
+
+def sorted_segment_sums(indices: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of the 1-D ``indices``, sorted; the sum of the ``rows`` of each).
+
+    ``np.add.at`` adds one row at a time through a slow general loop (0.7 ms for the 1024 x 64
+    gradient rows of a wide-and-deep step). Here the rows are sorted by index (stably, so each
+    sum adds its rows in their order), a row whose index occurs once is copied, and only the
+    runs of repeated indices are summed, by one ``np.add.reduceat`` (4-5x faster there).
+    Sums may differ from ``np.add.at``'s in the last bits: reduceat adds pairwise.
+    """
+    if indices.size == 0:
+        return indices.copy(), rows[:0].copy()
+    order = np.argsort(indices, kind="stable")
+    ordered_indices = indices[order]
+    starts_run = np.empty(ordered_indices.shape, dtype=bool)
+    starts_run[0] = True
+    np.not_equal(ordered_indices[1:], ordered_indices[:-1], out=starts_run[1:])
+    starts = np.flatnonzero(starts_run)
+    ordered_rows = rows[order]
+    if starts.size == indices.size:
+        return ordered_indices, ordered_rows
+    lengths = np.diff(starts, append=indices.size)
+    sums = ordered_rows[starts]
+    repeated = lengths > 1
+    repeated_runs = np.flatnonzero(repeated)
+    repeated_lengths = lengths[repeated_runs]
+    run_starts = np.zeros(repeated_runs.size, dtype=np.intp)
+    np.cumsum(repeated_lengths[:-1], out=run_starts[1:])
+    sums[repeated_runs] = np.add.reduceat(ordered_rows[np.repeat(repeated, lengths)], run_starts, axis=0)
+    return ordered_indices[starts], sums
 
 
 def limit_threads(count: int) -> None:

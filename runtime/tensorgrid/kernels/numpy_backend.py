@@ -71,14 +71,16 @@ def sorted_segment_sums(indices: np.ndarray, rows: np.ndarray) -> tuple[np.ndarr
     starts_run = np.empty(ordered_indices.shape, dtype=bool)
     starts_run[0] = True
     np.not_equal(ordered_indices[1:], ordered_indices[:-1], out=starts_run[1:])
-    starts = np.flatnonzero(starts_run)
+    starts = starts_run.nonzero()[0]
     ordered_rows = rows[order]
     if starts.size == indices.size:
         return ordered_indices, ordered_rows
-    lengths = np.diff(starts, append=indices.size)
+    lengths = np.empty_like(starts)
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1] = indices.size - starts[-1]
     sums = ordered_rows[starts]
     repeated = lengths > 1
-    repeated_runs = np.flatnonzero(repeated)
+    repeated_runs = repeated.nonzero()[0]
     repeated_lengths = lengths[repeated_runs]
     run_starts = np.zeros(repeated_runs.size, dtype=np.intp)
     np.cumsum(repeated_lengths[:-1], out=run_starts[1:])

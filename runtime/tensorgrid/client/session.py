@@ -310,11 +310,14 @@ wide-and-deep step took 60 ms with 2 threads against 13 ms with 1 on a busy 2-co
 sparse model's step are too small to gain from a second thread (docs/differences.md)."""
 
 
-def size_blas_pool(config: Any) -> None:
-    """Sizes this process's BLAS pool for an in-process session, as TF's first session sizes
-    its intra-op pool: ``intra_op_parallelism_threads`` where set, else (when nothing in this
-    process has sized it yet, e.g. a ``tf.train.Server``) ``$TENSORGRID_INTRA_OP_THREADS``,
-    else ``IN_PROCESS_DEFAULT_THREADS``."""
+def prepare_process(config: Any) -> None:
+    """Sets up this process's compute for an in-process session, as a ``tf.train.Server``
+    does for its task: the C allocator keeps a step's freed arrays for the next
+    (``numpy_backend.keep_freed_memory``), and the BLAS pool is sized as TF's first session
+    sizes its intra-op pool: ``intra_op_parallelism_threads`` where set, else (when nothing in
+    this process has sized it yet, e.g. a Server) ``$TENSORGRID_INTRA_OP_THREADS``, else
+    ``IN_PROCESS_DEFAULT_THREADS``."""
+    numpy_backend.keep_freed_memory()
     configured = int(getattr(config, "intra_op_parallelism_threads", 0) or 0)
     if configured < 0:
         raise ValueError(f"intra_op_parallelism_threads must be >= 0 (0: the default), got {configured}")
@@ -335,7 +338,7 @@ class _LocalEngine:
     def __init__(self, graph: graph_lib.Graph, config: Any) -> None:
         self._graph = graph
         self._config = config
-        size_blas_pool(config)
+        prepare_process(config)
         self._resources = resources.ResourceManager()
         self._kernel_state: dict[str, dict[str, Any]] = {}
         self._plans: dict[Any, executor.Plan] = {}

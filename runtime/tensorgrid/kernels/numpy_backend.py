@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 from typing import Any, Optional, Sequence
 
@@ -119,6 +120,7 @@ LARGEST_HEAP_ALLOCATION = 32 << 20
 """Allocations up to this size come from the heap, not from a fresh mmap (glibc's maximum)."""
 
 
+@functools.lru_cache(maxsize=None)  # once per process: finding the C library may run ldconfig
 def keep_freed_memory() -> bool:
     """Lets the C allocator reuse a step's freed arrays for the next step.
 

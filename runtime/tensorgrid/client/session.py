@@ -21,9 +21,11 @@ from tensorgrid.client import config as config_lib
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
 from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.kernels import numpy_backend
 from tensorgrid.ops import array_ops
 
 
@@ -299,6 +301,33 @@ def _logging_placement(
     return place
 
 
+IN_PROCESS_DEFAULT_THREADS = 1
+"""BLAS threads of a process whose sessions and environment set none. Not TensorFlow's
+default (every core): numpy's OpenBLAS threads spin while idle, so on a machine whose cores
+other processes use too they take the cores from each other and from those processes (the
+wide-and-deep step took 60 ms with 2 threads against 13 ms with 1 on a busy 2-core machine,
+578 ms against 198 ms with one core also taken by a busy loop), and the matrices of a
+sparse model's step are too small to gain from a second thread (docs/differences.md)."""
+
+
+def prepare_process(config: Any) -> None:
+    """Sets up this process's compute for an in-process session, as a ``tf.train.Server``
+    does for its task: the C allocator keeps a step's freed arrays for the next
+    (``numpy_backend.keep_freed_memory``), and the BLAS pool is sized as TF's first session
+    sizes its intra-op pool: ``intra_op_parallelism_threads`` where set, else (when nothing in
+    this process has sized it yet, e.g. a Server) ``$TENSORGRID_INTRA_OP_THREADS``, else
+    ``IN_PROCESS_DEFAULT_THREADS``."""
+    numpy_backend.keep_freed_memory()
+    configured = int(getattr(config, "intra_op_parallelism_threads", 0) or 0)
+    if configured < 0:
+        raise ValueError(f"intra_op_parallelism_threads must be >= 0 (0: the default), got {configured}")
+    if configured:
+        numpy_backend.limit_threads(configured)
+    elif numpy_backend.blas_threads() is None:
+        from_environment = cluster_lib.intra_op_threads_from_environment()
+        numpy_backend.limit_threads(from_environment or IN_PROCESS_DEFAULT_THREADS)
+
+
 class _LocalEngine:
     """Runs steps in this process, with variables private to the session (TF1's DirectSession).
 
@@ -309,6 +338,7 @@ class _LocalEngine:
     def __init__(self, graph: graph_lib.Graph, config: Any) -> None:
         self._graph = graph
         self._config = config
+        prepare_process(config)
         self._resources = resources.ResourceManager()
         self._kernel_state: dict[str, dict[str, Any]] = {}
         self._plans: dict[Any, executor.Plan] = {}

@@ -230,6 +230,16 @@ INTRA_OP_THREADS_ENV = "TENSORGRID_INTRA_OP_THREADS"
 """BLAS threads of a task whose config sets none; the operator sets it from the pod's CPU."""
 
 
+def intra_op_threads_from_environment() -> Optional[int]:
+    """``$TENSORGRID_INTRA_OP_THREADS`` as a thread count, None where it is unset or empty."""
+    configured = os.environ.get(INTRA_OP_THREADS_ENV, "").strip()
+    if not configured:
+        return None
+    if not configured.isdigit() or int(configured) < 1:
+        raise ValueError(f"{INTRA_OP_THREADS_ENV}={configured!r}: expected a whole number of threads >= 1")
+    return int(configured)
+
+
 def default_intra_op_threads(cluster: ClusterSpec, own_address: str) -> int:
     """Threads for one op (BLAS) when the config leaves it to the system:
     ``$TENSORGRID_INTRA_OP_THREADS`` where set, else the cores this process may use (its
@@ -242,11 +252,9 @@ def default_intra_op_threads(cluster: ClusterSpec, own_address: str) -> int:
     BLAS threads per task than with 1; three pods of a job on one 2-core node, each with
     2 threads, trained 10 times slower, and a 64x784 matmul took 37 ms instead of 0.5 ms).
     """
-    configured = os.environ.get(INTRA_OP_THREADS_ENV, "").strip()
-    if configured:
-        if not configured.isdigit() or int(configured) < 1:
-            raise ValueError(f"{INTRA_OP_THREADS_ENV}={configured!r}: expected a whole number of threads >= 1")
-        return int(configured)
+    configured = intra_op_threads_from_environment()
+    if configured is not None:
+        return configured
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     limit = cgroup_cpu_limit()
     if limit is not None:

@@ -59,7 +59,8 @@ def host_ints(value: Any) -> list[int]:
     """A small shape/axis tensor as Python ints (it may live on the GPU)."""
     getter = getattr(value, "get", None)
     array = getter() if callable(getter) and not isinstance(value, np.ndarray) else np.asarray(value)
-    return [int(v) for v in array.reshape(-1)]
+    flat = array.reshape(-1).tolist()  # one C loop to Python scalars, not one numpy scalar per element
+    return flat if array.dtype.kind in "iu" else [int(v) for v in flat]
 
 
 @register_kernel("Reshape", forwards_input=True)

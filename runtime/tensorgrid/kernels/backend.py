@@ -48,6 +48,14 @@ class Backend(abc.ABC):
     def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
         """``target[indices] += updates`` with repeated indices accumulated."""
 
+    def unique_sums(self, indices: Any, rows: Any) -> tuple[Any, Any]:
+        """(the distinct values of the 1-D ``indices``, sorted; the sum of the ``rows`` of each):
+        the deduplication of a sparse gradient before a sparse update."""
+        unique, inverse = self.xp.unique(indices, return_inverse=True)
+        sums = self.xp.zeros((unique.shape[0],) + rows.shape[1:], dtype=rows.dtype)
+        self.scatter_add(sums, inverse.reshape(-1), rows)
+        return unique, sums
+
     @abc.abstractmethod
     def random_generator(self, seed: Optional[Sequence[int]]) -> Any:
         """A generator with ``standard_normal(size, dtype)`` and ``random(size, dtype)``."""

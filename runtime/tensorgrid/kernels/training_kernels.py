@@ -209,12 +209,7 @@ def check_row_indices(k: context.KernelContext, var: Any, grad: Any, indices: An
 
 def summed_rows(k: context.KernelContext, indices: Any, rows: Any) -> tuple[Any, Any]:
     """(unique indices, the sum of the rows of each): repeated indices add up, as TF's optimizers do."""
-    unique, inverse = k.xp.unique(indices, return_inverse=True)
-    if unique.shape[0] == indices.shape[0]:
-        return indices, rows
-    summed = k.xp.zeros((unique.shape[0],) + rows.shape[1:], dtype=rows.dtype)
-    k.backend.scatter_add(summed, inverse.reshape(-1), rows)
-    return unique, summed
+    return k.backend.unique_sums(indices, rows)
 
 
 @register_kernel("SparseApplyMomentum")

@@ -100,10 +100,11 @@ def _dnn_model_fn(features: Any, labels: Any, mode: str, head: head_lib.Head, hi
     linear.check_features(features)
     num_ps_replicas = config.num_ps_replicas if config else 0
     with variable_scope.variable_scope(
-            "dnn", partitioner=partitioned_variables.min_max_variable_partitioner(max_partitions=num_ps_replicas)):
+            "dnn", partitioner=partitioned_variables.min_max_variable_partitioner(max_partitions=num_ps_replicas)
+    ) as scope:
         logits = dnn_logits(features, feature_columns, head.logits_dimension, hidden_units, activation_fn, dropout,
                             input_layer_partitioner or linear.default_partitioner(config), mode)
-    return head.create_estimator_spec(features=features, mode=mode, labels=labels, logits=logits, optimizer=chosen)
+    return linear.build_head_in(scope, head, features, mode, labels, logits, optimizer=chosen)
 
 
 class DNNClassifier(estimator_lib.Estimator):

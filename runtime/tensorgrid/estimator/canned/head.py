@@ -358,6 +358,7 @@ class MultiClassHead(Head):
         label_ids = _assert_range(labels, self.logits_dimension)
         loss = nn_ops.sparse_softmax_cross_entropy_with_logits(labels=array_ops.squeeze(label_ids, axis=[-1]),
                                                                logits=logits)
+        losses_impl.add_loss(loss)  # as tf.losses.sparse_softmax_cross_entropy, which TF's head calls, does
         return array_ops.expand_dims(loss, -1), label_ids
 
     def eval_metric_ops(self, predictions: dict[str, Tensor], labels: Tensor, weights: Any,
@@ -386,7 +387,9 @@ class RegressionHead(Head):
 
     def unreduced_loss(self, logits: Tensor, labels: Any) -> tuple[Tensor, Tensor]:
         labels = math_ops.cast(_dense_labels(labels, logits, self.logits_dimension), dtypes.float32)
-        return math_ops.squared_difference(logits, labels), labels
+        loss = math_ops.squared_difference(logits, labels)
+        losses_impl.add_loss(loss)  # as tf.losses.mean_squared_error, which TF's head calls, does
+        return loss, labels
 
     def eval_metric_ops(self, predictions: dict[str, Tensor], labels: Tensor, weights: Any,
                         unreduced_loss: Tensor) -> dict[str, Any]:

@@ -75,14 +75,25 @@ def _linear_model_fn(features: Any, labels: Any, mode: str, head: head_lib.Head,
                      optimizer: Any, partitioner: Any, config: Optional[run_config_lib.RunConfig],
                      sparse_combiner: str) -> model_fn_lib.EstimatorSpec:
     check_features(features)
-    with variable_scope.variable_scope("linear", partitioner=partitioner or default_partitioner(config)):
+    with variable_scope.variable_scope("linear", partitioner=partitioner or default_partitioner(config)) as scope:
         logits = linear_logits(features, feature_columns, head.logits_dimension, sparse_combiner)
     if not optimizer:
         chosen: Any = ftrl.FtrlOptimizer(learning_rate=min(LEARNING_RATE, 1.0 / math.sqrt(len(feature_columns))))
     else:
         chosen = optimizer
-    return head.create_estimator_spec(features=features, mode=mode, labels=labels, logits=logits,
-                                      optimizer=optimizers.get_optimizer_instance(chosen, LEARNING_RATE))
+    return build_head_in(scope, head, features, mode, labels, logits,
+                         optimizer=optimizers.get_optimizer_instance(chosen, LEARNING_RATE))
+
+
+def build_head_in(scope: variable_scope.VariableScope, head: head_lib.Head, features: Any, mode: str, labels: Any,
+                  logits: graph_lib.Tensor, optimizer: Any) -> model_fn_lib.EstimatorSpec:
+    """The head's spec built in the name scope of the model's ``scope``, as TF builds it (the
+    optimizer's own variables are ``linear/head/beta1_power``), but not in the variable scope: the
+    slots keep the names of their variables (``<variable>/Ftrl``) where TF's, made in the variable
+    scope, are saved as ``<variable>/part_0/Ftrl`` (docs/differences.md)."""
+    with graph_lib.get_default_graph().name_scope(scope.original_name_scope):
+        return head.create_estimator_spec(features=features, mode=mode, labels=labels, logits=logits,
+                                          optimizer=optimizer)
 
 
 class LinearClassifier(estimator_lib.Estimator):

@@ -76,13 +76,13 @@ def _check_reduction(loss_reduction: str) -> None:
 
 def _check_logits(logits: Any, dimension: int) -> Tensor:
     """``logits`` as float32 of shape ``[D0, ..., DN, dimension]`` (static checks, as TF's)."""
-    logits = math_ops.cast(op_util.to_tensor(logits), dtypes.float32)
-    shape = logits.shape
+    logits_float: Tensor = math_ops.cast(op_util.to_tensor(logits), dtypes.float32)
+    shape = logits_float.shape
     if shape.ndims is not None and shape.ndims < 2:
         raise ValueError(f"logits shape must be [D0, D1, ... DN, logits_dimension], got {shape}.")
     if shape.ndims is not None and shape.as_list()[-1] is not None and shape.as_list()[-1] != dimension:
         raise ValueError(f"logits shape must be [D0, D1, ... DN, logits_dimension={dimension}], got {shape}.")
-    return logits
+    return logits_float
 
 
 def _all(condition: Tensor) -> Tensor:
@@ -192,8 +192,9 @@ def _check_vocabulary(label_vocabulary: Any) -> None:
 def _vocabulary_ids(labels: Tensor, label_vocabulary: Sequence[str]) -> Tensor:
     if labels.dtype.base_dtype != dtypes.string:
         raise ValueError(f"Labels dtype should be string if there is a vocabulary. Instead got {labels.dtype}")
-    table = lookup_ops.index_table_from_tensor(vocabulary_list=tuple(label_vocabulary), name="class_id_lookup")
-    return table.lookup(labels)
+    table: Any = lookup_ops.index_table_from_tensor(vocabulary_list=tuple(label_vocabulary), name="class_id_lookup")
+    ids: Tensor = table.lookup(labels)
+    return ids
 
 
 class Head:
@@ -314,8 +315,8 @@ class BinaryLogisticHead(Head):
             keys.PREDICTION_MEAN: metrics_impl.mean(logistic, weights=_metric_weights(weights, logistic),
                                                     name=keys.PREDICTION_MEAN),
             keys.LABEL_MEAN: labels_mean,
-            keys.ACCURACY_BASELINE: (math_ops.maximum(label_mean_value, 1.0 - label_mean_value),
-                                     math_ops.maximum(label_mean_update, 1.0 - label_mean_update)),
+            keys.ACCURACY_BASELINE: (math_ops.maximum(label_mean_value, math_ops.subtract(1.0, label_mean_value)),
+                                     math_ops.maximum(label_mean_update, math_ops.subtract(1.0, label_mean_update))),
             keys.AUC: metrics_impl.auc(labels, logistic, weights=_metric_weights(weights, logistic), name=keys.AUC),
             keys.AUC_PR: metrics_impl.auc(labels, logistic, weights=_metric_weights(weights, logistic), curve="PR",
                                           name=keys.AUC_PR),

@@ -4,7 +4,7 @@ estimator's default learning rate (TensorFlow Estimator's ``get_optimizer_instan
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tensorgrid.train import adagrad
 from tensorgrid.train import adam
@@ -13,7 +13,7 @@ from tensorgrid.train import gradient_descent
 from tensorgrid.train import optimizer as optimizer_lib
 from tensorgrid.train import rmsprop
 
-OPTIMIZERS_BY_NAME: dict[str, type[optimizer_lib.Optimizer]] = {
+OPTIMIZERS_BY_NAME: dict[str, Callable[..., optimizer_lib.Optimizer]] = {
     "Adagrad": adagrad.AdagradOptimizer,
     "Adam": adam.AdamOptimizer,
     "Ftrl": ftrl.FtrlOptimizer,

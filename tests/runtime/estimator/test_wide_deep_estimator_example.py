@@ -44,7 +44,7 @@ def tensorgrid_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, 
 def test_the_example_trains_to_the_hidden_models_auc(tensorgrid_run: tuple[dict[str, float], Path]) -> None:
     metrics, model_dir = tensorgrid_run
     assert metrics["global_step"] == 300
-    assert metrics["auc"] > metrics["hidden_auc"] - 0.06, metrics
+    assert metrics["auc"] > metrics["hidden_auc"] - 0.07, metrics
     assert metrics["accuracy"] > 0.68, metrics
     assert (model_dir / "model.ckpt-300.index").exists()
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(model_dir / "eval"))

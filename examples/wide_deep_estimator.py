@@ -75,6 +75,15 @@ def feature_columns():  # type: ignore[no-untyped-def]
     return wide, deep
 
 
+def make_estimator(model_dir: str):  # type: ignore[no-untyped-def]
+    """The wide-and-deep classifier, its checkpoints in ``model_dir`` (the cluster from TF_CONFIG)."""
+    wide, deep = feature_columns()
+    config = tf.estimator.RunConfig(model_dir=model_dir, save_checkpoints_steps=150, tf_random_seed=0)
+    return tf.estimator.DNNLinearCombinedClassifier(
+        linear_feature_columns=wide, dnn_feature_columns=deep, dnn_hidden_units=[16, 8],
+        linear_optimizer=tf.train.FtrlOptimizer(0.1), dnn_optimizer=tf.train.AdagradOptimizer(0.05), config=config)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", default=None, help="checkpoints and summaries (default: a new temporary one)")
@@ -82,24 +91,19 @@ def main() -> None:
     parser.add_argument("--backend", choices=("tensorgrid", "tensorflow"), default="tensorgrid",
                         help="the library that runs it (imported before the arguments are parsed)")
     args = parser.parse_args()
-    wide, deep = feature_columns()
-    config = tf.estimator.RunConfig(model_dir=args.model_dir or tempfile.mkdtemp(), save_checkpoints_steps=150,
-                                    tf_random_seed=0)
-    estimator = tf.estimator.DNNLinearCombinedClassifier(
-        linear_feature_columns=wide, dnn_feature_columns=deep, dnn_hidden_units=[16, 8],
-        linear_optimizer=tf.train.FtrlOptimizer(0.1), dnn_optimizer=tf.train.AdagradOptimizer(0.05), config=config)
+    estimator = make_estimator(args.model_dir or tempfile.mkdtemp())
     metrics, _ = tf.estimator.train_and_evaluate(
         estimator, tf.estimator.TrainSpec(train_input_fn, max_steps=args.steps),
         tf.estimator.EvalSpec(eval_input_fn, steps=None, throttle_secs=0))
     if metrics is None:  # a PS task, or a worker that is not the chief: nothing to report
         return
     _, clicked, probability = EVAL_LOG
-    hidden_auc = _auc(clicked.ravel(), probability)
+    hidden_auc = exact_auc(clicked.ravel(), probability)
     print(f"global step {metrics['global_step']}  auc {metrics['auc']:.4f}  accuracy {metrics['accuracy']:.4f}  "
           f"average_loss {metrics['average_loss']:.4f}  (the hidden model's auc {hidden_auc:.4f})")
 
 
-def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
+def exact_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """The exact ROC AUC: the chance a clicked impression scores above an unclicked one."""
     order = np.argsort(scores)
     ranks = np.empty(len(scores))

@@ -187,6 +187,17 @@ def run(model_dir):
     return rounded({"classifier": classified, "regressor": trained(regressor, VALUE, hooks=[FixedStart()]),
                     "wide_only": trained(wide_only, CLICKED)})
 ''',
+    "dnn_partitioned_input_layer_fixed_start": '''
+def run(model_dir):
+    _, deep = columns()
+    regressor = tf.estimator.DNNRegressor(
+        [2], deep, model_dir=model_dir, weight_column="w",
+        input_layer_partitioner=tf.min_max_variable_partitioner(max_partitions=2, min_slice_size=16))
+    start = FixedStart()
+    result = trained(regressor, VALUE, hooks=[start])
+    result["trainable"] = start.names
+    return rounded(result)
+''',
     "dnn_random_start": '''
 def run(model_dir):
     _, deep = columns()

@@ -162,7 +162,7 @@ class Estimator:
                 graph.add_to_collection(graph_lib.GraphKeys.SAVERS, saver_lib.Saver(
                     sharded=True, max_to_keep=self._config.keep_checkpoint_max,
                     keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours,
-                    save_relative_paths=True))
+                    defer_build=True, save_relative_paths=True))
             chief_hooks = self._checkpoint_saver_hooks(spec, worker_hooks, listeners)
             with monitored_session.MonitoredTrainingSession(
                     master=self._config.master, is_chief=self._config.is_chief, checkpoint_dir=self._model_dir,

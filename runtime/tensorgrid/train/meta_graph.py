@@ -5,7 +5,10 @@ The file is tensorgrid's own (TensorFlow's ``.meta`` protobufs are refused here 
 error saying so, and ours do not load there): JSON holding the GraphDef in its wire form (base64 of graph.proto's bytes, the
 lossless codec of the distributed layer) and every collection whose items it can name:
 tensors, operations, variables (by their ops' names), and plain numbers and strings.
-Collections of other Python objects (queue runners, savers) are left out, with a log line.
+Collections of other Python objects (queue runners) are left out, with a log line. The savers
+collection is left out silently: every checkpoint save writes a meta graph, and what TensorFlow
+keeps of a Saver there (its SaverDef) ``import_meta_graph`` rebuilds as a Saver of the global
+variables.
 """
 
 from __future__ import annotations
@@ -93,8 +96,10 @@ def export_meta_graph(filename: Optional[str] = None, collection_list: Optional[
     for key in collection_list if collection_list is not None else graph.get_all_collection_keys():
         items = [_item(v) for v in graph.get_collection(key)]
         if any(i is None for i in items):
-            # The runtime's own collections ("__varscope") are Python state; only the program's are news.
-            (log.debug if key.startswith("__") else log.info)(
+            # The runtime's own collections ("__varscope") are Python state, and the savers are
+            # rebuilt by import_meta_graph; only the program's other collections are news.
+            quiet = key.startswith("__") or key == graph_lib.GraphKeys.SAVERS
+            (log.debug if quiet else log.info)(
                 "Collection %r holds objects a meta graph cannot name; it is left out", key)
             continue
         collections[key] = [i for i in items if i is not None]

@@ -85,6 +85,10 @@ class Scaffold:
             self._summary_op = _get_or_default("summary_op", keys.SUMMARY_OP, summary_ops.merge_all)
         if self._saver is None:
             self._saver = _saver_or_default()
+        if self._saver is not None:
+            # A Saver made with defer_build=True (the Estimator's) gets its ops now, before the
+            # graph is finalized, as TensorFlow's Scaffold builds it; a built one is left as it is.
+            self._saver.build()
         if not graph.finalized:
             graph.finalize()
         return self

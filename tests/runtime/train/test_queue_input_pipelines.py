@@ -162,7 +162,9 @@ def test_read_up_to_stops_at_the_end_of_each_file(tf1: Any, tmp_path: Any) -> No
         filenames = lib.train.string_input_producer(paths, num_epochs=1, shuffle=False)
         reader = lib.TFRecordReader()
         keys, _ = reader.read_up_to(filenames, 3)
-        return [keys, reader.num_records_produced(), reader.num_work_units_completed()]
+        # The counts read after this step's read: without the dependency either order is valid, on both.
+        with lib.control_dependencies([keys]):
+            return [keys, reader.num_records_produced(), reader.num_work_units_completed()]
 
     ours, theirs = both(tf1, build)
     assert [len(run[0]) for run in theirs["runs"]] == [3, 2, 3, 2]

@@ -194,6 +194,8 @@ __version__ = version.VERSION
 release (``tf.version.TENSORGRID_VERSION``): see ``version.py``."""
 VERSION = version.VERSION
 """TF1's ``tf.VERSION``, the same as ``__version__``."""
+__git_version__ = GIT_VERSION = version.GIT_VERSION
+__compiler_version__ = COMPILER_VERSION = version.COMPILER_VERSION
 
 sub = subtract
 mul = multiply

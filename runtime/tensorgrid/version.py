@@ -9,6 +9,7 @@ package's version, as ``pip`` knows it).
 
 from __future__ import annotations
 
+import platform
 from importlib import metadata
 
 VERSION = "1.15.0"
@@ -19,3 +20,12 @@ try:
 except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
     TENSORGRID_VERSION = "0+unknown"
 """tensorgrid's own version."""
+
+GIT_VERSION = f"tensorgrid-{TENSORGRID_VERSION}"
+"""TF1's ``tf.GIT_VERSION`` (``tf.__git_version__``), which TensorFlow fills with ``git describe`` of
+its build and programs log beside ``__version__``: here tensorgrid's own release, so a log says
+which library ran."""
+
+COMPILER_VERSION = platform.python_compiler()
+"""TF1's ``tf.COMPILER_VERSION`` (``tf.__compiler_version__``): the compiler of the Python that runs
+tensorgrid's kernels (numpy's), as TensorFlow names the compiler of its own kernels."""

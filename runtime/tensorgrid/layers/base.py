@@ -29,6 +29,7 @@ from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
+from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import variable_scope as variable_scope_lib
 from tensorgrid.ops import variables as variables_lib
 
@@ -104,22 +105,29 @@ class Layer:
 
     # -- what subclasses call
     def add_weight(self, name: str, shape: Any, initializer: Any = None, regularizer: Any = None,
-                   trainable: bool = True, constraint: Any = None, dtype: Any = None) -> variables_lib.Variable:
+                   trainable: bool = True, constraint: Any = None, dtype: Any = None) -> Any:
         """``tf.get_variable(name, ...)`` in this layer's scope; its regularizer's loss goes into
-        REGULARIZATION_LOSSES (once, when the variable is made) and into ``self.losses``."""
+        REGULARIZATION_LOSSES (once, when the variable is made) and into ``self.losses``.
+
+        Under a scope's partitioner the weight is a ``PartitionedVariable`` (the ops take its parts
+        concatenated) and the regularizer applies to each part, as in TensorFlow. TF's legacy layers
+        then file the parts under ``non_trainable_weights`` even when they train (its check that a
+        new weight is in ``trainable_variables()`` fails for the partitioned whole, so it moves them);
+        the graph's TRAINABLE_VARIABLES holds them all the same, and tensorgrid keeps TF's lists."""
         graph = graph_lib.get_default_graph()
         known = len(graph.get_collection(graph_lib.GraphKeys.REGULARIZATION_LOSSES))
         created_before = {id(v) for v in variables_lib.global_variables()}
         variable = variable_scope_lib.get_variable(
             name, shape=shape, dtype=dtype if dtype is not None else self._dtype, initializer=initializer,
             regularizer=regularizer, trainable=trainable and self.trainable, constraint=constraint)
-        assert isinstance(variable, variables_lib.Variable), f"{name} of layer {self._base_name} is partitioned"
-        if id(variable) not in created_before:
+        partitioned = isinstance(variable, partitioned_variables.PartitionedVariable)
+        parts = list(variable) if partitioned else [variable]
+        if not any(id(part) in created_before for part in parts):
             self._losses.extend(graph.get_collection(graph_lib.GraphKeys.REGULARIZATION_LOSSES)[known:])
-        if trainable and self.trainable:
+        if trainable and self.trainable and not partitioned:
             self._trainable_weights.append(variable)
         else:
-            self._non_trainable_weights.append(variable)
+            self._non_trainable_weights.extend(parts)
         return variable
 
     def add_update(self, update: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tensorgrid import monitoring
+from tensorgrid.client import config
 from tensorgrid.framework import graph_def as graph_def_lib
 from tensorgrid.kernels import summary_kernels
 from tensorgrid.kernels import tf_record
@@ -30,7 +31,8 @@ def tfrecord(data: bytes) -> bytes:
 
 
 def event(wall_time: float, step: int = 0, file_version: Optional[str] = None,
-          summary: Optional[bytes] = None, graph_def: Optional[bytes] = None) -> bytes:
+          summary: Optional[bytes] = None, graph_def: Optional[bytes] = None,
+          tagged_run_metadata: Optional[bytes] = None) -> bytes:
     """A serialized ``tensorflow.Event``."""
     out = summary_kernels.double_field(1, wall_time)
     if step:
@@ -41,7 +43,20 @@ def event(wall_time: float, step: int = 0, file_version: Optional[str] = None,
         out += summary_kernels.length_delimited(4, graph_def)
     if summary is not None:
         out += summary_kernels.length_delimited(5, summary)
+    if tagged_run_metadata is not None:
+        out += summary_kernels.length_delimited(8, tagged_run_metadata)
     return out
+
+
+def _run_metadata_bytes(run_metadata: Any) -> bytes:
+    """A ``RunMetadata`` serialized: a protobuf's own bytes; tensorgrid's ``tf.RunMetadata`` holds no
+    step statistics (a traced run records none, docs/differences.md), so it is the empty message."""
+    serialize = getattr(run_metadata, "SerializeToString", None)
+    if callable(serialize):
+        return bytes(serialize())
+    if isinstance(run_metadata, config.RunMetadata):
+        return b""
+    raise TypeError(f"add_run_metadata takes a tf.RunMetadata, got {type(run_metadata).__name__}")
 
 
 def _summary_bytes(summary: Any) -> bytes:
@@ -73,6 +88,7 @@ class FileWriter:
         self._suffix = filename_suffix or ""
         self._flush_secs = flush_secs
         self._lock = threading.Lock()
+        self._run_metadata_tags: set[str] = set()
         self._file: Any = None
         self._last_flush = 0.0
         self._open()
@@ -119,6 +135,16 @@ class FileWriter:
         if not isinstance(source, graph_def_lib.GraphDef) and not callable(getattr(source, "as_graph_def", None)):
             raise TypeError(f"add_graph takes a tf.Graph or its GraphDef, got {type(source).__name__}")
         self._write(event(time.time(), int(global_step or 0), graph_def=tf_graph_def.serialized_graph_def(source)))
+
+    def add_run_metadata(self, run_metadata: Any, tag: str, global_step: Optional[int] = None) -> None:
+        """Writes ``run_metadata`` (what ``session.run(..., run_metadata=...)`` filled) under ``tag``, for
+        TensorBoard's per-run view; a tag is written once per writer, as in TensorFlow."""
+        if tag in self._run_metadata_tags:
+            raise ValueError("The provided tag was already used for this event type")
+        self._run_metadata_tags.add(tag)
+        tagged = summary_kernels.length_delimited(1, str(tag).encode()) + summary_kernels.length_delimited(
+            2, _run_metadata_bytes(run_metadata))
+        self._write(event(time.time(), int(global_step or 0), tagged_run_metadata=tagged))
 
     def flush(self) -> None:
         with self._lock:

@@ -139,7 +139,7 @@ def test_hand_started_tasks_chief_initializes_the_other_waits_both_train(tmp_pat
 def test_supervisor_example_under_tensorgrid_local(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--workers", "2", "--",
-         sys.executable, str(EXAMPLE), "--steps", "400", "--log-every", "50", "--min-accuracy", "0.85",
+         sys.executable, str(EXAMPLE), "--steps", "400", "--log_every", "50", "--min_accuracy", "0.85",
          "--logdir", str(tmp_path)],
         capture_output=True, text=True, timeout=280, env=task_environment())
     assert result.returncode == 0, result.stdout + result.stderr

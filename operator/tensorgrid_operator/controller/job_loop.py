@@ -80,12 +80,13 @@ async def job_daemon(*, stopped: kopf.DaemonStopped, namespace: Optional[str], n
                 errors = 0
             except kube.ConflictError:
                 delay = 0.0
-            except Exception as e:  # noqa: BLE001 - an API outage must not kill the job's loop
+            except Exception as e:  # an API outage must not kill the job's loop
                 operator.known_jobs.forget(key)
                 delay = ERROR_BACKOFF_SECONDS[min(errors, len(ERROR_BACKOFF_SECONDS) - 1)]
                 errors += 1
+                # The first failure of a streak with its traceback (where it came from), the retries in a line.
                 logger.warning("reconcile of %s/%s failed (%s: %s); retrying in %.1fs",
-                               namespace, name, type(e).__name__, e, delay)
+                               namespace, name, type(e).__name__, e, delay, exc_info=errors == 1)
             if delay is None:
                 break
             if delay > 0:

@@ -203,6 +203,15 @@ class Estimator:
 
     # --- evaluation -------------------------------------------------------------------------
 
+    def _checkpoint_to_read(self, checkpoint_path: Optional[str], action: str) -> Optional[str]:
+        """``checkpoint_path``, else the latest checkpoint of model_dir; None (said in the log, as TF says
+        it) when there is none, so that ``action`` runs on the initial values."""
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if not checkpoint_path:
+            log.info("Could not find trained model in model_dir: %s, running initialization to %s.",
+                     self._model_dir, action)
+        return checkpoint_path
+
     def evaluate(self, input_fn: Callable[..., Any], steps: Optional[int] = None,
                  hooks: Optional[Sequence[Any]] = None, checkpoint_path: Optional[str] = None,
                  name: Optional[str] = None) -> dict[str, Any]:
@@ -214,10 +223,7 @@ class Estimator:
             raise ValueError(f"Must specify steps > 0, given: {steps}")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"`name` must be string, given: {name}")
-        checkpoint_path = checkpoint_path or self.latest_checkpoint()
-        if not checkpoint_path:
-            log.info("Could not find trained model in model_dir: %s, running initialization to evaluate.",
-                     self._model_dir)
+        checkpoint_path = self._checkpoint_to_read(checkpoint_path, "evaluate")
         with graph_lib.Graph().as_default() as graph:
             self._set_seed()
             global_step = training_util.get_or_create_global_step(graph)
@@ -258,10 +264,7 @@ class Estimator:
         of ``input_fn`` (each batch with ``yield_single_examples=False``): a dict of the
         ``predict_keys`` (every key when None) when the model_fn's predictions are a dict."""
         all_hooks = _checked_hooks(hooks)
-        checkpoint_path = checkpoint_path or self.latest_checkpoint()
-        if not checkpoint_path:
-            log.info("Could not find trained model in model_dir: %s, running initialization to predict.",
-                     self._model_dir)
+        checkpoint_path = self._checkpoint_to_read(checkpoint_path, "predict")
         with graph_lib.Graph().as_default() as graph:
             self._set_seed()
             training_util.get_or_create_global_step(graph)

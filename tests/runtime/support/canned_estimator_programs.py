@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import estimator_programs
+
 COMMON = '''
 import re
 
@@ -256,9 +258,4 @@ def program_text(name: str) -> str:
 
 def run_program(tf: Any, name: str, model_dir: str) -> Any:
     """Runs a program with ``tf`` as its TensorFlow module; the result, or the error's class and message."""
-    scope: dict[str, Any] = {"tf": tf}
-    exec(compile(program_text(name), f"<canned estimator program {name}>", "exec"), scope)
-    try:
-        return scope["run"](model_dir)
-    except Exception as error:  # noqa: BLE001 - the error's class is part of what the two libraries must share
-        return {"error": type(error).__name__, "message": str(error)}
+    return estimator_programs.run_text(tf, program_text(name), f"<canned estimator program {name}>", model_dir)

@@ -281,8 +281,14 @@ def program_text(name: str) -> str:
 
 def run_program(tf: Any, name: str, model_dir: str) -> Any:
     """Runs a program with ``tf`` as its TensorFlow module; the result, or the error's class and message."""
+    return run_text(tf, program_text(name), f"<estimator program {name}>", model_dir)
+
+
+def run_text(tf: Any, text: str, label: str, model_dir: str) -> Any:
+    """Runs the ``run(model_dir)`` that ``text`` defines, with ``tf`` as its TensorFlow module; the result,
+    or the error's class and message (the canned estimators' programs run through it too)."""
     scope: dict[str, Any] = {"tf": tf}
-    exec(compile(program_text(name), f"<estimator program {name}>", "exec"), scope)
+    exec(compile(text, label, "exec"), scope)
     try:
         return scope["run"](model_dir)
     except Exception as error:  # noqa: BLE001 - the error's class is part of what the two libraries must share

@@ -132,3 +132,17 @@ def tf1() -> Any:
         pytest.skip(message)
     tf1.disable_v2_behavior()
     return tf1
+
+
+@pytest.fixture(scope="session")
+def tf1_layers(tf1: Any) -> Any:
+    """TensorFlow's ``tf.compat.v1.layers`` (from tf-keras, where TF 2.21 keeps them), the oracle of
+    tests/runtime/layers; skipped without tf-keras, except in CI, where it fails the test."""
+    try:
+        from tf_keras.api._v1.keras.__internal__.legacy import layers
+    except ImportError as exc:
+        message = f"tf.compat.v1.layers of TensorFlow 2.21 need tf-keras: make venv installs it ({exc})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return layers

@@ -7,7 +7,6 @@ a scalar here: the parts are initialized one by one, so a full-size value fits n
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -19,19 +18,6 @@ RNG = np.random.default_rng(11)
 FEATURES = RNG.normal(size=(4, 5)).astype(np.float32)
 SEQUENCES = RNG.normal(size=(2, 3, 5)).astype(np.float32)
 IMAGES = RNG.normal(size=(2, 5, 5, 2)).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def tf1_layers(tf1: Any) -> Any:
-    """TensorFlow's ``tf.compat.v1.layers`` (TensorFlow 2.21 keeps them in tf-keras)."""
-    try:
-        from tf_keras.api._v1.keras.__internal__.legacy import layers
-    except ImportError as exc:
-        message = f"tf.compat.v1.layers of TensorFlow 2.21 need tf-keras: make venv installs it ({exc})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return layers
 
 
 def run_partitioned(tf: Any, layers: Any, build: Any) -> dict[str, Any]:

@@ -10,7 +10,6 @@ the oracle extra installs it (Makefile), and the ``tf1_layers`` fixture takes th
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import numpy as np
@@ -22,19 +21,6 @@ RNG = np.random.default_rng(7)
 IMAGES = RNG.normal(size=(3, 7, 7, 2)).astype(np.float32)
 FEATURES = RNG.normal(size=(4, 5)).astype(np.float32)
 SEQUENCES = RNG.normal(size=(2, 3, 5)).astype(np.float32)
-
-
-@pytest.fixture(scope="session")
-def tf1_layers(tf1: Any) -> Any:
-    """TensorFlow's ``tf.compat.v1.layers`` (from tf-keras, where TF 2.21 keeps them)."""
-    try:
-        from tf_keras.api._v1.keras.__internal__.legacy import layers
-    except ImportError as exc:
-        message = f"tf.compat.v1.layers of TensorFlow 2.21 need tf-keras: make venv installs it ({exc})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return layers
 
 
 def on_both(request: pytest.FixtureRequest, build: Callable[[Any, Any], dict[str, Any]],

@@ -180,6 +180,12 @@ def _set_env(container: Obj, name: str, value: str) -> None:
     container["env"] = env
 
 
+def _default_env(container: Obj, name: str, value: str) -> None:
+    """``_set_env`` unless the template's container declares ``name`` itself: its value wins."""
+    if name not in {e.get("name") for e in container.get("env") or []}:
+        _set_env(container, name, value)
+
+
 def ps_grace_seconds(job_spec: spec_lib.JobSpec) -> Optional[int]:
     """The PS grace period the operator sets: none (the runtime's 60 s) unless every worker decides success.
 
@@ -209,8 +215,7 @@ def _mount_tls(main: Obj, pod_spec: Obj, secret_name: str) -> None:
     mounts = [m for m in main.get("volumeMounts") or [] if m.get("name") != TLS_VOLUME]
     mounts.append({"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True})
     main["volumeMounts"] = mounts
-    if TLS_DIR_ENV not in {e.get("name") for e in main.get("env") or []}:
-        _set_env(main, TLS_DIR_ENV, TLS_MOUNT_PATH)
+    _default_env(main, TLS_DIR_ENV, TLS_MOUNT_PATH)
 
 
 def _with_tls_volume(volumes: list[Obj], secret_name: str) -> list[Obj]:
@@ -267,12 +272,11 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
         _set_env(main, "TENSORGRID_DATA_PORT", str(data_port))
         grace = ps_grace_seconds(job_spec)
-        declared = {e.get("name") for e in main.get("env") or []}
-        if key.rtype is spec_lib.ReplicaType.PS and grace is not None and PS_GRACE_ENV not in declared:
-            _set_env(main, PS_GRACE_ENV, str(grace))  # a value in the template wins
+        if key.rtype is spec_lib.ReplicaType.PS and grace is not None:
+            _default_env(main, PS_GRACE_ENV, str(grace))
         threads = cpu_threads(main)
-        if threads is not None and INTRA_OP_THREADS_ENV not in declared:
-            _set_env(main, INTRA_OP_THREADS_ENV, str(threads))
+        if threads is not None:
+            _default_env(main, INTRA_OP_THREADS_ENV, str(threads))
         _mount_tls(main, pod_spec, replica_tls_secret_name(spec_lib.pod_name(job_name, key)))
         main["ports"] = [dict(p) for p in main.get("ports") or []]
         _declare_port(main, spec_lib.PORT_NAME, replica_port(job_spec, key.rtype))

@@ -292,18 +292,23 @@ class Estimator:
         if self._config.tf_random_seed is not None:
             graph_lib.get_default_graph().seed = self._config.tf_random_seed
 
+    def _context_args(self, function: Callable[..., Any], mode: str) -> dict[str, Any]:
+        """Those of ``mode``, ``params`` and ``config`` that ``function`` takes, by name, as TF passes them
+        to ``input_fn`` and ``model_fn``."""
+        accepted = _arg_names(function)
+        args: dict[str, Any] = {}
+        if "mode" in accepted:
+            args["mode"] = mode
+        if "params" in accepted:
+            args["params"] = self.params  # each a deep copy, made only for a function that takes it
+        if "config" in accepted:
+            args["config"] = self.config
+        return args
+
     def _input(self, input_fn: Callable[..., Any], mode: str) -> tuple[Any, Any, list[Any]]:
         """``input_fn``'s features and labels, from its Dataset's iterator when it returns one (with
         the hook that initializes it), and that hook list."""
-        accepted = _arg_names(input_fn)
-        kwargs: dict[str, Any] = {}
-        if "mode" in accepted:
-            kwargs["mode"] = mode
-        if "params" in accepted:
-            kwargs["params"] = self.params
-        if "config" in accepted:
-            kwargs["config"] = self.config
-        result = input_fn(**kwargs)
+        result = input_fn(**self._context_args(input_fn, mode))
         input_hooks: list[Any] = []
         if isinstance(result, dataset_ops.Dataset):
             iterator = dataset_ops.make_initializable_iterator(result)
@@ -316,18 +321,11 @@ class Estimator:
         return result, None, input_hooks
 
     def _call_model_fn(self, features: Any, labels: Any, mode: str) -> model_fn_lib.EstimatorSpec:
-        accepted = _arg_names(self._model_fn)
-        kwargs: dict[str, Any] = {}
-        if "labels" in accepted:
+        kwargs = self._context_args(self._model_fn, mode)
+        if "labels" in _arg_names(self._model_fn):
             kwargs["labels"] = labels
         elif labels is not None:
             raise ValueError("model_fn does not take labels, but input_fn returns labels.")
-        if "mode" in accepted:
-            kwargs["mode"] = mode
-        if "params" in accepted:
-            kwargs["params"] = self.params
-        if "config" in accepted:
-            kwargs["config"] = self.config
         spec = self._model_fn(features=features, **kwargs)
         if not isinstance(spec, model_fn_lib.EstimatorSpec):
             raise ValueError(f"model_fn should return an EstimatorSpec, got {type(spec).__name__}.")

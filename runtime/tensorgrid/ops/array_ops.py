@@ -88,6 +88,12 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Cons
              verify_shape: bool = False) -> graph_lib.Tensor:
     """A tensor with a fixed value (``tf.constant``); ``shape`` broadcasts a scalar or list."""
     wanted = dtypes.as_dtype(dtype) if dtype is not None else None
+    if _holds_range(value):
+        # TensorFlow's graph-mode tf.constant refuses a range (TF 1.x took it); convert_to_tensor takes it.
+        raise ValueError(
+            f"tf.constant does not take a Python range, got {value!r}: pass list(...) of it, "
+            "or use tf.range or tf.convert_to_tensor"
+        )
     if _holds_tensors(value):
         raise TypeError(
             f"tf.constant expected any non-tensor type, but got a tensor instead in {value!r}: "
@@ -121,7 +127,23 @@ def _constant_conversion(value: Any, dtype: Any = None, name: Optional[str] = No
 for _base in (np.ndarray, np.generic, list, tuple, float, int, bool, str, bytes):
     tensor_conversion.register_tensor_conversion_function(_base, _constant_conversion)
 
+
+def _range_conversion(value: range, dtype: Any = None, name: Optional[str] = None, as_ref: bool = False) -> graph_lib.Tensor:
+    if dtype is None and not value:
+        dtype = dtypes.int32  # a range holds integers even when empty (an empty list is float32)
+    return constant(list(value), dtype=dtype, name=name or "Const")
+
+
+tensor_conversion.register_tensor_conversion_function(range, _range_conversion)
+
 _PLAIN_VALUES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None), tensor_shape.Dimension)
+
+
+def _holds_range(value: Any) -> bool:
+    """Whether a value is, or a (nested) list or tuple holds, a Python ``range``."""
+    if isinstance(value, (list, tuple)):
+        return any(_holds_range(v) for v in value)
+    return isinstance(value, range)
 
 
 def _holds_tensors(value: Any) -> bool:

@@ -100,7 +100,8 @@ fuzz: venv
 
 # helm for the chart tests, kwok for the operator's tests on simulated nodes, scheduler-plugins
 # for its gang scheduling tests, cert-manager's controllers for its cert-manager mode, Kueue's
-# manager for queued jobs (go install / go build, cached in ~/.cache/tensorgrid/bin).
+# manager for queued jobs (go install / go build, cached in ~/.cache/tensorgrid/bin); Debian's
+# chromium and prometheus (promtool) for the TensorBoard browser test and the dashboard queries' test.
 tools:
 	hack/tools.sh --with-kwok --with-gang-scheduler --with-cert-manager --with-kueue
 

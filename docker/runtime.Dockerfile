@@ -18,7 +18,8 @@
 #   VARIANT     cpu | cuda | cuda13: cuda adds the [gpu] extra (cupy-cuda12x), cuda13
 #               the [gpu-cuda13] extra (cupy-cuda13x)
 #   EXTRAS      extras of the tensorgrid package to install (default: data, the digits
-#               data set the examples train on; empty for the smallest image)
+#               data set the examples train on, and tensorboard, which the operator runs
+#               a job's TensorBoard with; empty for the smallest image)
 #
 # Run one task of a cluster (TF_CONFIG names this task and its peers):
 #   docker run -e TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}' tensorgrid:latest
@@ -40,7 +41,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # which is all the final stage takes from here.
 FROM base AS builder
 ARG VARIANT=cpu
-ARG EXTRAS=data
+ARG EXTRAS=data,tensorboard
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 # Debian's and Ubuntu's python3 create virtual environments only with python3-venv.
@@ -73,6 +74,7 @@ RUN /opt/venv/bin/pip install --no-deps /src \
     && find /opt/venv/lib/python3*/site-packages -mindepth 2 -type d -name tests -prune -exec rm -rf {} + \
     && /opt/venv/bin/tensorgrid --help > /dev/null \
     && /opt/venv/bin/python -c 'import tensorgrid as tf; tf.Session, tf.train.Server' \
+    && if [ -e /opt/venv/bin/tensorboard ]; then /opt/venv/bin/tensorboard --version_tb > /dev/null; fi \
     && /opt/venv/bin/python -c 'import importlib.util; from tensorgrid import data; importlib.util.find_spec("sklearn") and data.load_digits()'
 
 FROM base AS runtime

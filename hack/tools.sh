@@ -4,6 +4,8 @@
 #   helm     built with `go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION` (no
 #            other download is possible here), cached by version
 #   the script linter (Debian's shellcheck package), for tests/images
+#   chromium (Debian's package), the headless browser of tests/runtime/summary's TensorBoard test
+#   promtool (Debian's prometheus package), which parses the chart's dashboard queries (tests/charts)
 #   kubectl  the Kubernetes 1.34 kubectl of hack/build-kubernetes.sh (validation
 #            uses that release's real API server: `kubectl apply --dry-run=server`)
 #   kind     with --with-kind, for the end-to-end suite (`go install
@@ -96,6 +98,18 @@ if ! command -v shellcheck > /dev/null; then
   log "installing shellcheck (apt-get)"
   apt-get install -y -q shellcheck > /dev/null 2>&1 || { apt-get update -q > /dev/null && apt-get install -y -q shellcheck > /dev/null; }
 fi
+
+# A headless browser that opens TensorBoard's scalars page, and Prometheus' query parser, for the tests
+# of what users look at (tests/runtime/summary/test_tensorboard_in_a_browser.py,
+# tests/charts/test_dashboard_queries.py).
+for package_and_command in chromium:chromium prometheus:promtool; do
+  if ! command -v "${package_and_command#*:}" > /dev/null; then
+    log "installing ${package_and_command%%:*} (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${package_and_command%%:*}" > /dev/null 2>&1 \
+      || { apt-get update -q > /dev/null \
+           && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${package_and_command%%:*}" > /dev/null; }
+  fi
+done
 
 # The same module and build caches as hack/build-kubernetes.sh.
 export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off GOFLAGS=

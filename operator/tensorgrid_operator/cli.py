@@ -3,13 +3,17 @@
 With ``--remove-finalizers`` it strips the operator's finalizer from every TrainingJob
 instead, and exits (``uninstall``): the step before or after uninstalling the operator.
 ``tensorgrid-operator convert-tfjob -f FILE`` converts Kubeflow TFJobs to TrainingJobs
-(``api/tfjob_conversion.py``) and exits.
+(``api/tfjob_conversion.py``) and exits. ``tensorgrid-operator tensorboard JOB`` runs (or, with
+``--print``, prints) the ``kubectl port-forward`` that opens the job's TensorBoard (``spec.tensorboard``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
+import shlex
+import shutil
 import sys
 from typing import Optional, Sequence, TextIO
 
@@ -21,9 +25,12 @@ from tensorgrid_operator import config
 from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import podgroups
+from tensorgrid_operator.resources import tensorboard
 
 # The subcommand that converts Kubeflow TFJobs instead of running the operator.
 CONVERT_TFJOB = "convert-tfjob"
+# The subcommand that opens a job's TensorBoard through kubectl port-forward.
+TENSORBOARD = "tensorboard"
 
 
 def _port(text: str) -> Optional[int]:
@@ -196,10 +203,42 @@ def convert_tfjob(argv: Sequence[str], stdin: TextIO, stdout: TextIO, stderr: Te
     return 0
 
 
+def open_tensorboard(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
+    """``tensorboard JOB``: the ``kubectl port-forward`` to the job's TensorBoard Service, printed
+    (``--print``) or run in place of this process (until interrupted)."""
+    parser = argparse.ArgumentParser(
+        prog=f"tensorgrid-operator {TENSORBOARD}",
+        description="Open the TensorBoard of a TrainingJob with spec.tensorboard.enabled: runs kubectl "
+                    "port-forward to its Service <job>-tensorboard (docs/operator.md, TensorBoard for a job).")
+    parser.add_argument("job", help="the TrainingJob's name")
+    parser.add_argument("-n", "--namespace", default="default", help="the job's namespace (default: default)")
+    parser.add_argument("--port", type=int, default=tensorboard.PORT,
+                        help=f"the local port to open it on (default: {tensorboard.PORT})")
+    parser.add_argument("--print", action="store_true", dest="print_only",
+                        help="print the kubectl command instead of running it")
+    args = parser.parse_args(argv)
+    if not 0 < args.port < 65536:
+        print(f"error: --port {args.port} is not a TCP port (1-65535)", file=stderr)
+        return 2
+    command = tensorboard.port_forward_command(args.job, args.namespace, args.port)
+    if args.print_only:
+        print(shlex.join(command), file=stdout)
+        return 0
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        print(f"error: kubectl is not on PATH; run it yourself: {shlex.join(command)}", file=stderr)
+        return 1
+    print(f"TensorBoard of {args.namespace}/{args.job}: http://localhost:{args.port}/ (Ctrl-C ends it)",
+          file=stderr, flush=True)
+    os.execv(kubectl, command)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == [CONVERT_TFJOB]:
         sys.exit(convert_tfjob(arguments[1:], sys.stdin, sys.stdout, sys.stderr))
+    if arguments[:1] == [TENSORBOARD]:
+        sys.exit(open_tensorboard(arguments[1:], sys.stdout, sys.stderr))
     settings = parse_args(arguments)
     if settings.remove_finalizers:
         sys.exit(uninstall.run(settings.kubeconfig, settings.namespaces))

@@ -88,6 +88,9 @@ derives the same set from the code and compares both ways):
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "create"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["create"]
 {{- if eq .Values.trainingPods.gangScheduler "volcano" }}
 - apiGroups: ["scheduling.volcano.sh"]
   resources: ["podgroups"]

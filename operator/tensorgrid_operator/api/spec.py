@@ -134,12 +134,28 @@ class RunPolicy:
 
 
 @dataclasses.dataclass(frozen=True)
+class TensorBoardSpec:
+    """spec.tensorboard: a TensorBoard over the job's summaries (``resources.tensorboard``)."""
+
+    enabled: bool = False
+    """Run the TensorBoard (a Deployment and a Service owned by the job)."""
+    log_dir: str = ""
+    """The absolute path, in the chief's (else worker 0's) main container, the job writes its summaries to."""
+    image: Optional[str] = None
+    """The TensorBoard's image; ``None``: the main container's image of that replica."""
+    resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The TensorBoard container's resources; empty: ``resources.tensorboard.DEFAULT_RESOURCES``."""
+
+
+@dataclasses.dataclass(frozen=True)
 class JobSpec:
     replica_specs: Mapping[ReplicaType, ReplicaSpec]
     run_policy: RunPolicy
     success_policy: SuccessPolicy
     suspend: bool = False
     """spec.suspend (as batch/v1 Job's): when true, the job's pods are deleted; false again recreates them."""
+    tensorboard: TensorBoardSpec = TensorBoardSpec()
+    """spec.tensorboard: whether the operator runs a TensorBoard over the job's log directory, and how."""
 
     @property
     def suspended(self) -> bool:
@@ -223,7 +239,26 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         scheduling_policy=_scheduling_policy(run.get("schedulingPolicy") or {}, total),
     )
     success = _enum(SuccessPolicy, raw.get("successPolicy", SuccessPolicy.CHIEF.value), "spec.successPolicy")
-    return JobSpec(replica_specs, run_policy, success, suspend=bool(raw.get("suspend", False)))
+    return JobSpec(replica_specs, run_policy, success, suspend=bool(raw.get("suspend", False)),
+                   tensorboard=_tensorboard(raw.get("tensorboard") or {}))
+
+
+def _tensorboard(raw: Mapping[str, Any]) -> TensorBoardSpec:
+    enabled = raw.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"spec.tensorboard.enabled: {enabled!r} is not a boolean (true or false)")
+    log_dir = raw.get("logDir") or ""
+    if not isinstance(log_dir, str) or (log_dir and not log_dir.startswith("/")):
+        raise ValueError(f"spec.tensorboard.logDir: {log_dir!r} is not an absolute path; give the directory "
+                         f"the job writes its summaries to, as its chief's main container sees it")
+    if enabled and not log_dir:
+        raise ValueError("spec.tensorboard.logDir is required when spec.tensorboard.enabled is true: the directory "
+                         "the job writes its summaries to")
+    resources = raw.get("resources") or {}
+    if not isinstance(resources, Mapping) or not set(resources) <= {"requests", "limits"}:
+        raise ValueError(f"spec.tensorboard.resources: {resources!r} is not a container's resources "
+                         f"(an object with requests and/or limits)")
+    return TensorBoardSpec(enabled, log_dir, raw.get("image") or None, dict(resources))
 
 
 def _scheduling_policy(raw: Mapping[str, Any], total: int) -> SchedulingPolicy:

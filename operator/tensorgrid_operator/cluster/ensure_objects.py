@@ -28,6 +28,7 @@ from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import job_certificates
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import podgroups
+from tensorgrid_operator.resources import tensorboard
 
 Obj = dict[str, Any]
 Call = Callable[..., Awaitable[Any]]
@@ -53,7 +54,9 @@ def _spec_or_none(job: Mapping[str, Any]) -> Optional[spec_lib.JobSpec]:
 async def job_objects(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
                       indexed: list[tuple[str, str, str]], upkeep: owned_objects.Upkeep,
                       settings: jobobjects.JobObjectSettings) -> None:
-    """Create the job's NetworkPolicy and PS PodDisruptionBudget, and again when one is deleted.
+    """Create the job's NetworkPolicy and PS PodDisruptionBudget, and again when one is deleted; and its
+    TensorBoard's Deployment, Service and NetworkPolicy (``spec.tensorboard``), once per operator run
+    (Deployments and Services without the job's label are not watched, so not made again after a deletion).
 
     An existing one is left as it is. A refusal is said once per distinct message (a Warning event) and
     tried again at the next reconcile; it does not stop the job's pods from being made.
@@ -65,12 +68,15 @@ async def job_objects(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[st
     budget = jobobjects.ps_disruption_budget(job, job_spec) if job_spec is not None else None
     if settings.ps_disruption_budget and budget is not None:
         wanted.append(budget)
+    errors: list[tuple[str, str]] = []
+    try:
+        wanted += tensorboard.job_objects(job, job_spec, settings.network_policy) if job_spec is not None else []
+    except ValueError as e:
+        errors.append(("TensorBoard", f"could not make the job's TensorBoard: {e}"))
     todo = owned_objects.creations(wanted, owned_objects.present(indexed, job["metadata"]["uid"]), upkeep)
-    if not todo:
-        return
-    create = {"NetworkPolicy": kube.create_network_policy, "PodDisruptionBudget": kube.create_pod_disruption_budget}
+    create = {"NetworkPolicy": kube.create_network_policy, "PodDisruptionBudget": kube.create_pod_disruption_budget,
+              "Deployment": kube.create_deployment, "Service": kube.create_service}
     results = await asyncio.gather(*(call(create[c.kind], c.obj) for c in todo), return_exceptions=True)
-    errors = []
     for item, result in zip(todo, results):
         if isinstance(result, BaseException):
             if not isinstance(result, Exception):

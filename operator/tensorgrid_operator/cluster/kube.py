@@ -58,6 +58,7 @@ class Kube:
         self._custom = kubernetes.client.CustomObjectsApi(self._api)
         self._networking = kubernetes.client.NetworkingV1Api(self._api)
         self._policy = kubernetes.client.PolicyV1Api(self._api)
+        self._apps = kubernetes.client.AppsV1Api(self._api)  # a job's TensorBoard Deployment only
         # Custom objects of a gang scheduler's group (podgroups.py), apart from the TrainingJobs': the
         # RBAC test derives their permissions from this attribute and the scheduler's API.
         self._pod_groups = kubernetes.client.CustomObjectsApi(self._api)
@@ -135,6 +136,9 @@ class Kube:
 
     def create_pod_disruption_budget(self, budget: Mapping[str, Any]) -> bool:
         return self._create("create_pod_disruption_budget", self._policy.create_namespaced_pod_disruption_budget, budget)
+
+    def create_deployment(self, deployment: Mapping[str, Any]) -> bool:
+        return self._create("create_deployment", self._apps.create_namespaced_deployment, deployment)
 
     def create_pod_group(self, group: str, version: str, plural: str, pod_group: Mapping[str, Any]) -> bool:
         """Creates a gang scheduler's PodGroup; ``False`` if it already existed. A 404 (the scheduler's

@@ -10,8 +10,8 @@ per epoch (docs/data.md, "Dynamic shards")::
 The model is a linear regression on synthetic records (``y = x @ w_true``). ``--trained-records
 DIR`` makes each worker append the record numbers of every step it trained to ``DIR/<task>.txt``
 (one line per step); ``--hold-after-steps N`` makes a worker stop after N steps, in the middle of
-a shard, and wait to be killed: with both, tests/runtime/data/test_dynamic_shards_cluster.py
-proves the exactly-once promise.
+a shard, and wait to be killed; ``--pause-while-exists PATH`` holds a worker back while PATH
+exists: with them, tests/runtime/data/test_dynamic_shards_cluster.py proves the exactly-once promise.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--trained-records", help="a folder: each worker appends the records it trained there")
     parser.add_argument("--hold-after-steps", type=int, default=0,
                         help="stop after this many steps (mid-shard) and wait to be killed (0: never)")
+    parser.add_argument("--pause-while-exists", metavar="PATH",
+                        help="after each step, wait while this file exists (a test's way to let another worker in)")
     parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_DIR"))
     args = parser.parse_args(argv)
     if args.shard_size % args.batch_size:
@@ -96,6 +98,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{job}:{index} holding after {steps} steps", flush=True)
                 time.sleep(3600)
             time.sleep(args.step_seconds)
+            while args.pause_while_exists and os.path.exists(args.pause_while_exists):
+                time.sleep(0.05)
     print(f"{job}:{index} done after {steps} steps; last loss {loss_value if steps else float('nan'):.4f}",
           flush=True)
     return 0

@@ -1,0 +1,126 @@
+"""dynamic_shards on real servers: each record trained once per epoch while a worker is killed and
+another added; the state restored from a checkpoint; bad requests answered by name.
+
+The multi-process test runs examples/dynamic_shards_regression.py as every task: worker 1 stops in
+the middle of a shard and is SIGKILLed there, worker 2 starts late; the records each worker trained
+(one line per step) must cover every record exactly once per epoch, counting the killed worker's
+finished shards and not the shard it died in, which another worker trains whole.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from tensorgrid import monitoring
+from cluster_processes import LocalCluster
+from tensorgrid.distributed import shard_queue
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import shard_calls
+
+pytestmark = [pytest.mark.timeout(240)]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PROGRAM = os.path.join(ROOT, "examples", "dynamic_shards_regression.py")
+RECORDS, SHARD, BATCH, EPOCHS = 384, 16, 8, 2
+
+
+def _records_by_step(path: str) -> list[list[int]]:
+    with open(path) as f:
+        return [[int(r) for r in line.split()] for line in f if line.strip()]
+
+
+def test_each_record_once_per_epoch_while_a_worker_is_killed_and_another_added(tmp_path):
+    trained = tmp_path / "trained"
+    flags = ["--records", str(RECORDS), "--shard-size", str(SHARD), "--batch-size", str(BATCH), "--epochs",
+             str(EPOCHS), "--lease-seconds", "1.5", "--step-seconds", "0.01", "--trained-records", str(trained)]
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 3}, start=False) as cluster:
+        chief, leaving, joining = (cluster.task("worker", i) for i in range(3))
+        # The chief takes one step, then waits until the added worker has trained, so that it joins mid-epoch.
+        chief_paused = tmp_path / "chief-paused"
+        chief_paused.touch()
+        cluster.task("ps", 0).start(wait=False, command=[sys.executable, PROGRAM, *flags])
+        chief.start(wait=False, command=[sys.executable, PROGRAM, *flags, "--pause-while-exists", str(chief_paused)])
+        # Three steps: its first shard (two steps, reported done by the third) and half of its second.
+        leaving.start(wait=False, command=[sys.executable, PROGRAM, *flags, "--hold-after-steps", "3"])
+        leaving.wait_for_output("holding after 3 steps", timeout=120)
+        leaving.kill(signal.SIGKILL)
+        joining.start(wait=False, command=[sys.executable, PROGRAM, *flags])
+        deadline = time.monotonic() + 120
+        while not (trained / "worker2.txt").exists() or len(_records_by_step(str(trained / "worker2.txt"))) < 4:
+            assert time.monotonic() < deadline and joining.process.poll() is None, joining.log()
+            time.sleep(0.1)
+        chief_paused.unlink()
+        assert chief.wait(timeout=180) == 0, chief.log()
+        assert joining.wait(timeout=60) == 0, joining.log()
+        assert "goes back to the queue: /job:worker/replica:0/task:1 held it" in chief.log(), chief.log()
+
+    survivors = [_records_by_step(str(trained / f"worker{i}.txt")) for i in (0, 2)]
+    killed = _records_by_step(str(trained / "worker1.txt"))
+    assert survivors[1], "the worker added late trained nothing:\n" + joining.log()
+    assert len(killed) == 3 and all(len(step) == BATCH for step in killed)
+    killed_shards = collections.Counter(r // SHARD for step in killed for r in step)
+    finished = [s for s, n in killed_shards.items() if n == SHARD]
+    died_in = [s for s, n in killed_shards.items() if n < SHARD]
+    assert len(finished) == 1 and len(died_in) == 1 and killed_shards[died_in[0]] == BATCH
+    counts = collections.Counter(r for steps in survivors for step in steps for r in step)
+    counts.update(r for step in killed for r in step if r // SHARD in finished)
+    assert sorted(counts) == list(range(RECORDS)) and set(counts.values()) == {EPOCHS}, \
+        {r: n for r, n in counts.items() if n != EPOCHS}
+
+
+def _train(checkpoint_dir: str, steps: int) -> list[int]:
+    """Up to ``steps`` steps (0: to the end) of a one-task cluster of its own, from ``checkpoint_dir``; the records trained."""
+    server = tf.train.Server({"worker": [f"localhost:{ports.free_ports(1)[0]}"]}, "worker", 0)
+    trained: list[int] = []
+    try:
+        with tf.Graph().as_default():
+            records = tf.data.experimental.dynamic_shard_records(num_records=40, shard_size=4, lease_seconds=5.0)
+            ids = records.batch(4).make_one_shot_iterator().get_next()
+            step = tf.assign_add(tf.train.get_or_create_global_step(), 1)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True, checkpoint_dir=checkpoint_dir,
+                                                   save_checkpoint_steps=1000,
+                                                   hooks=[tf.data.experimental.DynamicShardsHook(True)]) as sess:
+                while not sess.should_stop() and (not steps or len(trained) < steps * 4):
+                    trained.extend(int(r) for r in sess.run([ids, step])[0])
+    finally:
+        server.stop()
+    return trained
+
+
+def test_a_restart_from_a_checkpoint_goes_on_after_the_shards_it_holds_as_done(tmp_path):
+    first = _train(str(tmp_path), steps=3)
+    assert first == list(range(12))
+    # The checkpoint written at the end holds the state as the third step began: shard 0 done,
+    # shard 1 reported during that step and shard 2 in flight, so both are trained again.
+    assert _train(str(tmp_path), steps=0) == list(range(4, 40))
+
+
+def test_bad_requests_are_refused_by_name_and_the_service_keeps_serving():
+    server = tf.train.Server({"worker": [f"localhost:{ports.free_ports(1)[0]}"]}, "worker", 0)
+    client = shard_calls.ShardsClient(server.address)
+    try:
+        spec = shard_queue.ShardsSpec(num_records=8, shard_size=4)
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"not open on this task; open: \[\]"):
+            client.state("nothing")
+        with pytest.raises(tf.errors.InvalidArgumentError, match="does not fit this data set"):
+            client.open("d", spec, [1, 0, 7, 0])
+        client.open("d", spec, None)
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"num_records=9 \(the chief opened it with 8\)"):
+            client.next_shard("d", shard_queue.ShardsSpec(num_records=9, shard_size=4), "w", "c", 0)
+        answer = client.next_shard("d", spec, "w", "c", 0)
+        assert (answer.shard.start, answer.shard.end) == (0, 4)
+        state = client.state("d")
+        assert list(state.state) == [1, 0, 2, 0, 0] and state.fraction_done == 0.0
+        assert np.isclose(monitoring.REGISTRY.get_sample_value("tensorgrid_data_shards_done_fraction",
+                                                                  {"dataset": "d"}), 0.0)
+    finally:
+        client.close()
+        server.stop()

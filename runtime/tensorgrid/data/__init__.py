@@ -24,7 +24,7 @@ from tensorgrid.data.mnist_idx import (
     IdxFormatError, load_mnist, read_idx, read_mnist_images, read_mnist_labels, write_idx,
 )
 
-from tensorgrid.data.dynamic_shards import DynamicShardsHook, dynamic_shard_records, dynamic_shards
+from tensorgrid.data.dynamic_sharding import DynamicShardsHook, dynamic_shard_records, dynamic_shards
 
 experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE, DynamicShardsHook=DynamicShardsHook,
                                       dynamic_shard_records=dynamic_shard_records, dynamic_shards=dynamic_shards)

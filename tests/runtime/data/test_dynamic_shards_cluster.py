@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -124,3 +125,17 @@ def test_bad_requests_are_refused_by_name_and_the_service_keeps_serving():
     finally:
         client.close()
         server.stop()
+
+
+def test_tensorgrid_local_with_a_chief_task_trains_each_record_once_per_epoch(tmp_path):
+    """A ``chief`` job hosts the shards (not worker 0), under ``tensorgrid local``."""
+    trained = tmp_path / "trained"
+    result = subprocess.run(
+        [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--chief", "--workers", "1", "--", sys.executable,
+         PROGRAM, "--records", "96", "--shard-size", "16", "--batch-size", "8", "--trained-records", str(trained)],
+        capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = collections.Counter(r for name in os.listdir(trained)
+                                 for step in _records_by_step(str(trained / name)) for r in step)
+    assert sorted(counts) == list(range(96)) and set(counts.values()) == {EPOCHS}
+    assert "dynamic shards 'dynamic_shards': epoch 1 done (6 shards)" in result.stdout

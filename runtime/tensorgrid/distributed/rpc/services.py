@@ -93,6 +93,12 @@ def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -
     raise AssertionError("unreachable: abort raises")
 
 
+def answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -> T:
+    """``call``'s result, or its OpError or bad request as the gRPC status: for the services of other
+    modules (``shard_calls``), so that they answer errors as these do."""
+    return _answer(context, method, call)
+
+
 # ---------------------------------------------------------------------- the calls of every step
 
 class StepHandlers:

@@ -71,17 +71,17 @@ class ShardsServicer:
                 response.shard.CopyFrom(shards_pb2.Shard(epoch=assignment.epoch, index=assignment.index, file=file,
                                                          start=start, end=end))
             return response
-        return services._answer(context, "NextShard", body)
+        return services.answer(context, "NextShard", body)
 
     def RenewLeases(self, request: shards_pb2.RenewLeasesRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return services._answer(context, "RenewLeases", lambda: shards_pb2.RenewLeasesResponse(
+        return services.answer(context, "RenewLeases", lambda: shards_pb2.RenewLeasesResponse(
             lost_leases=self._shards.renew(request.dataset, request.client, list(request.leases))))
 
     def OpenShards(self, request: shards_pb2.OpenShardsRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
             self._shards.open(request.dataset, spec_from_proto(request.spec), list(request.state))
             return shards_pb2.OpenShardsResponse()
-        return services._answer(context, "OpenShards", body)
+        return services.answer(context, "OpenShards", body)
 
     def GetShardsState(self, request: shards_pb2.ShardsStateRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
@@ -90,7 +90,7 @@ class ShardsServicer:
                 return shards_pb2.ShardsStateResponse(
                     state=queue.state(), epoch=queue.epoch, fraction_done=queue.fraction_done,
                     failed_shards=queue.failed_shards, waiting_clients=queue.waiting_clients())
-        return services._answer(context, "GetShardsState", body)
+        return services.answer(context, "GetShardsState", body)
 
 
 def generic_handler(shards: shard_queue.ShardService) -> grpc.GenericRpcHandler:
@@ -110,7 +110,9 @@ class ShardsClient:
                    finished_lease: int) -> shards_pb2.NextShardResponse:
         request = shards_pb2.NextShardRequest(dataset=dataset, spec=spec_to_proto(spec), task=task, client=client,
                                               finished_lease=finished_lease)
-        return self._call("NextShard", lambda stub: stub.NextShard(request, timeout=CALL_TIMEOUT_SECONDS))
+        response: shards_pb2.NextShardResponse = self._call(
+            "NextShard", lambda stub: stub.NextShard(request, timeout=CALL_TIMEOUT_SECONDS))
+        return response
 
     def renew(self, dataset: str, client: str, leases: Sequence[int]) -> list[int]:
         request = shards_pb2.RenewLeasesRequest(dataset=dataset, client=client, leases=list(leases))
@@ -123,10 +125,12 @@ class ShardsClient:
 
     def state(self, dataset: str) -> shards_pb2.ShardsStateResponse:
         request = shards_pb2.ShardsStateRequest(dataset=dataset)
-        return self._call("GetShardsState", lambda stub: stub.GetShardsState(request, timeout=CALL_TIMEOUT_SECONDS))
+        response: shards_pb2.ShardsStateResponse = self._call(
+            "GetShardsState", lambda stub: stub.GetShardsState(request, timeout=CALL_TIMEOUT_SECONDS))
+        return response
 
     def _call(self, method: str, fn: Any) -> Any:
-        return clients._call(f"{method} at {self.address}", self._channel, fn)
+        return clients.call(f"{method} at {self.address}", self._channel, fn)
 
     def close(self) -> None:
         self._channel.close()

@@ -139,3 +139,27 @@ def test_tensorgrid_local_with_a_chief_task_trains_each_record_once_per_epoch(tm
                                  for step in _records_by_step(str(trained / name)) for r in step)
     assert sorted(counts) == list(range(96)) and set(counts.values()) == {EPOCHS}
     assert "dynamic shards 'dynamic_shards': epoch 1 done (6 shards)" in result.stdout
+
+
+def test_files_are_shards_read_whole_in_an_order_shuffled_anew_each_epoch(tmp_path):
+    files = []
+    for i in range(3):
+        files.append(str(tmp_path / f"part{i}.tfrecord"))
+        with tf.io.TFRecordWriter(files[-1]) as writer:
+            for j in range(2):
+                writer.write(f"{i}-{j}".encode())
+    server = tf.train.Server({"worker": [f"localhost:{ports.free_ports(1)[0]}"]}, "worker", 0)
+    read = []
+    try:
+        with tf.Graph().as_default():
+            shards = tf.data.experimental.dynamic_shards(files=files, num_epochs=2, shuffle=True, seed=1)
+            record = shards.flat_map(lambda s: tf.data.TFRecordDataset(s["file"])).make_one_shot_iterator().get_next()
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True,
+                                                   hooks=[tf.data.experimental.DynamicShardsHook(True)]) as sess:
+                while not sess.should_stop():
+                    read.append(sess.run(record).decode())
+    finally:
+        server.stop()
+    epochs = [read[:6], read[6:]]
+    assert len(read) == 12 and all(sorted(e) == [f"{i}-{j}" for i in range(3) for j in range(2)] for e in epochs)
+    assert [r[0] for r in epochs[0][::2]] != [r[0] for r in epochs[1][::2]]

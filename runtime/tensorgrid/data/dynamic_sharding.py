@@ -174,6 +174,8 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
             deadline = time.monotonic() + shards.spec.lease_seconds
             while self._client.state(shards.name).waiting_clients and time.monotonic() < deadline:
                 time.sleep(0.1)
+        self._client.close()
+        self._client = None
 
 
 # ---------------------------------------------------------------------- a worker's side
@@ -228,6 +230,8 @@ class _ShardSource:
                 yield answer.shard
         finally:
             self._stop.set()
+            keeper.join(timeout=shard_calls.CALL_TIMEOUT_SECONDS)
+            self._client.close()
 
     def _ask(self, finished: int) -> shards_pb2.NextShardResponse:
         """The next shard, reporting ``finished``; waits while none is free or task 0 cannot be reached."""

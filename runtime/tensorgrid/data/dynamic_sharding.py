@@ -17,6 +17,7 @@ where the live model is.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
@@ -216,6 +217,7 @@ class _ShardSource:
     def shards(self) -> Iterator[shards_pb2.Shard]:
         keeper = threading.Thread(target=self._renew_leases, name=f"shard-leases-{self.name}", daemon=True)
         keeper.start()
+        atexit.register(self._give_back)
         finished = 0
         try:
             while True:
@@ -229,9 +231,23 @@ class _ShardSource:
                 finished = answer.lease
                 yield answer.shard
         finally:
+            atexit.unregister(self._give_back)
             self._stop.set()
             keeper.join(timeout=shard_calls.CALL_TIMEOUT_SECONDS)
+            self._give_back()
             self._client.close()
+
+    def _give_back(self) -> None:
+        """Returns the shard this pass holds to the queue at once (the process is leaving, or the pass
+        was abandoned), instead of letting its lease run out."""
+        with self._lock:
+            leases, self._leases = sorted(self._leases), set()
+        if leases:
+            try:
+                self._client.renew(self.name, self.client_id, leases, release=True)
+            except errors.OpError as e:
+                log.info("dynamic shards %r: could not give leases %s back to %s (they run out instead): %s",
+                         self.name, leases, self.host, e.message)
 
     def _ask(self, finished: int) -> shards_pb2.NextShardResponse:
         """The next shard, reporting ``finished``; waits while none is free or task 0 cannot be reached."""

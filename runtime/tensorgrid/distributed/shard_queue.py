@@ -190,6 +190,17 @@ class ShardQueue:
                 lease.deadline = now + self.spec.lease_seconds
         return lost
 
+    def release(self, client: str, leases: Sequence[int]) -> None:
+        """Takes ``client``'s ``leases`` back (the worker is leaving): their shards go to the front of
+        the queue, not counted as lost."""
+        for lease_id in leases:
+            lease = self._leases.get(lease_id)
+            if lease is not None and lease.client == client:
+                del self._leases[lease_id]
+                self._todo.appendleft(lease.index)
+                log.info("dynamic shards %r: %s gave shard %d of epoch %d back", self.name, lease.task, lease.index,
+                         self.epoch)
+
     # ------------------------------------------------------------------ state
     def state(self) -> list[int]:
         """What the chief saves: version, epoch, number of shards, a status per shard (in flight: to do)."""
@@ -280,10 +291,16 @@ class ShardService:
             _check_same_spec(queue, spec)
             return queue.next_shard(task, client, finished_lease)
 
-    def renew(self, name: str, client: str, leases: Sequence[int]) -> list[int]:
+    def renew(self, name: str, client: str, leases: Sequence[int], release: bool = False) -> list[int]:
+        """Renews (or, with ``release``, gives back) ``client``'s ``leases``; returns those it no longer holds."""
         with self._lock:
             queue = self._queues.get(name)
-            return list(leases) if queue is None else queue.renew(client, leases)
+            if queue is None:
+                return list(leases)
+            if release:
+                queue.release(client, leases)
+                return []
+            return queue.renew(client, leases)
 
     def queue(self, name: str) -> ShardQueue:
         """The queue of ``name``; KeyError naming the open ones when it is not open."""

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/shards.proto\x12\rtensorgrid.v1\"\xa4\x01\n\nShardsSpec\x12\r\n\x05\x66iles\x18\x01 \x03(\t\x12\x13\n\x0bnum_records\x18\x02 \x01(\x03\x12\x12\n\nshard_size\x18\x03 \x01(\x03\x12\x12\n\nnum_epochs\x18\x04 \x01(\x03\x12\x0f\n\x07shuffle\x18\x05 \x01(\x08\x12\x0c\n\x04seed\x18\x06 \x01(\x03\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x03\x12\x15\n\rlease_seconds\x18\x08 \x01(\x01\"O\n\x05Shard\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0c\n\x04\x66ile\x18\x03 \x01(\t\x12\r\n\x05start\x18\x04 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x03\"\x82\x01\n\x10NextShardRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.tensorgrid.v1.ShardsSpec\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\x0e\n\x06\x63lient\x18\x04 \x01(\t\x12\x16\n\x0e\x66inished_lease\x18\x05 \x01(\x04\"\xd8\x01\n\x11NextShardResponse\x12\x39\n\x07outcome\x18\x01 \x01(\x0e\x32(.tensorgrid.v1.NextShardResponse.Outcome\x12#\n\x05shard\x18\x02 \x01(\x0b\x32\x14.tensorgrid.v1.Shard\x12\r\n\x05lease\x18\x03 \x01(\x04\x12\x1b\n\x13retry_after_seconds\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\'\n\x07Outcome\x12\t\n\x05SHARD\x10\x00\x12\x08\n\x04WAIT\x10\x01\x12\x07\n\x03\x45ND\x10\x02\"E\n\x12RenewLeasesRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x0e\n\x06leases\x18\x03 \x03(\x04\"*\n\x13RenewLeasesResponse\x12\x13\n\x0blost_leases\x18\x01 \x03(\x04\"\\\n\x11OpenShardsRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.tensorgrid.v1.ShardsSpec\x12\r\n\x05state\x18\x03 \x03(\x03\"\x14\n\x12OpenShardsResponse\"%\n\x12ShardsStateRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\"z\n\x13ShardsStateResponse\x12\r\n\x05state\x18\x01 \x03(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rfraction_done\x18\x03 \x01(\x01\x12\x15\n\rfailed_shards\x18\x04 \x03(\x03\x12\x17\n\x0fwaiting_clients\x18\x05 \x01(\x03\x32\xda\x02\n\x06Shards\x12N\n\tNextShard\x12\x1f.tensorgrid.v1.NextShardRequest\x1a .tensorgrid.v1.NextShardResponse\x12T\n\x0bRenewLeases\x12!.tensorgrid.v1.RenewLeasesRequest\x1a\".tensorgrid.v1.RenewLeasesResponse\x12Q\n\nOpenShards\x12 .tensorgrid.v1.OpenShardsRequest\x1a!.tensorgrid.v1.OpenShardsResponse\x12W\n\x0eGetShardsState\x12!.tensorgrid.v1.ShardsStateRequest\x1a\".tensorgrid.v1.ShardsStateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/shards.proto\x12\rtensorgrid.v1\"\xa4\x01\n\nShardsSpec\x12\r\n\x05\x66iles\x18\x01 \x03(\t\x12\x13\n\x0bnum_records\x18\x02 \x01(\x03\x12\x12\n\nshard_size\x18\x03 \x01(\x03\x12\x12\n\nnum_epochs\x18\x04 \x01(\x03\x12\x0f\n\x07shuffle\x18\x05 \x01(\x08\x12\x0c\n\x04seed\x18\x06 \x01(\x03\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x03\x12\x15\n\rlease_seconds\x18\x08 \x01(\x01\"O\n\x05Shard\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0c\n\x04\x66ile\x18\x03 \x01(\t\x12\r\n\x05start\x18\x04 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x03\"\x82\x01\n\x10NextShardRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.tensorgrid.v1.ShardsSpec\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\x0e\n\x06\x63lient\x18\x04 \x01(\t\x12\x16\n\x0e\x66inished_lease\x18\x05 \x01(\x04\"\xd8\x01\n\x11NextShardResponse\x12\x39\n\x07outcome\x18\x01 \x01(\x0e\x32(.tensorgrid.v1.NextShardResponse.Outcome\x12#\n\x05shard\x18\x02 \x01(\x0b\x32\x14.tensorgrid.v1.Shard\x12\r\n\x05lease\x18\x03 \x01(\x04\x12\x1b\n\x13retry_after_seconds\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\'\n\x07Outcome\x12\t\n\x05SHARD\x10\x00\x12\x08\n\x04WAIT\x10\x01\x12\x07\n\x03\x45ND\x10\x02\"V\n\x12RenewLeasesRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x0e\n\x06leases\x18\x03 \x03(\x04\x12\x0f\n\x07release\x18\x04 \x01(\x08\"*\n\x13RenewLeasesResponse\x12\x13\n\x0blost_leases\x18\x01 \x03(\x04\"\\\n\x11OpenShardsRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.tensorgrid.v1.ShardsSpec\x12\r\n\x05state\x18\x03 \x03(\x03\"\x14\n\x12OpenShardsResponse\"%\n\x12ShardsStateRequest\x12\x0f\n\x07\x64\x61taset\x18\x01 \x01(\t\"z\n\x13ShardsStateResponse\x12\r\n\x05state\x18\x01 \x03(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rfraction_done\x18\x03 \x01(\x01\x12\x15\n\rfailed_shards\x18\x04 \x03(\x03\x12\x17\n\x0fwaiting_clients\x18\x05 \x01(\x03\x32\xda\x02\n\x06Shards\x12N\n\tNextShard\x12\x1f.tensorgrid.v1.NextShardRequest\x1a .tensorgrid.v1.NextShardResponse\x12T\n\x0bRenewLeases\x12!.tensorgrid.v1.RenewLeasesRequest\x1a\".tensorgrid.v1.RenewLeasesResponse\x12Q\n\nOpenShards\x12 .tensorgrid.v1.OpenShardsRequest\x1a!.tensorgrid.v1.OpenShardsResponse\x12W\n\x0eGetShardsState\x12!.tensorgrid.v1.ShardsStateRequest\x1a\".tensorgrid.v1.ShardsStateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,17 +42,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NEXTSHARDRESPONSE_OUTCOME']._serialized_start=604
   _globals['_NEXTSHARDRESPONSE_OUTCOME']._serialized_end=643
   _globals['_RENEWLEASESREQUEST']._serialized_start=645
-  _globals['_RENEWLEASESREQUEST']._serialized_end=714
-  _globals['_RENEWLEASESRESPONSE']._serialized_start=716
-  _globals['_RENEWLEASESRESPONSE']._serialized_end=758
-  _globals['_OPENSHARDSREQUEST']._serialized_start=760
-  _globals['_OPENSHARDSREQUEST']._serialized_end=852
-  _globals['_OPENSHARDSRESPONSE']._serialized_start=854
-  _globals['_OPENSHARDSRESPONSE']._serialized_end=874
-  _globals['_SHARDSSTATEREQUEST']._serialized_start=876
-  _globals['_SHARDSSTATEREQUEST']._serialized_end=913
-  _globals['_SHARDSSTATERESPONSE']._serialized_start=915
-  _globals['_SHARDSSTATERESPONSE']._serialized_end=1037
-  _globals['_SHARDS']._serialized_start=1040
-  _globals['_SHARDS']._serialized_end=1386
+  _globals['_RENEWLEASESREQUEST']._serialized_end=731
+  _globals['_RENEWLEASESRESPONSE']._serialized_start=733
+  _globals['_RENEWLEASESRESPONSE']._serialized_end=775
+  _globals['_OPENSHARDSREQUEST']._serialized_start=777
+  _globals['_OPENSHARDSREQUEST']._serialized_end=869
+  _globals['_OPENSHARDSRESPONSE']._serialized_start=871
+  _globals['_OPENSHARDSRESPONSE']._serialized_end=891
+  _globals['_SHARDSSTATEREQUEST']._serialized_start=893
+  _globals['_SHARDSSTATEREQUEST']._serialized_end=930
+  _globals['_SHARDSSTATERESPONSE']._serialized_start=932
+  _globals['_SHARDSSTATERESPONSE']._serialized_end=1054
+  _globals['_SHARDS']._serialized_start=1057
+  _globals['_SHARDS']._serialized_end=1403
 # @@protoc_insertion_point(module_scope)

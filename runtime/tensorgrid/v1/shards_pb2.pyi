@@ -78,14 +78,16 @@ class NextShardResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[NextShardResponse.Outcome, str]] = ..., shard: _Optional[_Union[Shard, _Mapping]] = ..., lease: _Optional[int] = ..., retry_after_seconds: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RenewLeasesRequest(_message.Message):
-    __slots__ = ("dataset", "client", "leases")
+    __slots__ = ("dataset", "client", "leases", "release")
     DATASET_FIELD_NUMBER: _ClassVar[int]
     CLIENT_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
     dataset: str
     client: str
     leases: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, dataset: _Optional[str] = ..., client: _Optional[str] = ..., leases: _Optional[_Iterable[int]] = ...) -> None: ...
+    release: bool
+    def __init__(self, dataset: _Optional[str] = ..., client: _Optional[str] = ..., leases: _Optional[_Iterable[int]] = ..., release: _Optional[bool] = ...) -> None: ...
 
 class RenewLeasesResponse(_message.Message):
     __slots__ = ("lost_leases",)

@@ -124,3 +124,14 @@ def test_the_service_waits_for_the_chief_and_refuses_another_definition() -> Non
     assert service.next_shard("d", spec, "w0", "c0", 0).outcome == "shard"
     with pytest.raises(ValueError, match=r"shard_size=1 \(the chief opened it with 2\)"):
         service.next_shard("d", shard_queue.ShardsSpec(num_records=4, shard_size=1), "w1", "c1", 0)
+
+
+def test_a_worker_leaving_gives_its_shard_back_at_once_without_counting_a_loss() -> None:
+    service = shard_queue.ShardService()
+    spec = shard_queue.ShardsSpec(num_records=4, shard_size=2)
+    service.open("d", spec, None)
+    held = service.next_shard("d", spec, "w0", "c0", 0)
+    assert service.renew("d", "c1", [held.lease], release=True) == []  # not c1's to give back
+    assert service.renew("d", "c0", [held.lease], release=True) == []
+    assert service.next_shard("d", spec, "w1", "c1", 0).index == held.index
+    assert service.queue("d").state()[3 + held.index] == 0

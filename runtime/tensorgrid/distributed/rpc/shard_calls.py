@@ -75,7 +75,7 @@ class ShardsServicer:
 
     def RenewLeases(self, request: shards_pb2.RenewLeasesRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return services.answer(context, "RenewLeases", lambda: shards_pb2.RenewLeasesResponse(
-            lost_leases=self._shards.renew(request.dataset, request.client, list(request.leases))))
+            lost_leases=self._shards.renew(request.dataset, request.client, list(request.leases), request.release)))
 
     def OpenShards(self, request: shards_pb2.OpenShardsRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
@@ -114,8 +114,8 @@ class ShardsClient:
             "NextShard", lambda stub: stub.NextShard(request, timeout=CALL_TIMEOUT_SECONDS))
         return response
 
-    def renew(self, dataset: str, client: str, leases: Sequence[int]) -> list[int]:
-        request = shards_pb2.RenewLeasesRequest(dataset=dataset, client=client, leases=list(leases))
+    def renew(self, dataset: str, client: str, leases: Sequence[int], release: bool = False) -> list[int]:
+        request = shards_pb2.RenewLeasesRequest(dataset=dataset, client=client, leases=list(leases), release=release)
         response = self._call("RenewLeases", lambda stub: stub.RenewLeases(request, timeout=CALL_TIMEOUT_SECONDS))
         return list(response.lost_leases)
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import grpc
 import numpy as np
 import pytest
 
@@ -25,6 +26,9 @@ from cluster_processes import LocalCluster
 from tensorgrid.distributed import shard_queue
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed.rpc import shard_calls
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.v1 import shards_pb2
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -113,6 +117,16 @@ def test_bad_requests_are_refused_by_name_and_the_service_keeps_serving():
             client.state("nothing")
         with pytest.raises(tf.errors.InvalidArgumentError, match="does not fit this data set"):
             client.open("d", spec, [1, 0, 7, 0])
+        channel = tls.open_channel(server.address, tls.from_env(), grpc_frames.GRPC_OPTIONS)
+        with pytest.raises(grpc.RpcError) as garbage:
+            channel.unary_unary("/tensorgrid.v1.Shards/NextShard")(b"\xff\xff\xff not a protobuf", timeout=10)
+        bad_spec = shards_pb2.OpenShardsRequest(dataset="d", spec=shards_pb2.ShardsSpec(num_records=8, lease_seconds=1))
+        with pytest.raises(grpc.RpcError) as zero_size:
+            channel.unary_unary("/tensorgrid.v1.Shards/OpenShards")(bad_spec.SerializeToString(), timeout=10)
+        channel.close()
+        assert garbage.value.code() == zero_size.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "malformed NextShardRequest" in garbage.value.details()
+        assert "OpenShards: shard_size must be a positive number of records, got 0" in zero_size.value.details()
         client.open("d", spec, None)
         with pytest.raises(tf.errors.InvalidArgumentError, match=r"num_records=9 \(the chief opened it with 8\)"):
             client.next_shard("d", shard_queue.ShardsSpec(num_records=9, shard_size=4), "w", "c", 0)

@@ -134,8 +134,8 @@ def _defined(name: str, files: Optional[Sequence[str]], num_records: Optional[in
 class DynamicShardsHook(session_run_hook.SessionRunHook):
     """The chief's side of ``dynamic_shards``: opens task 0's shard service with the state saved in
     each data set's variable (or from the start), saves the service's state into it before every
-    step (so checkpoints hold it), and at the end waits, within a lease, for the workers still
-    asking to be told every epoch is done. On other tasks it does nothing."""
+    step (so checkpoints hold it), and at the end, when every epoch is done, waits within a lease
+    for the workers still asking to be told so. On other tasks it does nothing."""
 
     def __init__(self, is_chief: bool = True) -> None:
         self._is_chief = is_chief
@@ -171,7 +171,10 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
         if self._client is None:
             return
         for shards in self._shards:
-            session.run(shards.save_state, {shards.state_feed: np.asarray(self._client.state(shards.name).state)})
+            answer = self._client.state(shards.name)
+            session.run(shards.save_state, {shards.state_feed: np.asarray(answer.state)})
+            if not shards.spec.num_epochs or answer.epoch < shards.spec.num_epochs:
+                continue  # stopped before the data's end: the workers go on asking, nothing to tell them
             deadline = time.monotonic() + shards.spec.lease_seconds
             while self._client.state(shards.name).waiting_clients and time.monotonic() < deadline:
                 time.sleep(0.1)

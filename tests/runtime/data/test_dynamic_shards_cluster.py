@@ -10,6 +10,7 @@ finished shards and not the shard it died in, which another worker trains whole.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -177,3 +178,36 @@ def test_files_are_shards_read_whole_in_an_order_shuffled_anew_each_epoch(tmp_pa
     epochs = [read[:6], read[6:]]
     assert len(read) == 12 and all(sorted(e) == [f"{i}-{j}" for i in range(3) for j in range(2)] for e in epochs)
     assert [r[0] for r in epochs[0][::2]] != [r[0] for r in epochs[1][::2]]
+
+
+def test_a_restarted_chief_goes_on_from_the_state_its_variable_holds_on_the_live_ps(tmp_path, monkeypatch):
+    """The chief's task (with the shard service) restarts, the PS keeps the model and the state
+    variable: no checkpoint is read, and training goes on after the shards done as its last step began."""
+    ps_address, chief_address = (f"localhost:{port}" for port in ports.free_ports(2))
+    cluster = {"ps": [ps_address], "worker": [chief_address]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    ps = tf.train.Server(cluster, "ps", 0)
+
+    def train(steps: int) -> list[int]:
+        chief = tf.train.Server(cluster, "worker", 0)
+        trained: list[int] = []
+        try:
+            with tf.Graph().as_default():
+                with tf.device(tf.train.replica_device_setter(cluster=cluster, worker_device="/job:worker/task:0")):
+                    records = tf.data.experimental.dynamic_shard_records(num_records=40, shard_size=4)
+                    ids = records.batch(4).make_one_shot_iterator().get_next()
+                    step = tf.assign_add(tf.train.get_or_create_global_step(), 1)
+                with tf.train.MonitoredTrainingSession(master=chief.target, is_chief=True,
+                                                       hooks=[tf.data.experimental.DynamicShardsHook(True)]) as sess:
+                    while not sess.should_stop() and (not steps or len(trained) < steps * 4):
+                        trained.extend(int(r) for r in sess.run([ids, step])[0])
+        finally:
+            chief.stop()
+        return trained
+
+    try:
+        assert train(steps=5) == list(range(20))
+        # As the fifth step began, shards 0 to 3 were done: the state variable on the PS says so.
+        assert train(steps=0) == list(range(16, 40))
+    finally:
+        ps.stop()

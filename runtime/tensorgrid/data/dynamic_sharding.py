@@ -133,8 +133,8 @@ def _defined(name: str, files: Optional[Sequence[str]], num_records: Optional[in
 
 class DynamicShardsHook(session_run_hook.SessionRunHook):
     """The chief's side of ``dynamic_shards``: opens task 0's shard service with the state saved in
-    each data set's variable (or from the start), saves the service's state into it before every
-    step (so checkpoints hold it), and at the end, when every epoch is done, waits within a lease
+    each data set's variable (or from the start), saves the service's state into it before each
+    step when it changed (so checkpoints hold it), and at the end, when every epoch is done, waits within a lease
     for the workers still asking to be told so. On other tasks it does nothing."""
 
     def __init__(self, is_chief: bool = True) -> None:
@@ -142,6 +142,8 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
         self._shards: list[DynamicShards] = []
         self._client: Optional[shard_calls.ShardsClient] = None
         self._epochs: dict[str, int] = {}
+        self._versions: dict[str, int] = {}
+        """The state version each data set's variable holds (0: unknown, so the next step writes it)."""
 
     def begin(self) -> None:
         self._shards = list(graph_lib.get_default_graph().get_collection(COLLECTION))
@@ -150,22 +152,27 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
         if not self._is_chief or not self._shards:
             return
         self._client = shard_calls.ShardsClient(_host_address())
+        self._versions = {}
         for shards, state in zip(self._shards, session.run([s.state for s in self._shards])):
             self._client.open(shards.name, shards.spec, [int(v) for v in state])
 
     def before_run(self, run_context: Any) -> Optional[session_run_hook.SessionRunArgs]:
         if self._client is None:
             return None
-        feeds = {}
+        saves, feeds = [], {}
         for shards in self._shards:
-            answer = self._client.state(shards.name)
+            answer = self._client.state(shards.name, self._versions.get(shards.name, 0))
+            if answer.unchanged:
+                continue
+            self._versions[shards.name] = answer.version
+            saves.append(shards.save_state)
             feeds[shards.state_feed] = np.asarray(answer.state, np.int64)
             if self._epochs.get(shards.name) != answer.epoch:
                 self._epochs[shards.name] = answer.epoch
                 log.info("dynamic shards %r: epoch %d, %.0f%% of its shards done%s", shards.name, answer.epoch,
                          100 * answer.fraction_done,
                          f"; failed shards: {list(answer.failed_shards)}" if answer.failed_shards else "")
-        return session_run_hook.SessionRunArgs([s.save_state for s in self._shards], feed_dict=feeds)
+        return session_run_hook.SessionRunArgs(saves, feed_dict=feeds) if saves else None
 
     def end(self, session: Any) -> None:
         if self._client is None:

@@ -140,6 +140,10 @@ class ShardQueue:
             if any(s < FAILED for s in self._status):
                 raise ValueError(f"the saved state of dynamic shards {name!r} has an unknown shard status: {state}")
         self._todo = collections.deque(i for i in spec.order(self.epoch) if self._status[i] >= 0)
+        self._unfinished = sum(1 for s in self._status if s >= 0)
+        """Shards of this epoch neither done nor failed (kept, so that no request scans them all)."""
+        self.version = 1
+        """Grows with every change of ``state()``, so that the chief copies it only when it changed."""
         self._publish()
 
     # ------------------------------------------------------------------ requests
@@ -158,6 +162,8 @@ class ShardQueue:
             if lease is not None and lease.client == client:
                 del self._leases[finished_lease]
                 self._status[lease.index] = DONE
+                self._unfinished -= 1
+                self.version += 1
             else:
                 log.info("dynamic shards %r: %s reported lease %d finished, which it no longer holds (lost, or "
                          "granted before a restart): the shard is trained again", self.name, task, finished_lease)
@@ -208,8 +214,7 @@ class ShardQueue:
 
     @property
     def fraction_done(self) -> float:
-        finished = sum(1 for s in self._status if s < 0)
-        return finished / len(self._status) if self._status else 1.0
+        return 1.0 - self._unfinished / len(self._status) if self._status else 1.0
 
     @property
     def failed_shards(self) -> list[int]:
@@ -230,8 +235,10 @@ class ShardQueue:
         for lease_id in lease_ids:
             lease = self._leases.pop(lease_id)
             self._status[lease.index] += 1
+            self.version += 1
             if self._status[lease.index] >= self.spec.max_attempts:
                 self._status[lease.index] = FAILED
+                self._unfinished -= 1
                 monitoring.DATA_SHARDS_FAILED.labels(self.name).inc()
                 log.error("dynamic shards %r: shard %d (%s) of epoch %d was lost %d times (last: %s held it, %s); "
                           "it is not handed out again", self.name, lease.index, self._describe(lease.index),
@@ -242,7 +249,7 @@ class ShardQueue:
                             self.name, lease.index, self.epoch, lease.task, why)
 
     def _start_next_epoch_if_done(self) -> None:
-        if self._todo or self._leases or any(s >= 0 for s in self._status):
+        if self._unfinished:
             return
         if self.spec.num_epochs and self.epoch >= self.spec.num_epochs:
             return
@@ -250,9 +257,11 @@ class ShardQueue:
         log.info("dynamic shards %r: epoch %d done (%d shards%s)", self.name, self.epoch, len(self._status),
                  f", failed: {failed}" if failed else "")
         self.epoch += 1
+        self.version += 1
         if self.spec.num_epochs and self.epoch >= self.spec.num_epochs:
             return
         self._status = [0] * len(self._status)
+        self._unfinished = len(self._status)
         self._todo = collections.deque(self.spec.order(self.epoch))
 
     def _describe(self, index: int) -> str:

@@ -110,21 +110,27 @@ class OpenShardsResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ShardsStateRequest(_message.Message):
-    __slots__ = ("dataset",)
+    __slots__ = ("dataset", "known_version")
     DATASET_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
     dataset: str
-    def __init__(self, dataset: _Optional[str] = ...) -> None: ...
+    known_version: int
+    def __init__(self, dataset: _Optional[str] = ..., known_version: _Optional[int] = ...) -> None: ...
 
 class ShardsStateResponse(_message.Message):
-    __slots__ = ("state", "epoch", "fraction_done", "failed_shards", "waiting_clients")
+    __slots__ = ("state", "epoch", "fraction_done", "failed_shards", "waiting_clients", "version", "unchanged")
     STATE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     FRACTION_DONE_FIELD_NUMBER: _ClassVar[int]
     FAILED_SHARDS_FIELD_NUMBER: _ClassVar[int]
     WAITING_CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     state: _containers.RepeatedScalarFieldContainer[int]
     epoch: int
     fraction_done: float
     failed_shards: _containers.RepeatedScalarFieldContainer[int]
     waiting_clients: int
-    def __init__(self, state: _Optional[_Iterable[int]] = ..., epoch: _Optional[int] = ..., fraction_done: _Optional[float] = ..., failed_shards: _Optional[_Iterable[int]] = ..., waiting_clients: _Optional[int] = ...) -> None: ...
+    version: int
+    unchanged: bool
+    def __init__(self, state: _Optional[_Iterable[int]] = ..., epoch: _Optional[int] = ..., fraction_done: _Optional[float] = ..., failed_shards: _Optional[_Iterable[int]] = ..., waiting_clients: _Optional[int] = ..., version: _Optional[int] = ..., unchanged: _Optional[bool] = ...) -> None: ...

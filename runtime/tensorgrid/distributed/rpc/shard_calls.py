@@ -87,9 +87,11 @@ class ShardsServicer:
         def body() -> Any:
             queue = self._shards.queue(request.dataset)
             with self._shards.locked():
+                unchanged = queue.version == request.known_version
                 return shards_pb2.ShardsStateResponse(
-                    state=queue.state(), epoch=queue.epoch, fraction_done=queue.fraction_done,
-                    failed_shards=queue.failed_shards, waiting_clients=queue.waiting_clients())
+                    state=[] if unchanged else queue.state(), epoch=queue.epoch, fraction_done=queue.fraction_done,
+                    failed_shards=[] if unchanged else queue.failed_shards, waiting_clients=queue.waiting_clients(),
+                    version=queue.version, unchanged=unchanged)
         return services.answer(context, "GetShardsState", body)
 
 
@@ -123,8 +125,9 @@ class ShardsClient:
         request = shards_pb2.OpenShardsRequest(dataset=dataset, spec=spec_to_proto(spec), state=list(state or []))
         self._call("OpenShards", lambda stub: stub.OpenShards(request, timeout=CALL_TIMEOUT_SECONDS))
 
-    def state(self, dataset: str) -> shards_pb2.ShardsStateResponse:
-        request = shards_pb2.ShardsStateRequest(dataset=dataset)
+    def state(self, dataset: str, known_version: int = 0) -> shards_pb2.ShardsStateResponse:
+        """The state of ``dataset``, or only its version and progress when it is ``known_version``."""
+        request = shards_pb2.ShardsStateRequest(dataset=dataset, known_version=known_version)
         response: shards_pb2.ShardsStateResponse = self._call(
             "GetShardsState", lambda stub: stub.GetShardsState(request, timeout=CALL_TIMEOUT_SECONDS))
         return response

@@ -46,7 +46,7 @@ def _records_by_step(path: str) -> list[list[int]]:
 def test_each_record_once_per_epoch_while_a_worker_is_killed_and_another_added(tmp_path):
     trained = tmp_path / "trained"
     flags = ["--records", str(RECORDS), "--shard-size", str(SHARD), "--batch-size", str(BATCH), "--epochs",
-             str(EPOCHS), "--lease-seconds", "1.5", "--step-seconds", "0.01", "--trained-records", str(trained)]
+             str(EPOCHS), "--lease-seconds", "4", "--step-seconds", "0.01", "--trained-records", str(trained)]
     with LocalCluster(tmp_path, {"ps": 1, "worker": 3}, start=False) as cluster:
         chief, leaving, joining = (cluster.task("worker", i) for i in range(3))
         # The chief takes one step, then waits until the added worker has trained, so that it joins mid-epoch.

@@ -53,6 +53,16 @@ SUMMARY_SCALAR = Gauge("tensorgrid_summary_scalar",
                        "The last value of each scalar summary this process wrote, by tag.", ["tag"],
                        registry=REGISTRY)
 MAX_SUMMARY_TAGS = 64
+# The shard service of tf.data.experimental.dynamic_shards, on task 0 (for status.progress).
+DATA_SHARDS_EPOCH = Gauge("tensorgrid_data_shards_epoch",
+                          "The epoch (0-based) that task 0's shard service hands out, by data set.",
+                          ["dataset"], registry=REGISTRY)
+DATA_SHARDS_DONE_FRACTION = Gauge("tensorgrid_data_shards_done_fraction",
+                                  "The fraction of the current epoch's shards that are done (or failed), by data set.",
+                                  ["dataset"], registry=REGISTRY)
+DATA_SHARDS_FAILED = Counter("tensorgrid_data_shards_failed",
+                             "Shards lost max_attempts times and not handed out again, by data set.",
+                             ["dataset"], registry=REGISTRY)
 _summary_tags: set[str] = set()
 TENSORS_RECEIVED = Counter("tensorgrid_tensors_received", "Tensors this task received from peers or clients.",
                            registry=REGISTRY)

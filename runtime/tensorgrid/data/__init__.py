@@ -24,8 +24,11 @@ from tensorgrid.data.mnist_idx import (
     IdxFormatError, load_mnist, read_idx, read_mnist_images, read_mnist_labels, write_idx,
 )
 
-experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE)
-"""``tf.data.experimental``: AUTOTUNE."""
+from tensorgrid.data.dynamic_sharding import DynamicShardsHook, dynamic_shard_records, dynamic_shards
+
+experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE, DynamicShardsHook=DynamicShardsHook,
+                                      dynamic_shard_records=dynamic_shard_records, dynamic_shards=dynamic_shards)
+"""``tf.data.experimental``: AUTOTUNE; ``dynamic_shards`` (tensorgrid's: shards handed out at run time, docs/data.md)."""
 
 __all__ = [
     "AUTOTUNE", "Dataset", "FixedLengthRecordDataset", "Iterator", "TFRecordDataset", "TextLineDataset", "experimental", "make_initializable_iterator", "make_one_shot_iterator",

@@ -71,6 +71,11 @@ def _call(what: str, channel: peer_channel.PeerChannel, fn: Callable[[grpc_frame
         raise errors.DataLossError(None, None, f"{what}: {e}") from None
 
 
+def call(what: str, channel: peer_channel.PeerChannel, fn: Callable[[grpc_frames.Stub], T]) -> T:
+    """``_call`` for the clients of other modules (``shard_calls``): their errors become OpErrors as these do."""
+    return _call(what, channel, fn)
+
+
 STATUS_TIMEOUT_SECONDS = 10.0
 
 

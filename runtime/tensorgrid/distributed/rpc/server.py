@@ -21,6 +21,7 @@ from tensorgrid.distributed.rpc import session_targets
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import master as master_lib
+from tensorgrid.distributed import shard_queue
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed import worker_interface
@@ -92,6 +93,8 @@ class Server:
         self.worker = worker_lib.Worker(self.task, peer=self._peer, limits=self.limits)
         self.master = master_lib.Master(device_lib.DeviceSpec(job_name, 0, self.task_index), cluster,
                                         worker_for=self._peer, limits=self.limits)
+        self.shards = shard_queue.ShardService()
+        """The data sets of ``dynamic_shards`` this task hands out (task 0's only: ``shard_calls.host_task``)."""
         self._peers: dict[str, clients.WorkerClient] = {}
         self._peers_lock = threading.Lock()
         self._finished_tasks: set[str] = set()

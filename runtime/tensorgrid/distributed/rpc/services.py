@@ -93,6 +93,12 @@ def _answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -
     raise AssertionError("unreachable: abort raises")
 
 
+def answer(context: grpc.ServicerContext, method: str, call: Callable[[], T]) -> T:
+    """``call``'s result, or its OpError or bad request as the gRPC status: for the services of other
+    modules (``shard_calls``), so that they answer errors as these do."""
+    return _answer(context, method, call)
+
+
 # ---------------------------------------------------------------------- the calls of every step
 
 class StepHandlers:
@@ -431,10 +437,13 @@ def serve(server: server_lib.Server, port: int) -> Serving:
     rpc_server = grpc.server(shared_pool,
                              options=grpc_frames.grpc_options(grpc_frames.server_options(
                                  limits.grpc_max_message_bytes, limits.tls_handshake_timeout_s)))
+    from tensorgrid.distributed.rpc import shard_calls  # it answers with _answer: imported once this module is
+
     rpc_server.add_generic_rpc_handlers((
         grpc_frames.generic_handler(MASTER_SERVICE, MasterServicer(server, tx, steps)),
         grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps, recv_pool),
                                     thread_pools={"RecvTensor": recv_pool}),
+        shard_calls.generic_handler(server.shards),
     ))
     bound = 0
     candidates = (f"[::]:{port}", f"0.0.0.0:{port}") if host == "" else (

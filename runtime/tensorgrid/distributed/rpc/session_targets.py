@@ -46,6 +46,12 @@ def unregister_server(server: Any) -> None:
                 del _servers[alias]
 
 
+def servers_in_process() -> list[Any]:
+    """The servers this process runs (each once), in the order they started."""
+    with _lock:
+        return list({id(server): server for server in _servers.values()}.values())
+
+
 def local_server_for_target(target: str) -> Optional[Any]:
     with _lock:
         return _servers.get(_address(target))

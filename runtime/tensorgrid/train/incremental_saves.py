@@ -19,10 +19,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import changed_rows_ops
-from tensorgrid.framework import dtypes
 from tensorgrid.train import checkpoint_chain
 from tensorgrid.train import checkpoint_format
 
@@ -107,8 +107,8 @@ class IncrementalSaves:
             if all(bool(result[1]) for _, result in parts):
                 tensors[entry.name] = entry.assemble([result[3] for _, result in parts])
                 continue
-            if full:
-                raise AssertionError(f"a full save got rows, not the whole of {entry.name}")
+            if full:  # every part was asked for EVERYTHING, which no baseline matches
+                raise RuntimeError(f"Saver: a full save got some rows of {entry.name} instead of all of it")
             rows, values = [], []
             for part, (_, whole, part_rows, part_values) in parts:
                 if bool(whole):

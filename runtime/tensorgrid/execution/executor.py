@@ -34,6 +34,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.kernels import backend as backend_lib
 from tensorgrid.kernels import context as kernel_context
 from tensorgrid.kernels import registry as kernel_registry
+from tensorgrid.kernels import row_writes
 
 
 _CANCELLED = -1
@@ -84,6 +85,36 @@ class _Node:
     pending: int
     plain_inputs: bool = False
     """No input needs a dereference or a device conversion: inputs are the slots' values."""
+
+
+def _recording_whole_writes(kernel: Callable[..., Any], positions: list[int], is_async: bool) -> Callable[..., Any]:
+    """``kernel``, recording after each call (an asynchronous one: when it calls ``done``) a whole
+    write of the variables at input ``positions``: a kernel that does not report the rows it
+    writes (kernels/row_writes.py)."""
+
+    def record(inputs: Sequence[Any]) -> None:
+        for position in positions:
+            written = getattr(inputs[position], "written", None)
+            if written is not None:
+                written.wrote_whole()
+
+    if is_async:
+        def run_async(k: Any, step: Any, done: Callable[..., None], *inputs: Any) -> Any:
+            def recorded_done(*args: Any, **kwargs: Any) -> None:
+                record(inputs)
+                done(*args, **kwargs)
+
+            return kernel(k, step, recorded_done, *inputs)
+
+        return run_async
+
+    def run(k: Any, step: Any, *inputs: Any) -> Any:
+        try:
+            return kernel(k, step, *inputs)
+        finally:
+            record(inputs)
+
+    return run
 
 
 class Plan:
@@ -147,10 +178,16 @@ class Plan:
                     producers.add(index_of[c])
             producers_of.append(producers)
             state = kernel_state.setdefault(op.name, {})
+            kernel = kernel_registry.get_kernel(op.type)
+            by_reference = [p for p, t in enumerate(op.inputs)
+                            if t.dtype.is_ref_dtype and t not in fed and p in ref_inputs]
+            whole_writes = row_writes.unreported_positions(op.type, by_reference)
+            if whole_writes:
+                kernel = _recording_whole_writes(kernel, whole_writes, kernel_registry.is_async(op.type))
             self.nodes.append(
                 _Node(
                     index=i,
-                    kernel=kernel_registry.get_kernel(op.type),
+                    kernel=kernel,
                     ctx=kernel_context.KernelContext(op, backend, state),
                     is_async=kernel_registry.is_async(op.type),
                     input_slots=input_slots,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
+from tensorgrid.execution import written_rows
 from tensorgrid.framework import errors
 
 DEFAULT_CONTAINER = "localhost"
@@ -28,6 +29,8 @@ class Variable:
         self.value: Any = None
         self.lock = threading.Lock()
         self.updates = 0
+        self.written = written_rows.WrittenRows()
+        """Which rows were written when: what an incremental checkpoint reads."""
 
     @property
     def initialized(self) -> bool:
@@ -61,6 +64,7 @@ class Variable:
         else:
             self.value = new_value.copy() if self.backend.is_native(new_value) else self.backend.asarray(new_value)
         self.updates += 1
+        self.written.wrote_whole()
 
 
 class ResourceManager:

@@ -19,8 +19,12 @@ from typing import Any, Optional
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import row_writes
 from tensorgrid.kernels import training_kernels
 from tensorgrid.kernels.registry import register_kernel
+
+row_writes.reports_rows(("SparseApplyFtrl", "SparseApplyFtrlV2"), positions=(0, 1, 2))
+row_writes.reports_rows(("SparseApplyProximalAdagrad",), positions=(0, 1))
 
 
 def _check_hyper_parameters(k: context.KernelContext, positive: dict[str, Any],
@@ -127,6 +131,7 @@ def _sparse_ftrl(k: context.KernelContext, var: Any, accum: Any, linear: Any, gr
         a[rows] = new_accum
         lin[rows] = lin_rows
         var.updates += 1
+        row_writes.wrote_rows(k, rows, var, accum, linear)
     return var
 
 
@@ -196,4 +201,5 @@ def _sparse_apply_proximal_adagrad(k: context.KernelContext, step: context.StepC
         alpha = lr / xp.sqrt(a_rows)
         w[rows] = training_kernels.proximal_step(k, w[rows] - g * alpha, alpha, l1, l2)
         var.updates += 1
+        row_writes.wrote_rows(k, rows, var, accum)
     return var

@@ -6,7 +6,11 @@ from typing import Any
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import row_writes
 from tensorgrid.kernels.registry import register_kernel
+
+row_writes.reports_rows(("ScatterAdd", "ScatterSub", "ScatterUpdate"), positions=(0,))
+row_writes.writes_no_variable("IsVariableInitialized", "VariableChangedRows")
 
 
 @register_kernel("VariableV2")
@@ -102,6 +106,7 @@ def _scatter_accumulate(k: context.KernelContext, variable: Any, indices: Any, u
         flat, rows = _scatter_rows(k, buffer, indices, updates)
         k.backend.scatter_add(buffer, flat, -rows if negate else rows)
         variable.updates += 1
+        row_writes.wrote_rows(k, flat, variable)
     return variable
 
 
@@ -113,6 +118,7 @@ def _scatter_update(k: context.KernelContext, step: context.StepContext, variabl
         flat, rows = _scatter_rows(k, buffer, indices, updates)
         buffer[flat] = rows
         variable.updates += 1
+        row_writes.wrote_rows(k, flat, variable)
     return variable
 
 
@@ -140,3 +146,23 @@ def _uninitialized_names(k: context.KernelContext, step: context.StepContext, *i
 
     names = [n for n, ok in zip(k.attrs["names"], initialized) if not bool(ok)]
     return numpy.array(names, dtype=object)
+
+
+@register_kernel("VariableChangedRows")
+def _variable_changed_rows(k: context.KernelContext, step: context.StepContext, variable: Any, since: Any) -> Any:
+    """(baseline now, whether the whole value is given, the rows written after baseline ``since``,
+    their values): an incremental checkpoint's read of one variable, on the variable's task."""
+    xp = k.xp
+    buffer = variable.read()
+    wanted = [int(x) for x in k.backend.to_numpy(since).reshape(-1)]
+    if len(wanted) != 2:
+        raise errors.InvalidArgumentError(None, None, f"{k.name}: since must be [incarnation, version], got {wanted}")
+    num_rows = buffer.shape[0] if buffer.ndim else 1
+    token, rows = variable.written.changed_since(wanted[0], wanted[1], num_rows)
+    if buffer.ndim == 0:
+        rows = None  # a scalar has no rows: it is saved whole
+    # The values are read after the baseline is taken (see WrittenRows.changed_since).
+    if rows is None:
+        return xp.asarray(token, dtype="int64"), xp.asarray(True), xp.zeros(0, dtype="int64"), buffer.copy()
+    device_rows = xp.asarray(rows, dtype="int64")
+    return xp.asarray(token, dtype="int64"), xp.asarray(False), device_rows, buffer[device_rows]

@@ -22,7 +22,15 @@ from typing import Any
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import row_writes
 from tensorgrid.kernels.registry import register_kernel
+
+# The sparse updates write only their rows of the variable and of its slots (Adam's is not here:
+# TF1's formula decays every row of its slots).
+row_writes.reports_rows(("SparseApplyMomentum", "SparseApplyAdagrad"), positions=(0, 1))
+row_writes.reports_rows(("SparseApplyRMSProp", "SparseApplyAdadelta"), positions=(0, 1, 2))
+row_writes.reports_rows(("SparseApplyCenteredRMSProp",), positions=(0, 1, 2, 3))
+row_writes.reports_rows(("SparseApplyProximalGradientDescent",), positions=(0,))
 
 
 class Locks:
@@ -228,6 +236,7 @@ def _sparse_apply_momentum(k: context.KernelContext, step: context.StepContext, 
         else:
             w[rows] -= a_rows * lr
         var.updates += 1
+        row_writes.wrote_rows(k, rows, var, accum)
     return var
 
 
@@ -246,6 +255,7 @@ def _sparse_apply_adagrad(k: context.KernelContext, step: context.StepContext, v
             a[rows] = a_rows
         w[rows] -= g * lr / k.xp.sqrt(a_rows)
         var.updates += 1
+        row_writes.wrote_rows(k, rows, var, accum)
     return var
 
 
@@ -353,6 +363,7 @@ def _sparse_rms_prop(k: context.KernelContext, var: Any, mg: Any, ms: Any, mom: 
         mom_buf[rows] = mom_rows
         w[rows] -= mom_rows
         var.updates += 1
+        row_writes.wrote_rows(k, rows, *slots)
     return var
 
 
@@ -425,6 +436,7 @@ def _sparse_apply_adadelta(k: context.KernelContext, step: context.StepContext, 
         rows, g = summed_rows(k, indices, grad)
         w[rows], a[rows], u[rows] = _adadelta_rows(k, w[rows], a[rows], u[rows], lr, rho, epsilon, g)
         var.updates += 1
+        row_writes.wrote_rows(k, rows, var, accum, accum_update)
     return var
 
 
@@ -467,4 +479,5 @@ def _sparse_apply_proximal_gradient_descent(k: context.KernelContext, step: cont
         rows, g = summed_rows(k, indices, grad)
         w[rows] = proximal_step(k, w[rows] - g * alpha, alpha, l1, l2)
         var.updates += 1
+        row_writes.wrote_rows(k, rows, var)
     return var

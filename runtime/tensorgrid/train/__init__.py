@@ -5,7 +5,7 @@ from __future__ import annotations
 from tensorgrid.train.adadelta import AdadeltaOptimizer
 from tensorgrid.train.adagrad import AdagradOptimizer
 from tensorgrid.train.adam import AdamOptimizer
-from tensorgrid.train.checkpoint_format import CheckpointReader
+from tensorgrid.train.checkpoint_chain import CheckpointReader
 from tensorgrid.train.checkpoint_management import (
     CheckpointState, NewCheckpointReader, checkpoint_exists, get_checkpoint_mtimes, get_checkpoint_state,
     latest_checkpoint, list_variables, load_checkpoint, load_variable, remove_checkpoint, update_checkpoint_state,
@@ -21,7 +21,7 @@ from tensorgrid.train.optimizer import Optimizer
 from tensorgrid.train.proximal_adagrad import ProximalAdagradOptimizer
 from tensorgrid.train.proximal_gradient_descent import ProximalGradientDescentOptimizer
 from tensorgrid.train.rmsprop import RMSPropOptimizer
-from tensorgrid.train.saver import Saver
+from tensorgrid.train.saver import IncrementalSaver, Saver
 from tensorgrid.train.training_util import (
     assert_global_step, create_global_step, get_global_step, get_or_create_global_step, global_step,
 )

@@ -26,6 +26,8 @@ from tensorgrid.framework import errors
 
 FORMAT_NAME = "tensorgrid-checkpoint"
 FORMAT_VERSION = 1
+DELTA_FORMAT_VERSION = 2
+"""The version of a delta's index (an incremental save): a reader of version 1 only refuses it."""
 ALIGNMENT = 64
 INDEX_SUFFIX = ".index"
 DATA_SUFFIXES = (".data", ".data.1")
@@ -47,6 +49,18 @@ class TensorEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeltaOf:
+    """What a delta checkpoint (an incremental save) applies to: docs/checkpoint-format.md."""
+
+    base: str
+    """Base name of the full checkpoint the chain starts from, in the same directory."""
+    previous: str
+    """Base name of the checkpoint (full or delta) this delta's changes apply to."""
+    sequence: int
+    """1 for the first delta after the full checkpoint, 2 for the next one, ..."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Index:
     """The parsed ``.index`` file of one checkpoint."""
 
@@ -55,6 +69,8 @@ class Index:
     """Base name of the data file, in the same directory as the index."""
     data_size: int
     tensors: dict[str, TensorEntry]
+    delta: Optional[DeltaOf] = None
+    """Set when this checkpoint is a delta: its tensors are changes to apply to ``delta.previous``."""
 
     @property
     def data_path(self) -> str:
@@ -128,8 +144,9 @@ def _tensor_bytes(value: Any) -> tuple[np.ndarray, str]:
     return little.reshape(-1).view(np.uint8), dtype_name
 
 
-def write_checkpoint(prefix: str, tensors: dict[str, Any]) -> Index:
-    """Writes ``tensors`` (name -> array) as checkpoint ``prefix``; returns its index."""
+def write_checkpoint(prefix: str, tensors: dict[str, Any], delta: Optional[DeltaOf] = None) -> Index:
+    """Writes ``tensors`` (name -> array) as checkpoint ``prefix`` (a delta when ``delta`` is given);
+    returns its index."""
     directory = os.path.dirname(prefix)
     previous = _committed_data_file(prefix)
     data_file = os.path.basename(prefix) + (DATA_SUFFIXES[1] if previous == os.path.basename(prefix) + DATA_SUFFIXES[0]
@@ -155,7 +172,7 @@ def write_checkpoint(prefix: str, tensors: dict[str, Any]) -> Index:
             position = start + raw.size
 
     atomic_write(os.path.join(directory, data_file), write_data)
-    index = Index(prefix, data_file, data_size, entries)
+    index = Index(prefix, data_file, data_size, entries, delta)
     atomic_write_bytes(index_path(prefix), _encode_index(index))
     fsync_directory(directory)
     if previous is not None and previous != data_file:
@@ -178,12 +195,14 @@ def _encode_index(index: Index) -> bytes:
     """The index as JSON with one line per tensor, so it stays readable with thousands of them."""
     header = {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": FORMAT_VERSION if index.delta is None else DELTA_FORMAT_VERSION,
         "byte_order": "little",
         "alignment": ALIGNMENT,
         "data_file": index.data_file,
         "data_size": index.data_size,
     }
+    if index.delta is not None:
+        header["delta_of"] = dataclasses.asdict(index.delta)
     entries = [
         json.dumps({"name": e.name, "dtype": e.dtype, "shape": list(e.shape), "offset": e.offset,
                     "length": e.length, "crc32": e.crc32})
@@ -210,8 +229,16 @@ def read_index(prefix: str) -> Index:
         document = json.loads(content.decode("utf-8"))
         if document.get("format") != FORMAT_NAME:
             raise ValueError(f"format is {document.get('format')!r}, not {FORMAT_NAME!r}")
-        if document.get("version") != FORMAT_VERSION:
-            raise ValueError(f"format version {document.get('version')!r}; this tensorgrid reads version {FORMAT_VERSION}")
+        version = document.get("version")
+        if version not in (FORMAT_VERSION, DELTA_FORMAT_VERSION):
+            raise ValueError(f"format version {version!r}; this tensorgrid reads versions {FORMAT_VERSION} "
+                             f"and {DELTA_FORMAT_VERSION}")
+        delta = None
+        if version == DELTA_FORMAT_VERSION:
+            of = document["delta_of"]
+            delta = DeltaOf(str(of["base"]), str(of["previous"]), int(of["sequence"]))
+            if any(os.path.basename(name) != name or not name for name in (delta.base, delta.previous)):
+                raise ValueError(f"delta_of {of!r} must name checkpoints in the index's directory")
         data_file = document["data_file"]
         if not isinstance(data_file, str) or os.path.basename(data_file) != data_file:
             raise ValueError(f"data_file {data_file!r} must be a file name in the index's directory")
@@ -221,7 +248,7 @@ def read_index(prefix: str) -> Index:
                                 int(item["offset"]), int(item["length"]), int(item["crc32"]))
             dtypes.as_dtype(entry.dtype)
             tensors[entry.name] = entry
-        return Index(prefix, data_file, int(document["data_size"]), tensors)
+        return Index(prefix, data_file, int(document["data_size"]), tensors, delta)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError) as e:
         raise errors.DataLossError(None, None, f"Checkpoint index {path} is corrupted or not a checkpoint index: {e}") from None
 
@@ -296,24 +323,3 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-class CheckpointReader:
-    """Reads tensors of one checkpoint by name (``tf.train.NewCheckpointReader``)."""
-
-    def __init__(self, prefix: str) -> None:
-        self._index = read_index(prefix)
-
-    def has_tensor(self, name: str) -> bool:
-        return name in self._index.tensors
-
-    def get_tensor(self, name: str) -> np.ndarray:
-        if name not in self._index.tensors:
-            raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint {self._index.prefix}")
-        return read_tensors(self._index, [name])[name]
-
-    def get_variable_to_shape_map(self) -> dict[str, list[int]]:
-        return {name: list(e.shape) for name, e in self._index.tensors.items()}
-
-    def get_variable_to_dtype_map(self) -> dict[str, dtypes.DType]:
-        return {name: dtypes.as_dtype(e.dtype) for name, e in self._index.tensors.items()}

@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from tensorgrid.train import checkpoint_chain
 from tensorgrid.train import checkpoint_format
 
 _log = logging.getLogger(__name__)
@@ -300,13 +301,13 @@ def _resolve(ckpt_dir_or_file: str) -> str:
     return ckpt_dir_or_file
 
 
-def load_checkpoint(ckpt_dir_or_file: str) -> checkpoint_format.CheckpointReader:
+def load_checkpoint(ckpt_dir_or_file: str) -> checkpoint_chain.CheckpointReader:
     """A reader of the checkpoint (or of the latest one in a directory)."""
-    return checkpoint_format.CheckpointReader(_resolve(ckpt_dir_or_file))
+    return checkpoint_chain.CheckpointReader(_resolve(ckpt_dir_or_file))
 
 
-def NewCheckpointReader(filepattern: str) -> checkpoint_format.CheckpointReader:  # noqa: N802 - TF's name
-    return checkpoint_format.CheckpointReader(os.fspath(filepattern))
+def NewCheckpointReader(filepattern: str) -> checkpoint_chain.CheckpointReader:  # noqa: N802 - TF's name
+    return checkpoint_chain.CheckpointReader(os.fspath(filepattern))
 
 
 def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:

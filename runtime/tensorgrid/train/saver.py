@@ -14,6 +14,10 @@ an unpartitioned variable of the same shape. (TF1 writes each part as a slice.)
 
 An embedding variable (``tf.get_embedding_variable``) is saved as its keys, values, frequencies,
 versions and slots (embedding_variable_saver).
+
+``Saver(incremental=True, full_save_every=N)`` (or ``IncrementalSaver``) writes, between full
+checkpoints, deltas holding only the rows written since its previous save (incremental_saves);
+``restore`` reads any checkpoint, full or delta, through checkpoint_chain.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables
+from tensorgrid.train import checkpoint_chain
 from tensorgrid.train import checkpoint_format
 from tensorgrid.train import checkpoint_management
 from tensorgrid.train import embedding_variable_saver
+from tensorgrid.train import incremental_saves
 from tensorgrid.train import training_util
 
 GraphKeys = graph_lib.GraphKeys
@@ -189,7 +195,12 @@ class Saver:
         pad_step_number: bool = False,
         save_relative_paths: bool = False,
         filename: Optional[str] = None,
+        incremental: bool = False,
+        full_save_every: int = 10,
     ) -> None:
+        """TF1's arguments, and tensorgrid's ``incremental``: save only the rows written since the
+        previous save, as a delta beside the last full checkpoint, with a full save after every
+        ``full_save_every`` deltas (docs/checkpoint-format.md, "Incremental checkpoints")."""
         if saver_def is not None or builder is not None:
             raise ValueError("tensorgrid's Saver builds its own ops; saver_def and builder are not supported")
         self._var_list = var_list
@@ -206,6 +217,8 @@ class Saver:
         self._last_checkpoints: list[tuple[str, float]] = []
         self._checkpoints_to_be_deleted: list[tuple[str, float]] = []
         self._last_preserved_timestamp = 0.0
+        self._preserved: list[str] = []
+        """Checkpoints kept for good (keep_checkpoint_every_n_hours)."""
         self._built = False
         self._is_empty = False
         self._graph: Optional[graph_lib.Graph] = None
@@ -216,6 +229,11 @@ class Saver:
         self._restore_shapes: list[Any] = []
         self._restore_op: Optional[graph_lib.Operation] = None
         self._embedding_variables: Optional[embedding_variable_saver.EmbeddingVariableSaveables] = None
+        if not isinstance(incremental, bool):
+            raise TypeError(f"incremental must be True or False, got {incremental!r}")
+        self._incremental = incremental
+        self._full_save_every = full_save_every
+        self._incremental_saves: Optional[incremental_saves.IncrementalSaves] = None
         if not defer_build:
             self.build()
 
@@ -231,6 +249,10 @@ class Saver:
         if isinstance(var_list, (list, tuple, set)):
             evs = [v for v in var_list if isinstance(v, embedding_variable_ops.EmbeddingVariable)]
             var_list = [v for v in var_list if not isinstance(v, embedding_variable_ops.EmbeddingVariable)]
+            if evs and self._incremental:
+                raise ValueError(
+                    f"Saver(incremental=True) saves the rows of Variables and partitioned variables; the embedding "
+                    f"variables {', '.join(ev.name for ev in evs)} need a Saver without incremental")
             if evs:
                 with graph.as_default(), graph.control_dependencies(None), graph.name_scope(self._name or "save"):
                     self._embedding_variables = embedding_variable_saver.EmbeddingVariableSaveables(evs, graph)
@@ -261,6 +283,9 @@ class Saver:
                 self._names.append(entry.name)
                 self._restore_shapes.append(entry.shape)
             self._restore_op = control_flow_ops.group(*assigns, name="restore_all")
+            if self._incremental:
+                self._incremental_saves = incremental_saves.IncrementalSaves(
+                    self._entries, _as_ref, self._full_save_every)
 
     @property
     def last_checkpoints(self) -> list[str]:
@@ -326,13 +351,16 @@ class Saver:
             if not os.path.isdir(os.path.dirname(save_dir) or "."):
                 raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
             os.makedirs(save_dir, exist_ok=True)
-        evs = self._embedding_variables
-        fetched, ev_values = sess.run([self._save_tensors, evs.save_tensors if evs is not None else []])
-        values = iter(fetched)
-        tensors = {entry.name: entry.assemble([next(values) for _ in entry.parts]) for entry in self._entries}
-        if evs is not None:
-            tensors.update(zip(evs.names, ev_values))
-        checkpoint_format.write_checkpoint(checkpoint_file, tensors)
+        if self._incremental_saves is not None:
+            self._incremental_saves.save(sess, checkpoint_file)
+        else:
+            evs = self._embedding_variables
+            fetched, ev_values = sess.run([self._save_tensors, evs.save_tensors if evs is not None else []])
+            values = iter(fetched)
+            tensors = {entry.name: entry.assemble([next(values) for _ in entry.parts]) for entry in self._entries}
+            if evs is not None:
+                tensors.update(zip(evs.names, ev_values))
+            checkpoint_format.write_checkpoint(checkpoint_file, tensors)
         if write_meta_graph:
             self._write_meta_graph(self._graph or sess.graph, f"{checkpoint_file}.{meta_graph_suffix}")
         if write_state:
@@ -382,17 +410,26 @@ class Saver:
     def _maybe_delete_old_checkpoints(self, meta_graph_suffix: str) -> None:
         # Called after the state file stops naming them: a crash never leaves it
         # pointing at a deleted checkpoint.
+        still_needed: list[tuple[str, float]] = []
+        needed: Optional[set[str]] = None
         while self._checkpoints_to_be_deleted:
             path, timestamp = self._checkpoints_to_be_deleted.pop(0)
             if timestamp > self._next_checkpoint_time:
                 # One checkpoint every keep_checkpoint_every_n_hours is kept for good.
                 self._next_checkpoint_time += self._keep_checkpoint_every_n_hours * 3600
                 self._last_preserved_timestamp = timestamp
+                self._preserved.append(path)
+                continue
+            if needed is None:
+                needed = checkpoint_chain.needed_by(self.last_checkpoints + self._preserved)
+            if path in needed:
+                still_needed.append((path, timestamp))  # in a kept delta's chain: deleted after the last one needing it
                 continue
             try:
                 checkpoint_management.remove_checkpoint(path, meta_graph_suffix=meta_graph_suffix)
             except OSError as e:
                 _log.warning("Ignoring: could not delete old checkpoint %s: %s", path, e)
+        self._checkpoints_to_be_deleted = still_needed
 
     # ------------------------------------------------------------------ restore
     def restore(self, sess: Any, save_path: Any) -> None:
@@ -410,7 +447,7 @@ class Saver:
         if not checkpoint_management.checkpoint_exists(save_path):
             raise ValueError("The passed save_path is not a valid checkpoint: " + save_path)
         _log.info("Restoring parameters from %s", save_path)
-        index = checkpoint_format.read_index(save_path)
+        index = checkpoint_chain.LogicalCheckpoint(save_path)
         missing = [name for name in self._names if name not in index.tensors]
         if missing:
             raise _restore_error(
@@ -432,7 +469,7 @@ class Saver:
                     f"Assign requires shapes of both tensors to match. lhs shape= {shape.as_list()} "
                     f"rhs shape= {list(entry.shape)} (variable {name} in checkpoint {save_path})",
                 )
-        values = checkpoint_format.read_tensors(index, self._names)
+        values = index.read(self._names)
         feeds = iter(self._restore_feeds)
         feed_dict = {}
         for saved, shape in zip(self._entries, self._restore_shapes):
@@ -444,11 +481,21 @@ class Saver:
         evs = self._embedding_variables
         if evs is not None:
             evs.check_in(index, save_path)
-            feed_dict.update(evs.feed_dict(checkpoint_format.read_tensors(index, evs.names)))
+            feed_dict.update(evs.feed_dict(index.read(evs.names)))
         sess.run([op for op in (self._restore_op, evs and evs.restore_op) if op is not None], feed_dict)
+        if self._incremental_saves is not None:
+            self._incremental_saves.forget_baselines()
 
     def _reshape_allowed(self, shape: Any, stored: tuple[int, ...]) -> bool:
         return bool(self._reshape) and shape.is_fully_defined() and shape.num_elements() == int(np.prod(stored))
+
+
+class IncrementalSaver(Saver):
+    """A ``Saver`` whose saves write only the rows written since its previous save, between full
+    checkpoints every ``full_save_every`` deltas (``Saver(incremental=True)``)."""
+
+    def __init__(self, var_list: Any = None, full_save_every: int = 10, **kwargs: Any) -> None:
+        super().__init__(var_list, incremental=True, full_save_every=full_save_every, **kwargs)
 
 
 # TF1's saver module also exports the checkpoint-finding functions.

@@ -1,0 +1,65 @@
+"""A parameter server SIGKILLed mid-training and restarted at the same address, with no
+checkpoint directory at all: it loads its state from the live replica on the next PS, and
+the global step and the job's counters go on from (close to) where they were. With
+replication off, the restarted PS comes back empty and the chief initializes the model
+again, as before."""
+
+import os
+import re
+import signal
+import sys
+
+import pytest
+
+from cluster_processes import LocalCluster
+
+pytestmark = [pytest.mark.timeout(240)]
+
+PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support",
+                       "ps_failover_program.py")
+FLAGS = ["--steps", "400", "--log-every", "10", "--pace-ms", "10", "--rows", "2000"]
+REPORT = re.compile(r"worker:0 global step (\d+) examples (\d+)")
+
+
+def _reports(log):
+    return [(int(step), int(examples)) for step, examples in REPORT.findall(log)]
+
+
+def _kill_ps0_midway_and_restart(cluster, kill_at_step):
+    command = [sys.executable, PROGRAM, *FLAGS]
+    for task in cluster.tasks.values():
+        task.start(wait=False, command=command)
+    chief = cluster.task("worker", 0)
+    while not _reports(chief.log()) or _reports(chief.log())[-1][0] < kill_at_step:
+        chief.wait_for_output("global step", timeout=60)
+    before = _reports(chief.log())[-1]
+    cluster.task("ps", 0).kill(signal.SIGKILL)
+    cluster.task("ps", 0).start(wait=False, command=command)
+    assert chief.wait(timeout=180) == 0, chief.log()
+    after = _reports(chief.log())
+    return before, after[after.index(before) + 1:], chief.log()
+
+
+def test_a_killed_ps_resumes_from_its_live_replica_without_a_checkpoint(tmp_path):
+    with LocalCluster(tmp_path, {"ps": 2, "worker": 2}, start=False) as cluster:
+        (step, examples), resumed, chief_log = _kill_ps0_midway_and_restart(cluster, kill_at_step=120)
+        ps0_log = cluster.task("ps", 0).log()
+        assert "from its live replica" in ps0_log, ps0_log
+        assert "A step failed" in chief_log  # the chief's steps failed while ps0 was away, and were retried
+        # The lag bound is 1 s, a few dozen steps at this pace; nothing near the 120 steps a
+        # restart from scratch would lose.
+        first_step, first_examples = resumed[0]
+        assert first_step >= step - 40, (step, resumed[:3])
+        assert first_examples >= examples - 40 * 64, (examples, resumed[:3])
+        assert resumed[-1][0] >= 400
+        assert cluster.task("worker", 1).wait(timeout=60) == 0, cluster.task("worker", 1).log()
+
+
+def test_with_replication_off_a_killed_ps_comes_back_empty(tmp_path):
+    with LocalCluster(tmp_path, {"ps": 2, "worker": 2}, start=False,
+                      extra_env={"TENSORGRID_PS_REPLICATION": "0"}) as cluster:
+        (step, _), resumed, _ = _kill_ps0_midway_and_restart(cluster, kill_at_step=120)
+        assert "live replica" not in cluster.task("ps", 0).log()
+        # No checkpoint to restore: the chief initialized the model again, the step restarted.
+        assert resumed[0][0] < step - 40, (step, resumed[:3])
+        assert cluster.task("worker", 1).wait(timeout=60) == 0, cluster.task("worker", 1).log()

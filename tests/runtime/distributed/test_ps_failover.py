@@ -7,12 +7,14 @@ again, as before."""
 import os
 import re
 import signal
+import subprocess
 import sys
 
 import pytest
 
 from cluster_processes import LocalCluster
 from cluster_processes import TaskProcess
+from cluster_processes import task_environment
 from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -87,3 +89,14 @@ def test_with_replication_off_a_killed_ps_comes_back_empty(tmp_path):
         # No checkpoint to restore: the chief initialized the model again, the step restarted.
         assert resumed[0][0] < step - 40, (step, resumed[:3])
         assert cluster.task("worker", 1).wait(timeout=60) == 0, cluster.task("worker", 1).log()
+
+
+def test_tensorgrid_local_ps_standby_starts_a_standby_holding_the_ps_replica(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tensorgrid", "local", "--ps", "1", "--workers", "1", "--ps-standby", "--",
+         sys.executable, PROGRAM, "--steps", "20", "--log-every", "5", "--rows", "100"],
+        env=task_environment(), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[ps-standby:0]" in result.stdout and "Standby for /job:ps/replica:0/task:0" in result.stdout
+    assert "keeping a live replica of its state on the standby of /job:ps/replica:0/task:0" in result.stdout
+    assert "pushed its whole state" in result.stdout

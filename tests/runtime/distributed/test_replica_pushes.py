@@ -5,6 +5,7 @@ import grpc
 import numpy as np
 import pytest
 
+from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import ports
@@ -74,6 +75,10 @@ def test_the_restored_state_is_the_primary_s_values_and_update_counts():
     table.updates += 1
     assert replicator.push_once()
     assert not peer.pushes[1][0].full and peer.pushes[1][1][0].rows.tolist() == [2]
+    sample = monitoring.REGISTRY.get_sample_value
+    assert sample("tensorgrid_ps_replica_bytes_total", {"task": PRIMARY}) >= 40 * 4 + 8 + 4 * 4
+    assert sample("tensorgrid_ps_replica_lag_updates", {"task": PRIMARY}) == 0
+    assert 0 <= sample("tensorgrid_ps_replica_lag_seconds", {"task": PRIMARY}) < 5
     restarted = resources_lib.ResourceManager()
     restored = replication.restore_from_replica(restarted, CPU, peer, PRIMARY, "ps:1", wait_s=1.0)
     assert restored is not None and restored.global_step == 7 and restored.variables == 2

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -36,6 +37,7 @@ def _kill_ps0_midway_and_restart(cluster, kill_at_step):
     chief = cluster.task("worker", 0)
     while not _reports(chief.log()) or _reports(chief.log())[-1][0] < kill_at_step:
         chief.wait_for_output("global step", timeout=60)
+        time.sleep(0.05)
     before = _reports(chief.log())[-1]
     cluster.task("ps", 0).kill(signal.SIGKILL)
     cluster.task("ps", 0).start(wait=False, command=command)

@@ -1,9 +1,9 @@
 """Live replicas of a parameter server's state, and the failover that loads them back.
 
 A PS that died used to come back empty, and the chief rolled the whole model back to the
-last checkpoint. Here every PS task (the *primary*) keeps a live copy of its state (every
-variable of its resource manager: model variables, optimizer slots, the global step) on
-another task, its *replica holder*: the next PS of the ring when the job has two or more,
+last checkpoint. With replication on (``ReplicationSettings``) every PS task (the *primary*)
+keeps a live copy of its state (every variable of its resource manager: model variables,
+optimizer slots, the global step) on another task, its *replica holder*: the next PS of the ring when the job has two or more,
 or a standby PS task (``TENSORGRID_PS_REPLICA_ADDRESS``). A ``Replicator`` thread of the
 primary pushes, every ``interval_s``, the rows that changed since its last acknowledged
 push (absolute values, so a push repeated after a failure is harmless); a step of the
@@ -66,7 +66,9 @@ class ReplicationSettings:
     """How a PS task replicates its state (docs/fault-tolerance.md)."""
 
     enabled: bool = True
-    """``TENSORGRID_PS_REPLICATION``: ``1`` (default) or ``0`` (the checkpoint is the only copy)."""
+    """``TENSORGRID_PS_REPLICATION``: ``1`` or ``0`` (the checkpoint is the only copy). Unset: on
+    when a standby is named (``replica_address``), else off, because finding what changed reads
+    the whole state every push, too costly for large tables (docs/fault-tolerance.md)."""
     max_lag_s: float = 1.0
     """``TENSORGRID_PS_REPLICA_MAX_LAG_S``: how far the replica may lag before the primary's steps wait."""
     interval_s: float = 0.1
@@ -79,10 +81,10 @@ class ReplicationSettings:
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "ReplicationSettings":
         env = os.environ if env is None else env
-        switch = env.get(REPLICATION_ENV, "1")
+        address = env.get(REPLICA_ADDRESS_ENV, "") or None
+        switch = env.get(REPLICATION_ENV, "") or ("1" if address else "0")
         if switch not in ("0", "1"):
             raise ValueError(f"{REPLICATION_ENV}={switch!r}: valid values are '1' (replicate) and '0' (do not)")
-        address = env.get(REPLICA_ADDRESS_ENV, "") or None
         if address is not None:
             problem = cluster_lib.address_problem(address)
             if problem is not None:

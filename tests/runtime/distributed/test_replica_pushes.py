@@ -115,6 +115,14 @@ def test_a_primary_whose_holder_is_gone_does_not_wait_for_it():
                                             wait_s=0.01) is None
 
 
+def test_replication_is_off_by_default_and_on_with_a_standby():
+    assert not replication.ReplicationSettings.from_env({}).enabled
+    assert replication.ReplicationSettings.from_env({"TENSORGRID_PS_REPLICATION": "1"}).enabled
+    assert replication.ReplicationSettings.from_env({"TENSORGRID_PS_REPLICA_ADDRESS": "s:5"}).enabled
+    assert not replication.ReplicationSettings.from_env({"TENSORGRID_PS_REPLICA_ADDRESS": "s:5",
+                                                         "TENSORGRID_PS_REPLICATION": "0"}).enabled
+
+
 def test_the_ring_and_the_standby_name_the_holder():
     cluster = cluster_lib.ClusterSpec({"ps": ["a:1", "b:2", "c:3"], "worker": ["w:4"]})
     on = replication.ReplicationSettings()

@@ -214,9 +214,10 @@ def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     settings = replication.ReplicationSettings.from_env()
     holder = replication.replica_holder(server.cluster, server.job_name, server.task_index, settings)
     if holder is None:
-        if server.job_name == "ps" and settings.enabled:
-            log.info("%s: no live replica of its state (a single PS and no %s): a restart restores the checkpoint",
-                     server.task, replication.REPLICA_ADDRESS_ENV)
+        if server.job_name == "ps":
+            log.info("%s: no live replica of its state (%s): a restart restores the checkpoint", server.task,
+                     "a single PS and no " + replication.REPLICA_ADDRESS_ENV if settings.enabled
+                     else replication.REPLICATION_ENV + " is not 1")
         return None
     log.info("%s: keeping a live replica of its state on %s at %s (max lag %g s)", server.task, holder[0],
              holder[1], settings.max_lag_s)

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from typing import Optional, Sequence
 
 
@@ -62,11 +63,37 @@ def _server(args: argparse.Namespace) -> int:
     return 128 + stopped_by[0] if stopped_by else 0
 
 
+def _ps_standby(args: argparse.Namespace) -> int:
+    """Holds the live replica of one PS task's state until SIGTERM or SIGINT."""
+    from tensorgrid.distributed.rpc import replication_service
+
+    try:
+        standby_for = args.standby_for or replication_service.standby_task(os.environ)
+        rpc_server, _ = replication_service.serve_standby(args.address, standby_for)
+    except (ValueError, RuntimeError) as e:
+        print(f"tensorgrid ps-standby: {e}", file=sys.stderr)
+        return 2
+    stopped = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stopped.wait(1.0):
+        pass
+    rpc_server.stop(grace=1.0)
+    return 128 + received[0]
+
+
 def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
     from tensorgrid import launcher
 
     spec = launcher.LocalClusterSpec(ps=args.ps, workers=args.workers, chief=args.chief, sync=args.sync,
-                                     ps_server=args.ps_server, stop_timeout=args.stop_timeout)
+                                     ps_server=args.ps_server, stop_timeout=args.stop_timeout,
+                                     ps_standby=args.ps_standby)
     try:
         return launcher.run(spec, command)
     except ValueError as e:
@@ -170,8 +197,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     local.add_argument("--sync", action="store_true", help="set TENSORGRID_SYNC=1 for synchronous training")
     local.add_argument("--ps-server", action="store_true",
                        help="run 'tensorgrid server' as the PS tasks instead of the program")
+    local.add_argument("--ps-standby", action="store_true",
+                       help="start a standby task per PS holding a live replica of its state, which a PS restarted "
+                            "at its address loads (docs/fault-tolerance.md)")
     local.add_argument("--stop-timeout", type=float, default=30.0,
                        help="seconds other tasks get to finish after the chief exits (default 30)")
+    standby = sub.add_parser("ps-standby", help="hold the live replica of a PS task's state (a standby PS)")
+    standby.add_argument("--address", required=True, help="host:port to listen at (the PS's "
+                                                          "TENSORGRID_PS_REPLICA_ADDRESS)")
+    standby.add_argument("--standby-for", default=None,
+                         help="the PS task, e.g. /job:ps/replica:0/task:0 (default: $TENSORGRID_PS_STANDBY_FOR)")
     certs = sub.add_parser("certs", help="make a CA and a TLS certificate directory per task of a cluster (from "
                                          "--cluster or TF_CONFIG), for TENSORGRID_TLS_DIR on each machine")
     certs.add_argument("--cluster", help='cluster JSON, e.g. \'{"ps": ["h0:2222"], "worker": ["h1:2222"]}\' '
@@ -187,6 +222,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.getLogger("tensorgrid").setLevel(args.log_level.upper())
     if args.command == "server":
         return _server(args)
+    if args.command == "ps-standby":
+        return _ps_standby(args)
     if args.command == "devices":
         return _devices(args)
     if args.command == "certs":

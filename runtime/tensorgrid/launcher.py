@@ -26,11 +26,13 @@ import threading
 import time
 from typing import IO, Any, Optional, Sequence
 
+from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import certificates
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed.rpc.transport import tls
 
-_COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33"}
+_COLORS = {"chief": "35", "ps": "36", "worker": "32", "evaluator": "33", "ps-standby": "34"}
 
 
 @dataclasses.dataclass
@@ -43,6 +45,11 @@ class LocalClusterSpec:
     """Run ``tensorgrid server`` in PS tasks instead of the program (for programs without a PS branch)."""
     stop_timeout: float = 30.0
     """Seconds the other tasks get to finish after the chief exits, before they are terminated."""
+    ps_standby: bool = False
+    """Start a standby task per PS (``tensorgrid ps-standby``) holding the live replica of its state."""
+
+
+STANDBY_JOB = "ps-standby"
 
 
 def cluster_for(spec: LocalClusterSpec) -> dict[str, list[str]]:
@@ -132,6 +139,8 @@ def _finish(spec: LocalClusterSpec, tasks: list[_Task], pumps: list[threading.Th
     """Gives the other tasks ``stop_timeout`` to end (none after an interruption), stops the rest,
     and reports every task's status; returns the chief's."""
     deadline = time.monotonic() + (0 if interrupted else spec.stop_timeout)
+    standbys = [task for task in tasks if task.job == STANDBY_JOB]
+    tasks = [task for task in tasks if task.job != STANDBY_JOB]
     for task in tasks:
         if task.process.poll() is None:
             try:
@@ -139,6 +148,7 @@ def _finish(spec: LocalClusterSpec, tasks: list[_Task], pumps: list[threading.Th
             except subprocess.TimeoutExpired:
                 pass
     stopped = _stop(tasks)
+    _stop(standbys)  # a standby serves until told to stop: not worth a report
     for pump in pumps:
         pump.join(timeout=2)
     summary = ", ".join(f"{t.label}={_status(t.process.returncode)}" for t in tasks)
@@ -154,6 +164,16 @@ def _start_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls
                  pumps: list[threading.Thread]) -> None:
     """Starts every task's process and the thread streaming its output, appending each to
     ``tasks`` and ``pumps`` as it starts (a signal during the start stops those already running)."""
+    standbys: dict[int, str] = {}
+    if spec.ps_standby:
+        standbys = {index: f"localhost:{port}" for index, port in enumerate(ports.free_ports(len(cluster.get("ps", []))))}
+    for index, address in standbys.items():
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env[replication.STANDBY_FOR_ENV] = cluster_lib.task_name("ps", index)
+        if task_tls_dirs:
+            env[tls.TLS_DIR_ENV] = task_tls_dirs[("ps", index)]  # the standby answers as its PS would
+        _start_task(STANDBY_JOB, index, [sys.executable, "-m", "tensorgrid", "ps-standby", "--address", address],
+                    env, out, color, lock, tasks, pumps)
     for job, addresses in cluster.items():
         for index in range(len(addresses)):
             env = dict(os.environ)
@@ -163,16 +183,23 @@ def _start_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls
             env["TENSORGRID_SYNC"] = "1" if spec.sync else "0"
             if task_tls_dirs:
                 env[tls.TLS_DIR_ENV] = task_tls_dirs[(job, index)]
+            if job == "ps" and index in standbys:
+                env[replication.REPLICA_ADDRESS_ENV] = standbys[index]
             argv = list(command)
             if job == "ps" and spec.ps_server:
                 argv = [sys.executable, "-m", "tensorgrid", "server"]
-            process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-            task = _Task(job, index, process)
-            tasks.append(task)
-            pump = threading.Thread(target=_pump, args=(task, out, color, lock), daemon=True)
-            pump.start()
-            pumps.append(pump)
+            _start_task(job, index, argv, env, out, color, lock, tasks, pumps)
+
+
+def _start_task(job: str, index: int, argv: Sequence[str], env: dict[str, str], out: IO[str], color: bool,
+                lock: threading.Lock, tasks: list[_Task], pumps: list[threading.Thread]) -> None:
+    process = subprocess.Popen(list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    task = _Task(job, index, process)
+    tasks.append(task)
+    pump = threading.Thread(target=_pump, args=(task, out, color, lock), daemon=True)
+    pump.start()
+    pumps.append(pump)
 
 
 class _SignalInterruptError(Exception):

@@ -64,6 +64,15 @@ DATA_SHARDS_FAILED = Counter("tensorgrid_data_shards_failed",
                              "Shards lost max_attempts times and not handed out again, by data set.",
                              ["dataset"], registry=REGISTRY)
 _summary_tags: set[str] = set()
+# A PS's live replica on another task (distributed/replication.py, docs/fault-tolerance.md).
+PS_REPLICA_LAG_SECONDS = Gauge("tensorgrid_ps_replica_lag_seconds",
+                               "How old the newest state of this PS that its replica holds is.", ["task"],
+                               registry=REGISTRY)
+PS_REPLICA_LAG_UPDATES = Gauge("tensorgrid_ps_replica_lag_updates",
+                               "Variable updates on this PS that its replica does not hold yet.", ["task"],
+                               registry=REGISTRY)
+PS_REPLICA_BYTES = Counter("tensorgrid_ps_replica_bytes", "Value bytes this PS pushed to its replica.", ["task"],
+                           registry=REGISTRY)
 TENSORS_RECEIVED = Counter("tensorgrid_tensors_received", "Tensors this task received from peers or clients.",
                            registry=REGISTRY)
 

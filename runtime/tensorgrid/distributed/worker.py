@@ -134,6 +134,8 @@ class Worker:
         self._recv_timeout = self.limits.recv_tensor_timeout_s
         self._running: dict[int, list[executor.StepContext]] = {}
         self.steps_run = 0
+        self.before_step: Optional[Callable[[], None]] = None
+        """Called before each partition runs: a PS waits there for its replica (rpc/replication_service.py)."""
         self._steps_metric = monitoring.STEPS.labels(task)
         self._step_duration_metric = monitoring.STEP_DURATION.labels(task)
         self._closed = threading.Event()
@@ -279,6 +281,8 @@ class Worker:
             raise errors.InvalidArgumentError(
                 None, None, f"RunGraph for {handle} expects {len(registered.feed_names)} feeds, got {len(feed_values)}"
             )
+        if self.before_step is not None:
+            self.before_step()
         step = executor.StepContext(step_id=step_id, resources=registered.resources, rendezvous=self.rendezvous)
         started = time.perf_counter()
         with self._lock:

@@ -61,7 +61,8 @@ class SessionManager:
         ready, _ = self._model_ready(sess, global_ready_op, peers_must_answer=True)
         if ready and self._ready_op is not None:
             self.last_preparation = "live"
-            log.info("Model is already initialized on the parameter servers: using it without restoring")
+            log.info("Model is already initialized on the parameter servers (none restarted, or a restarted one "
+                     "loaded its live replica): using it without restoring")
         elif self._restore(sess, saver, checkpoint_dir, checkpoint_filename_with_path, wait_for_checkpoint, max_wait_secs):
             self.last_preparation = "restored"
         else:
@@ -69,6 +70,7 @@ class SessionManager:
                 raise RuntimeError(
                     "Model is not initialized and no init_op, init_fn or local_init_op was given"
                 )
+            log.info("Initializing the model: the parameter servers do not hold it and there is no checkpoint")
             if init_op is not None:
                 sess.run(init_op, feed_dict=init_feed_dict)
             if init_fn is not None:

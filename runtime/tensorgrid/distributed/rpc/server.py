@@ -23,6 +23,8 @@ from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed import shard_queue
 from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import replication_service
+from tensorgrid.distributed import replication
 from tensorgrid.distributed import worker as worker_lib
 from tensorgrid.distributed import worker_interface
 from tensorgrid.framework import device as device_lib
@@ -95,6 +97,10 @@ class Server:
                                         worker_for=self._peer, limits=self.limits)
         self.shards = shard_queue.ShardService()
         """The data sets of ``dynamic_shards`` this task hands out (task 0's only: ``shard_calls.host_task``)."""
+        self.replica_store = replication.ReplicaStore()
+        """Replicas of other tasks' state this task holds (the next PS's, in the ring)."""
+        self.replication: Optional[replication_service.PrimaryReplication] = None
+        """This PS's own replica on another task (None: it has none)."""
         self._peers: dict[str, clients.WorkerClient] = {}
         self._peers_lock = threading.Lock()
         self._finished_tasks: set[str] = set()
@@ -149,7 +155,14 @@ class Server:
         port = self._port_override or int(self.address.rsplit(":", 1)[1])
         numpy_backend.limit_threads(self.intra_op_threads)
         numpy_backend.keep_freed_memory()
-        self._serving = services.serve(self, port)
+        # Before serving: a restarted PS runs no step until its replica is loaded.
+        self.replication = replication_service.start_for(self)
+        try:
+            self._serving = services.serve(self, port)
+        except BaseException:
+            if self.replication is not None:
+                self.replication.close()
+            raise
         self.port = self._serving.port
         self._started = True
         session_targets.register_server(self)
@@ -205,6 +218,8 @@ class Server:
         if self._grace_timer is not None:
             self._grace_timer.cancel()
         session_targets.unregister_server(self)
+        if self.replication is not None:
+            self.replication.close()
         self.worker.close()
         self.master.close()
         if self._serving is not None:

@@ -32,6 +32,7 @@ from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import replication_service
 from tensorgrid.distributed.rpc import sender_names
 from tensorgrid.distributed.rpc import step_calls
 from tensorgrid.distributed.rpc import transport
@@ -444,6 +445,7 @@ def serve(server: server_lib.Server, port: int) -> Serving:
         grpc_frames.generic_handler(WORKER_SERVICE, WorkerServicer(server, tx, steps, recv_pool),
                                     thread_pools={"RecvTensor": recv_pool}),
         shard_calls.generic_handler(server.shards),
+        replication_service.handler(server.replica_store),
     ))
     bound = 0
     candidates = (f"[::]:{port}", f"0.0.0.0:{port}") if host == "" else (

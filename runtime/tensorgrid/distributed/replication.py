@@ -1,0 +1,446 @@
+"""Live replicas of a parameter server's state, and the failover that loads them back.
+
+A PS that died used to come back empty, and the chief rolled the whole model back to the
+last checkpoint. With replication on (``ReplicationSettings``) every PS task (the *primary*)
+keeps a live copy of its state (every variable of its resource manager: model variables,
+optimizer slots, the global step) on another task, its *replica holder*: the next PS of the ring when the job has two or more,
+or a standby PS task (``TENSORGRID_PS_REPLICA_ADDRESS``). A ``Replicator`` thread of the
+primary pushes, every ``interval_s``, the rows that changed since its last acknowledged
+push (absolute values, so a push repeated after a failure is harmless); a step of the
+primary waits while the replica lags more than ``max_lag_s``. A primary restarted at the
+same address fetches its state from the holder's ``ReplicaStore`` before it runs a step
+(``restore_from_replica``); where no holder answers, it starts empty and the chief's
+checkpoint path takes over, as before.
+
+Protocol-free: the calls to the holder go through ``ReplicaPeer``;
+``rpc/replication_service.py`` binds them to gRPC and wires this into a task's server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+
+import numpy as np
+
+from tensorgrid import monitoring
+from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.execution import resources as resources_lib
+from tensorgrid.framework import errors
+
+log = logging.getLogger("tensorgrid.replication")
+
+REPLICATION_ENV = "TENSORGRID_PS_REPLICATION"
+MAX_LAG_ENV = "TENSORGRID_PS_REPLICA_MAX_LAG_S"
+INTERVAL_ENV = "TENSORGRID_PS_REPLICA_INTERVAL_S"
+FETCH_WAIT_ENV = "TENSORGRID_PS_REPLICA_FETCH_WAIT_S"
+REPLICA_ADDRESS_ENV = "TENSORGRID_PS_REPLICA_ADDRESS"
+STANDBY_FOR_ENV = "TENSORGRID_PS_STANDBY_FOR"
+
+PIECE_BYTES = 4 << 20
+"""The most value bytes one message of a push or a snapshot carries."""
+
+VariableKey = tuple[str, str]
+"""(container, name) of a variable in a resource manager."""
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r}: must be a number of seconds greater than 0")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicationSettings:
+    """How a PS task replicates its state (docs/fault-tolerance.md)."""
+
+    enabled: bool = True
+    """``TENSORGRID_PS_REPLICATION``: ``1`` or ``0`` (the checkpoint is the only copy). Unset: on
+    when a standby is named (``replica_address``), else off, because finding what changed reads
+    the whole state every push, too costly for large tables (docs/fault-tolerance.md)."""
+    max_lag_s: float = 1.0
+    """``TENSORGRID_PS_REPLICA_MAX_LAG_S``: how far the replica may lag before the primary's steps wait."""
+    interval_s: float = 0.1
+    """``TENSORGRID_PS_REPLICA_INTERVAL_S``: how often the primary pushes what changed."""
+    fetch_wait_s: float = 10.0
+    """``TENSORGRID_PS_REPLICA_FETCH_WAIT_S``: how long a starting PS waits for its holder to answer."""
+    replica_address: Optional[str] = None
+    """``TENSORGRID_PS_REPLICA_ADDRESS``: the standby task holding this PS's replica (default: the ring)."""
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "ReplicationSettings":
+        env = os.environ if env is None else env
+        address = env.get(REPLICA_ADDRESS_ENV, "") or None
+        switch = env.get(REPLICATION_ENV, "") or ("1" if address else "0")
+        if switch not in ("0", "1"):
+            raise ValueError(f"{REPLICATION_ENV}={switch!r}: valid values are '1' (replicate) and '0' (do not)")
+        if address is not None:
+            problem = cluster_lib.address_problem(address)
+            if problem is not None:
+                raise ValueError(f"{REPLICA_ADDRESS_ENV}={address!r}: the address {problem}")
+        return cls(enabled=switch == "1", max_lag_s=_positive_float(env, MAX_LAG_ENV, 1.0),
+                   interval_s=_positive_float(env, INTERVAL_ENV, 0.1),
+                   fetch_wait_s=_positive_float(env, FETCH_WAIT_ENV, 10.0), replica_address=address)
+
+
+def replica_holder(cluster: cluster_lib.ClusterSpec, job: str, index: int,
+                   settings: ReplicationSettings) -> Optional[tuple[str, str]]:
+    """(name, address) of the task holding the replica of ``job:index``, or None when it has
+    none: not a PS, replication off, or a single PS without a standby."""
+    if job != "ps" or not settings.enabled:
+        return None
+    if settings.replica_address is not None:
+        return f"the standby of {cluster_lib.task_name(job, index)}", settings.replica_address
+    indices = cluster.task_indices("ps")
+    if len(indices) < 2:
+        return None
+    following = indices[(indices.index(index) + 1) % len(indices)]
+    return cluster_lib.task_name("ps", following), cluster.task_address("ps", following)
+
+
+# ---------------------------------------------------------------------- what travels
+
+@dataclasses.dataclass
+class Rows:
+    """Some rows of one variable, with their values: listed ``rows``, else the
+    ``row_count`` rows from ``row_start`` (a 0-d variable: 0 and 1, ``values`` 0-d)."""
+
+    key: VariableKey
+    shape: tuple[int, ...]
+    values: np.ndarray
+    updates: int
+    rows: Optional[np.ndarray] = None
+    row_start: int = 0
+    row_count: int = 0
+
+    def write_into(self, target: np.ndarray) -> None:
+        if target.ndim == 0:
+            target[...] = self.values
+        elif self.rows is not None:
+            target[self.rows] = self.values
+        else:
+            target[self.row_start:self.row_start + self.row_count] = self.values
+
+
+def _whole(key: VariableKey, value: np.ndarray, updates: int) -> list[Rows]:
+    """Every row of ``value``, in pieces of at most ``PIECE_BYTES``."""
+    if value.ndim == 0:
+        return [Rows(key, (), value, updates, row_start=0, row_count=1)]
+    count = value.shape[0]
+    row_bytes = max(value.nbytes // max(count, 1), 1)
+    step = max(PIECE_BYTES // row_bytes, 1)
+    return [Rows(key, tuple(value.shape), value[start:start + step], updates, row_start=start,
+                 row_count=min(step, count - start)) for start in range(0, max(count, 1), step)]
+
+
+def _listed(key: VariableKey, value: np.ndarray, rows: np.ndarray, updates: int) -> list[Rows]:
+    row_bytes = max(value.nbytes // max(value.shape[0], 1), 1)
+    step = max(PIECE_BYTES // row_bytes, 1)
+    return [Rows(key, tuple(value.shape), value[rows[start:start + step]], updates, rows=rows[start:start + step])
+            for start in range(0, rows.size, step)]
+
+
+def _variables(resources: resources_lib.ResourceManager) -> list[tuple[VariableKey, resources_lib.Variable]]:
+    return [((container, name), resource) for container, name, resource in resources.items()
+            if isinstance(resource, resources_lib.Variable) and resource.initialized]
+
+
+def _host_copy(variable: resources_lib.Variable) -> np.ndarray:
+    return np.array(variable.backend.to_numpy(variable.value), copy=True)
+
+
+class DeltaTracker:
+    """What changed since the last acknowledged push: a copy of every variable as last
+    pushed, compared row by row with the variable now (the kernels need not report their
+    writes, so no optimizer or op can be missed)."""
+
+    def __init__(self) -> None:
+        self._pushed: dict[VariableKey, tuple[np.ndarray, int]] = {}
+        self._full_needed = True
+
+    def require_full(self) -> None:
+        self._full_needed = True
+
+    def changes(self, resources: resources_lib.ResourceManager
+                ) -> tuple[bool, list[Rows], dict[VariableKey, tuple[np.ndarray, int]]]:
+        """(whether this is a full push, the rows to push, what to ``commit`` once acknowledged)."""
+        current = _variables(resources)
+        full = self._full_needed or bool(set(self._pushed) - {key for key, _ in current})
+        pieces: list[Rows] = []
+        pushed: dict[VariableKey, tuple[np.ndarray, int]] = {}
+        for key, variable in current:
+            updates = variable.updates
+            value = _host_copy(variable)
+            pushed[key] = (value, updates)
+            before = None if full else self._pushed.get(key)
+            if before is None or before[0].shape != value.shape or before[0].dtype != value.dtype:
+                pieces += _whole(key, value, updates)
+                continue
+            if value.ndim == 0 or value.shape[0] == 0:
+                if not np.array_equal(value, before[0]):
+                    pieces += _whole(key, value, updates)
+                continue
+            differs = np.not_equal(value, before[0]).reshape(value.shape[0], -1).any(axis=1)
+            changed = np.flatnonzero(differs)
+            if changed.size * 2 >= value.shape[0]:
+                pieces += _whole(key, value, updates)
+            elif changed.size:
+                pieces += _listed(key, value, changed, updates)
+        return full, pieces, pushed
+
+    def commit(self, pushed: dict[VariableKey, tuple[np.ndarray, int]]) -> None:
+        self._pushed = pushed
+        self._full_needed = False
+
+
+# ---------------------------------------------------------------------- the holder's side
+
+@dataclasses.dataclass
+class Push:
+    """The first message's fields of a push."""
+
+    primary_task: str
+    primary_incarnation: int
+    sequence: int
+    full: bool
+
+
+@dataclasses.dataclass
+class Ack:
+    sequence: int
+    needs_full: bool = False
+
+
+@dataclasses.dataclass
+class _HeldReplica:
+    incarnation: int
+    sequence: int
+    applied_at: float
+    variables: dict[VariableKey, tuple[np.ndarray, int]]
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """A replica as fetched: who pushed it, how old it is, and its variables' rows."""
+
+    primary_incarnation: int
+    sequence: int
+    age_seconds: float
+    rows: list[Rows]
+
+
+def _apply(variables: dict[VariableKey, tuple[np.ndarray, int]], piece: Rows) -> None:
+    held = variables.get(piece.key)
+    if held is None or held[0].shape != piece.shape or held[0].dtype != piece.values.dtype:
+        held = (np.zeros(piece.shape, piece.values.dtype), 0)
+    piece.write_into(held[0])
+    variables[piece.key] = (held[0], max(held[1], piece.updates))
+
+
+class ReplicaStore:
+    """The replicas this task holds, by primary task; every task has one (any may be a holder)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._replicas: dict[str, _HeldReplica] = {}
+
+    def apply(self, push: Push, pieces: Iterable[Rows]) -> Ack:
+        """Applies one push: a full one replaces the replica of its primary; a delta is
+        refused (``needs_full``) unless the replica held is of the same primary incarnation."""
+        if push.full:
+            variables: dict[VariableKey, tuple[np.ndarray, int]] = {}
+            for piece in pieces:
+                _apply(variables, piece)
+            with self._lock:
+                self._replicas[push.primary_task] = _HeldReplica(push.primary_incarnation, push.sequence,
+                                                                 time.monotonic(), variables)
+            return Ack(push.sequence)
+        with self._lock:
+            held = self._replicas.get(push.primary_task)
+            if held is None or held.incarnation != push.primary_incarnation:
+                return Ack(push.sequence, needs_full=True)
+            for piece in pieces:
+                _apply(held.variables, piece)
+            held.sequence, held.applied_at = push.sequence, time.monotonic()
+        return Ack(push.sequence)
+
+    def snapshot(self, primary_task: str) -> Optional[Snapshot]:
+        """A copy of the replica of ``primary_task``, or None when this task holds none."""
+        with self._lock:
+            held = self._replicas.get(primary_task)
+            if held is None:
+                return None
+            copies = {key: (value.copy(), updates) for key, (value, updates) in held.variables.items()}
+            age = time.monotonic() - held.applied_at
+            incarnation, sequence = held.incarnation, held.sequence
+        rows = [piece for key, (value, updates) in sorted(copies.items()) for piece in _whole(key, value, updates)]
+        return Snapshot(incarnation, sequence, age, rows)
+
+    def primaries(self) -> list[str]:
+        with self._lock:
+            return sorted(self._replicas)
+
+
+# ---------------------------------------------------------------------- the primary's side
+
+class ReplicaPeer(Protocol):
+    """The calls a primary makes to its replica holder (gRPC in ``rpc/replication_service.py``)."""
+
+    def push(self, push: Push, pieces: list[Rows]) -> Ack:
+        """Sends one push; an ``errors.OpError`` when the holder cannot be reached."""
+
+    def fetch(self, primary_task: str) -> Optional[Snapshot]:
+        """The holder's replica of ``primary_task``; None when it holds none; an
+        ``errors.OpError`` when it cannot be reached."""
+
+
+@dataclasses.dataclass
+class Restored:
+    """What a restarted primary loaded from its replica."""
+
+    variables: int
+    nbytes: int
+    age_seconds: float
+    global_step: Optional[int]
+
+
+def _variable_maker(name: str, value: np.ndarray, backend: Any) -> Callable[[], resources_lib.Variable]:
+    return lambda: resources_lib.Variable(name, value.dtype, tuple(value.shape), backend)
+
+
+def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any, peer: ReplicaPeer,
+                         primary_task: str, holder: str, wait_s: float) -> Optional[Restored]:
+    """Loads the replica of ``primary_task`` from ``peer`` into ``resources`` (variables of
+    ``backend``); None when the holder holds none, or did not answer within ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            snapshot = peer.fetch(primary_task)
+            break
+        except errors.OpError as e:
+            if time.monotonic() >= deadline:
+                log.warning("%s: the holder of its replica (%s) did not answer within %g s (%s): starting empty",
+                            primary_task, holder, wait_s, e.message)
+                return None
+            time.sleep(0.2)
+    if snapshot is None:
+        log.info("%s: %s holds no replica of it: starting empty", primary_task, holder)
+        return None
+    values: dict[VariableKey, tuple[np.ndarray, int]] = {}
+    for piece in snapshot.rows:
+        _apply(values, piece)
+    step = None
+    for (container, name), (value, updates) in values.items():
+        variable: resources_lib.Variable = resources.lookup_or_create(
+            container, name, resources_lib.Variable, _variable_maker(name, value, backend))
+        variable.value = backend.asarray(value)
+        variable.updates = updates
+        if name == "global_step":
+            step = int(value)
+    restored = Restored(len(values), sum(v.nbytes for v, _ in values.values()), snapshot.age_seconds, step)
+    log.info("%s: restored %d variables (%d bytes%s) from its live replica on %s, %.2f s old",
+             primary_task, restored.variables, restored.nbytes,
+             "" if step is None else f", global step {step}", holder, restored.age_seconds)
+    return restored
+
+
+class Replicator:
+    """The primary's thread that pushes what changed, and the lag bound its steps wait on."""
+
+    def __init__(self, task: str, incarnation: int, resources: resources_lib.ResourceManager, peer: ReplicaPeer,
+                 holder: str, settings: ReplicationSettings) -> None:
+        self.task, self.holder, self.settings = task, holder, settings
+        self._incarnation = incarnation
+        self._resources = resources
+        self._peer = peer
+        self._tracker = DeltaTracker()
+        self._sequence = 0
+        self._changed = threading.Condition()
+        self._replicated_as_of = time.monotonic()
+        self._updates_pushed = 0
+        self._reachable = True
+        self._closed = threading.Event()
+        self.pushed_bytes = 0
+        self._lag_seconds = monitoring.PS_REPLICA_LAG_SECONDS.labels(task)
+        self._lag_updates = monitoring.PS_REPLICA_LAG_UPDATES.labels(task)
+        self._bytes = monitoring.PS_REPLICA_BYTES.labels(task)
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="ps-replicator")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def lag_seconds(self) -> float:
+        return time.monotonic() - self._replicated_as_of
+
+    def wait_within_lag(self) -> None:
+        """Blocks a step while the replica lags more than ``max_lag_s`` and its holder answers
+        (an unreachable holder does not stop training: the lag then grows, and is exported)."""
+        with self._changed:
+            while (self._reachable and not self._closed.is_set()
+                   and self.lag_seconds > self.settings.max_lag_s):
+                self._changed.wait(self.settings.interval_s)
+
+    def _loop(self) -> None:
+        backoff = self.settings.interval_s
+        while not self._closed.wait(backoff):
+            ok = self.push_once()
+            backoff = self.settings.interval_s if ok else min(backoff * 2, 1.0)
+
+    def push_once(self) -> bool:
+        """One push of what changed; whether the holder took it."""
+        started = time.monotonic()
+        full, pieces, pushed = self._tracker.changes(self._resources)
+        updates_now = sum(updates for _, updates in pushed.values())
+        self._lag_updates.set(max(updates_now - self._updates_pushed, 0))
+        if pieces:
+            self._sequence += 1
+            try:
+                ack = self._peer.push(Push(self.task, self._incarnation, self._sequence, full), pieces)
+            except errors.OpError as e:
+                if self._reachable:
+                    log.warning("%s: cannot push its replica to %s (%s); retrying, steps do not wait meanwhile",
+                                self.task, self.holder, e.message)
+                self._set_reachable(False)
+                self._lag_seconds.set(self.lag_seconds)
+                return False
+            if ack.needs_full:
+                log.info("%s: %s holds no replica of this incarnation: pushing the whole state", self.task, self.holder)
+                self._tracker.require_full()
+                self._set_reachable(True)
+                return False
+            sent = sum(piece.values.nbytes for piece in pieces)
+            self.pushed_bytes += sent
+            self._bytes.inc(sent)
+            if full:
+                log.info("%s: pushed its whole state to %s (%d bytes)", self.task, self.holder, sent)
+        self._tracker.commit(pushed)
+        self._updates_pushed = updates_now
+        with self._changed:
+            self._replicated_as_of = started
+            self._reachable = True
+            self._changed.notify_all()
+        self._lag_seconds.set(self.lag_seconds)
+        self._lag_updates.set(0)
+        return True
+
+    def _set_reachable(self, reachable: bool) -> None:
+        with self._changed:
+            self._reachable = reachable
+            self._changed.notify_all()

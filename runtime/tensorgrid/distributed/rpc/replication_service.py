@@ -1,0 +1,254 @@
+"""The Replication service on gRPC, and the wiring of a PS task's replica into its server.
+
+``distributed/replication.py`` decides what a push carries and when a step waits; this
+module carries pushes and snapshots as ``protos/tensorgrid/v1/replication.proto`` messages
+(its own service, registered on every task's gRPC server beside Master and Worker, so any
+task can hold a replica), gives a PS task its ``Replicator`` and the load of its replica
+at start (``PrimaryReplication``), and runs a standby task that only holds a replica
+(``serve_standby``, ``tensorgrid ps-standby``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+import grpc
+import numpy as np
+
+from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import replication
+from tensorgrid.distributed.rpc import ports
+from tensorgrid.distributed.rpc import user_authority
+from tensorgrid.distributed.rpc.transport import grpc_frames
+from tensorgrid.distributed.rpc.transport import peer_channel
+from tensorgrid.distributed.rpc.transport import tls
+from tensorgrid.framework import errors
+from tensorgrid.kernels import backend as backend_lib
+from tensorgrid.v1 import replication_pb2
+
+if TYPE_CHECKING:
+    from tensorgrid.distributed.rpc import server as server_lib
+
+log = logging.getLogger("tensorgrid.replication")
+
+REPLICATION_SERVICE = replication_pb2.DESCRIPTOR.services_by_name["Replication"]
+PUSH_TIMEOUT_S = 60.0
+FETCH_TIMEOUT_S = 60.0
+
+
+def _to_proto(piece: replication.Rows) -> replication_pb2.ReplicaRows:
+    values = np.ascontiguousarray(piece.values)
+    return replication_pb2.ReplicaRows(
+        container=piece.key[0], name=piece.key[1], dtype=values.dtype.name, shape=list(piece.shape),
+        rows=[] if piece.rows is None else piece.rows.tolist(), row_start=piece.row_start,
+        row_count=piece.row_count, values=values.tobytes(), updates=piece.updates)
+
+
+def _from_proto(message: replication_pb2.ReplicaRows) -> replication.Rows:
+    """The rows of ``message``; InvalidArgumentError naming the variable when its parts disagree."""
+    shape = tuple(int(d) for d in message.shape)
+    where = f"replica rows of {message.container}/{message.name}"
+    try:
+        dtype = np.dtype(message.dtype)
+    except TypeError:
+        raise errors.InvalidArgumentError(None, None, f"{where}: unknown dtype {message.dtype!r}") from None
+    rows = np.asarray(message.rows, np.int64) if message.rows else None
+    count = rows.size if rows is not None else int(message.row_count)
+    row_shape = shape[1:] if shape else ()
+    expected = (count,) + row_shape if shape else ()
+    if any(d < 0 for d in shape) or len(message.values) != int(np.prod(expected, dtype=np.int64)) * dtype.itemsize:
+        raise errors.InvalidArgumentError(
+            None, None, f"{where}: {len(message.values)} value bytes do not hold {count} rows of shape "
+                        f"{list(row_shape)} and dtype {dtype.name} (variable shape {list(shape)})")
+    bound = shape[0] if shape else 1
+    first, last = ((int(rows.min()), int(rows.max())) if rows is not None and rows.size
+                   else (int(message.row_start), int(message.row_start) + count - 1))
+    if count and (first < 0 or last >= bound):
+        raise errors.InvalidArgumentError(None, None, f"{where}: rows {first}..{last} are not in [0, {bound})")
+    values = np.frombuffer(message.values, dtype).reshape(expected).copy()
+    return replication.Rows((message.container, message.name), shape, values, int(message.updates), rows,
+                            int(message.row_start), count)
+
+
+class ReplicationServicer:
+    """Serves the replicas of a task's ``ReplicaStore``."""
+
+    def __init__(self, store: replication.ReplicaStore) -> None:
+        self._store = store
+
+    def PushReplica(self, frames: Iterator[bytes], context: grpc.ServicerContext) -> replication_pb2.ReplicaAck:  # noqa: N802
+        push: Optional[replication.Push] = None
+        pieces: list[replication.Rows] = []
+        try:
+            for raw in frames:
+                batch = replication_pb2.ReplicaBatch.FromString(raw)
+                if push is None:
+                    push = replication.Push(batch.primary_task, int(batch.primary_incarnation), int(batch.sequence),
+                                            batch.full)
+                pieces += [_from_proto(rows) for rows in batch.rows]
+        except errors.OpError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
+        except Exception as e:  # noqa: BLE001 - a malformed message: answered, the server goes on
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ReplicaBatch: {e}")
+        if push is None or not push.primary_task:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a push must name its primary_task in its first message")
+        assert push is not None
+        ack = self._store.apply(push, pieces)
+        return replication_pb2.ReplicaAck(sequence=ack.sequence, needs_full=ack.needs_full)
+
+    def FetchReplica(self, request: replication_pb2.FetchReplicaRequest,  # noqa: N802
+                     context: grpc.ServicerContext) -> Iterator[bytes]:
+        snapshot = self._store.snapshot(request.primary_task)
+        if snapshot is None:
+            return
+        for piece in snapshot.rows:
+            yield replication_pb2.ReplicaSnapshot(
+                primary_incarnation=snapshot.primary_incarnation, sequence=snapshot.sequence,
+                age_seconds=snapshot.age_seconds, rows=_to_proto(piece)).SerializeToString()
+
+
+def handler(store: replication.ReplicaStore) -> grpc.GenericRpcHandler:
+    """The Replication service of a task's gRPC server."""
+    return grpc_frames.generic_handler(REPLICATION_SERVICE, ReplicationServicer(store))
+
+
+def _op_error(e: grpc.RpcError, what: str) -> errors.OpError:
+    code = e.code() if hasattr(e, "code") else None
+    details = e.details() if hasattr(e, "details") else str(e)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return errors.InvalidArgumentError(None, None, f"{what}: {details}")
+    return errors.UnavailableError(None, None, f"{what}: {code.name if code else 'error'}: {details}")
+
+
+class ReplicationClient:
+    """``replication.ReplicaPeer`` on gRPC: the calls of a primary to its replica holder."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        user_authority.ensure_for([address])
+        self._channel = peer_channel.PeerChannel(address, tls.from_env(), grpc_frames.grpc_options(
+            grpc_frames.channel_options()), REPLICATION_SERVICE)
+
+    def push(self, push: replication.Push, pieces: list[replication.Rows]) -> replication.Ack:
+        def batch(rows: list[replication_pb2.ReplicaRows]) -> bytes:
+            data: bytes = replication_pb2.ReplicaBatch(
+                primary_task=push.primary_task, primary_incarnation=push.primary_incarnation, sequence=push.sequence,
+                full=push.full, rows=rows).SerializeToString()
+            return data
+
+        def messages() -> Iterator[bytes]:
+            yield batch([])
+            for piece in pieces:
+                yield batch([_to_proto(piece)])
+        try:
+            with self._channel.stub() as stub:
+                ack = stub.PushReplica(messages(), timeout=PUSH_TIMEOUT_S)
+        except grpc.RpcError as e:
+            raise _op_error(e, f"PushReplica to {self.address}") from None
+        return replication.Ack(int(ack.sequence), bool(ack.needs_full))
+
+    def fetch(self, primary_task: str) -> Optional[replication.Snapshot]:
+        snapshot: Optional[replication.Snapshot] = None
+        try:
+            with self._channel.stub() as stub:
+                for raw in stub.FetchReplica(replication_pb2.FetchReplicaRequest(primary_task=primary_task),
+                                             timeout=FETCH_TIMEOUT_S):
+                    message = replication_pb2.ReplicaSnapshot.FromString(raw)
+                    if snapshot is None:
+                        snapshot = replication.Snapshot(int(message.primary_incarnation), int(message.sequence),
+                                                        float(message.age_seconds), [])
+                    snapshot.rows.append(_from_proto(message.rows))
+        except grpc.RpcError as e:
+            raise _op_error(e, f"FetchReplica from {self.address}") from None
+        return snapshot
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class PrimaryReplication:
+    """A PS task's replica: loaded from its holder before the task's first step, then kept live.
+
+    Until the load ends, the task's steps wait (``Worker.before_step``): the chief must not
+    find the variables uninitialized and initialize or restore them meanwhile.
+    """
+
+    def __init__(self, server: server_lib.Server, holder: str, address: str,
+                 settings: replication.ReplicationSettings) -> None:
+        self._server = server
+        self._settings = settings
+        self._holder = holder
+        self._client = ReplicationClient(address)
+        self._loaded = threading.Event()
+        self.restored: Optional[replication.Restored] = None
+        self.replicator = replication.Replicator(server.task, server.worker.incarnation, server.worker.resources,
+                                                 self._client, holder, settings)
+        server.worker.before_step = self._before_step
+        threading.Thread(target=self._load_then_replicate, daemon=True, name="ps-replica-load").start()
+
+    def _before_step(self) -> None:
+        self._loaded.wait()
+        self.replicator.wait_within_lag()
+
+    def _load_then_replicate(self) -> None:
+        try:
+            self.restored = replication.restore_from_replica(
+                self._server.worker.resources, backend_lib.for_device("CPU"), self._client, self._server.task,
+                self._holder, self._settings.fetch_wait_s)
+        finally:
+            self._loaded.set()
+        self.replicator.start()
+
+    def close(self) -> None:
+        self.replicator.close()
+        self._loaded.set()
+        self._client.close()
+
+
+def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
+    """The replica of ``server``'s state when it is a PS with a holder (the ring, or
+    ``TENSORGRID_PS_REPLICA_ADDRESS``), else None."""
+    settings = replication.ReplicationSettings.from_env()
+    holder = replication.replica_holder(server.cluster, server.job_name, server.task_index, settings)
+    if holder is None:
+        if server.job_name == "ps":
+            log.info("%s: no live replica of its state (%s): a restart restores the checkpoint", server.task,
+                     "a single PS and no " + replication.REPLICA_ADDRESS_ENV if settings.enabled
+                     else replication.REPLICATION_ENV + " is not 1")
+        return None
+    log.info("%s: keeping a live replica of its state on %s at %s (max lag %g s)", server.task, holder[0],
+             holder[1], settings.max_lag_s)
+    return PrimaryReplication(server, holder[0], holder[1], settings)
+
+
+def serve_standby(address: str, standby_for: str) -> tuple[grpc.Server, replication.ReplicaStore]:
+    """A standby task at ``address``: a gRPC server with only the Replication service,
+    holding the replica of ``standby_for`` (e.g. ``/job:ps/replica:0/task:0``)."""
+    problem = cluster_lib.address_problem(address)
+    if problem is not None:
+        raise ValueError(f"the standby's address {address!r} {problem}")
+    user_authority.ensure_for([address])
+    store = replication.ReplicaStore()
+    rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="standby"),
+                             options=grpc_frames.grpc_options(grpc_frames.server_options()))
+    rpc_server.add_generic_rpc_handlers((handler(store),))
+    port = address.rsplit(":", 1)[1]
+    listen = ports.listen_host(address)
+    bound = tls.add_port(rpc_server, f"{listen or '[::]'}:{port}", tls.from_env())
+    if not bound:
+        raise RuntimeError(f"the standby of {standby_for} cannot listen on {address}: is another process using it?")
+    rpc_server.start()
+    log.info("Standby for %s: holding its replica at %s", standby_for, address)
+    return rpc_server, store
+
+
+def standby_task(env: Any) -> str:
+    """The PS task a standby holds the replica of, from ``TENSORGRID_PS_STANDBY_FOR``."""
+    task = str(env.get(replication.STANDBY_FOR_ENV, ""))
+    if not task.startswith("/job:ps/"):
+        raise ValueError(f"{replication.STANDBY_FOR_ENV}={task!r}: name the PS task this standby holds the replica "
+                         f"of, e.g. /job:ps/replica:0/task:0")
+    return task

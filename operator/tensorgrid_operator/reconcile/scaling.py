@@ -97,9 +97,10 @@ def forget_removed_workers(work: plans.Work, job_spec: spec_lib.JobSpec) -> None
 
 def announce(work: plans.Work, job_spec: spec_lib.JobSpec, old_status: Mapping[str, Any],
              held: Optional[str]) -> None:
-    """One event when the worker count asked for changes: which workers come or go, or why it is held."""
+    """One event when the worker count asked for changes: which workers come or go, or why it is held.
+    A suspended job has no pods to add or remove: its next pods are made at the new count."""
     before, asked = old_status.get("desiredWorkerReplicas"), desired_workers(work.job)
-    if before is None or asked is None or int(before) == asked:
+    if before is None or asked is None or int(before) == asked or job_spec.suspended:
         return
     before = int(before)
     job_name = work.job["metadata"]["name"]

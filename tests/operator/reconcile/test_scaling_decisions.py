@@ -6,13 +6,14 @@ bounds are checked."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from operator_sim import Sim, make_job
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import kueue
+from tensorgrid_operator.resources import podgroups
 
 
 def _running(job: dict[str, Any]) -> Sim:
@@ -151,3 +152,13 @@ def test_only_workers_take_bounds() -> None:
                                                               "maxReplicas": 8}}, "synchronous": True})
     worker = parsed.replica_specs[spec_lib.ReplicaType.WORKER]
     assert (worker.min_replicas, worker.max_replicas, parsed.synchronous) == (1, 8, True)
+
+
+def test_the_gang_of_a_scalable_job_counts_its_workers_at_min_replicas() -> None:
+    def spec(worker: dict[str, Any], policy: Optional[dict[str, Any]] = None) -> spec_lib.JobSpec:
+        return spec_lib.parse_spec({"replicaSpecs": {"PS": {"replicas": 2}, "Worker": worker},
+                                    "runPolicy": {"schedulingPolicy": policy or {}}})
+
+    assert podgroups.min_member(spec({"replicas": 4})) == 6  # not scalable below: every replica
+    assert podgroups.min_member(spec({"replicas": 4, "minReplicas": 1, "maxReplicas": 8})) == 3
+    assert podgroups.min_member(spec({"replicas": 4, "minReplicas": 1}, {"minAvailable": 5})) == 5

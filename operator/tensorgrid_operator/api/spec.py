@@ -101,6 +101,10 @@ class ReplicaSpec:
     """What the operator does when one of these pods ends (pods themselves never restart in place)."""
     template: Mapping[str, Any]
     """The user's PodTemplateSpec, copied into every pod of this type."""
+    min_replicas: Optional[int] = None
+    """Worker only: the fewest replicas the job may be scaled to (``kubectl scale``); ``None``: no bound."""
+    max_replicas: Optional[int] = None
+    """Worker only: the most replicas the job may be scaled to; ``None``: no bound but the job's cap."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +160,9 @@ class JobSpec:
     """spec.suspend (as batch/v1 Job's): when true, the job's pods are deleted; false again recreates them."""
     tensorboard: TensorBoardSpec = TensorBoardSpec()
     """spec.tensorboard: whether the operator runs a TensorBoard over the job's log directory, and how."""
+    synchronous: bool = False
+    """spec.synchronous: the program trains with SyncReplicasOptimizer, so its worker count is fixed
+    (the API server refuses a change of spec.replicaSpecs.Worker.replicas)."""
 
     @property
     def suspended(self) -> bool:
@@ -222,7 +229,8 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
             raise ValueError(f"spec.replicaSpecs.{rtype.value}.replicas: must be >= 0, got {replicas}")
         policy = _enum(RestartPolicy, entry.get("restartPolicy", RestartPolicy.EXIT_CODE.value),
                        f"spec.replicaSpecs.{rtype.value}.restartPolicy")
-        replica_specs[rtype] = ReplicaSpec(replicas, policy, entry.get("template") or {})
+        bounds = _replica_bounds(rtype, entry, replicas)
+        replica_specs[rtype] = ReplicaSpec(replicas, policy, entry.get("template") or {}, *bounds)
     total = sum(r.replicas for r in replica_specs.values())
     if total > MAX_REPLICAS:
         counts = " + ".join(f"{t.value} {s.replicas}" for t, s in replica_specs.items() if s.replicas)
@@ -240,7 +248,8 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
     )
     success = _enum(SuccessPolicy, raw.get("successPolicy", SuccessPolicy.CHIEF.value), "spec.successPolicy")
     return JobSpec(replica_specs, run_policy, success, suspend=bool(raw.get("suspend", False)),
-                   tensorboard=_tensorboard(raw.get("tensorboard") or {}))
+                   tensorboard=_tensorboard(raw.get("tensorboard") or {}),
+                   synchronous=bool(raw.get("synchronous", False)))
 
 
 def _tensorboard(raw: Mapping[str, Any]) -> TensorBoardSpec:
@@ -259,6 +268,24 @@ def _tensorboard(raw: Mapping[str, Any]) -> TensorBoardSpec:
         raise ValueError(f"spec.tensorboard.resources: {resources!r} is not a container's resources "
                          f"(an object with requests and/or limits)")
     return TensorBoardSpec(enabled, log_dir, raw.get("image") or None, dict(resources))
+
+
+def _replica_bounds(rtype: ReplicaType, entry: Mapping[str, Any], replicas: int) -> tuple[Optional[int], Optional[int]]:
+    """(minReplicas, maxReplicas) of a replica spec: only Worker may be scaled, within them."""
+    field = f"spec.replicaSpecs.{rtype.value}"
+    minimum, maximum = _optional_int(entry.get("minReplicas")), _optional_int(entry.get("maxReplicas"))
+    if rtype is not ReplicaType.WORKER and (minimum is not None or maximum is not None):
+        raise ValueError(f"{field}: minReplicas and maxReplicas bound the scaling of workers; only "
+                         f"spec.replicaSpecs.Worker takes them")
+    if minimum is not None and minimum < 0:
+        raise ValueError(f"{field}.minReplicas: must be >= 0, got {minimum}")
+    if maximum is not None and minimum is not None and maximum < minimum:
+        raise ValueError(f"{field}: maxReplicas {maximum} is less than minReplicas {minimum}")
+    if minimum is not None and replicas < minimum:
+        raise ValueError(f"{field}.replicas: {replicas} is less than minReplicas {minimum}")
+    if maximum is not None and replicas > maximum:
+        raise ValueError(f"{field}.replicas: {replicas} is more than maxReplicas {maximum}")
+    return minimum, maximum
 
 
 def _scheduling_policy(raw: Mapping[str, Any], total: int) -> SchedulingPolicy:

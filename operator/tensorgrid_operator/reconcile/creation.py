@@ -109,6 +109,8 @@ def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[C
             counts = (status.get("replicaStatuses") or {}).get(key.rtype.value)
             if counts is not None:
                 counts["active"] = max(0, int(counts.get("active", 0)) - 1)
+            if key.rtype is spec_lib.ReplicaType.WORKER and "workerReplicas" in status:
+                status["workerReplicas"] = max(0, int(status["workerReplicas"]) - 1)
     status["replicaBackoff"] = sorted(backoff.values(), key=lambda e: str(e["replica"]))
     message = jobstatus.refused_message(job["metadata"]["name"],
                                         sorted(refused.values(), key=lambda e: str(e["replica"])))

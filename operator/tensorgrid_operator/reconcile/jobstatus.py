@@ -18,6 +18,7 @@ from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import scaling
 from tensorgrid_operator.reconcile import terminating
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import podgroups
@@ -177,6 +178,11 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
         ps = replica_statuses.get(RT.PS.value, {})
         status["workers"] = f"{workers.get('running', 0)}/{job_spec.replicas(RT.WORKER)}"
         status["ps"] = f"{ps.get('running', 0)}/{job_spec.replicas(RT.PS)}"
+        desired = scaling.desired_workers(work.job)
+        if desired is not None:  # the scale subresource's view: kubectl scale, kubectl get tj
+            status["workerReplicas"] = scaling.current_workers(views, creating)
+            status["desiredWorkerReplicas"] = desired
+            status["workerSelector"] = scaling.worker_selector(work.job["metadata"]["name"])
     if cond_lib.is_true(work.conditions, cond_lib.RUNNING) and not old_status.get("allPodsRunningTime"):
         status["allPodsRunningTime"] = cond_lib.format_time(now)
         created = cond_lib.parse_time(work.job["metadata"].get("creationTimestamp"))
@@ -190,7 +196,7 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
 # ``workers``/``ps`` columns made of them. A status that changed in these only is written at
 # most every few seconds (``cluster.running_operator``), not once for each pod that starts to run.
 PHASE_COUNTS = ("active", "running")
-PHASE_COLUMNS = ("workers", "ps")
+PHASE_COLUMNS = ("workers", "ps", "workerReplicas")
 
 
 def only_phase_counts_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

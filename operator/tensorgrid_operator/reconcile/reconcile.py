@@ -39,6 +39,7 @@ from tensorgrid_operator.reconcile import outcomes
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import scaling
 from tensorgrid_operator.reconcile import terminating
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import manifests
@@ -83,6 +84,8 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         _close_kueue_group(work, owned)
         return jobstatus.conclude(work, old_status, job_spec, views)
 
+    job_spec, held = scaling.hold_for_kueue(job, job_spec, owned)
+    scaling.announce(work, job_spec, old_status, held)
     try:
         cluster = manifests.cluster_json(meta["name"], meta["namespace"], job_spec)  # once per pass, not per pod
     except ValueError as e:
@@ -90,6 +93,7 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         return jobstatus.conclude(work, old_status, job_spec, views)
 
     desired = {k.short_name: k for k in spec_lib.all_replicas(job_spec)}
+    scaling.forget_removed_workers(work, job_spec)
     _delete_undesired(work, views, own_services, desired)
 
     if job_spec.suspended:
@@ -144,10 +148,12 @@ def _delete_undesired(work: plans.Work, views: Sequence[podview.PodView], servic
     stale = [v for v in views if v.key is None or v.key.short_name not in desired]
     for view in stale:
         if not view.terminating:
-            work.delete_pod(view)
+            work.delete_pod(view)  # with its grace period: a worker scaled away gets SIGTERM
     stale_services = sorted(s for s in services if s not in wanted)
     work.plan.delete_services.extend(stale_services)
-    names = sorted({v.name for v in stale if not v.terminating} | set(stale_services))
+    # Workers scaled away are announced by scaling.announce; the rest are leftovers.
+    names = sorted(n for n in {v.name for v in stale if not v.terminating} | set(stale_services)
+                   if not scaling.removed_worker(job_name, n, desired))
     if names:
         work.event("Normal", "DeletedStale", f"deleted objects of replicas the spec does not have: {', '.join(names)}")
 

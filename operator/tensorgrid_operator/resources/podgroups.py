@@ -14,7 +14,10 @@ first pods, from ``spec.runPolicy.schedulingPolicy`` (Kubeflow's field names):
   PodGroup (minMember, scheduleTimeoutSeconds); pods get the label
   ``scheduling.x-k8s.io/pod-group`` and the scheduler name the operator is given.
 
-``minMember`` is ``minAvailable``, else all of the job's replicas. Pure functions;
+``minMember`` is ``minAvailable``, else all of the job's replicas, the workers counted at
+``minReplicas`` when the Worker spec sets it: a job scaled within its bounds never has fewer pods
+than its gang, so a restarted pod can always be placed again. The PodGroup is made once; scaling
+does not change it (docs/operator.md, "Scaling a running job"). Pure functions;
 ``cluster.ensure_objects`` creates the object, hold the pods back while it cannot be created, and create it
 again before new pods if it was deleted.
 """
@@ -94,9 +97,14 @@ class GangSettings:
 
 
 def min_member(job_spec: spec_lib.JobSpec) -> int:
-    """``schedulingPolicy.minAvailable``, else every replica of the job."""
+    """``schedulingPolicy.minAvailable``, else every replica of the job, the workers at their
+    ``minReplicas`` when it is set (the fewest the job may be scaled to)."""
     wanted = job_spec.run_policy.scheduling_policy.min_available
-    return wanted if wanted is not None else sum(job_spec.replicas(t) for t in spec_lib.REPLICA_TYPES)
+    if wanted is not None:
+        return wanted
+    worker = job_spec.replica_specs.get(spec_lib.ReplicaType.WORKER)
+    return sum(job_spec.replicas(t) if t is not spec_lib.ReplicaType.WORKER or worker is None
+               or worker.min_replicas is None else worker.min_replicas for t in spec_lib.REPLICA_TYPES)
 
 
 def pod_group(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, gang: GangSettings) -> Optional[Obj]:

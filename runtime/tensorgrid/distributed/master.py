@@ -366,11 +366,15 @@ class Master:
         for task in parts:
             incarnation_of(task)  # a task not up yet (started late) is waited for, not failed at once
         runs = []
+        # The step's tasks as this master's cluster has them: a task whose cluster spec lacks one
+        # (this worker joined a running asynchronous job with a larger spec) learns its address.
+        peer_addresses = {task: self.cluster.task_address(spec.job or "", spec.task or 0)
+                          for task, spec in ((t, device_lib.DeviceSpec.from_string(t)) for t in parts)}
         for task, part in parts.items():
             ordered_feeds = list(part.feeds)
             handle = self._worker_for(task).register_graph(
                 session.handle, part.graph_def, [part.feeds[n] for n in ordered_feeds], part.fetches, part.targets,
-                isolate_session_state=session.options.isolate_session_state,
+                isolate_session_state=session.options.isolate_session_state, peer_addresses=peer_addresses,
             )
             session.registered.append((task, handle))
             runs.append(_PartitionRun(task, handle, ordered_feeds, part.fetches, self.incarnation(task)))

@@ -20,7 +20,7 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tensorgrid import monitoring
 from tensorgrid.distributed import graph_codec
@@ -116,8 +116,11 @@ class Worker:
     """Runs graph partitions on this task's devices."""
 
     def __init__(self, task: str, peer: Callable[[str], worker_interface.WorkerInterface], placement: Any = None,
-                 limits: Optional[limits_lib.ServerLimits] = None) -> None:
+                 limits: Optional[limits_lib.ServerLimits] = None,
+                 learn_peers: Optional[Callable[[Mapping[str, str]], None]] = None) -> None:
         self.task = task
+        self._learn_peers = learn_peers
+        """Given a registration's ``peer_addresses``: the server adds the tasks its cluster spec lacks."""
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
         self.resources = resources_lib.ResourceManager()
         self._session_resources: dict[str, resources_lib.ResourceManager] = {}
@@ -174,14 +177,18 @@ class Worker:
     # ------------------------------------------------------------------ graphs
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef,
                        feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str],
-                       isolate_session_state: bool = False, graph_bytes: Optional[int] = None) -> str:
+                       isolate_session_state: bool = False, graph_bytes: Optional[int] = None,
+                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
         """Prepares a partition once; returns the handle RunGraph uses. With
         ``isolate_session_state`` its resources are the session's own on this task (as
         TensorFlow's per-session resource manager): no other session sees them, and they go
         when the session's last partition is deregistered. ``graph_bytes`` is the size of
         the partition's GraphDef as serialized (a RegisterGraph request's; for a caller in
         this process, ``graph_codec.serialized_size``), counted against
-        ``max_registered_graph_bytes`` until the partition is forgotten."""
+        ``max_registered_graph_bytes`` until the partition is forgotten. ``peer_addresses``
+        (the registering master's addresses of the step's tasks) go to ``learn_peers``."""
+        if peer_addresses and self._learn_peers is not None:
+            self._learn_peers(peer_addresses)
         if graph_bytes is None:
             graph_bytes = graph_codec.serialized_size(graph_def)
         for node in graph_def.nodes:

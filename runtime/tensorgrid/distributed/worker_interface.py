@@ -8,7 +8,7 @@ session and a step's pushes cannot tell a local worker from a remote one
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from tensorgrid.framework import graph_def as graph_def_lib
 
@@ -26,9 +26,12 @@ class WorkerInterface(Protocol):
         """The task's devices as ``(name, device type)``."""
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
-                       fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False) -> str:
+                       fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False,
+                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
         """Prepares a partition of a session's graph; returns the handle ``run_graph`` takes. With
-        ``isolate_session_state`` the partition's resources are the session's own on this task."""
+        ``isolate_session_state`` the partition's resources are the session's own on this task.
+        ``peer_addresses`` (task name -> ``host:port``, the registering master's) name the tasks of
+        the step, so that this task reaches one its own cluster spec lacks (a worker that joined)."""
 
     def deregister_graph(self, handle: str) -> None:
         """Forgets a registered partition."""

@@ -22,20 +22,29 @@ class GetStatusResponse(_message.Message):
     def __init__(self, device: _Optional[_Iterable[_Union[_config_pb2.DeviceAttributes, _Mapping]]] = ..., data_port: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
-    __slots__ = ("session_handle", "graph_def", "config", "feed", "fetch", "target")
+    __slots__ = ("session_handle", "graph_def", "config", "feed", "fetch", "target", "peer_addresses")
+    class PeerAddressesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     FEED_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     graph_def: _graph_pb2.GraphDef
     config: _config_pb2.SessionConfig
     feed: _containers.RepeatedScalarFieldContainer[str]
     fetch: _containers.RepeatedScalarFieldContainer[str]
     target: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.SessionConfig, _Mapping]] = ..., feed: _Optional[_Iterable[str]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ...) -> None: ...
+    peer_addresses: _containers.ScalarMap[str, str]
+    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.SessionConfig, _Mapping]] = ..., feed: _Optional[_Iterable[str]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ..., peer_addresses: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RegisterGraphResponse(_message.Message):
     __slots__ = ("graph_handle",)

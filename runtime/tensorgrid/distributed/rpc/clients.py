@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Hashable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence, TypeVar
 
 import grpc
 import numpy as np
@@ -294,9 +294,11 @@ class WorkerClient(_Client):
         return [(d.name, d.device_type) for d in response.device]
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
-                       fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False) -> str:
+                       fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False,
+                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
         request = worker_pb2.RegisterGraphRequest(session_handle=session_handle, graph_def=graph_codec.to_proto(graph_def),
                                                   feed=list(feeds), fetch=list(fetches), target=list(targets),
+                                                  peer_addresses=dict(peer_addresses or {}),
                                                   config=config_pb2.SessionConfig(
                                                       isolate_session_state=isolate_session_state))
         response = _call(f"RegisterGraph on {self.task}", self._channel, lambda stub: stub.RegisterGraph(request))

@@ -6,6 +6,11 @@ lazily, waiting with backoff for those that are not up yet. Shutdown without
 MonitoredTrainingSession ends, or at process exit), and a parameter server's
 ``join()`` returns once every training task has finished, or a grace period after
 the chief finished (so a worker that died cannot keep the PS alive).
+
+A worker may join a running asynchronous job with a cluster spec listing more workers than
+this task's (the operator's ``kubectl scale``): its master's registrations name the step's
+tasks with their addresses (``RegisterGraphRequest.peer_addresses``), and this task adds the
+workers its own spec lacks (``learn_peers``), to push them tensors and to wait for their end.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import logging
 import os
 import signal
 import threading
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from tensorgrid.distributed.rpc import session_targets
 from tensorgrid.distributed import cluster as cluster_lib
@@ -92,7 +97,7 @@ class Server:
         self._metrics_port = metrics_port
         self.limits = limits_lib.ServerLimits.from_env()
         """Resource bounds of this task's servers (docs/limits.md, ``TENSORGRID_*`` variables)."""
-        self.worker = worker_lib.Worker(self.task, peer=self._peer, limits=self.limits)
+        self.worker = worker_lib.Worker(self.task, peer=self._peer, limits=self.limits, learn_peers=self.learn_peers)
         self.master = master_lib.Master(device_lib.DeviceSpec(job_name, 0, self.task_index), cluster,
                                         worker_for=self._peer, limits=self.limits)
         self.shards = shard_queue.ShardService()
@@ -103,6 +108,8 @@ class Server:
         """This PS's own replica on another task (None: it has none)."""
         self._peers: dict[str, clients.WorkerClient] = {}
         self._peers_lock = threading.Lock()
+        self._joined_workers: dict[int, str] = {}
+        """Workers outside this task's cluster spec that joined the running job: address by index."""
         self._finished_tasks: set[str] = set()
         self._stop_event = threading.Event()
         self._grace_timer: Optional[threading.Timer] = None
@@ -268,12 +275,45 @@ class Server:
             client = self._peers.get(task)
             if client is None:
                 spec = device_lib.DeviceSpec.from_string(task)
-                address = self.cluster.task_address(spec.job or "", spec.task or 0)
+                joined = self._joined_workers.get(spec.task or 0) if spec.job == "worker" else None
+                address = joined or self.cluster.task_address(spec.job or "", spec.task or 0)
                 from tensorgrid.distributed.rpc import clients
 
                 client = clients.WorkerClient(address, task)
                 self._peers[task] = client
             return client
+
+    def learn_peers(self, addresses: Mapping[str, str]) -> None:
+        """Adds the workers of ``addresses`` (task name -> ``host:port``, a registering master's)
+        that this task's cluster spec lacks: workers that joined the running job. A task of
+        another job missing from the spec is refused (InvalidArgumentError naming it): only
+        workers join a running job; for the tasks the spec has, the spec's address stands."""
+        for task, address in addresses.items():
+            spec = device_lib.DeviceSpec.from_string(task)
+            job, index = spec.job or "", spec.task or 0
+            if job in self.cluster.jobs and index in self.cluster.task_indices(job):
+                continue
+            if job != "worker":
+                raise errors.InvalidArgumentError(
+                    None, None, f"RegisterGraph: the step names {task} at {address}, which the cluster spec of "
+                    f"{self.task} does not have; only workers may join a running job (its jobs: "
+                    f"{', '.join(self.cluster.jobs)})")
+            problem = cluster_lib.address_problem(address)
+            if problem is not None:
+                raise errors.InvalidArgumentError(None, None, f"RegisterGraph: the address of {task}: {problem}")
+            with self._peers_lock:
+                known = self._joined_workers.get(index)
+                if known == address:
+                    continue
+                self._joined_workers[index] = address
+                self._peers.pop(task, None)  # a worker that joined again elsewhere is dialled there
+            log.info("%s joined the running job at %s (it is not in this task's cluster spec)", task, address)
+
+    def training_task_names(self) -> set[str]:
+        """The training tasks of the cluster spec, and the workers that joined the running job."""
+        with self._peers_lock:
+            joined = {cluster_lib.task_name("worker", index) for index in self._joined_workers}
+        return {cluster_lib.task_name(j, i) for j, i in cluster_lib.training_tasks(self.cluster)} | joined
 
     def unanswering_training_tasks(self) -> dict[str, str]:
         """The cluster's other training tasks that do not answer GetStatus now, each
@@ -319,7 +359,7 @@ class Server:
                 self.request_stop(f"the chief ({task}) finished")
             return
         self._finished_tasks.add(task)
-        expected = {cluster_lib.task_name(j, i) for j, i in cluster_lib.training_tasks(self.cluster)}
+        expected = self.training_task_names()
         remaining = expected - self._finished_tasks
         if not remaining:
             self.request_stop("every training task has finished")

@@ -43,6 +43,7 @@ from tensorgrid.distributed.rpc.transport import stream_io
 from tensorgrid.distributed.rpc.transport import tls
 from tensorgrid.distributed.rpc.transport import wait_pool
 from tensorgrid.distributed.rpc.transport import wire
+from tensorgrid.framework import device as device_lib
 from tensorgrid.framework import errors
 from tensorgrid.v1 import master_pb2
 from tensorgrid.v1 import worker_pb2
@@ -246,7 +247,7 @@ class WorkerServicer:
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
                                                  list(request.fetch), list(request.target),
                                                  isolate_session_state=request.config.isolate_session_state,
-                                                 graph_bytes=graph_bytes)
+                                                 graph_bytes=graph_bytes, peer_addresses=dict(request.peer_addresses))
             return worker_pb2.RegisterGraphResponse(graph_handle=handle)
         return _answer(context, "RegisterGraph", body)
 
@@ -307,8 +308,8 @@ class WorkerServicer:
             cluster = self._server.cluster
             chief = cluster_lib.chief_task(cluster)
             if request.finished_task:
-                training = {cluster_lib.task_name(job, index): (job, index)
-                            for job, index in cluster_lib.training_tasks(cluster)}
+                training = {name: (spec.job or "", spec.task or 0) for name, spec in
+                            ((n, device_lib.DeviceSpec.from_string(n)) for n in self._server.training_task_names())}
                 task = training.get(request.finished_task)
                 if task is None:
                     raise ValueError(f"finished_task {request.finished_task!r} is not a training task of the cluster "

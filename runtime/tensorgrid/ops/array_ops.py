@@ -1,6 +1,7 @@
-"""Array ops: constants, placeholders, identity, shapes, reshaping, zeros/ones/fill, and
+"""Array ops: placeholders, identity, shapes, reshaping, zeros/ones/fill, and
 the ops that rearrange whole arrays: transpose, concat/split, stack/unstack,
-expand_dims/squeeze, tile. Picking elements by index or condition (gather, one_hot,
+expand_dims/squeeze, tile; a list holding tensors packed as ``convert_to_tensor`` packs it
+(constants are in ``constant_op``). Picking elements by index or condition (gather, one_hot,
 where, slicing) is in ``indexing_ops``.
 
 Forward construction (with static shapes) and gradient rules sit side by side.
@@ -20,144 +21,25 @@ from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
+from tensorgrid.ops import constant_op
 from tensorgrid.ops import op_util
 
-for _op_type in ("Const", "Placeholder", "PlaceholderWithDefault", "Identity", "StopGradient",
+constant = constant_op.constant
+as_string_array = constant_op.as_string_array
+
+for _op_type in ("Placeholder", "PlaceholderWithDefault", "Identity", "StopGradient",
                  "Shape", "Size", "Rank", "Reshape", "Fill", "ZerosLike", "OnesLike",
                  "UnbroadcastTo", "BroadcastTo"):
     op_registry.register_op(_op_type)
 
 
-# ---------------------------------------------------------------- constants
-
-def as_string_array(array: np.ndarray) -> np.ndarray:
-    """Text as TensorFlow holds it: an object array of bytes (str encoded as UTF-8)."""
-    items = [v.encode() if isinstance(v, str) else bytes(v) for v in array.reshape(-1).tolist()]
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out.reshape(array.shape)
-
-
-def _dimensions_as_ints(value: Any) -> Any:
-    """A (nested) list's ``Dimension``s as Python ints, as TF converts a known dimension."""
-    if isinstance(value, (list, tuple)):
-        return [_dimensions_as_ints(v) for v in value]
-    if isinstance(value, tensor_shape.Dimension):
-        if value.value is None:
-            raise ValueError(f"Cannot convert an unknown Dimension to a Tensor: {value!r}")
-        return value.value
-    return value
-
-
-def _as_numpy(value: Any, dtype: Optional[dtypes.DType]) -> np.ndarray:
-    value = _dimensions_as_ints(value)
-    if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "US":
-        if dtype is not None and dtype.base_dtype != dtypes.string:
-            raise TypeError(f"Expected {dtype.base_dtype.name}, got {value!r}: text makes a string constant")
-        # An object array keeps each bytes value whole: numpy's "S" arrays drop trailing NUL bytes.
-        return as_string_array(value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object))
-    if dtype is not None:
-        wanted = dtype.base_dtype.as_numpy_dtype
-        array = np.asarray(value)
-        if array.dtype.kind in "fc" and np.dtype(wanted).kind in "iub" and array.size and not np.all(
-            np.isfinite(array) & (array == np.round(array))
-        ):
-            raise TypeError(
-                f"Expected {dtype.base_dtype.name}, got {value!r} of type {array.dtype.name} instead: "
-                "the values are not integers"
-            )
-        if array.dtype == object:
-            raise TypeError(f"Cannot convert {value!r} to a constant of dtype {dtype.base_dtype.name}")
-        return np.array(array, dtype=wanted)
-    array = np.asarray(value)
-    if array.dtype == object and not all(isinstance(v, (str, bytes)) for v in array.reshape(-1).tolist()):
-        # numpy keeps anything in an object array; only text is a tensor's value (tf.string).
-        raise TypeError(
-            f"Failed to convert elements of {value!r} to Tensor: elements must be numbers, booleans, "
-            "text or tensors (a list of tensors is packed by tf.convert_to_tensor and tf.stack)"
-        )
-    if array.dtype == np.float64 and not isinstance(value, np.ndarray) and not isinstance(value, np.generic):
-        array = array.astype(np.float32)  # Python floats become float32, as in TF
-    elif array.dtype == np.int64 and not isinstance(value, (np.ndarray, np.generic)):
-        array = array.astype(np.int32)  # Python ints become int32, as in TF
-    dtypes.as_dtype(array.dtype)  # raises a clear TypeError for unsupported element types
-    return np.array(array)
-
-
-def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Const",
-             verify_shape: bool = False) -> graph_lib.Tensor:
-    """A tensor with a fixed value (``tf.constant``); ``shape`` broadcasts a scalar or list."""
-    wanted = dtypes.as_dtype(dtype) if dtype is not None else None
-    if _holds_range(value):
-        # TensorFlow's graph-mode tf.constant refuses a range (TF 1.x took it); convert_to_tensor takes it.
-        raise ValueError(
-            f"tf.constant does not take a Python range, got {value!r}: pass list(...) of it, "
-            "or use tf.range or tf.convert_to_tensor"
-        )
-    if _holds_tensors(value):
-        raise TypeError(
-            f"tf.constant expected any non-tensor type, but got a tensor instead in {value!r}: "
-            "tf.stack (or tf.convert_to_tensor) packs a list of tensors"
-        )
-    array = _as_numpy(value, wanted)
-    if shape is not None:
-        dims = tensor_shape.as_shape(shape).as_list()
-        if None in dims:
-            raise ValueError(f"A constant's shape must be fully defined, got {shape!r}")
-        shape = tuple(int(d) for d in dims if d is not None)
-        if array.shape != shape:
-            if verify_shape:
-                raise TypeError(f"Expected Tensor's shape: {shape}, got {array.shape}.")
-            if array.size == 1:
-                array = np.full(shape, array.reshape(()), dtype=array.dtype)
-            elif array.size == int(np.prod(shape)):
-                array = array.reshape(shape)
-            else:
-                raise ValueError(
-                    f"Cannot make a constant of shape {shape} from {array.size} values {value!r}"
-                )
-    dt = dtypes.as_dtype(array.dtype)
-    return op_util.make_tensor("Const", [], dt, array.shape, name, {"value": array, "dtype": dt.name})
-
-
-def _constant_conversion(value: Any, dtype: Any = None, name: Optional[str] = None, as_ref: bool = False) -> graph_lib.Tensor:
-    return constant(value, dtype=dtype, name=name or "Const")
-
-
-for _base in (np.ndarray, np.generic, list, tuple, float, int, bool, str, bytes):
-    tensor_conversion.register_tensor_conversion_function(_base, _constant_conversion)
-
-
-def _range_conversion(value: range, dtype: Any = None, name: Optional[str] = None, as_ref: bool = False) -> graph_lib.Tensor:
-    if dtype is None and not value:
-        dtype = dtypes.int32  # a range holds integers even when empty (an empty list is float32)
-    return constant(list(value), dtype=dtype, name=name or "Const")
-
-
-tensor_conversion.register_tensor_conversion_function(range, _range_conversion)
-
-_PLAIN_VALUES = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None), tensor_shape.Dimension)
-
-
-def _holds_range(value: Any) -> bool:
-    """Whether a value is, or a (nested) list or tuple holds, a Python ``range``."""
-    if isinstance(value, (list, tuple)):
-        return any(_holds_range(v) for v in value)
-    return isinstance(value, range)
-
-
-def _holds_tensors(value: Any) -> bool:
-    """Whether a (nested) list or tuple holds a Tensor, Variable or other non-plain value."""
-    if isinstance(value, (list, tuple)):
-        return any(_holds_tensors(v) for v in value)
-    return not isinstance(value, _PLAIN_VALUES)
-
+# ---------------------------------------------------------------- lists holding tensors
 
 def _first_tensor_dtype(value: Any) -> dtypes.DType:
     """The dtype of the first tensor in a nested list, depth first (what TF1 packs to)."""
     if isinstance(value, (list, tuple)):
         for v in value:
-            if _holds_tensors(v):
+            if constant_op.holds_tensors(v):
                 return _first_tensor_dtype(v)
     known = getattr(value, "dtype", None)  # a Tensor's, a Variable's: no conversion op just to read it
     if isinstance(known, dtypes.DType):
@@ -166,9 +48,9 @@ def _first_tensor_dtype(value: Any) -> dtypes.DType:
 
 
 def _pack_nested(value: Any, dtype: dtypes.DType, name: Optional[str], requested: bool) -> graph_lib.Tensor:
-    if isinstance(value, (list, tuple)) and _holds_tensors(value):
+    if isinstance(value, (list, tuple)) and constant_op.holds_tensors(value):
         return stack([_pack_nested(v, dtype, None, requested) for v in value], name=name or "packed")
-    if not _holds_tensors(value):
+    if not constant_op.holds_tensors(value):
         return constant(value, dtype=dtype)
     tensor = tensor_conversion.convert_to_tensor(value)
     if tensor.dtype.base_dtype == dtype:
@@ -187,8 +69,8 @@ def _pack_nested(value: Any, dtype: dtypes.DType, name: Optional[str], requested
 def _autopacking_conversion(value: Any, dtype: Any = None, name: Optional[str] = None,
                             as_ref: bool = False) -> graph_lib.Tensor:
     """A (nested) list of tensors is packed into one tensor, as TF1's convert_to_tensor packs it."""
-    if not _holds_tensors(value):
-        return _constant_conversion(value, dtype=dtype, name=name)
+    if not constant_op.holds_tensors(value):
+        return constant_op.constant_conversion(value, dtype=dtype, name=name)
     if dtype is not None:
         return _pack_nested(value, dtypes.as_dtype(dtype), name, requested=True)
     return _pack_nested(value, _first_tensor_dtype(value), name, requested=False)

@@ -23,7 +23,6 @@ restore into another part count use the one function.
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Any, Optional
 
@@ -31,13 +30,11 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import numpy_backend
 from tensorgrid.kernels.registry import register_kernel
 
 NO_VERSION = -1
 """The version of a key never updated (or updated without a global step)."""
-
-_PYTHON_INT_BYTES = 32
-"""What CPython spends on one int object of a key or row number (28 to 36 bytes): the dict's share."""
 
 
 def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
@@ -54,8 +51,121 @@ def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
     return (mixed % np.uint64(num_partitions)).astype(np.int32)
 
 
+_EMPTY, _FULL, _DELETED = 0, 1, 2
+
+
+class KeyIndex:
+    """A hash table from int64 keys to int64s (a row, or a count), in numpy arrays: open addressing
+    with linear probing, every operation on a whole batch of keys at once, so a batch of ids costs
+    a few numpy calls and about one random memory access per id (a sorted array and
+    ``np.searchsorted`` cost about twenty, measured slower on a million keys).
+
+    A key's first slot is Fibonacci hashing's top bits of ``key * 0x9E3779B97F4A7C15``, so it does not
+    follow ``partition_of_keys``'s low bits. The table doubles past half full (deleted slots count)."""
+
+    def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
+        self._allocate(16)
+        if keys is not None and len(keys):
+            self.insert(np.asarray(keys, np.int64), np.asarray(values, np.int64))
+
+    def _allocate(self, capacity: int) -> None:
+        self._bits = capacity.bit_length() - 1
+        self._slot_keys = np.zeros(capacity, np.int64)
+        self._slot_values = np.zeros(capacity, np.int64)
+        self._state = np.zeros(capacity, np.uint8)
+        self._count = 0
+        self._deleted = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _home(self, keys: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        return (mixed >> np.uint64(64 - self._bits)).astype(np.int64)
+
+    def _slots_of(self, keys: np.ndarray) -> np.ndarray:
+        """The slot holding each of ``keys``, -1 for a key not in the table."""
+        slots = self._home(keys)
+        found = np.full(len(keys), -1, np.int64)
+        probing = np.arange(len(keys))
+        mask = len(self._state) - 1
+        while len(probing):
+            at = slots[probing]
+            state = self._state[at]
+            hit = (state == _FULL) & (self._slot_keys[at] == keys[probing])
+            found[probing[hit]] = at[hit]
+            going_on = ~hit & (state != _EMPTY)
+            probing = probing[going_on]
+            slots[probing] = (at[going_on] + 1) & mask
+        return found
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The value of each of ``keys``; -1 for a key not in the table."""
+        slots = self._slots_of(keys)
+        return np.where(slots >= 0, self._slot_values[np.maximum(slots, 0)], -1)
+
+    def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Adds ``keys`` (unique, none in the table yet) with their ``values``."""
+        if 2 * (self._count + self._deleted + len(keys)) > len(self._state):
+            old_keys, old_values = self.items()
+            capacity = len(self._state)
+            while 2 * (self._count + len(keys)) > capacity:
+                capacity *= 2
+            self._allocate(capacity)
+            keys, values = np.concatenate([old_keys, keys]), np.concatenate([old_values, values])
+        mask = len(self._state) - 1
+        slots = self._home(keys)
+        waiting = np.arange(len(keys))
+        claims = np.empty(len(self._state), np.int64)
+        while len(waiting):
+            at = slots[waiting]
+            free = self._state[at] != _FULL
+            # Of the keys reaching one free slot, one takes it (the last claim written); the others probe on.
+            claims[at[free]] = waiting[free]
+            winners = free & (claims[at] == waiting)
+            taken = at[winners]
+            self._deleted -= int(np.count_nonzero(self._state[taken] == _DELETED))
+            self._state[taken] = _FULL
+            self._slot_keys[taken] = keys[waiting[winners]]
+            self._slot_values[taken] = values[waiting[winners]]
+            waiting = waiting[~winners]
+            slots[waiting] = (at[~winners] + 1) & mask
+        self._count += len(keys)
+
+    def assign(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Sets the values of ``keys`` (all in the table)."""
+        self._slot_values[self._slots_of(keys)] = values
+
+    def remove(self, keys: np.ndarray) -> None:
+        """Drops ``keys`` (all in the table)."""
+        slots = self._slots_of(keys)
+        self._state[slots] = _DELETED
+        self._count -= len(slots)
+        self._deleted += len(slots)
+
+    def items(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys ascending, their values)."""
+        full = self._state == _FULL
+        keys, values = self._slot_keys[full], self._slot_values[full]
+        order = np.argsort(keys)
+        return keys[order], values[order]
+
+    def values(self) -> np.ndarray:
+        """Every value, in no particular order."""
+        values: np.ndarray = self._slot_values[self._state == _FULL]
+        return values
+
+    def nbytes(self) -> int:
+        return int(self._slot_keys.nbytes + self._slot_values.nbytes + self._state.nbytes)
+
+
 class EmbeddingTable:
-    """The rows, slots, frequencies and versions of one embedding variable, by key."""
+    """The rows, slots, frequencies and versions of one embedding variable, by key.
+
+    Rows live in arrays (grown by doubling, freed rows reused); a ``KeyIndex`` maps keys to rows and
+    another holds the lookup counts of keys not yet admitted, so a batch is handled by a few numpy
+    calls, not a Python step per id."""
 
     def __init__(self, name: str, dim: int, value_dtype: Any, filter_freq: int, steps_to_live: int,
                  l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0) -> None:
@@ -72,34 +182,34 @@ class EmbeddingTable:
         self._clear()
 
     def _clear(self) -> None:
-        self._row_of: dict[int, int] = {}
+        self._index = KeyIndex()
+        self._pending = KeyIndex()
+        """Keys seen but not yet admitted, with their lookup counts."""
         self._values = np.zeros((0, self.dim), self.value_dtype)
         self._freqs = np.zeros(0, np.int64)
         self._versions = np.zeros(0, np.int64)
         self._keys = np.zeros(0, np.int64)
         self._touched = np.zeros(0, np.int64)
+        """The tick of each row's last update (or its storing): what ``max_entries`` evicts by."""
         self._tick = 0
         self._rows_used = 0
         self._slots: dict[str, np.ndarray] = {}
         self._slot_initial: dict[str, float] = {}
-        self._free_rows: list[int] = []
-        self._unadmitted_counts: dict[int, int] = {}
+        self._free_rows = np.zeros(0, np.int64)
 
     @property
     def initialized(self) -> bool:
         return self._defaults is not None
 
     def size(self) -> int:
-        return len(self._row_of)
+        return len(self._index)
 
     def memory_bytes(self) -> dict[str, int]:
-        """Bytes held, by part: ``keys`` (the id index and the counts of keys not yet admitted, an
-        estimate of the dicts' and ints' share), ``values`` (rows, frequencies, versions, recency:
-        the arrays, with their spare capacity) and ``slots`` (the optimizer's rows)."""
+        """Bytes held, by part: ``keys`` (the key indexes, of stored and of not yet admitted keys, and
+        each row's key), ``values`` (rows, frequencies, versions, recency: the arrays, with their spare
+        capacity) and ``slots`` (the optimizer's rows)."""
         with self.lock:
-            dicts = (sys.getsizeof(self._row_of) + sys.getsizeof(self._unadmitted_counts)
-                     + 2 * _PYTHON_INT_BYTES * (len(self._row_of) + len(self._unadmitted_counts)))
-            return {"keys": dicts + self._keys.nbytes,
+            return {"keys": self._index.nbytes() + self._pending.nbytes() + self._keys.nbytes,
                     "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes,
                     "slots": sum(slot.nbytes for slot in self._slots.values())}
 
@@ -127,62 +237,86 @@ class EmbeddingTable:
                 "(tf.global_variables_initializer()) or restore it from a checkpoint first")
         return defaults
 
-    def _new_row(self, key: int, defaults: np.ndarray) -> int:
-        if self._free_rows:
-            row = self._free_rows.pop()
-        else:
-            row = self._rows_used
-            self._rows_used += 1
-            if row >= len(self._values):
-                capacity = max(16, 2 * row)
-                self._values = _grown(self._values, capacity)
-                for slot in self._slots:
-                    self._slots[slot] = _grown(self._slots[slot], capacity)
-                self._freqs, self._versions = _grown(self._freqs, capacity), _grown(self._versions, capacity)
-                self._keys, self._touched = _grown(self._keys, capacity), _grown(self._touched, capacity)
-        self._values[row] = defaults[key % len(defaults)]
+    def _new_rows(self, keys: np.ndarray, defaults: np.ndarray) -> np.ndarray:
+        """Stores ``keys`` (unique, new) at the initializer's rows; their rows, freed ones first."""
+        reused = self._free_rows[len(self._free_rows) - min(len(keys), len(self._free_rows)):]
+        self._free_rows = self._free_rows[:len(self._free_rows) - len(reused)]
+        fresh = np.arange(self._rows_used, self._rows_used + len(keys) - len(reused), dtype=np.int64)
+        self._rows_used += len(fresh)
+        if self._rows_used > len(self._values):
+            capacity = max(16, 2 * self._rows_used)
+            self._values = _grown(self._values, capacity)
+            for slot in self._slots:
+                self._slots[slot] = _grown(self._slots[slot], capacity)
+            self._freqs, self._versions = _grown(self._freqs, capacity), _grown(self._versions, capacity)
+            self._keys, self._touched = _grown(self._keys, capacity), _grown(self._touched, capacity)
+        rows = np.concatenate([reused, fresh])
+        self._values[rows] = np.take(defaults, keys % len(defaults), axis=0)
         for slot, initial in self._slot_initial.items():
-            self._slots[slot][row] = initial
-        self._freqs[row] = 0
-        self._versions[row] = NO_VERSION
-        self._keys[row] = key
-        self._touched[row] = self._tick
-        self._row_of[key] = row
-        return row
+            self._slots[slot][rows] = initial
+        self._freqs[rows] = 0
+        self._versions[rows] = NO_VERSION
+        self._keys[rows] = keys
+        self._touched[rows] = self._tick
+        self._index.insert(keys, rows)
+        return rows
+
+    def _admit(self, keys: np.ndarray, count: bool, defaults: np.ndarray) -> np.ndarray:
+        """The row each lookup of ``keys`` (none stored) reads, -1 before its key's admission; counts
+        the lookups and stores the keys they admit (a key on its ``filter_freq``-th lookup)."""
+        unique, inverse, occurrences = np.unique(keys, return_inverse=True, return_counts=True)
+        prior = np.maximum(self._pending.find(unique), 0)
+        seen = prior + (occurrences if count else 0)
+        admitted = seen >= self.filter_freq
+        # Which lookup of its key each one is (1, 2, ...): a key is read from its admitting lookup on.
+        order = np.argsort(inverse, kind="stable")
+        rank = np.empty(len(keys), np.int64)
+        rank[order] = np.arange(len(keys)) - np.repeat(np.cumsum(occurrences) - occurrences, occurrences) + 1
+        reads = prior[inverse] + (rank if count else 0) >= self.filter_freq
+        row_of_unique = np.full(len(unique), -1, np.int64)
+        if admitted.any():
+            row_of_unique[admitted] = self._new_rows(unique[admitted], defaults)
+            self._freqs[row_of_unique[admitted]] = seen[admitted]
+        was_pending = self._pending.find(unique) >= 0
+        if (admitted & was_pending).any():
+            self._pending.remove(unique[admitted & was_pending])
+        if count:
+            waiting = ~admitted
+            self._pending.assign(unique[waiting & was_pending], seen[waiting & was_pending])
+            self._pending.insert(unique[waiting & ~was_pending], seen[waiting & ~was_pending])
+        return np.where(reads, row_of_unique[inverse], -1)
 
     def gather(self, keys: np.ndarray, count: bool) -> np.ndarray:
         """The rows of ``keys``; counts each lookup and stores the keys it admits."""
         defaults = self._check_initialized()
-        flat = keys.reshape(-1).tolist()
-        out = np.empty((len(flat), self.dim), self.value_dtype)
+        flat = keys.reshape(-1)
         with self.lock:
-            for position, key in enumerate(flat):
-                row = self._row_of.get(key)
-                if row is None:
-                    seen = self._unadmitted_counts.get(key, 0) + (1 if count else 0)
-                    if seen < self.filter_freq:
-                        if count:
-                            self._unadmitted_counts[key] = seen
-                        out[position] = self.default_value_no_permission
-                        continue
-                    self._unadmitted_counts.pop(key, None)
-                    row = self._new_row(key, defaults)
-                    self._freqs[row] = seen - (1 if count else 0)
-                if count:
-                    self._freqs[row] += 1
-                out[position] = self._values[row]
-            if self.max_entries and len(self._row_of) > self.max_entries:
-                self._evict_least_recently_updated(len(self._row_of) - self.max_entries)
+            rows = self._index.find(flat)
+            stored = rows >= 0
+            if count and stored.any():
+                found, lookups = np.unique(rows[stored], return_counts=True)
+                self._freqs[found] += lookups
+            if not stored.all():
+                rows[~stored] = self._admit(flat[~stored], count, defaults)
+            reads = rows >= 0
+            if reads.all():
+                out = np.take(self._values, rows, axis=0)
+            else:
+                out = np.full((len(flat), self.dim), self.default_value_no_permission, self.value_dtype)
+                out[reads] = np.take(self._values, rows[reads], axis=0)
+            if self.max_entries and len(self._index) > self.max_entries:
+                self._evict_least_recently_updated(len(self._index) - self.max_entries)
             self._tick += 1
         return out.reshape(keys.shape + (self.dim,))
 
+    def _remove_rows(self, rows: np.ndarray) -> None:
+        self._index.remove(self._keys[rows])
+        self._free_rows = np.concatenate([self._free_rows, rows])
+
     def _evict_least_recently_updated(self, count: int) -> None:
         """Drops the ``count`` keys updated (or, if never updated, stored) longest ago."""
-        rows = np.fromiter(self._row_of.values(), np.int64, len(self._row_of))
-        oldest = rows[np.argpartition(self._touched[rows], count - 1)[:count]]
-        for row in oldest.tolist():
-            del self._row_of[int(self._keys[row])]
-            self._free_rows.append(row)
+        rows = self._index.values()
+        self._remove_rows(rows[np.argpartition(self._touched[rows], count - 1)[:count]])
 
     def ensure_slot(self, slot: str, initial: float) -> np.ndarray:
         if slot not in self._slot_initial:
@@ -195,12 +329,12 @@ class EmbeddingTable:
 
         Keys not admitted (or evicted since the lookup) are skipped, as DeepRec does."""
         self._check_initialized()
-        grads = grads.reshape(len(keys), self.dim)
-        rows = np.asarray([self._row_of.get(key, -1) for key in keys.reshape(-1).tolist()], np.int64)
+        grads = np.asarray(grads, self.value_dtype).reshape(len(keys), self.dim)
+        rows = self._index.find(keys.reshape(-1))
         kept = rows >= 0
-        unique_rows, position = np.unique(rows[kept], return_inverse=True)
-        summed = np.zeros((len(unique_rows), self.dim), self.value_dtype)
-        np.add.at(summed, position, grads[kept])
+        if not kept.all():
+            rows, grads = rows[kept], grads[kept]
+        unique_rows, summed = numpy_backend.sorted_segment_sums(rows, grads)
         if version != NO_VERSION:
             self._versions[unique_rows] = version
         self._touched[unique_rows] = self._tick
@@ -213,28 +347,25 @@ class EmbeddingTable:
     def evict(self, global_step: int) -> None:
         """Drops the keys the eviction option names (not updated in ``steps_to_live`` steps, or small rows)."""
         with self.lock:
-            doomed = []
-            for key, row in self._row_of.items():
-                if self.steps_to_live > 0 and global_step >= 0 and \
-                        global_step - max(int(self._versions[row]), 0) > self.steps_to_live:
-                    doomed.append(key)
-                elif self.l2_weight_threshold >= 0 and \
-                        float(np.sqrt(np.sum(np.square(self._values[row], dtype=np.float64)))) < self.l2_weight_threshold:
-                    doomed.append(key)
-            for key in doomed:
-                self._free_rows.append(self._row_of.pop(key))
+            rows = self._index.values()
+            doomed = np.zeros(len(rows), bool)
+            if self.steps_to_live > 0 and global_step >= 0:
+                doomed |= global_step - np.maximum(self._versions[rows], 0) > self.steps_to_live
+            if self.l2_weight_threshold >= 0:
+                norms = np.sqrt(np.sum(np.square(self._values[rows], dtype=np.float64), axis=1))
+                doomed |= norms < self.l2_weight_threshold
+            if doomed.any():
+                self._remove_rows(rows[doomed])
 
     def export(self, slot_names: list[str]) -> list[np.ndarray]:
         """keys, values, freqs, versions, keys not yet admitted, their counts, then one array per slot."""
         with self.lock:
-            keys = np.asarray(sorted(self._row_of), np.int64)
-            rows = np.asarray([self._row_of[key] for key in keys.tolist()], np.int64)
-            pending = np.asarray(sorted(self._unadmitted_counts), np.int64)
-            counts = np.asarray([self._unadmitted_counts[key] for key in pending.tolist()], np.int64)
+            keys, rows = self._index.items()
+            pending, counts = self._pending.items()
             slots = [self._slots[name][rows] if name in self._slots
                      else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
-            return [keys, self._values[rows].copy(), self._freqs[rows].copy(), self._versions[rows].copy(),
-                    pending, counts, *[slot.copy() for slot in slots]]
+            return [keys, self._values[rows], self._freqs[rows], self._versions[rows],
+                    pending, counts, *slots]
 
     def restore(self, defaults: np.ndarray, arrays: list[np.ndarray], slot_names: list[str],
                 slot_initial: list[float]) -> None:
@@ -254,14 +385,14 @@ class EmbeddingTable:
             self._values = np.array(values, self.value_dtype).reshape(n, self.dim)
             self._freqs = np.array(freqs, np.int64)
             self._versions = np.array(versions, np.int64)
-            self._row_of = {key: row for row, key in enumerate(keys.tolist())}
             self._keys = np.array(keys, np.int64)
             self._touched = np.zeros(n, np.int64)
             self._rows_used = n
+            self._index = KeyIndex(keys, np.arange(n, dtype=np.int64))
+            self._pending = KeyIndex(pending, counts)
             for name, initial, slot in zip(slot_names, slot_initial, slots):
                 self._slot_initial[name] = initial
                 self._slots[name] = np.array(slot, self.value_dtype).reshape(n, self.dim)
-            self._unadmitted_counts = dict(zip(pending.tolist(), counts.tolist()))
 
 
 def _grown(array: np.ndarray, capacity: int) -> np.ndarray:

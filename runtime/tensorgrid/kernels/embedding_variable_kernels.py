@@ -291,11 +291,14 @@ class EmbeddingTable:
         defaults = self._check_initialized()
         flat = keys.reshape(-1)
         with self.lock:
-            rows = self._index.find(flat)
-            stored = rows >= 0
-            if count and stored.any():
-                found, lookups = np.unique(rows[stored], return_counts=True)
-                self._freqs[found] += lookups
+            # Each distinct key is looked up once (a Zipf batch repeats its frequent ids).
+            distinct, inverse, lookups = np.unique(flat, return_inverse=True, return_counts=True)
+            distinct_rows = self._index.find(distinct)
+            stored_distinct = distinct_rows >= 0
+            if count:
+                self._freqs[distinct_rows[stored_distinct]] += lookups[stored_distinct]
+            rows = distinct_rows[inverse]
+            stored = stored_distinct[inverse]
             if not stored.all():
                 rows[~stored] = self._admit(flat[~stored], count, defaults)
             reads = rows >= 0

@@ -5,8 +5,8 @@ is TF1's streaming evaluation metrics (``ops/metrics_impl.py``).
 
 The names are a contract with the Helm chart's dashboards (docs/architecture.md).
 Counters are updated where the work happens (executor steps, RPCs, variable
-updates); gauges that are cheap to read (global step, device memory) are collected
-when Prometheus scrapes.
+updates); gauges that are cheap to read (global step, device memory, each embedding table's
+entries and bytes) are collected when Prometheus scrapes.
 """
 
 from __future__ import annotations
@@ -91,6 +91,13 @@ class _TaskCollector:
                                         labels=["task"])
         memory = GaugeMetricFamily("tensorgrid_device_memory_bytes", "Bytes held in variables on this task.",
                                    labels=["task", "device"])
+        table_entries = GaugeMetricFamily(
+            "tensorgrid_embedding_table_entries", "Keys stored in each embedding variable (or part) on this task.",
+            labels=["task", "table"])
+        table_bytes = GaugeMetricFamily(
+            "tensorgrid_embedding_table_bytes",
+            "Bytes held by each embedding variable (or part) on this task: keys, values, slots.",
+            labels=["task", "table", "kind"])
         with _lock:
             servers = list(_servers)
         for server in servers:
@@ -98,6 +105,11 @@ class _TaskCollector:
             held: dict[str, int] = {"CPU:0": 0}
             step: Optional[int] = None
             for _, name, resource in server.worker.resources.items():
+                if callable(getattr(resource, "memory_bytes", None)):  # an embedding table (kernels layer)
+                    table_entries.add_metric([server.task, name], resource.size())
+                    for kind, nbytes in resource.memory_bytes().items():
+                        table_bytes.add_metric([server.task, name, kind], nbytes)
+                    continue
                 value = getattr(resource, "value", None)
                 if value is None or not hasattr(resource, "updates"):
                     continue
@@ -115,6 +127,8 @@ class _TaskCollector:
         yield updates
         yield global_step
         yield memory
+        yield table_entries
+        yield table_bytes
 
 
 REGISTRY.register(_TaskCollector())

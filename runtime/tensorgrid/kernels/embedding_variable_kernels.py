@@ -12,7 +12,13 @@ only once it has been looked up ``filter_freq`` times; until then a lookup gives
 ``default_value_no_permission`` and updates skip it (its count is kept). A key stored for the
 first time starts at the initializer's row ``key % default_value_dim`` (DeepRec's scheme, so a
 row's start does not depend on the order keys arrive). Eviction (by global step or by L2
-weight) runs when the table is exported, that is at every checkpoint save, as DeepRec does.
+weight) runs when the table is exported, that is at every checkpoint save, as DeepRec does;
+a table with ``max_entries`` also evicts its least recently updated keys whenever a lookup
+takes it past that many.
+
+The part of a partitioned table an id belongs to is ``partition_of_keys`` (a 64-bit mix of
+the id, then modulo the part count), here so that the lookup's routing op and the Saver's
+restore into another part count use the one function.
 """
 
 from __future__ import annotations
@@ -24,18 +30,147 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import numpy_backend
 from tensorgrid.kernels.registry import register_kernel
 
 NO_VERSION = -1
 """The version of a key never updated (or updated without a global step)."""
 
 
+def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
+    """The part (int32, ``0 <= p < num_partitions``) of each int64 key: splitmix64's finalizer, then modulo.
+
+    A mix rather than ``key % num_partitions``, so keys that share a stride spread over all parts."""
+    if num_partitions < 1:
+        raise errors.InvalidArgumentError(None, None, f"num_partitions must be >= 1, got {num_partitions}")
+    mixed = np.asarray(keys, np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = (mixed ^ (mixed >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        mixed = (mixed ^ (mixed >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        mixed = mixed ^ (mixed >> np.uint64(31))
+    return (mixed % np.uint64(num_partitions)).astype(np.int32)
+
+
+_EMPTY, _FULL, _DELETED = 0, 1, 2
+
+
+class KeyIndex:
+    """A hash table from int64 keys to int64s (a row, or a count), in numpy arrays: open addressing
+    with linear probing, every operation on a whole batch of keys at once, so a batch of ids costs
+    a few numpy calls and about one random memory access per id (a sorted array and
+    ``np.searchsorted`` cost about twenty, measured slower on a million keys).
+
+    A key's first slot is Fibonacci hashing's top bits of ``key * 0x9E3779B97F4A7C15``, so it does not
+    follow ``partition_of_keys``'s low bits. The table doubles past half full (deleted slots count)."""
+
+    def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
+        self._allocate(16)
+        if keys is not None and len(keys):
+            self.insert(np.asarray(keys, np.int64), np.asarray(values, np.int64))
+
+    def _allocate(self, capacity: int) -> None:
+        self._bits = capacity.bit_length() - 1
+        self._slot_keys = np.zeros(capacity, np.int64)
+        self._slot_values = np.zeros(capacity, np.int64)
+        self._state = np.zeros(capacity, np.uint8)
+        self._count = 0
+        self._deleted = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _home(self, keys: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        return (mixed >> np.uint64(64 - self._bits)).astype(np.int64)
+
+    def _slots_of(self, keys: np.ndarray) -> np.ndarray:
+        """The slot holding each of ``keys``, -1 for a key not in the table."""
+        slots = self._home(keys)
+        found = np.full(len(keys), -1, np.int64)
+        probing = np.arange(len(keys))
+        mask = len(self._state) - 1
+        while len(probing):
+            at = slots[probing]
+            state = self._state[at]
+            hit = (state == _FULL) & (self._slot_keys[at] == keys[probing])
+            found[probing[hit]] = at[hit]
+            going_on = ~hit & (state != _EMPTY)
+            probing = probing[going_on]
+            slots[probing] = (at[going_on] + 1) & mask
+        return found
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The value of each of ``keys``; -1 for a key not in the table."""
+        slots = self._slots_of(keys)
+        return np.where(slots >= 0, self._slot_values[np.maximum(slots, 0)], -1)
+
+    def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Adds ``keys`` (unique, none in the table yet) with their ``values``."""
+        if 2 * (self._count + self._deleted + len(keys)) > len(self._state):
+            old_keys, old_values = self.items()
+            capacity = len(self._state)
+            while 2 * (self._count + len(keys)) > capacity:
+                capacity *= 2
+            self._allocate(capacity)
+            keys, values = np.concatenate([old_keys, keys]), np.concatenate([old_values, values])
+        mask = len(self._state) - 1
+        slots = self._home(keys)
+        waiting = np.arange(len(keys))
+        claims = np.empty(len(self._state), np.int64)
+        while len(waiting):
+            at = slots[waiting]
+            free = self._state[at] != _FULL
+            # Of the keys reaching one free slot, one takes it (the last claim written); the others probe on.
+            claims[at[free]] = waiting[free]
+            winners = free & (claims[at] == waiting)
+            taken = at[winners]
+            self._deleted -= int(np.count_nonzero(self._state[taken] == _DELETED))
+            self._state[taken] = _FULL
+            self._slot_keys[taken] = keys[waiting[winners]]
+            self._slot_values[taken] = values[waiting[winners]]
+            waiting = waiting[~winners]
+            slots[waiting] = (at[~winners] + 1) & mask
+        self._count += len(keys)
+
+    def assign(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Sets the values of ``keys`` (all in the table)."""
+        self._slot_values[self._slots_of(keys)] = values
+
+    def remove(self, keys: np.ndarray) -> None:
+        """Drops ``keys`` (all in the table)."""
+        slots = self._slots_of(keys)
+        self._state[slots] = _DELETED
+        self._count -= len(slots)
+        self._deleted += len(slots)
+
+    def items(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys ascending, their values)."""
+        full = self._state == _FULL
+        keys, values = self._slot_keys[full], self._slot_values[full]
+        order = np.argsort(keys)
+        return keys[order], values[order]
+
+    def values(self) -> np.ndarray:
+        """Every value, in no particular order."""
+        values: np.ndarray = self._slot_values[self._state == _FULL]
+        return values
+
+    def nbytes(self) -> int:
+        return int(self._slot_keys.nbytes + self._slot_values.nbytes + self._state.nbytes)
+
+
 class EmbeddingTable:
-    """The rows, slots, frequencies and versions of one embedding variable, by key."""
+    """The rows, slots, frequencies and versions of one embedding variable, by key.
+
+    Rows live in arrays (grown by doubling, freed rows reused); a ``KeyIndex`` maps keys to rows and
+    another holds the lookup counts of keys not yet admitted, so a batch is handled by a few numpy
+    calls, not a Python step per id."""
 
     def __init__(self, name: str, dim: int, value_dtype: Any, filter_freq: int, steps_to_live: int,
-                 l2_weight_threshold: float, default_value_no_permission: float) -> None:
+                 l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0) -> None:
         self.name = name
+        self.max_entries = max_entries
         self.dim = dim
         self.value_dtype = np.dtype(value_dtype)
         self.filter_freq = filter_freq
@@ -47,21 +182,36 @@ class EmbeddingTable:
         self._clear()
 
     def _clear(self) -> None:
-        self._row_of: dict[int, int] = {}
+        self._index = KeyIndex()
+        self._pending = KeyIndex()
+        """Keys seen but not yet admitted, with their lookup counts."""
         self._values = np.zeros((0, self.dim), self.value_dtype)
         self._freqs = np.zeros(0, np.int64)
         self._versions = np.zeros(0, np.int64)
+        self._keys = np.zeros(0, np.int64)
+        self._touched = np.zeros(0, np.int64)
+        """The tick of each row's last update (or its storing): what ``max_entries`` evicts by."""
+        self._tick = 0
+        self._rows_used = 0
         self._slots: dict[str, np.ndarray] = {}
         self._slot_initial: dict[str, float] = {}
-        self._free_rows: list[int] = []
-        self._unadmitted_counts: dict[int, int] = {}
+        self._free_rows = np.zeros(0, np.int64)
 
     @property
     def initialized(self) -> bool:
         return self._defaults is not None
 
     def size(self) -> int:
-        return len(self._row_of)
+        return len(self._index)
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes held, by part: ``keys`` (the key indexes, of stored and of not yet admitted keys, and
+        each row's key), ``values`` (rows, frequencies, versions, recency: the arrays, with their spare
+        capacity) and ``slots`` (the optimizer's rows)."""
+        with self.lock:
+            return {"keys": self._index.nbytes() + self._pending.nbytes() + self._keys.nbytes,
+                    "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes,
+                    "slots": sum(slot.nbytes for slot in self._slots.values())}
 
     def check_definition(self, dim: int, value_dtype: Any) -> None:
         if (dim, np.dtype(value_dtype)) != (self.dim, self.value_dtype):
@@ -87,48 +237,89 @@ class EmbeddingTable:
                 "(tf.global_variables_initializer()) or restore it from a checkpoint first")
         return defaults
 
-    def _new_row(self, key: int, defaults: np.ndarray) -> int:
-        if self._free_rows:
-            row = self._free_rows.pop()
-        else:
-            row = len(self._freqs)
-            capacity = max(16, 2 * row)
-            if row >= len(self._values):
-                self._values = _grown(self._values, capacity)
-                for slot in self._slots:
-                    self._slots[slot] = _grown(self._slots[slot], capacity)
-            self._freqs = np.append(self._freqs, 0)
-            self._versions = np.append(self._versions, NO_VERSION)
-        self._values[row] = defaults[key % len(defaults)]
+    def _new_rows(self, keys: np.ndarray, defaults: np.ndarray) -> np.ndarray:
+        """Stores ``keys`` (unique, new) at the initializer's rows; their rows, freed ones first."""
+        reused = self._free_rows[len(self._free_rows) - min(len(keys), len(self._free_rows)):]
+        self._free_rows = self._free_rows[:len(self._free_rows) - len(reused)]
+        fresh = np.arange(self._rows_used, self._rows_used + len(keys) - len(reused), dtype=np.int64)
+        self._rows_used += len(fresh)
+        if self._rows_used > len(self._values):
+            capacity = max(16, 2 * self._rows_used)
+            self._values = _grown(self._values, capacity)
+            for slot in self._slots:
+                self._slots[slot] = _grown(self._slots[slot], capacity)
+            self._freqs, self._versions = _grown(self._freqs, capacity), _grown(self._versions, capacity)
+            self._keys, self._touched = _grown(self._keys, capacity), _grown(self._touched, capacity)
+        rows = np.concatenate([reused, fresh])
+        self._values[rows] = np.take(defaults, keys % len(defaults), axis=0)
         for slot, initial in self._slot_initial.items():
-            self._slots[slot][row] = initial
-        self._freqs[row] = 0
-        self._versions[row] = NO_VERSION
-        self._row_of[key] = row
-        return row
+            self._slots[slot][rows] = initial
+        self._freqs[rows] = 0
+        self._versions[rows] = NO_VERSION
+        self._keys[rows] = keys
+        self._touched[rows] = self._tick
+        self._index.insert(keys, rows)
+        return rows
+
+    def _admit(self, keys: np.ndarray, count: bool, defaults: np.ndarray) -> np.ndarray:
+        """The row each lookup of ``keys`` (none stored) reads, -1 before its key's admission; counts
+        the lookups and stores the keys they admit (a key on its ``filter_freq``-th lookup)."""
+        unique, inverse, occurrences = np.unique(keys, return_inverse=True, return_counts=True)
+        prior = np.maximum(self._pending.find(unique), 0)
+        seen = prior + (occurrences if count else 0)
+        admitted = seen >= self.filter_freq
+        # Which lookup of its key each one is (1, 2, ...): a key is read from its admitting lookup on.
+        order = np.argsort(inverse, kind="stable")
+        rank = np.empty(len(keys), np.int64)
+        rank[order] = np.arange(len(keys)) - np.repeat(np.cumsum(occurrences) - occurrences, occurrences) + 1
+        reads = prior[inverse] + (rank if count else 0) >= self.filter_freq
+        row_of_unique = np.full(len(unique), -1, np.int64)
+        if admitted.any():
+            row_of_unique[admitted] = self._new_rows(unique[admitted], defaults)
+            self._freqs[row_of_unique[admitted]] = seen[admitted]
+        was_pending = self._pending.find(unique) >= 0
+        if (admitted & was_pending).any():
+            self._pending.remove(unique[admitted & was_pending])
+        if count:
+            waiting = ~admitted
+            self._pending.assign(unique[waiting & was_pending], seen[waiting & was_pending])
+            self._pending.insert(unique[waiting & ~was_pending], seen[waiting & ~was_pending])
+        return np.where(reads, row_of_unique[inverse], -1)
 
     def gather(self, keys: np.ndarray, count: bool) -> np.ndarray:
         """The rows of ``keys``; counts each lookup and stores the keys it admits."""
         defaults = self._check_initialized()
-        flat = keys.reshape(-1).tolist()
-        out = np.empty((len(flat), self.dim), self.value_dtype)
+        flat = keys.reshape(-1)
         with self.lock:
-            for position, key in enumerate(flat):
-                row = self._row_of.get(key)
-                if row is None:
-                    seen = self._unadmitted_counts.get(key, 0) + (1 if count else 0)
-                    if seen < self.filter_freq:
-                        if count:
-                            self._unadmitted_counts[key] = seen
-                        out[position] = self.default_value_no_permission
-                        continue
-                    self._unadmitted_counts.pop(key, None)
-                    row = self._new_row(key, defaults)
-                    self._freqs[row] = seen - (1 if count else 0)
-                if count:
-                    self._freqs[row] += 1
-                out[position] = self._values[row]
+            # Each distinct key is looked up once (a Zipf batch repeats its frequent ids).
+            distinct, inverse, lookups = np.unique(flat, return_inverse=True, return_counts=True)
+            distinct_rows = self._index.find(distinct)
+            stored_distinct = distinct_rows >= 0
+            if count:
+                self._freqs[distinct_rows[stored_distinct]] += lookups[stored_distinct]
+            rows = distinct_rows[inverse]
+            stored = stored_distinct[inverse]
+            if not stored.all():
+                rows[~stored] = self._admit(flat[~stored], count, defaults)
+            reads = rows >= 0
+            if reads.all():
+                out = np.take(self._values, rows, axis=0)
+            else:
+                out = np.full((len(flat), self.dim), self.default_value_no_permission, self.value_dtype)
+                out[reads] = np.take(self._values, rows[reads], axis=0)
+            if self.max_entries and len(self._index) > self.max_entries:
+                self._evict_least_recently_updated(len(self._index) - self.max_entries)
+            self._tick += 1
         return out.reshape(keys.shape + (self.dim,))
+
+    def _remove_rows(self, rows: np.ndarray) -> None:
+        self._index.remove(self._keys[rows])
+        self._free_rows = np.concatenate([self._free_rows, rows])
+
+    def _evict_least_recently_updated(self, count: int) -> None:
+        """Drops the ``count`` keys updated (or, if never updated, stored) longest ago."""
+        rows = self._index.values()
+        self._remove_rows(rows[np.argpartition(self._touched[rows], count - 1)[:count]])
 
     def ensure_slot(self, slot: str, initial: float) -> np.ndarray:
         if slot not in self._slot_initial:
@@ -141,14 +332,16 @@ class EmbeddingTable:
 
         Keys not admitted (or evicted since the lookup) are skipped, as DeepRec does."""
         self._check_initialized()
-        grads = grads.reshape(len(keys), self.dim)
-        rows = np.asarray([self._row_of.get(key, -1) for key in keys.reshape(-1).tolist()], np.int64)
+        grads = np.asarray(grads, self.value_dtype).reshape(len(keys), self.dim)
+        rows = self._index.find(keys.reshape(-1))
         kept = rows >= 0
-        unique_rows, position = np.unique(rows[kept], return_inverse=True)
-        summed = np.zeros((len(unique_rows), self.dim), self.value_dtype)
-        np.add.at(summed, position, grads[kept])
+        if not kept.all():
+            rows, grads = rows[kept], grads[kept]
+        unique_rows, summed = numpy_backend.sorted_segment_sums(rows, grads)
         if version != NO_VERSION:
             self._versions[unique_rows] = version
+        self._touched[unique_rows] = self._tick
+        self._tick += 1
         return unique_rows, summed
 
     def values(self) -> np.ndarray:
@@ -157,28 +350,25 @@ class EmbeddingTable:
     def evict(self, global_step: int) -> None:
         """Drops the keys the eviction option names (not updated in ``steps_to_live`` steps, or small rows)."""
         with self.lock:
-            doomed = []
-            for key, row in self._row_of.items():
-                if self.steps_to_live > 0 and global_step >= 0 and \
-                        global_step - max(int(self._versions[row]), 0) > self.steps_to_live:
-                    doomed.append(key)
-                elif self.l2_weight_threshold >= 0 and \
-                        float(np.sqrt(np.sum(np.square(self._values[row], dtype=np.float64)))) < self.l2_weight_threshold:
-                    doomed.append(key)
-            for key in doomed:
-                self._free_rows.append(self._row_of.pop(key))
+            rows = self._index.values()
+            doomed = np.zeros(len(rows), bool)
+            if self.steps_to_live > 0 and global_step >= 0:
+                doomed |= global_step - np.maximum(self._versions[rows], 0) > self.steps_to_live
+            if self.l2_weight_threshold >= 0:
+                norms = np.sqrt(np.sum(np.square(self._values[rows], dtype=np.float64), axis=1))
+                doomed |= norms < self.l2_weight_threshold
+            if doomed.any():
+                self._remove_rows(rows[doomed])
 
     def export(self, slot_names: list[str]) -> list[np.ndarray]:
         """keys, values, freqs, versions, keys not yet admitted, their counts, then one array per slot."""
         with self.lock:
-            keys = np.asarray(sorted(self._row_of), np.int64)
-            rows = np.asarray([self._row_of[key] for key in keys.tolist()], np.int64)
-            pending = np.asarray(sorted(self._unadmitted_counts), np.int64)
-            counts = np.asarray([self._unadmitted_counts[key] for key in pending.tolist()], np.int64)
+            keys, rows = self._index.items()
+            pending, counts = self._pending.items()
             slots = [self._slots[name][rows] if name in self._slots
                      else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
-            return [keys, self._values[rows].copy(), self._freqs[rows].copy(), self._versions[rows].copy(),
-                    pending, counts, *[slot.copy() for slot in slots]]
+            return [keys, self._values[rows], self._freqs[rows], self._versions[rows],
+                    pending, counts, *slots]
 
     def restore(self, defaults: np.ndarray, arrays: list[np.ndarray], slot_names: list[str],
                 slot_initial: list[float]) -> None:
@@ -198,11 +388,14 @@ class EmbeddingTable:
             self._values = np.array(values, self.value_dtype).reshape(n, self.dim)
             self._freqs = np.array(freqs, np.int64)
             self._versions = np.array(versions, np.int64)
-            self._row_of = {key: row for row, key in enumerate(keys.tolist())}
+            self._keys = np.array(keys, np.int64)
+            self._touched = np.zeros(n, np.int64)
+            self._rows_used = n
+            self._index = KeyIndex(keys, np.arange(n, dtype=np.int64))
+            self._pending = KeyIndex(pending, counts)
             for name, initial, slot in zip(slot_names, slot_initial, slots):
                 self._slot_initial[name] = initial
                 self._slots[name] = np.array(slot, self.value_dtype).reshape(n, self.dim)
-            self._unadmitted_counts = dict(zip(pending.tolist(), counts.tolist()))
 
 
 def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
@@ -218,7 +411,7 @@ def _table(step: context.StepContext, k: context.KernelContext) -> EmbeddingTabl
         attrs["container"], name, EmbeddingTable,
         lambda: EmbeddingTable(name, attrs["embedding_dim"], attrs["value_dtype"], attrs["filter_freq"],
                                attrs["steps_to_live"], attrs["l2_weight_threshold"],
-                               attrs["default_value_no_permission"]))
+                               attrs["default_value_no_permission"], attrs.get("max_entries", 0)))
     table.check_definition(attrs["embedding_dim"], attrs["value_dtype"])
     return table
 
@@ -259,6 +452,52 @@ def _apply_adagrad(k: context.KernelContext, step: context.StepContext, table: E
         accumulator = table.ensure_slot(k.attrs["slot_name"], k.attrs["initial_accumulator_value"])
         accumulator[rows] += summed * summed
         table.values()[rows] -= np.asarray(learning_rate, table.value_dtype) * summed / np.sqrt(accumulator[rows])
+
+
+@register_kernel("KvResourceSparseApplyAdam", host_only=True)
+def _apply_adam(k: context.KernelContext, step: context.StepContext, table: EmbeddingTable, learning_rate: Any,
+                grads: Any, keys: Any, global_step: Any, beta1_power: Any, beta2_power: Any, beta1: Any, beta2: Any,
+                epsilon: Any) -> None:
+    """Lazy Adam (DeepRec's AdamAsync): only the rows of the batch move, with TF1's bias-corrected step size."""
+    dtype = table.value_dtype
+    b1, b2, eps = (np.asarray(v, dtype) for v in (beta1, beta2, epsilon))
+    alpha = np.asarray(learning_rate, dtype) * np.sqrt(1 - np.asarray(beta2_power, dtype)) \
+        / (1 - np.asarray(beta1_power, dtype))
+    with table.lock:
+        rows, g = table.rows_to_update(np.asarray(keys, np.int64), np.asarray(grads), int(global_step))
+        m = table.ensure_slot(k.attrs["m_slot_name"], 0.0)
+        v = table.ensure_slot(k.attrs["v_slot_name"], 0.0)
+        m_rows = m[rows] + (g - m[rows]) * (1 - b1)
+        v_rows = v[rows] + (g * g - v[rows]) * (1 - b2)
+        m[rows], v[rows] = m_rows, v_rows
+        table.values()[rows] -= alpha * m_rows / (np.sqrt(v_rows) + eps)
+
+
+@register_kernel("KvResourceSparseApplyFtrl", host_only=True)
+def _apply_ftrl(k: context.KernelContext, step: context.StepContext, table: EmbeddingTable, learning_rate: Any,
+                grads: Any, keys: Any, global_step: Any, l1: Any, l2: Any, l2_shrinkage: Any, lr_power: Any) -> None:
+    """FTRL-proximal on the rows of the batch (TF's ``SparseApplyFtrlV2`` arithmetic), its ``accum`` and
+    ``linear`` kept per key."""
+    dtype = table.value_dtype
+    lr, l1, l2, shrinkage = (np.asarray(v, dtype) for v in (learning_rate, l1, l2, l2_shrinkage))
+    power = -float(lr_power)
+    root = np.sqrt if power == 0.5 else (lambda x: np.power(x, np.asarray(power, dtype)))
+    with table.lock:
+        rows, g = table.rows_to_update(np.asarray(keys, np.int64), np.asarray(grads), int(global_step))
+        accum = table.ensure_slot(k.attrs["accum_slot_name"], k.attrs["initial_accumulator_value"])
+        linear = table.ensure_slot(k.attrs["linear_slot_name"], 0.0)
+        w, a = table.values()[rows], accum[rows]
+        new_accum = a + g * g
+        g_linear = g + 2 * shrinkage * w if float(shrinkage) > 0 else g
+        lin = linear[rows] + (g_linear - (root(new_accum) - root(a)) / lr * w)
+        quadratic = root(new_accum) / lr + 2 * l2
+        table.values()[rows] = (np.clip(lin, -l1, l1) - lin) / quadratic
+        accum[rows], linear[rows] = new_accum, lin
+
+
+@register_kernel("KvPartitionOfKeys", host_only=True)
+def _partition_of_keys(k: context.KernelContext, step: context.StepContext, keys: Any) -> Any:
+    return partition_of_keys(np.asarray(keys, np.int64), k.attrs["num_partitions"])
 
 
 @register_kernel("KvResourceExport", host_only=True)

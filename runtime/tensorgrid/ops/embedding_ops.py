@@ -149,6 +149,9 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
         with params.graph.as_default(), params.graph.name_scope(name or "embedding_lookup") as scope:
             id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
             return _clip(params.sparse_read(id_tensor, name=scope), id_tensor, max_norm)
+    table_parts = _embedding_variable_parts(params)
+    if table_parts is not None:
+        return _lookup_in_parts(table_parts, ids, name, max_norm)
     shards = _as_shards(params)
     graph = op_util.graph_of(shards, ids)
     with graph.as_default(), graph.name_scope(name or "embedding_lookup") as scope:
@@ -179,6 +182,43 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", nam
                 dynamic_element_shape = indexing_ops.strided_slice_from_key(array_ops.shape(shards[0]), slice(1, None))
         result = array_ops.reshape(stitched, array_ops.concat([array_ops.shape(id_tensor), dynamic_element_shape], 0))
         result.set_shape(id_tensor.shape.concatenate(element_shape))
+        return _clip(result, id_tensor, max_norm)
+
+
+def _embedding_variable_parts(params: Any) -> Optional[list[embedding_variable_ops.EmbeddingVariable]]:
+    """The parts of a partitioned embedding variable (or a list of embedding variables), else None."""
+    if isinstance(params, embedding_variable_ops.PartitionedEmbeddingVariable):
+        return list(params.parts)
+    if isinstance(params, (list, tuple)) and params and \
+            all(isinstance(p, embedding_variable_ops.EmbeddingVariable) for p in params):
+        return list(params)
+    return None
+
+
+def _lookup_in_parts(parts: list[embedding_variable_ops.EmbeddingVariable], ids: Any, name: Optional[str],
+                     max_norm: Any) -> graph_lib.Tensor:
+    """Each id's row from the part its hash names: the ids split by part, one gather next to each part
+    (on its PS), the rows stitched back in the ids' order."""
+    graph = parts[0].graph
+    with graph.as_default(), graph.name_scope(name or "embedding_lookup") as scope:
+        id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
+        if id_tensor.dtype.base_dtype == dtypes.int32:
+            id_tensor = math_ops.cast(id_tensor, dtypes.int64)
+        if len(parts) == 1:
+            return _clip(parts[0].sparse_read(id_tensor, name=scope), id_tensor, max_norm)
+        flat_ids = array_ops.reshape(id_tensor, [-1])
+        part_of = embedding_variable_ops.partition_of_ids(flat_ids, len(parts))
+        ids_by_part = dynamic_partition(flat_ids, part_of, len(parts))
+        positions = dynamic_partition(math_ops.range(array_ops.size(flat_ids)), part_of, len(parts))
+        rows = []
+        for part, part_ids in zip(parts, ids_by_part):
+            with graph.device(None):
+                rows.append(part.sparse_read(part_ids))
+        stitched = parallel_dynamic_stitch(positions, rows)
+        dim = parts[0].embedding_dim
+        result = array_ops.reshape(stitched, array_ops.concat(
+            [array_ops.shape(id_tensor), array_ops.constant([dim], dtype=dtypes.int32)], 0), name=scope)
+        result.set_shape(id_tensor.shape.concatenate([dim]))
         return _clip(result, id_tensor, max_norm)
 
 
@@ -253,12 +293,15 @@ def embedding_lookup_sparse(params: Any, sp_ids: sparse_tensor.SparseTensor, sp_
     with graph.as_default(), graph.name_scope(name or "embedding_lookup_sparse"):
         segment_ids = indexing_ops.strided_slice_from_key(sp_ids.indices, (slice(None), 0))
         ids = sp_ids.values
-        single = tensor_conversion.convert_to_tensor(shards[0]) if len(shards) == 1 else None
+        is_table = _embedding_variable_parts(shards) is not None or \
+            isinstance(shards[0], embedding_variable_ops.PartitionedEmbeddingVariable)
+        single = tensor_conversion.convert_to_tensor(shards[0]) if len(shards) == 1 and not is_table else None
         if single is not None and single.device == segment_ids.device and max_norm is None and ignore_weights:
             idx, embeddings = ids, single
         else:
             ids, idx = sparse_ops.unique(ids)
-            embeddings = embedding_lookup(shards, ids, partition_strategy=partition_strategy, max_norm=max_norm)
+            embeddings = embedding_lookup(shards[0] if is_table and len(shards) == 1 else shards, ids,
+                                          partition_strategy=partition_strategy, max_norm=max_norm)
         if ignore_weights:
             reduce = {"sum": sparse_ops.sparse_segment_sum, "mean": sparse_ops.sparse_segment_mean,
                       "sqrtn": sparse_ops.sparse_segment_sqrt_n}[combiner]

@@ -35,12 +35,14 @@ GraphKeys = graph_lib.GraphKeys
 _STORE_KEY = "__embedding_variables"
 _KEY_DTYPES = (dtypes.int64, dtypes.int32)
 
+_SPARSE_APPLY_OPS = ("KvResourceSparseApplyGradientDescent", "KvResourceSparseApplyAdagrad",
+                     "KvResourceSparseApplyAdam", "KvResourceSparseApplyFtrl")
 for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvResourceGather", "KvVariableSize",
-                 "KvResourceSparseApplyGradientDescent", "KvResourceSparseApplyAdagrad", "KvResourceExport",
-                 "KvResourceImport"):
+                 "KvResourceExport", "KvResourceImport", *_SPARSE_APPLY_OPS):
     op_registry.register_op(_op_type, stateful=True)
-for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvVariableSize", "KvResourceSparseApplyGradientDescent",
-                 "KvResourceSparseApplyAdagrad", "KvResourceExport", "KvResourceImport"):
+op_registry.register_op("KvPartitionOfKeys")
+for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvVariableSize", "KvResourceExport", "KvResourceImport",
+                 "KvPartitionOfKeys", *_SPARSE_APPLY_OPS):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -89,7 +91,7 @@ class EmbeddingVariableOption:
 
     def __init__(self, ht_type: str = "", ht_partition_num: int = 1000, evict_option: Any = None,
                  ckpt: Any = None, filter_option: Any = None, storage_option: Any = None,
-                 init_option: Any = None) -> None:
+                 init_option: Any = None, max_entries: Optional[int] = None) -> None:
         if filter_option is not None and not isinstance(filter_option, CounterFilter):
             raise ValueError(f"EmbeddingVariableOption: filter_option must be a tf.CounterFilter (the Bloom filter "
                              f"CBFFilter is not implemented), got {filter_option!r}")
@@ -101,7 +103,12 @@ class EmbeddingVariableOption:
                              "supported; rows live in the memory of the task holding the table")
         if init_option is not None and not isinstance(init_option, InitializerOption):
             raise ValueError(f"EmbeddingVariableOption: init_option must be a tf.InitializerOption, got {init_option!r}")
+        if max_entries is not None and (not isinstance(max_entries, int) or max_entries <= 0):
+            raise ValueError(f"EmbeddingVariableOption: max_entries must be None or an int > 0, got {max_entries!r}")
         self.ht_type = ht_type
+        self.max_entries = max_entries
+        """tensorgrid's bound on the keys a table (each part of a partitioned one) stores: past it, the
+        least recently updated keys are evicted (None: no bound)."""
         self.ht_partition_num = ht_partition_num
         self.evict = evict_option
         self.ckpt = ckpt
@@ -117,12 +124,24 @@ class SlotSpec:
     initial_value: float
 
 
+@dataclasses.dataclass(frozen=True)
+class PartInfo:
+    """Part ``index`` of the ``count`` parts of the partitioned embedding variable ``full_name``."""
+
+    full_name: str
+    index: int
+    count: int
+
+
 class EmbeddingVariable:
     """A hash-table variable of ``embedding_dim``-wide rows keyed by ids (DeepRec's EmbeddingVariable)."""
 
     def __init__(self, name: str, embedding_dim: int, key_dtype: dtypes.DType, value_dtype: dtypes.DType,
-                 initializer: Any, ev_option: EmbeddingVariableOption, trainable: bool) -> None:
+                 initializer: Any, ev_option: EmbeddingVariableOption, trainable: bool,
+                 partition_info: Optional[PartInfo] = None) -> None:
         self._name = name
+        self.partition_info = partition_info
+        """Which part of a partitioned embedding variable this table is (None: it is the whole table)."""
         self.embedding_dim = embedding_dim
         self.key_dtype = key_dtype
         self._dtype = value_dtype
@@ -137,6 +156,7 @@ class EmbeddingVariable:
             "steps_to_live": (evict.steps_to_live or 0) if isinstance(evict, GlobalStepEvict) else 0,
             "l2_weight_threshold": evict.l2_weight_threshold if isinstance(evict, L2WeightEvict) else -1.0,
             "default_value_no_permission": ev_option.init.default_value_no_permission,
+            "max_entries": ev_option.max_entries or 0,
         }
         graph = graph_lib.get_default_graph()
         with graph.name_scope(None):
@@ -212,6 +232,74 @@ class EmbeddingVariable:
         return spec
 
 
+class PartitionedEmbeddingVariable:
+    """An embedding variable split over ``len(parts)`` tables by a hash of the id (DeepRec's ``partitioner=``).
+
+    Id ``k`` lives in part ``partition_of_keys(k) % len(parts)`` (``kernels/embedding_variable_kernels.py``):
+    a hash, so ids that share a stride (all even, all multiples of the part count) still spread
+    evenly. Each part is an ``EmbeddingVariable`` named ``<name>/part_<i>``, placed like a variable
+    (under ``replica_device_setter``, round robin over the PS tasks); ``tf.nn.embedding_lookup``
+    sends each id to its part and only that part's ids travel to its task."""
+
+    def __init__(self, name: str, parts: list[EmbeddingVariable]) -> None:
+        self._name = name
+        self.parts = parts
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.parts[0].embedding_dim
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self.parts[0].dtype
+
+    @property
+    def graph(self) -> graph_lib.Graph:
+        return self.parts[0].graph
+
+    def __iter__(self) -> Any:
+        return iter(self.parts)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def _get_variable_list(self) -> list[EmbeddingVariable]:
+        return list(self.parts)
+
+    def get_shape(self) -> tensor_shape.TensorShape:
+        return tensor_shape.TensorShape([None, self.embedding_dim])
+
+    shape = property(get_shape)
+
+    def __repr__(self) -> str:
+        return f"<tf.PartitionedEmbeddingVariable '{self._name}' parts={len(self.parts)} " \
+               f"embedding_dim={self.embedding_dim}>"
+
+    def total_count(self) -> graph_lib.Tensor:
+        """How many keys all the parts store together."""
+        return math_ops.add_n([part.total_count() for part in self.parts])
+
+
+def partition_of_ids(ids: graph_lib.Tensor, num_partitions: int) -> graph_lib.Tensor:
+    """The part (int32) each int64 id of ``ids`` belongs to among ``num_partitions`` (same shape)."""
+    return op_util.make_tensor("KvPartitionOfKeys", [ids], dtypes.int32, ids.shape, "KvPartitionOfKeys",
+                               {"num_partitions": num_partitions})
+
+
+def _part_count(partitioner: Any, embedding_dim: int, value_dtype: dtypes.DType, name: str) -> int:
+    """How many parts ``partitioner`` asks for. A table has no row count, so it is asked about the
+    widest one (2**31 - 1 rows): ``tf.fixed_size_partitioner(N)`` gives N."""
+    partitions = list(partitioner(shape=tensor_shape.TensorShape([2**31 - 1, embedding_dim]), dtype=value_dtype))
+    if len(partitions) != 2 or partitions[1] != 1 or not isinstance(partitions[0], int) or partitions[0] < 1:
+        raise ValueError(f"get_embedding_variable: the partitioner of {name} must split the ids (axis 0) into "
+                         f"N >= 1 parts, as tf.fixed_size_partitioner(N) does; it gave {partitions}")
+    return partitions[0]
+
+
 @op_registry.RegisterGradient("KvResourceGather")
 def _gather_grad(op: graph_lib.Operation, grad: Any) -> list[Any]:
     handle, ids = op.inputs
@@ -224,10 +312,12 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype: Any = dtype
                            initializer: Any = None, trainable: bool = True,
                            collections: Optional[Sequence[str]] = None, partitioner: Any = None,
                            custom_getter: Any = None, steps_to_live: Optional[int] = None,
-                           ev_option: Optional[EmbeddingVariableOption] = None) -> EmbeddingVariable:
+                           ev_option: Optional[EmbeddingVariableOption] = None) -> Any:
     """DeepRec's ``tf.get_embedding_variable``: ``<scope>/<name>``, made or shared as ``get_variable`` does.
 
-    Without an initializer new rows start from ``tf.truncated_normal_initializer()`` (DeepRec's default)."""
+    Without an initializer new rows start from ``tf.truncated_normal_initializer()`` (DeepRec's default).
+    With a ``partitioner`` (``tf.fixed_size_partitioner(N)``) it is a ``PartitionedEmbeddingVariable``
+    of N parts, ids routed to parts by hash."""
     if not isinstance(embedding_dim, int) or embedding_dim <= 0:
         raise ValueError(f"get_embedding_variable: embedding_dim must be an int > 0, got {embedding_dim!r}")
     key_dtype = dtypes.as_dtype(key_dtype)
@@ -237,16 +327,15 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype: Any = dtype
     value_dtype = dtypes.float32 if value_dtype is None else dtypes.as_dtype(value_dtype)
     if not value_dtype.is_floating:
         raise ValueError(f"get_embedding_variable: value_dtype must be a float type, got {value_dtype.name}")
-    if partitioner is not None or custom_getter is not None:
-        raise ValueError("get_embedding_variable: partitioner and custom_getter are not supported yet; "
-                         "place the table on one PS task")
+    if custom_getter is not None:
+        raise ValueError("get_embedding_variable: custom_getter is not supported")
     ev_option = ev_option or EmbeddingVariableOption()
     if steps_to_live is not None:
         ev_option.evict = GlobalStepEvict(steps_to_live)
     scope = variable_scope.get_variable_scope()
     full_name = f"{scope.name}/{name}" if scope.name else name
     graph = graph_lib.get_default_graph()
-    store: dict[str, EmbeddingVariable] = _store(graph)
+    store: dict[str, Any] = _store(graph)
     existing = store.get(full_name)
     if existing is not None:
         if scope.reuse is False or scope.reuse is None:
@@ -260,12 +349,21 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype: Any = dtype
         raise ValueError(f"Variable {full_name} does not exist, or was not created with tf.get_embedding_variable(). "
                          "Did you mean to set reuse=tf.AUTO_REUSE in VarScope?")
     initializer = ev_option.init.initializer or initializer or init_ops.truncated_normal_initializer()
-    ev = EmbeddingVariable(full_name, embedding_dim, key_dtype, value_dtype, initializer, ev_option, trainable)
-    store[full_name] = ev
+    if partitioner is None:
+        tables = [EmbeddingVariable(full_name, embedding_dim, key_dtype, value_dtype, initializer, ev_option,
+                                    trainable)]
+        made: Any = tables[0]
+    else:
+        count = _part_count(partitioner, embedding_dim, value_dtype, full_name)
+        tables = [EmbeddingVariable(f"{full_name}/part_{index}", embedding_dim, key_dtype, value_dtype, initializer,
+                                    ev_option, trainable, PartInfo(full_name, index, count)) for index in range(count)]
+        made = PartitionedEmbeddingVariable(full_name, tables)
+    store[full_name] = made
     for key in list(collections or [GraphKeys.GLOBAL_VARIABLES]) + ([GraphKeys.TRAINABLE_VARIABLES] if trainable else []):
-        if ev not in graph.get_collection(key):
-            graph.add_to_collection(key, ev)
-    return ev
+        for table in tables:
+            if table not in graph.get_collection(key):
+                graph.add_to_collection(key, table)
+    return made
 
 
 def _store(graph: graph_lib.Graph) -> Any:
@@ -276,14 +374,20 @@ def _store(graph: graph_lib.Graph) -> Any:
 
 
 def embedding_variables(graph: Optional[graph_lib.Graph] = None) -> list[EmbeddingVariable]:
-    """The embedding variables of ``graph`` (the default graph), in order of creation."""
-    return list(_store(graph or graph_lib.get_default_graph()).values())
+    """The embedding variables (each part of a partitioned one) of ``graph`` (the default graph), in order of creation."""
+    found: list[EmbeddingVariable] = []
+    for made in _store(graph or graph_lib.get_default_graph()).values():
+        found.extend(made.parts if isinstance(made, PartitionedEmbeddingVariable) else [made])
+    return found
 
 
 def sparse_apply(ev: EmbeddingVariable, op_type: str, learning_rate: Any, grad: indexed_slices.IndexedSlices,
-                 global_step: Any, attrs: Optional[dict[str, Any]] = None) -> graph_lib.Operation:
+                 global_step: Any, attrs: Optional[dict[str, Any]] = None,
+                 hyper_parameters: Sequence[Any] = ()) -> graph_lib.Operation:
     """One ``KvResourceSparseApply*`` update of the rows of ``grad.indices`` (repeated ids are summed),
-    stamping them with the global step's value (their version; -1 without a global step)."""
+    stamping them with the global step's value (their version; -1 without a global step).
+
+    ``hyper_parameters`` (scalars, cast to the table's dtype) follow the version among the op's inputs."""
     if not isinstance(grad, indexed_slices.IndexedSlices):
         raise TypeError(f"Embedding variable {ev._name} takes sparse gradients (IndexedSlices, from "
                         f"tf.nn.embedding_lookup), got {grad!r}")
@@ -295,4 +399,6 @@ def sparse_apply(ev: EmbeddingVariable, op_type: str, learning_rate: Any, grad: 
             version = math_ops.cast(tensor_conversion.convert_to_tensor(global_step), dtypes.int64)
         rate = math_ops.cast(tensor_conversion.convert_to_tensor(learning_rate), ev.dtype)
         ids = math_ops.cast(grad.indices, dtypes.int64)
-        return op_util.make_op(op_type, [ev.handle, rate, grad.values, ids, version], [], op_type, attrs or {})
+        extra = [math_ops.cast(tensor_conversion.convert_to_tensor(value), ev.dtype) for value in hyper_parameters]
+        return op_util.make_op(op_type, [ev.handle, rate, grad.values, ids, version, *extra], [], op_type,
+                               attrs or {})

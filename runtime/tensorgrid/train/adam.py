@@ -8,6 +8,10 @@ every step's updates.
 A sparse gradient follows TF1's ``_apply_sparse``: every row of ``m`` and ``v``
 decays, the gradient rows are added at their indices, and every row of the variable
 moves (so rows absent from a batch still drift with their momentum). One fused op.
+
+An embedding variable (``tf.get_embedding_variable``) is updated lazily, as DeepRec's AdamAsync:
+only the keys of the batch move, ``m`` and ``v`` kept per key in its table (saved as
+``<var>/Adam`` and ``<var>/Adam_1``), the beta powers shared with the dense variables.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
 from tensorgrid.ops import variables
@@ -45,12 +50,29 @@ class AdamOptimizer(optimizer.Optimizer):
         return beta1_power, beta2_power
 
     def _create_slots(self, var_list: Sequence[variables.Variable]) -> None:
-        first_var = min(var_list, key=lambda v: v.name)
-        self._create_non_slot_variable(self._beta1, "beta1_power", first_var)
-        self._create_non_slot_variable(self._beta2, "beta2_power", first_var)
+        if var_list:
+            self._create_beta_powers(min(var_list, key=lambda v: v.name))
         for v in var_list:
             self._zeros_slot(v, "m", self._name)
             self._zeros_slot(v, "v", self._name + "_1")
+
+    def _create_beta_powers(self, colocate_with: Any) -> None:
+        self._create_non_slot_variable(self._beta1, "beta1_power", colocate_with)
+        self._create_non_slot_variable(self._beta2, "beta2_power", colocate_with)
+
+    def _create_embedding_variable_slots(self, tables: Sequence[embedding_variable_ops.EmbeddingVariable]) -> None:
+        # Made once per graph: a no-op when dense variables made them already.
+        self._create_beta_powers(min(tables, key=lambda t: t.name))
+
+    def _apply_embedding_variable(self, grad: Any, var: embedding_variable_ops.EmbeddingVariable,
+                                  global_step: Any) -> Any:
+        m = var.add_slot(self._name, 0.0)
+        v = var.add_slot(self._name + "_1", 0.0)
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        return embedding_variable_ops.sparse_apply(
+            var, "KvResourceSparseApplyAdam", self._lr_t, grad, global_step,
+            {"m_slot_name": m.name, "v_slot_name": v.name},
+            [beta1_power, beta2_power, self._beta1_t, self._beta2_t, self._epsilon_t])
 
     def _prepare(self) -> None:
         self._lr_t = tensor_conversion.convert_to_tensor(self._call_if_callable(self._lr), name="learning_rate")

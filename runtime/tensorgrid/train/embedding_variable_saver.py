@@ -10,10 +10,16 @@ Saving runs ``KvResourceExport`` next to the table; it evicts first (DeepRec evi
 save), with the global step's current value. Restoring feeds the arrays to ``KvResourceImport``,
 which replaces the table's contents and sets the initializer's rows
 that keys new after the restore start from (restoring stands for running the initializer).
+
+Each part of a partitioned table is saved under its own name (``NAME/part_0-keys``, ...). A
+restore reads every saved part of a table (or its one unpartitioned entry set), and sends each
+key, with its row, counts and slots, to the part that owns it now: a checkpoint restores into
+any part count.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -21,6 +27,7 @@ import numpy as np
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.kernels import embedding_variable_kernels
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import embedding_variable_ops
@@ -36,13 +43,33 @@ def checkpoint_names(ev: embedding_variable_ops.EmbeddingVariable) -> list[str]:
     return [f"{ev.op.name}-{part}" for part in _PER_KEY] + [f"{ev.op.name}/{slot.name}-values" for slot in ev.slots]
 
 
+@dataclasses.dataclass
+class _Table:
+    """The parts of one embedding variable that a Saver restores, with their restore feeds."""
+
+    name: str
+    part_count: int
+    slot_names: list[str]
+    feeds_by_part: dict[int, list[graph_lib.Tensor]] = dataclasses.field(default_factory=dict)
+
+
+def _saved_prefixes(index: Any, name: str) -> list[str]:
+    """The names ``name``'s parts were saved under: ``[name]`` unpartitioned, else ``name/part_<i>`` in order."""
+    if f"{name}-keys" in index.tensors:
+        return [name]
+    prefixes: list[str] = []
+    while f"{name}/part_{len(prefixes)}-keys" in index.tensors:
+        prefixes.append(f"{name}/part_{len(prefixes)}")
+    return prefixes
+
+
 class EmbeddingVariableSaveables:
     """The export and import ops of some embedding variables, built once with the Saver."""
 
     def __init__(self, evs: list[embedding_variable_ops.EmbeddingVariable], graph: graph_lib.Graph) -> None:
         self.names: list[str] = []
         self.save_tensors: list[graph_lib.Tensor] = []
-        self._feeds: list[graph_lib.Tensor] = []
+        self._tables: dict[str, _Table] = {}
         imports = []
         global_step = training_util.get_global_step(graph)
         for ev in evs:
@@ -61,16 +88,43 @@ class EmbeddingVariableSaveables:
                     {"slot_names": slot_names, "slot_initial_values": [slot.initial_value for slot in ev.slots]}))
             self.names.extend(checkpoint_names(ev))
             self.save_tensors.extend(export.outputs)
-            self._feeds.extend(feeds)
+            info = ev.partition_info
+            table = self._tables.setdefault(info.full_name if info else ev.op.name,
+                                            _Table(info.full_name if info else ev.op.name,
+                                                   info.count if info else 1, slot_names))
+            table.feeds_by_part[info.index if info else 0] = feeds
         self.restore_op = control_flow_ops.group(*imports, name="restore_embedding_variables")
 
-    def check_in(self, index: Any, save_path: str) -> None:
-        """Fails with NotFoundError naming the entries ``save_path`` lacks, before anything is restored."""
-        missing = [name for name in self.names if name not in index.tensors]
+    def restore_feeds(self, index: Any, save_path: str) -> dict[graph_lib.Tensor, np.ndarray]:
+        """The feeds of the import ops from the checkpoint ``index``, each key sent to the part that owns it
+        now; NotFoundError naming the entries ``save_path`` lacks, before anything is restored."""
+        reads: list[tuple[_Table, list[str], list[str]]] = []
+        missing: list[str] = []
+        for table in self._tables.values():
+            prefixes = _saved_prefixes(index, table.name)
+            per_key = [f"{prefix}-{part}" for prefix in prefixes for part in _PER_KEY] + \
+                [f"{prefix}/{slot}-values" for prefix in prefixes for slot in table.slot_names]
+            missing.extend([f"{table.name}-keys"] if not prefixes else
+                           [name for name in per_key if name not in index.tensors])
+            reads.append((table, prefixes, per_key))
         if missing:
             raise errors.NotFoundError(
                 None, None, f"Restoring from checkpoint failed: embedding variable entries {', '.join(missing)} "
                 f"not found in checkpoint {save_path}")
-
-    def feed_dict(self, values: dict[str, np.ndarray]) -> dict[graph_lib.Tensor, np.ndarray]:
-        return {feed: values[name] for feed, name in zip(self._feeds, self.names)}
+        feeds: dict[graph_lib.Tensor, np.ndarray] = {}
+        for table, prefixes, names in reads:
+            saved = index.read(names)
+            columns = [np.concatenate([saved[f"{prefix}-{part}"] for prefix in prefixes]) for part in _PER_KEY]
+            columns += [np.concatenate([saved[f"{prefix}/{slot}-values"] for prefix in prefixes])
+                        for slot in table.slot_names]
+            keys, pending = columns[0], columns[4]
+            key_part = embedding_variable_kernels.partition_of_keys(keys, table.part_count)
+            pending_part = embedding_variable_kernels.partition_of_keys(pending, table.part_count)
+            for index_of_part, part_feeds in table.feeds_by_part.items():
+                mine, mine_pending = key_part == index_of_part, pending_part == index_of_part
+                order, pending_order = np.argsort(keys[mine]), np.argsort(pending[mine_pending])
+                for position, (feed, column) in enumerate(zip(part_feeds, columns)):
+                    pending_column = position in (4, 5)
+                    selected = column[mine_pending if pending_column else mine]
+                    feeds[feed] = selected[pending_order if pending_column else order]
+        return feeds

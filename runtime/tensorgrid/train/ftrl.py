@@ -10,7 +10,8 @@ sets how the per-coordinate learning rate decays (-0.5: as ``1 / sqrt(accum)``; 
 ``l2_regularization_strength`` is FTRL's stabilizing L2 (``beta / (2 * learning_rate)`` is
 added to it, as TF does); ``l2_shrinkage_regularization_strength`` adds ``2 * l2_shrinkage * var``
 to the gradient that ``linear`` sums (a magnitude penalty; TF's ``ApplyFtrlV2``). A sparse
-gradient updates, and shrinks, only its rows.
+gradient updates, and shrinks, only its rows; an embedding variable's ``accum`` and ``linear``
+are kept per key in its table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Optional, Sequence
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import tensor_conversion
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import training_ops
@@ -112,3 +114,15 @@ class FtrlOptimizer(optimizer.Optimizer):
                                                  shrinkage, lr_power, use_locking=self._use_locking).op
 
     _apply_sparse = _apply_sparse_duplicate_indices
+
+    def _apply_embedding_variable(self, grad: Any, var: embedding_variable_ops.EmbeddingVariable,
+                                  global_step: Any) -> Any:
+        # accum and linear are kept per key in the table, saved as "<var>/<accum name>" and "<var>/<linear name>".
+        accum = var.add_slot(self._accum_name or self._name, self._initial_accumulator_value)
+        linear = var.add_slot(self._linear_name or self._name + "_1", 0.0)
+        return embedding_variable_ops.sparse_apply(
+            var, "KvResourceSparseApplyFtrl", self._hyper["learning_rate"], grad, global_step,
+            {"accum_slot_name": accum.name, "linear_slot_name": linear.name,
+             "initial_accumulator_value": accum.initial_value},
+            [self._hyper[name] for name in ("l1_regularization_strength", "adjusted_l2_regularization_strength",
+                                             "l2_shrinkage_regularization_strength", "learning_rate_power")])

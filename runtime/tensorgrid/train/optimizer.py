@@ -168,6 +168,9 @@ class Optimizer:
             # Slots are state, not part of the step: no control dependencies of the caller.
             with graph.control_dependencies(None):
                 self._create_slots([v for v in var_list if isinstance(v, variables_lib.Variable)])
+                tables = [v for v in var_list if isinstance(v, embedding_variable_ops.EmbeddingVariable)]
+                if tables:
+                    self._create_embedding_variable_slots(tables)
             update_ops: list[Any] = []
             with graph.name_scope(name or self._name) as scope_name:
                 self._prepare()
@@ -267,6 +270,9 @@ class Optimizer:
     def _create_slots(self, var_list: Sequence[variables_lib.Variable]) -> None:
         """Creates the slots of every variable in ``var_list`` (none by default)."""
 
+    def _create_embedding_variable_slots(self, tables: Sequence[embedding_variable_ops.EmbeddingVariable]) -> None:
+        """Creates what updating ``tables`` needs besides the per-key slots kept in them (nothing by default)."""
+
     def _prepare(self) -> None:
         """Converts hyper-parameters to tensors, inside the optimizer's name scope."""
 
@@ -287,7 +293,8 @@ class Optimizer:
                                   global_step: Any) -> Any:
         """Updates the rows of an embedding variable that ``grad`` (an IndexedSlices) touches."""
         raise NotImplementedError(f"{type(self).__name__} does not update embedding variables such as "
-                                  f"{var.op.name} (GradientDescentOptimizer and AdagradOptimizer do)")
+                                  f"{var.op.name} (GradientDescentOptimizer, AdagradOptimizer, AdamOptimizer and "
+                                  "FtrlOptimizer do)")
 
     def _finish(self, update_ops: list[Any], name_scope: str) -> graph_lib.Operation:
         return control_flow_ops.group(*update_ops, name=name_scope)

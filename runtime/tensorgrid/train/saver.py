@@ -480,8 +480,7 @@ class Saver:
                 feed_dict[next(feeds)] = part
         evs = self._embedding_variables
         if evs is not None:
-            evs.check_in(index, save_path)
-            feed_dict.update(evs.feed_dict(index.read(evs.names)))
+            feed_dict.update(evs.restore_feeds(index, save_path))
         sess.run([op for op in (self._restore_op, evs and evs.restore_op) if op is not None], feed_dict)
         if self._incremental_saves is not None:
             self._incremental_saves.forget_baselines()

@@ -1,0 +1,130 @@
+"""Embedding variables (``tf.get_embedding_variable``) against a fixed table: lookups/s, updates/s, bytes per key.
+
+One process, one session: the work the PS holding the table does (the ids and rows that travel
+to and from a worker cost both tables the same). The embedding variable holds ``--keys`` distinct
+raw 64-bit ids (1,000,000 by default, stored by lookups before timing); the fixed table is
+``tf.get_variable([keys, 64])``. Each batch is ``--batch`` ids (16,384) drawn from a Zipf law
+(exponent 1.2) over the keys: for the fixed table the row numbers, for the embedding variable the
+raw ids of those rows, so both touch the same rows.
+
+- ``lookup``: ``sess.run(tf.nn.embedding_lookup(table, ids))``; lookups/s = ids per second.
+- ``sgd``, ``adagrad``: one training step, ``loss = sum((lookup - 1) ** 2)``, the lookup's
+  IndexedSlices gradient applied to the touched rows; updates/s = ids per second. The learning
+  rates are small (SGD 1e-4, Adagrad 1e-3) so that a Zipf head id, summed over its thousands of
+  repeats in a batch, does not diverge to inf.
+
+Reported: the median over ``--repeats`` runs of the mean of ``--steps`` steps after 2 warm-up
+steps, and embedding variable / fixed table (the issue's target: >= 0.7). Bytes per key: the
+table's own count (``tensorgrid_embedding_table_bytes``) divided by its keys, after Adagrad.
+
+    .venv/bin/python bench/embedding_variable.py                  # table; JSON in bench/results/embedding_variable.json
+    .venv/bin/python bench/embedding_variable.py --keys 100000    # smaller, faster
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+import tensorgrid as tf
+from tensorgrid.kernels import embedding_variable_kernels
+
+DIM = 64
+FILL_CHUNK = 131_072
+CASES = {
+    "lookup": None,
+    "sgd": lambda: tf.train.GradientDescentOptimizer(1e-4),
+    "adagrad": lambda: tf.train.AdagradOptimizer(1e-3),
+}
+RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "embedding_variable.json"
+
+
+def _batches(keys: int, batch: int, count: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [((rng.zipf(1.2, batch) - 1) % keys).astype(np.int64) for _ in range(count)]
+
+
+def step_seconds(kind: str, case: str, raw_ids: np.ndarray, batch: int, steps: int, seed: int) -> float:
+    """Mean seconds per step of ``case`` on a ``kind`` ("embedding_variable" or "fixed") table."""
+    keys = len(raw_ids)
+    with tf.Graph().as_default():
+        if kind == "fixed":
+            table: Any = tf.get_variable("table", [keys, DIM], initializer=tf.zeros_initializer())
+        else:
+            table = tf.get_embedding_variable("table", DIM, initializer=tf.zeros_initializer())
+        ids = tf.placeholder(tf.int64, [None])
+        rows = tf.nn.embedding_lookup(table, ids)
+        make_optimizer = CASES[case]
+        fetch = rows if make_optimizer is None else make_optimizer().minimize(tf.reduce_sum(tf.square(rows - 1.0)))
+        batches = _batches(keys, batch, steps + 2, seed)
+        feeds = batches if kind == "fixed" else [raw_ids[b] for b in batches]
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            if kind == "embedding_variable":
+                for start in range(0, keys, FILL_CHUNK):
+                    sess.run(rows.op, {ids: raw_ids[start:start + FILL_CHUNK]})
+            for feed in feeds[:2]:
+                sess.run(fetch, {ids: feed})
+            began = time.perf_counter()
+            for feed in feeds[2:]:
+                sess.run(fetch, {ids: feed})
+            return (time.perf_counter() - began) / steps
+
+
+def bytes_per_key(raw_ids: np.ndarray) -> dict[str, float]:
+    """The table's bytes (keys, values, slots) per stored key, with Adagrad's accumulator."""
+    table = embedding_variable_kernels.EmbeddingTable("table", DIM, np.float32, 0, 0, -1.0, 0.0)
+    table.initialize(np.zeros((4096, DIM), np.float32))
+    for start in range(0, len(raw_ids), FILL_CHUNK):
+        table.gather(raw_ids[start:start + FILL_CHUNK], count=True)
+    table.ensure_slot("Adagrad", 0.1)
+    return {kind: nbytes / table.size() for kind, nbytes in table.memory_bytes().items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=16_384)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
+    args = parser.parse_args()
+    raw_ids = np.random.default_rng(1).integers(-2**63, 2**63 - 1, args.keys, dtype=np.int64)
+    results: dict[str, Any] = {"keys": args.keys, "batch": args.batch, "dim": DIM, "steps": args.steps,
+                               "repeats": args.repeats, "machine": platform.platform(), "cases": {}}
+    for case in args.cases:
+        medians = {}
+        for kind in ("embedding_variable", "fixed"):
+            runs = [step_seconds(kind, case, raw_ids, args.batch, args.steps, seed) for seed in range(args.repeats)]
+            medians[kind] = statistics.median(runs)
+        results["cases"][case] = {kind: {"ms_per_step": seconds * 1e3, "ids_per_second": args.batch / seconds}
+                                  for kind, seconds in medians.items()}
+        results["cases"][case]["ratio"] = medians["fixed"] / medians["embedding_variable"]
+    results["bytes_per_key"] = bytes_per_key(raw_ids)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{args.keys:,} keys, dim {DIM}, batches of {args.batch:,} Zipf ids")
+    print("| case | embedding variable ids/s | fixed table ids/s | ms per step (EV / fixed) | EV / fixed |")
+    print("|---|---|---|---|---|")
+    for case, row in results["cases"].items():
+        ev, fixed = row["embedding_variable"], row["fixed"]
+        print(f"| {case} | {ev['ids_per_second']:,.0f} | {fixed['ids_per_second']:,.0f} | "
+              f"{ev['ms_per_step']:.1f} / {fixed['ms_per_step']:.1f} | {row['ratio']:.2f} |")
+    per_key = results["bytes_per_key"]
+    print(f"bytes per key: {sum(per_key.values()):.0f} "
+          f"(keys {per_key['keys']:.0f}, values {per_key['values']:.0f}, slots {per_key['slots']:.0f})")
+
+
+if __name__ == "__main__":
+    main()

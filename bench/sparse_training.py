@@ -22,11 +22,14 @@ ratio of TensorFlow's best median to tensorgrid's best median (above 1: tensorgr
 ``--background-load`` runs a busy loop pinned to one core for the whole benchmark (a
 machine with one core taken by another process).
 
-The distributed cases (2 PS, 2 workers) are ``bench/wide_deep_wire.py``'s cluster; they are
-not part of this benchmark yet (bench/README.md).
+Case ``distributed`` (``--case distributed``): the same models on 2 PS and 2 async workers,
+every task a process on 127.0.0.1, tensorgrid with mutual TLS and in plaintext beside
+TensorFlow at its default and at one thread, one common measuring window
+(``bench/sparse_cluster.py`` says how).
 
     .venv/bin/python bench/sparse_training.py                        # both models; JSON in bench/results/sparse_training.json
     .venv/bin/python bench/sparse_training.py --models wide_deep --repeats 5 --background-load
+    .venv/bin/python bench/sparse_training.py --case distributed --repeats 5 [--tcp]
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ import numpy as np
 
 BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "examples"))
+sys.path.insert(0, str(BENCH))
+
+import sparse_cluster  # the distributed case
 
 RESULTS = BENCH / "results" / "sparse_training.json"
 BACKENDS = ("tensorgrid", "tensorflow")
@@ -106,8 +112,8 @@ def build_dlrm(tf: Any, largest: int) -> tuple[list[Any], Any]:
     return [ids, dense, clicks], loss
 
 
-def dlrm_batches(largest: int, count: int) -> list[tuple[np.ndarray, ...]]:
-    rng = np.random.default_rng(0)
+def dlrm_batches(largest: int, count: int, stream: int = 0) -> list[tuple[np.ndarray, ...]]:
+    rng = np.random.default_rng(stream)
     sizes = np.array(dlrm_table_sizes(largest))
     batches = []
     for _ in range(count):
@@ -118,16 +124,17 @@ def dlrm_batches(largest: int, count: int) -> list[tuple[np.ndarray, ...]]:
     return batches
 
 
-def build(tf: Any, model: str, rows: int) -> tuple[list[Any], Any, list[tuple[np.ndarray, ...]]]:
+def build(tf: Any, model: str, rows: int, stream: int = 0) -> tuple[list[Any], Any, list[tuple[np.ndarray, ...]]]:
+    """The model's feeds and loss, and ``DATA_BATCHES`` batches of data stream ``stream`` (a worker's)."""
     if model == "wide_deep":
         import wide_deep_click
 
         ids, cross, clicks, loss = wide_deep_click.build_model(tf, 0, vocabulary=rows)
-        data = wide_deep_click.ClickData(0, stream=0, vocabulary=rows)
+        data = wide_deep_click.ClickData(0, stream=stream, vocabulary=rows)
         return [ids, cross, clicks], loss, [data.batch(256) for _ in range(DATA_BATCHES)]
     if model == "dlrm_like":
         feeds, loss = build_dlrm(tf, rows)
-        return feeds, loss, dlrm_batches(rows, DATA_BATCHES)
+        return feeds, loss, dlrm_batches(rows, DATA_BATCHES, stream)
     raise ValueError(f"unknown model {model!r}: expected one of {MODELS}")
 
 
@@ -200,12 +207,25 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=200, help="timed steps per run (default 200)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--background-load", action="store_true", help="a busy loop on one core throughout")
+    parser.add_argument("--case", choices=("inprocess", "distributed"), default="inprocess")
+    parser.add_argument("--variants", nargs="+", choices=sparse_cluster.VARIANTS, default=list(sparse_cluster.VARIANTS),
+                        help="the distributed case's variants (default: all)")
+    parser.add_argument("--duration", type=float, default=8.0, help="the distributed case's window, seconds (default 8)")
+    parser.add_argument("--tcp", action="store_true",
+                        help="distributed: tensorgrid's tensors over loopback TCP (as between machines), not Unix sockets")
     parser.add_argument("--child", nargs=3, metavar=("BACKEND", "MODEL", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--task", nargs=6, metavar=("VARIANT", "MODEL", "JOB", "INDEX", "CLUSTER", "RUN_DIR"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         backend, model, threads = args.child
         print(json.dumps(run_inprocess(backend, model, threads, args.rows, args.steps)))
         return 0
+    if args.task:
+        variant, model, job, index, cluster, run_dir = args.task
+        return sparse_cluster.run_task(variant, model, args.rows, job, int(index), cluster, run_dir)
+    if args.case == "distributed":
+        return distributed(args)
     load = busy_loop() if args.background_load else None
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": sys.argv,
                               "load_average": os.getloadavg(), "background_load": args.background_load,
@@ -239,5 +259,33 @@ def main() -> int:
     return 0
 
 
+def distributed(args: argparse.Namespace) -> int:
+    load = busy_loop() if args.background_load else None
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": sys.argv,
+                              "load_average_before": os.getloadavg(), "background_load": args.background_load,
+                              "rows": args.rows, "duration_s": args.duration, "repeats": args.repeats,
+                              "tcp": args.tcp, "models": {}}
+    try:
+        for model in args.models:
+            report["models"][model] = sparse_cluster.measure(model, args.variants, args.rows, args.duration,
+                                                             args.repeats, args.tcp)
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
+    report["load_average_after"] = os.getloadavg()
+    print(f"worker steps/s, 2 PS + 2 async workers (median, min-max of {args.repeats} runs of {args.duration:.0f} s)"
+          f"{', tensors over TCP' if args.tcp else ''}{', one core busy' if args.background_load else ''}")
+    for model, summary in report["models"].items():
+        print(sparse_cluster.table(model, summary))
+    RESULTS.parent.mkdir(exist_ok=True)
+    (RESULTS.parent / "sparse_training_distributed.json").write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from tensorgrid.distributed.rpc import certificates
+
+    # tensorgrid's tasks talk mutual TLS, as users' do: a CA for this run, inherited by every task.
+    with certificates.loopback_tls_for_this_process("tensorgrid sparse benchmark"):
+        sys.exit(main())

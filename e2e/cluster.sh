@@ -74,7 +74,7 @@ cluster_exists() { kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
 
 load_images() {
   "$REPO/hack/build-images.sh" runtime operator
-  log "loading tensorgrid:$VERSION and tensorgrid-operator:$VERSION into the node"
+  log "loading tensorgrid:$VERSION and tensorgrid-operator:$VERSION into the nodes"
   # image-archive, not docker-image: the latter needs crictl in the node, which the
   # locally assembled node image does not have (e2e/node-image/build.sh).
   local archive="$E2E_DIR/images.tar"
@@ -143,11 +143,15 @@ up() {
   log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE; Prometheus at $prometheus_cidr)"
   # The pods of a lost node (e2e/test_node_loss.py) are replaced once they are 10 s past their
   # grace period, as docs/operator.md ("Node loss") advises where a node that stops answering
-  # is gone for good, as a paused kind node is until the test resumes it.
+  # is gone for good, as a paused kind node is until the test resumes it; and the operator
+  # runs on the control-plane node, as on a system node, so that losing a worker node never
+  # takes the operator with it (its own pods would wait Kubernetes' 300 s to be evicted).
   helm upgrade --install "$RELEASE" "$REPO/charts/tensorgrid-operator" --namespace "$OPERATOR_NAMESPACE" \
     --create-namespace --wait --timeout 5m \
     --set-json "networkPolicy.extraMetricsPeers=[{\"ipBlock\": {\"cidr\": \"$prometheus_cidr\"}}]" \
     --set operator.forceDeleteStuckPods=true --set operator.stuckTerminatingSeconds=10 \
+    --set-json 'nodeSelector={"node-role.kubernetes.io/control-plane": ""}' \
+    --set-json 'tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]' \
     "${E2E_HELM_ARGS[@]}"
   if [[ $reused == 1 ]]; then restart_operator; fi
   log "cluster $CLUSTER ready in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_PATH"

@@ -18,7 +18,7 @@ import subprocess
 import time
 from typing import Any
 
-from cluster_support import PROGRESS, Namespace, example, global_steps, kubectl, wait_for
+from cluster_support import OPERATOR_NAMESPACE, PROGRESS, Namespace, example, global_steps, kubectl, wait_for
 
 JOB = "digits-async"
 JOB_TIMEOUT = 900
@@ -41,6 +41,12 @@ def _placement(ns: Namespace) -> dict[str, tuple[str, str]]:
 def _control_plane_nodes() -> set[str]:
     out = kubectl("get", "nodes", "-l", "node-role.kubernetes.io/control-plane", "-o", "name").stdout
     return {line.removeprefix("node/") for line in out.split()}
+
+
+def _operator_nodes() -> set[str]:
+    out = kubectl("-n", OPERATOR_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=tensorgrid-operator",
+                  "-o", "jsonpath={.items[*].spec.nodeName}").stdout
+    return set(out.split())
 
 
 def _node_ready(node: str) -> bool:
@@ -73,8 +79,9 @@ def test_the_pods_of_a_lost_node_are_replaced_elsewhere_and_the_job_finishes(ns:
     assert len(nodes) >= 2, f"the job's pods all run on one node: {placement}"
     ps_node = placement[f"{JOB}-ps-0"][0]
     # The node to lose: one with workers and not the PS (a frozen PS is another story: docs/operator.md),
-    # nor the control plane (the cluster's API).
-    candidates = sorted(nodes - {ps_node} - _control_plane_nodes())
+    # nor the control plane (the cluster's API), nor the operator's (e2e/cluster.sh puts it on the
+    # control plane).
+    candidates = sorted(nodes - {ps_node} - _control_plane_nodes() - _operator_nodes())
     assert candidates, f"no worker node without the PS holds a pod of the job: {placement}"
     victim = candidates[0]
     lost = {name: value for name, value in placement.items() if value[0] == victim}

@@ -31,27 +31,40 @@ VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -n1
 
 log() { printf '[e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# create_cluster IMAGE: kind create cluster, asked again (up to 3 times) when the node's systemd
-# did not log that it booted within the 30 s kind allows (pkg/cluster/internal/providers/docker/
-# provision.go), which a loaded 2-core machine can miss; kind removes the node before it says so.
+# create_cluster IMAGE: kind create cluster, asked again (up to 4 times) when a loaded 2-core
+# machine made it miss a deadline: a node's systemd did not log that it booted within the 30 s
+# kind allows (pkg/cluster/internal/providers/docker/provision.go), or kubeadm's calls to a
+# starting API server timed out (its 10 s per request); kind removes the nodes before it says so.
 create_cluster() {
   local attempt errors
   errors="$(mktemp)"
-  for attempt in 1 2 3; do
-    log "creating kind cluster $CLUSTER from $1 (attempt $attempt of 3)"
-    if kind create cluster --name "$CLUSTER" --image "$1" --config "$HERE/kind-config.yaml" \
+  for attempt in 1 2 3 4; do
+    log "creating kind cluster $CLUSTER from $1 (attempt $attempt of 4)"
+    if kind create cluster --name "$CLUSTER" --image "$1" --config "$(kind_config)" \
         --kubeconfig "$KUBECONFIG_PATH" --wait 5m 2>&1 | tee "$errors" >&2; then
       rm -f "$errors"
       return 0
     fi
-    if ! grep -q "could not find a log line that matches" "$errors" || [[ $attempt -eq 3 ]]; then
+    if ! grep -q -e "could not find a log line that matches" -e "error execution phase wait-control-plane" \
+        "$errors" || [[ $attempt -eq 4 ]]; then
       rm -f "$errors"
       return 1
     fi
-    log "the node did not log its boot within kind's 30 s (load average: $(cut -d' ' -f1-3 /proc/loadavg)); again"
+    log "a node did not boot, or the API server did not answer, in time (load average: $(cut -d' ' -f1-3 /proc/loadavg)); again"
   done
 }
 die() { log "ERROR: $*"; exit 1; }
+
+# kind_config: kind-config.yaml with the directory every node mounts as /var/local-volumes (the
+# default StorageClass's volumes, shared so that a volume follows its pod to another node);
+# prints the path of the config written.
+VOLUMES_DIR="$E2E_DIR/volumes"
+kind_config() {
+  mkdir -p "$VOLUMES_DIR"
+  chmod 0777 "$VOLUMES_DIR"
+  sed "s#@VOLUMES@#$VOLUMES_DIR#" "$HERE/kind-config.yaml" > "$E2E_DIR/kind-config.yaml"
+  echo "$E2E_DIR/kind-config.yaml"
+}
 
 TOOLS_BIN="$("$REPO/hack/tools.sh" --print-bin-dir)"
 K8S_BIN="$("$REPO/hack/build-kubernetes.sh" --print-bin-dir)"
@@ -61,7 +74,7 @@ cluster_exists() { kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
 
 load_images() {
   "$REPO/hack/build-images.sh" runtime operator
-  log "loading tensorgrid:$VERSION and tensorgrid-operator:$VERSION into the node"
+  log "loading tensorgrid:$VERSION and tensorgrid-operator:$VERSION into the nodes"
   # image-archive, not docker-image: the latter needs crictl in the node, which the
   # locally assembled node image does not have (e2e/node-image/build.sh).
   local archive="$E2E_DIR/images.tar"
@@ -128,9 +141,17 @@ up() {
     | awk '{print $3 "/32"; exit}')"
   [[ -n "$prometheus_cidr" ]] || die "no default route in the kind node: where does this machine sit on its network?"
   log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE; Prometheus at $prometheus_cidr)"
+  # The pods of a lost node (e2e/test_node_loss.py) are replaced once they are 10 s past their
+  # grace period, as docs/operator.md ("Node loss") advises where a node that stops answering
+  # is gone for good, as a paused kind node is until the test resumes it; and the operator
+  # runs on the control-plane node, as on a system node, so that losing a worker node never
+  # takes the operator with it (its own pods would wait Kubernetes' 300 s to be evicted).
   helm upgrade --install "$RELEASE" "$REPO/charts/tensorgrid-operator" --namespace "$OPERATOR_NAMESPACE" \
     --create-namespace --wait --timeout 5m \
     --set-json "networkPolicy.extraMetricsPeers=[{\"ipBlock\": {\"cidr\": \"$prometheus_cidr\"}}]" \
+    --set operator.forceDeleteStuckPods=true --set operator.stuckTerminatingSeconds=10 \
+    --set-json 'nodeSelector={"node-role.kubernetes.io/control-plane": ""}' \
+    --set-json 'tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]' \
     "${E2E_HELM_ARGS[@]}"
   if [[ $reused == 1 ]]; then restart_operator; fi
   log "cluster $CLUSTER ready in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_PATH"
@@ -151,7 +172,8 @@ down() {
     log "deleting kind cluster $CLUSTER"
     kind delete cluster --name "$CLUSTER"
   fi
-  rm -f "$KUBECONFIG_PATH"
+  rm -f "$KUBECONFIG_PATH" "$E2E_DIR/kind-config.yaml"
+  rm -rf "$VOLUMES_DIR"
 }
 
 # Extra `helm install` arguments, e.g. E2E_HELM_ARGS="--set replicas=2".

@@ -157,21 +157,37 @@ def loss_values(log: str) -> list[float]:
     return [float(m) for m in re.findall(r"loss (\d+\.\d+)", log)]
 
 
-def node_address() -> str:
-    """The kind node's address on Docker's network, through which this machine reaches the pods."""
-    return kubectl("get", "nodes", "-o",
-                   "jsonpath={.items[0].status.addresses[?(@.type=='InternalIP')].address}").stdout.strip()
+def schedulable_nodes() -> list[str]:
+    """The nodes a pod without tolerations may run on (no NoSchedule or NoExecute taint), by name."""
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-o", "yaml").stdout)["items"]
+    return sorted(node["metadata"]["name"] for node in nodes
+                  if not [taint for taint in node["spec"].get("taints") or []
+                          if taint.get("effect") in ("NoSchedule", "NoExecute")])
+
+
+def node_pod_routes() -> list[tuple[str, str]]:
+    """Each node's podCIDR and its address on Docker's network, through which this machine reaches
+    that node's pods."""
+    out = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.spec.podCIDR} "
+                  "{.status.addresses[?(@.type=='InternalIP')].address}{\"\\n\"}{end}").stdout
+    routes = [(fields[0], fields[1]) for fields in map(str.split, out.splitlines()) if len(fields) == 2]
+    assert routes, f"no node with a podCIDR and an InternalIP: {out!r}"
+    return routes
 
 
 @contextlib.contextmanager
 def pod_network_routed() -> Iterator[None]:
-    """This machine reaches pod IPs (POD_SUBNET) through the kind node while the block runs.
+    """This machine reaches pod IPs (POD_SUBNET) through their kind nodes while the block runs: a
+    route per node, to its podCIDR through its address.
 
     Traffic from here reaches the pods from this machine's address on kind's network, which
     e2e/cluster.sh gives the chart as where Prometheus runs.
     """
-    subprocess.run(["ip", "route", "replace", POD_SUBNET, "via", node_address()], check=True)
+    routes = node_pod_routes()
+    for cidr, address in routes:
+        subprocess.run(["ip", "route", "replace", cidr, "via", address], check=True)
     try:
         yield
     finally:
-        subprocess.run(["ip", "route", "del", POD_SUBNET], check=False)
+        for cidr, _ in routes:
+            subprocess.run(["ip", "route", "del", cidr], check=False)

@@ -19,11 +19,9 @@ import kubernetes
 import pytest
 import yaml
 
-from cluster_support import PROGRESS, Namespace, example, kubectl, wait_for
+from cluster_support import PROGRESS, Namespace, example, pod_network_routed, wait_for
 
 JOB_TIMEOUT = 900
-# The pod network of e2e/kind-config.yaml, reached from this machine through the node.
-POD_SUBNET = "10.244.0.0/16"
 
 
 def _free_port() -> int:
@@ -103,42 +101,39 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, api: kubernetes.client.
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus is not installed (e2e/cluster.sh up installs Debian's package)")
-    node_ip = kubectl("get", "nodes", "-o", "jsonpath={.items[0].status.addresses[?(@.type=='InternalIP')].address}"
-                      ).stdout.strip()
-    # This machine reaches pod IPs through the kind node (a container on Docker's network).
-    subprocess.run(["ip", "route", "replace", POD_SUBNET, "via", node_ip], check=True)
-    directory = tmp_path_factory.mktemp("prometheus")
-    writer = _TargetWriter(api, directory)
-    writer.start()
-    config = {"global": {"scrape_interval": "2s"}, "scrape_configs": [
-        {"job_name": job, "scrape_interval": "2s",
-         "file_sd_configs": [{"files": [str(directory / f"{job}.json")], "refresh_interval": "2s"}]}
-        for job in SCRAPED]}
-    (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    log = open(directory / "prometheus.log", "wb")
-    process = subprocess.Popen([binary, f"--config.file={directory / 'prometheus.yml'}",
-                                f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                               stdout=log, stderr=subprocess.STDOUT)
-    prom = Prometheus(f"http://127.0.0.1:{port}")
+    # This machine reaches pod IPs through their kind nodes (containers on Docker's network).
+    with pod_network_routed():
+        directory = tmp_path_factory.mktemp("prometheus")
+        writer = _TargetWriter(api, directory)
+        writer.start()
+        config = {"global": {"scrape_interval": "2s"}, "scrape_configs": [
+            {"job_name": job, "scrape_interval": "2s",
+             "file_sd_configs": [{"files": [str(directory / f"{job}.json")], "refresh_interval": "2s"}]}
+            for job in SCRAPED]}
+        (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+        port = _free_port()
+        log = open(directory / "prometheus.log", "wb")
+        process = subprocess.Popen([binary, f"--config.file={directory / 'prometheus.yml'}",
+                                    f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                                   stdout=log, stderr=subprocess.STDOUT)
+        prom = Prometheus(f"http://127.0.0.1:{port}")
 
-    def ready() -> bool:
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"{prom.url}/-/ready", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
         try:
-            with urllib.request.urlopen(f"{prom.url}/-/ready", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    try:
-        wait_for("Prometheus to be ready", ready, 60, interval=0.5)
-        yield prom
-    finally:
-        writer.stopped.set()
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
-        print((directory / "prometheus.log").read_text()[-3000:])
-        subprocess.run(["ip", "route", "del", POD_SUBNET], check=False)
+            wait_for("Prometheus to be ready", ready, 60, interval=0.5)
+            yield prom
+        finally:
+            writer.stopped.set()
+            process.terminate()
+            process.wait(timeout=30)
+            log.close()
+            print((directory / "prometheus.log").read_text()[-3000:])
 
 
 def test_prometheus_scrapes_training_pods_and_the_operator(ns: Namespace, prometheus: Prometheus) -> None:

@@ -2,8 +2,10 @@
 (docs/security.md) keeps pods outside the job off its tasks' gRPC and data-channel ports, and off
 their metrics port unless the chart's values name them as where Prometheus runs; the job's own pods,
 the operator and the suite's Prometheus (this machine, which e2e/cluster.sh gives the chart as an
-ipBlock) get through. The kind cluster enforces policies with kube-network-policies
-(e2e/node-image/); where nothing enforces them, this test fails."""
+ipBlock) get through. The kind cluster enforces policies with kube-router (e2e/node-image/); where
+nothing enforces them, this test fails. The job's PS and worker run on different nodes (the operator
+spreads a job's pods) and the probes on a node other than the PS's, so every connection checked
+crosses the pod network between nodes."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 import yaml
 
 from cluster_support import (OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE, Namespace, kubectl, pod_network_routed,
-                             wait_for)
+                             schedulable_nodes, wait_for)
 
 JOB = "isolated"
 GRPC_PORT, DATA_PORT, METRICS_PORT = 2222, 2223, 9090
@@ -51,11 +53,12 @@ def _job_manifest() -> str:
                            "spec": {"replicaSpecs": {"PS": replica, "Worker": replica}}})
 
 
-def _probe_pod(name: str, labels: dict[str, str]) -> str:
-    """A pod that only sleeps, from the runtime image (it has Python), to connect from."""
+def _probe_pod(name: str, labels: dict[str, str], node: str) -> str:
+    """A pod on ``node`` that only sleeps, from the runtime image (it has Python), to connect from."""
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+        "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {"kubernetes.io/hostname": node},
+                 "containers": [{
             "name": "probe", "image": "tensorgrid:0.1.0", "command": ["sleep", "3600"],
             "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}]}})
 
@@ -124,11 +127,14 @@ def test_only_the_jobs_pods_reach_its_tasks(ns: Namespace, other_ns: str) -> Non
     probes = {"outsider": (ns.name, {"app": "outsider"}),
               "other-namespace": (other_ns, {"app": "outsider"}),
               "impostor": (other_ns, {"tensorgrid.io/job-name": JOB})}
-    for name, (namespace, labels) in probes.items():
-        kubectl("-n", namespace, "apply", "-f", "-", stdin=_probe_pod(name, labels))
     ps, worker = f"{JOB}-ps-0", f"{JOB}-worker-0"
     ns.wait_running(ps)
     ns.wait_running(worker)
+    ps_node, worker_node = ns.pod(ps).spec.node_name, ns.pod(worker).spec.node_name
+    assert ps_node != worker_node, f"the PS and the worker share node {ps_node}: the operator spreads a job's pods"
+    probe_node = next(node for node in schedulable_nodes() if node != ps_node)
+    for name, (namespace, labels) in probes.items():
+        kubectl("-n", namespace, "apply", "-f", "-", stdin=_probe_pod(name, labels, probe_node))
     for name, (namespace, _) in probes.items():
         wait_for(f"probe pod {namespace}/{name} to be ready", lambda: _pod_ready(namespace, name), 180)
     policy = ns.kubectl("get", "networkpolicy", JOB, "-o", "json").stdout

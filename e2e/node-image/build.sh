@@ -14,7 +14,7 @@
 #     kube-apiserver, kube-controller-manager, kube-scheduler and etcd from the same
 #     build, kube-proxy on Debian with iptables, CoreDNS built with `go install`, and
 #     a pause built from images/pause.c. They are saved into the node image and loaded
-#     into containerd at boot (tensorgrid-images.service), before the kubelet starts.
+#     into containerd by the kubelet unit (tensorgrid-load-images), before the kubelet starts.
 # The pod network is a ptp CNI config of our own (one node), with NetworkPolicy enforced by
 # kube-router (firewall only), built from the module proxy into an image on the Debian base
 # and run as a DaemonSet from rootfs/kind/manifests/default-cni.yaml, which kind applies as

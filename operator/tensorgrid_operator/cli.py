@@ -24,6 +24,7 @@ from tensorgrid_operator.cluster import uninstall
 from tensorgrid_operator import config
 from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import jobobjects
+from tensorgrid_operator.resources import node_placement
 from tensorgrid_operator.resources import podgroups
 from tensorgrid_operator.resources import tensorboard
 
@@ -88,6 +89,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
     parser.add_argument("--ps-anti-affinity", choices=jobobjects.ANTI_AFFINITY_MODES, default=defaults.ps_anti_affinity,
                         help="keep a job's parameter servers on different nodes, as a preference or a requirement, "
                              "unless the PS template has its own podAntiAffinity (default off)")
+    parser.add_argument("--spread-pods", action=argparse.BooleanOptionalAction, default=defaults.spread_over_nodes,
+                        help="spread each job's pods over nodes (a topology spread preference by hostname) unless a "
+                             "template sets its own affinity or topologySpreadConstraints (default on)")
+    parser.add_argument("--node-lost-toleration-seconds", default=str(defaults.node_lost_toleration_seconds),
+                        help="seconds a job's pod stays on a NotReady or unreachable node before Kubernetes evicts it "
+                             "(its tolerations of those taints), or 'off' for Kubernetes' 300 (default "
+                             f"{defaults.node_lost_toleration_seconds})")
     parser.add_argument("--gang-scheduler", choices=podgroups.GANG_SCHEDULERS, default=defaults.gang.scheduler,
                         help="create a PodGroup per job for this gang scheduler from spec.runPolicy.schedulingPolicy, "
                              "and put the job's pods in it, so they start all together or not at all (default none)")
@@ -136,6 +144,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         metrics_peers = jobobjects.parse_metrics_peers(args.network_policy_metrics_from)
     except ValueError as e:
         parser.error(str(e))
+    try:
+        lost_node_seconds = node_placement.parse_toleration_seconds(args.node_lost_toleration_seconds)
+    except ValueError as e:
+        parser.error(str(e))
     if args.stuck_terminating_seconds < 0:
         parser.error(f"--stuck-terminating-seconds {args.stuck_terminating_seconds:g} must be >= 0")
     if args.progress_interval_seconds < 0:
@@ -168,6 +180,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         network_policy_metrics_from=metrics_peers,
         ps_disruption_budget=args.ps_disruption_budget,
         ps_anti_affinity=args.ps_anti_affinity,
+        spread_over_nodes=args.spread_pods,
+        node_lost_toleration_seconds=lost_node_seconds,
         stuck_terminating_seconds=args.stuck_terminating_seconds,
         force_delete_stuck_pods=args.force_delete_stuck_pods,
         progress_interval_seconds=args.progress_interval_seconds,

@@ -60,6 +60,12 @@ class Settings:
     """Create a PodDisruptionBudget per job that keeps voluntary evictions off its Ready parameter servers."""
     ps_anti_affinity: str = "off"
     """``off``, ``preferred`` or ``required``: anti-affinity of a job's parameter servers across nodes."""
+    spread_over_nodes: bool = True
+    """Spread each job's pods over nodes (a topology spread preference by hostname), unless a template
+    sets its own affinity or topologySpreadConstraints."""
+    node_lost_toleration_seconds: Optional[int] = 30
+    """Seconds a job's pod stays on a NotReady or unreachable node before Kubernetes evicts it;
+    ``None`` leaves Kubernetes' default (300)."""
     gang: podgroups.GangSettings = podgroups.GangSettings()
     """Gang scheduling: a PodGroup per job for Volcano or scheduler-plugins, or none (``--gang-scheduler``)."""
     certificates: cert_manager.CertManagerSettings = cert_manager.CertManagerSettings()

@@ -42,7 +42,7 @@ def test_defaults() -> None:
     assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
                                  "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
                                  "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
-                                 "--ps-anti-affinity=off", "--gang-scheduler=none",
+                                 "--ps-anti-affinity=off", "--node-lost-toleration-seconds=30", "--gang-scheduler=none",
                                  "--certificate-issuer=operator"]
     assert deployment["spec"]["replicas"] == 1
     assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
@@ -82,6 +82,10 @@ def test_network_policy_and_training_pod_values_reach_the_operator() -> None:
                                                                       "psAntiAffinity": "required"}})
     assert "--no-network-policy" in off and "--no-ps-disruption-budget" in off and "--ps-anti-affinity=required" in off
     assert not [a for a in off if a.startswith("--network-policy-metrics-from")]
+    default = args({})
+    assert "--no-spread-pods" not in default and "--node-lost-toleration-seconds=30" in default
+    placement = args({"trainingPods": {"spreadOverNodes": False, "nodeLostTolerationSeconds": "off"}})
+    assert "--no-spread-pods" in placement and "--node-lost-toleration-seconds=off" in placement
 
 
 def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> None:

@@ -52,7 +52,8 @@ def say_on(job: dict[str, Any]) -> certificate_secrets.Say:
 
 def job_object_settings(settings: config.Settings) -> jobobjects.JobObjectSettings:
     return jobobjects.JobObjectSettings(settings.network_policy, settings.network_policy_metrics_from,
-                                        settings.ps_disruption_budget, settings.ps_anti_affinity)
+                                        settings.ps_disruption_budget, settings.ps_anti_affinity,
+                                        settings.spread_over_nodes, settings.node_lost_toleration_seconds)
 
 
 def retry_delay(settings: config.Settings) -> policies.RetryDelay:

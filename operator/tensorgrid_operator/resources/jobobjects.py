@@ -9,6 +9,8 @@
   worker; pods that are not Ready may still be evicted, so a broken PS never blocks a drain.
 - **Anti-affinity** of parameter servers across nodes (optional): one node's loss then
   takes one PS, not all.
+- **Placement across nodes** (``node_placement``): the job's pods spread over nodes, and
+  tolerations that bound how long they stay on a lost node.
 
 Pure functions of the job and the operator's settings; ``cluster.ensure_objects`` creates
 the objects once per job (owner references let garbage collection delete them with the job).
@@ -23,11 +25,12 @@ from typing import Any, Mapping, Optional
 
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import manifests
+from tensorgrid_operator.resources import node_placement
 
 Obj = dict[str, Any]
 ANTI_AFFINITY_MODES = ("off", "preferred", "required")
 PEER_KEYS = frozenset({"podSelector", "namespaceSelector", "ipBlock"})
-HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
+HOSTNAME_TOPOLOGY = node_placement.HOSTNAME_TOPOLOGY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +45,11 @@ class JobObjectSettings:
     """Create the PodDisruptionBudget over the job's parameter servers."""
     ps_anti_affinity: str = "off"
     """``off``, ``preferred`` or ``required``: keep a job's parameter servers on different nodes."""
+    spread_over_nodes: bool = True
+    """Spread each job's pods over nodes, unless a template sets its own affinity or topology spread."""
+    node_lost_toleration_seconds: Optional[int] = 30
+    """How long a pod stays on a NotReady or unreachable node before it is evicted; ``None``:
+    Kubernetes' default (300 s, added by the API server)."""
 
 
 def parse_metrics_peers(text: str) -> tuple[Mapping[str, Any], ...]:
@@ -109,11 +117,12 @@ def ps_disruption_budget(job: Mapping[str, Any], job_spec: spec_lib.JobSpec) -> 
 
 
 def with_pod_defaults(pod: Mapping[str, Any], settings: JobObjectSettings) -> Obj:
-    """The pod with the operator's scheduling defaults: PS anti-affinity, unless its template has its own."""
+    """The pod with the operator's scheduling defaults: spread over nodes and lost-node tolerations
+    (``node_placement``), PS anti-affinity; a template's own placement wins."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
+    result = node_placement.with_placement(pod, settings.spread_over_nodes, settings.node_lost_toleration_seconds)
     if settings.ps_anti_affinity == "off" or labels.get(spec_lib.LABEL_REPLICA_TYPE) != "ps":
-        return dict(pod)
-    result = copy.deepcopy(dict(pod))
+        return result
     affinity = result["spec"].setdefault("affinity", {})
     if "podAntiAffinity" in affinity:
         return result  # the template decides

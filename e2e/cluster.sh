@@ -141,7 +141,7 @@ up() {
     | awk '{print $3 "/32"; exit}')"
   [[ -n "$prometheus_cidr" ]] || die "no default route in the kind node: where does this machine sit on its network?"
   log "helm install $RELEASE charts/tensorgrid-operator (namespace $OPERATOR_NAMESPACE; Prometheus at $prometheus_cidr)"
-  # The pods of a lost node (e2e/test_node_loss.py) are replaced once they are 10 s past their
+  # The pods of a lost node (docs/operator.md, "Node loss") are replaced once they are 10 s past their
   # grace period, as docs/operator.md ("Node loss") advises where a node that stops answering
   # is gone for good, as a paused kind node is until the test resumes it; and the operator
   # runs on the control-plane node, as on a system node, so that losing a worker node never

@@ -68,8 +68,8 @@ class ReplicationSettings:
 
     enabled: bool = True
     """``TENSORGRID_PS_REPLICATION``: ``1`` or ``0`` (the checkpoint is the only copy). Unset: on
-    when a standby is named (``replica_address``), else off, because finding what changed reads
-    the whole state every push, too costly for large tables (docs/fault-tolerance.md)."""
+    when a standby is named (``replica_address``), else off: pushing the rows written still costs
+    a PS training a large table too much of its steps/s (docs/fault-tolerance.md)."""
     max_lag_s: float = 1.0
     """``TENSORGRID_PS_REPLICA_MAX_LAG_S``: how far the replica may lag before the primary's steps wait."""
     interval_s: float = 0.1

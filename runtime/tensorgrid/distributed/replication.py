@@ -5,8 +5,9 @@ last checkpoint. With replication on (``ReplicationSettings``) every PS task (th
 keeps a live copy of its state (every variable of its resource manager: model variables,
 optimizer slots, the global step) on another task, its *replica holder*: the next PS of the ring when the job has two or more,
 or a standby PS task (``TENSORGRID_PS_REPLICA_ADDRESS``). A ``Replicator`` thread of the
-primary pushes, every ``interval_s``, the rows that changed since its last acknowledged
-push (absolute values, so a push repeated after a failure is harmless); a step of the
+primary pushes, every ``interval_s``, the rows written since its last acknowledged push, as
+the variables' write tracking reports them (``execution/written_rows.py``; absolute values, so
+a push repeated after a failure is harmless); a step of the
 primary waits while the replica lags more than ``max_lag_s``. A primary restarted at the
 same address fetches its state from the holder's ``ReplicaStore`` before it runs a step
 (``restore_from_replica``); where no holder answers, it starts empty and the chief's
@@ -67,8 +68,8 @@ class ReplicationSettings:
 
     enabled: bool = True
     """``TENSORGRID_PS_REPLICATION``: ``1`` or ``0`` (the checkpoint is the only copy). Unset: on
-    when a standby is named (``replica_address``), else off, because finding what changed reads
-    the whole state every push, too costly for large tables (docs/fault-tolerance.md)."""
+    when a standby is named (``replica_address``), else off: pushing the rows written still costs
+    a PS training a large table too much of its steps/s (docs/fault-tolerance.md)."""
     max_lag_s: float = 1.0
     """``TENSORGRID_PS_REPLICA_MAX_LAG_S``: how far the replica may lag before the primary's steps wait."""
     interval_s: float = 0.1
@@ -144,10 +145,13 @@ def _whole(key: VariableKey, value: np.ndarray, updates: int) -> list[Rows]:
                  row_count=min(step, count - start)) for start in range(0, max(count, 1), step)]
 
 
-def _listed(key: VariableKey, value: np.ndarray, rows: np.ndarray, updates: int) -> list[Rows]:
-    row_bytes = max(value.nbytes // max(value.shape[0], 1), 1)
+def _listed(key: VariableKey, values: np.ndarray, shape: tuple[int, ...], rows: np.ndarray,
+            updates: int) -> list[Rows]:
+    """The listed ``rows`` of a variable of ``shape`` (``values`` holds them, in order), in pieces
+    of at most ``PIECE_BYTES``."""
+    row_bytes = max(values.nbytes // max(values.shape[0], 1), 1)
     step = max(PIECE_BYTES // row_bytes, 1)
-    return [Rows(key, tuple(value.shape), value[rows[start:start + step]], updates, rows=rows[start:start + step])
+    return [Rows(key, shape, values[start:start + step], updates, rows=rows[start:start + step])
             for start in range(0, rows.size, step)]
 
 
@@ -156,51 +160,53 @@ def _variables(resources: resources_lib.ResourceManager) -> list[tuple[VariableK
             if isinstance(resource, resources_lib.Variable) and resource.initialized]
 
 
-def _host_copy(variable: resources_lib.Variable) -> np.ndarray:
-    return np.array(variable.backend.to_numpy(variable.value), copy=True)
+Baseline = tuple[int, int]
+"""(incarnation, version) of a variable's write tracking (``execution/written_rows.py``)."""
 
 
 class DeltaTracker:
-    """What changed since the last acknowledged push: a copy of every variable as last
-    pushed, compared row by row with the variable now (the kernels need not report their
-    writes, so no optimizer or op can be missed)."""
+    """What changed since the last acknowledged push, from the variables' own write tracking
+    (``Variable.written``): each variable reports the rows written after this tracker's
+    baseline, or that it must be taken whole (written whole, first asked, or another object).
+    No copy of the state is kept: a push reads only the rows written (the executor records a
+    whole write for any kernel that does not report its rows, so no write is missed)."""
 
     def __init__(self) -> None:
-        self._pushed: dict[VariableKey, tuple[np.ndarray, int]] = {}
+        self._baselines: dict[VariableKey, Baseline] = {}
         self._full_needed = True
 
     def require_full(self) -> None:
         self._full_needed = True
 
     def changes(self, resources: resources_lib.ResourceManager
-                ) -> tuple[bool, list[Rows], dict[VariableKey, tuple[np.ndarray, int]]]:
-        """(whether this is a full push, the rows to push, what to ``commit`` once acknowledged)."""
+                ) -> tuple[bool, list[Rows], dict[VariableKey, tuple[Baseline, int]]]:
+        """(whether this is a full push, the rows to push, what to ``commit`` once acknowledged:
+        each variable's new baseline and update count)."""
         current = _variables(resources)
-        full = self._full_needed or bool(set(self._pushed) - {key for key, _ in current})
+        full = self._full_needed or bool(set(self._baselines) - {key for key, _ in current})
         pieces: list[Rows] = []
-        pushed: dict[VariableKey, tuple[np.ndarray, int]] = {}
+        pushed: dict[VariableKey, tuple[Baseline, int]] = {}
         for key, variable in current:
             updates = variable.updates
-            value = _host_copy(variable)
-            pushed[key] = (value, updates)
-            before = None if full else self._pushed.get(key)
-            if before is None or before[0].shape != value.shape or before[0].dtype != value.dtype:
-                pieces += _whole(key, value, updates)
+            shape = tuple(variable.read().shape)
+            num_rows = shape[0] if shape else 1
+            before = (0, 0) if full else self._baselines.get(key, (0, 0))
+            baseline, rows = variable.written.changed_since(before[0], before[1], num_rows)
+            pushed[key] = (baseline, updates)
+            if rows is not None and rows.size == 0:
                 continue
-            if value.ndim == 0 or value.shape[0] == 0:
-                if not np.array_equal(value, before[0]):
-                    pieces += _whole(key, value, updates)
-                continue
-            differs = np.not_equal(value, before[0]).reshape(value.shape[0], -1).any(axis=1)
-            changed = np.flatnonzero(differs)
-            if changed.size * 2 >= value.shape[0]:
-                pieces += _whole(key, value, updates)
-            elif changed.size:
-                pieces += _listed(key, value, changed, updates)
+            # The values are read after the baseline is taken: a write ending later (an assign
+            # replacing the buffer included) is in the next push.
+            buffer = variable.read()
+            if rows is None or buffer.ndim == 0 or tuple(buffer.shape) != shape or rows.size * 2 >= num_rows:
+                pieces += _whole(key, np.asarray(variable.backend.to_numpy(buffer)), updates)
+            else:
+                values = np.asarray(variable.backend.to_numpy(buffer[variable.backend.asarray(rows)]))
+                pieces += _listed(key, values, tuple(buffer.shape), rows, updates)
         return full, pieces, pushed
 
-    def commit(self, pushed: dict[VariableKey, tuple[np.ndarray, int]]) -> None:
-        self._pushed = pushed
+    def commit(self, pushed: dict[VariableKey, tuple[Baseline, int]]) -> None:
+        self._baselines = {key: baseline for key, (baseline, _) in pushed.items()}
         self._full_needed = False
 
 
@@ -346,6 +352,7 @@ def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any,
             container, name, resources_lib.Variable, _variable_maker(name, value, backend))
         variable.value = backend.asarray(value)
         variable.updates = updates
+        variable.written.wrote_whole()  # readers that kept a baseline (a saver) take it whole
         if name == "global_step":
             step = int(value)
     restored = Restored(len(values), sum(v.nbytes for v, _ in values.values()), snapshot.age_seconds, step)

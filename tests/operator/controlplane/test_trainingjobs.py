@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pathlib
@@ -160,12 +161,14 @@ def test_deadline_fires_on_its_own(operator: Operator, namespace: Namespace) -> 
     namespace.apply(job_manifest("deadline", run_policy={"activeDeadlineSeconds": 3}))
     namespace.wait_pods("deadline", {"deadline-ps-0", "deadline-worker-0", "deadline-worker-1"})
     namespace.run_all("deadline")
-    namespace.wait_state("deadline", "Running")
-    started = time.monotonic()
-    namespace.wait_state("deadline", "Failed", timeout=15)
-    waited = time.monotonic() - started
+    # The job's own times, not the test's polling: on a loaded machine the job may be Running for
+    # less than one poll before the deadline ends it.
+    namespace.wait_state("deadline", "Failed", timeout=40)
     assert namespace.condition("deadline", "Failed")["reason"] == "DeadlineExceeded"
-    assert waited < 6, f"the deadline fired {waited:.1f}s after the job ran (resync is 30s)"
+    status = namespace.status("deadline")
+    ran = (datetime.datetime.fromisoformat(status["completionTime"].replace("Z", "+00:00"))
+           - datetime.datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))).total_seconds()
+    assert 3 <= ran < 20, f"the deadline fired {ran:.0f}s after the job started (3s asked; resync is 30s)"
     namespace.wait_pods("deadline", set())
 
 

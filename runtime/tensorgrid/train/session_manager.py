@@ -70,7 +70,8 @@ class SessionManager:
                 raise RuntimeError(
                     "Model is not initialized and no init_op, init_fn or local_init_op was given"
                 )
-            log.info("Initializing the model: the parameter servers do not hold it and there is no checkpoint")
+            if master:  # a cluster's chief says why it initializes (a restarted PS had no live replica)
+                log.info("Initializing the model: the parameter servers do not hold it and there is no checkpoint")
             if init_op is not None:
                 sess.run(init_op, feed_dict=init_feed_dict)
             if init_fn is not None:

@@ -437,7 +437,8 @@ class Replicator:
             self._bytes.inc(sent)
             if full:
                 log.info("%s: pushed its whole state to %s (%d bytes)", self.task, self.holder, sent)
-        self._tracker.commit(pushed)
+        if pieces or not full:  # a full push with nothing in it yet (no variables) stays owed
+            self._tracker.commit(pushed)
         self._updates_pushed = updates_now
         with self._changed:
             self._replicated_as_of = started

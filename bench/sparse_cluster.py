@@ -44,6 +44,7 @@ BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import training  # the sibling benchmark: free ports, the tasks' environment, CPU time of a process
+import wide_deep_wire  # the sibling benchmark of the same cluster shape: waiting on its tasks' files
 
 VARIANTS = ("tensorgrid", "tensorgrid-plaintext", "tensorflow", "tensorflow-1thread")
 PS_TASKS = 2
@@ -138,7 +139,7 @@ def run_once(variant: str, model: str, rows: int, duration: float, tcp: bool, ti
                      json.dumps(cluster), str(run_dir), "--rows", str(rows)],
                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         deadline = time.monotonic() + timeout
-        wait_for(run_dir, [f"ready-{i}" for i in range(WORKERS)], deadline, processes)
+        wide_deep_wire.wait_for(run_dir, [f"ready-{i}" for i in range(WORKERS)], deadline, processes)
         start_at = time.time() + 1.0
         (run_dir / "go.tmp").write_text(json.dumps([start_at, duration]))
         (run_dir / "go.tmp").rename(run_dir / "go")
@@ -146,7 +147,7 @@ def run_once(variant: str, model: str, rows: int, duration: float, tcp: bool, ti
         cpu_before = [training._cpu_seconds(p.pid) for p in processes]
         time.sleep(max(0.0, start_at + duration - time.time()))
         cpu = [training._cpu_seconds(p.pid) - before for p, before in zip(processes, cpu_before)]
-        wait_for(run_dir, [f"result-{i}.json" for i in range(WORKERS)], deadline, processes)
+        wide_deep_wire.wait_for(run_dir, [f"result-{i}.json" for i in range(WORKERS)], deadline, processes)
         results = [json.loads((run_dir / f"result-{i}.json").read_text()) for i in range(WORKERS)]
     finally:
         for process in processes:
@@ -158,19 +159,6 @@ def run_once(variant: str, model: str, rows: int, duration: float, tcp: bool, ti
     return {"variant": variant, "worker_steps_per_s": sum(r["steps"] / r["seconds"] for r in results),
             "cpu_ms_per_worker_step": {f"{job}{index}": seconds / max(1, steps) * 1e3
                                        for (job, index), seconds in zip(tasks, cpu)}}
-
-
-def wait_for(run_dir: pathlib.Path, names: list[str], deadline: float, processes: list[subprocess.Popen[bytes]]) -> None:
-    while not all((run_dir / name).exists() for name in names):
-        if any(p.poll() is not None for p in processes):
-            raise RuntimeError(f"a task exited early:\n{logs_of(run_dir)}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the cluster did not produce {names} in time:\n{logs_of(run_dir)}")
-        time.sleep(0.1)
-
-
-def logs_of(run_dir: pathlib.Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(run_dir.glob("*.log")))
 
 
 def measure(model: str, variants: list[str], rows: int, duration: float, repeats: int, tcp: bool) -> dict[str, Any]:

@@ -87,6 +87,42 @@ def place(ops: Sequence[graph_lib.Operation], default_task: device_lib.DeviceSpe
     return devices
 
 
+def _move_control_relays(needed: Sequence[graph_lib.Operation],
+                         devices: dict[graph_lib.Operation, device_lib.DeviceSpec]) -> None:
+    """Places each NoOp that only relays control edges (no data inputs) on the task of the
+    ops that wait for it (or, when none does, on the task most of its control inputs come
+    from), so that a token crosses the network once instead of twice. The typical case is
+    an optimizer's ``update`` group on the worker between the PS tasks' apply ops and the
+    global step's increment on ps0: without the move, every PS sends its tokens to the
+    worker and the worker one to ps0, a serial trip more per step. A NoOp computes
+    nothing, so where it runs changes only where its tokens travel."""
+    waiting_on: dict[graph_lib.Operation, list[graph_lib.Operation]] = {}
+    for op in needed:
+        for c in op.control_inputs:
+            waiting_on.setdefault(c, []).append(op)
+    for op in reversed(needed):  # consumers first: a relay of relays follows the outer one
+        if op.type != "NoOp" or op.inputs or not op.control_inputs or op.name.startswith("_"):
+            continue
+        consumers = [c for c in waiting_on.get(op, []) if c in devices]
+        if consumers:
+            tasks = {devices[c].task_name() for c in consumers}
+            if len(tasks) != 1:
+                continue
+            target = devices[consumers[0]]
+        else:
+            sources = [devices[c] for c in op.control_inputs if c in devices]
+            counts: dict[str, int] = {}
+            for spec in sources:
+                counts[spec.task_name()] = counts.get(spec.task_name(), 0) + 1
+            own = devices[op].task_name()
+            best = max(counts, key=lambda task: (counts[task], task == own), default=own)
+            if counts.get(best, 0) <= counts.get(own, 0):
+                continue
+            target = next(spec for spec in sources if spec.task_name() == best)
+        if target.task_name() != devices[op].task_name():
+            devices[op] = target.copy()
+
+
 def rendezvous_key(src_device: str, src_incarnation: int, dst_device: str, tensor_name: str) -> str:
     """TF's rendezvous key: source device and incarnation, destination device, tensor, frame."""
     return f"{src_device};{src_incarnation:016x};{dst_device};{tensor_name};0:0"
@@ -106,6 +142,7 @@ def partition(
     needed_set = executor.prune(fetches, targets, fed)
     needed = [op for op in graph.get_operations() if op in needed_set]
     devices = place(needed, default_task, cluster)
+    _move_control_relays(needed, devices)
     task_of = {op: devices[op].task_name() for op in needed}
 
     nodes: dict[str, list[graph_def_lib.NodeDef]] = {}

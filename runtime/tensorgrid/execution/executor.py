@@ -247,9 +247,14 @@ class Plan:
             if not ready:
                 if outstanding == 0:
                     raise errors.InternalError(None, None, "Executor stalled: a dependency cycle in the graph")
-                if step.rendezvous is not None:
-                    step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
-                index, result, failure = completions.get()
+                try:
+                    # Completions that arrived already (a push delivers several Recvs at once)
+                    # are taken before flushing, so what they lead to is sent in one push.
+                    index, result, failure = completions.get_nowait()
+                except queue.Empty:
+                    if step.rendezvous is not None:
+                        step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
+                    index, result, failure = completions.get()
                 if index == _CANCELLED:
                     raise failure  # type: ignore[misc]
                 outstanding -= 1

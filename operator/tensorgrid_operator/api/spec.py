@@ -12,6 +12,8 @@ import dataclasses
 import enum
 from typing import Any, Mapping, Optional, TypeVar
 
+from tensorgrid_operator.api import ps_replication as ps_replication_lib
+
 GROUP = "tensorgrid.io"
 VERSION = "v1"
 PLURAL = "trainingjobs"
@@ -163,6 +165,8 @@ class JobSpec:
     synchronous: bool = False
     """spec.synchronous: the program trains with SyncReplicasOptimizer, so its worker count is fixed
     (the API server refuses a change of spec.replicaSpecs.Worker.replicas)."""
+    ps_replication: ps_replication_lib.PSReplication = ps_replication_lib.PSReplication()
+    """spec.replicaSpecs.PS.replication: live replicas of the parameter servers' state (off when absent)."""
 
     @property
     def suspended(self) -> bool:
@@ -230,6 +234,9 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         policy = _enum(RestartPolicy, entry.get("restartPolicy", RestartPolicy.EXIT_CODE.value),
                        f"spec.replicaSpecs.{rtype.value}.restartPolicy")
         bounds = _replica_bounds(rtype, entry, replicas)
+        if rtype is not ReplicaType.PS and entry.get("replication") is not None:
+            raise ValueError(f"spec.replicaSpecs.{rtype.value}.replication: only spec.replicaSpecs.PS takes "
+                             f"replication (the parameter servers' state)")
         replica_specs[rtype] = ReplicaSpec(replicas, policy, entry.get("template") or {}, *bounds)
     total = sum(r.replicas for r in replica_specs.values())
     if total > MAX_REPLICAS:
@@ -249,7 +256,9 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
     success = _enum(SuccessPolicy, raw.get("successPolicy", SuccessPolicy.CHIEF.value), "spec.successPolicy")
     return JobSpec(replica_specs, run_policy, success, suspend=bool(raw.get("suspend", False)),
                    tensorboard=_tensorboard(raw.get("tensorboard") or {}),
-                   synchronous=bool(raw.get("synchronous", False)))
+                   synchronous=bool(raw.get("synchronous", False)),
+                   ps_replication=ps_replication_lib.parse((raw_replicas.get(ReplicaType.PS.value) or {}).get(
+                       "replication"), replica_specs[ReplicaType.PS].replicas if ReplicaType.PS in replica_specs else 0))
 
 
 def _tensorboard(raw: Mapping[str, Any]) -> TensorBoardSpec:

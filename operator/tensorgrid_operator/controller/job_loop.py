@@ -26,6 +26,7 @@ import kopf
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import ensure_objects
 from tensorgrid_operator.cluster import kube
+from tensorgrid_operator.cluster import ps_standbys
 from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator import config
 from tensorgrid_operator.controller import plan_application
@@ -162,6 +163,8 @@ async def _ensure_job_objects(operator: running_operator.RunningOperator, key: J
     await ensure_objects.job_objects(operator.kube, operator.call, say, job, indexed, upkeep,
                                      plan_application.job_object_settings(operator.settings))
     gang, certificates = operator.settings.gang, operator.settings.certificates
+    await ps_standbys.ensure(operator.kube, operator.call, say, job, upkeep, operator.settings.network_policy,
+                             certificates)
     # One after the other: each patch replaces the conditions, from the job as the last one left it.
     patch = await ensure_objects.pod_group(operator.kube, operator.call, say, job, upkeep, gang)
     if patch is not None:

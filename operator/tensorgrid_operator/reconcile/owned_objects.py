@@ -40,6 +40,8 @@ class Upkeep:
     cert_manager_error: str = ""
     """Why the job's cert-manager objects could not be made (ensure_objects.cert_manager_objects), said once
     until it changes."""
+    ps_standby_error: str = ""
+    """Why the job's PS standbys could not be made (cluster.ps_standbys), said once until it changes."""
     pod_group_fresh: bool = False
     """The PodGroup was created in this pass: the pods it creates need not ask for it again."""
     pod_group_read_due: float = 0.0

@@ -12,6 +12,7 @@ import copy
 import json
 from typing import Any, Mapping, Optional
 
+from tensorgrid_operator.api import ps_replication
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import pod_security
@@ -274,6 +275,9 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         grace = ps_grace_seconds(job_spec)
         if key.rtype is spec_lib.ReplicaType.PS and grace is not None:
             _default_env(main, PS_GRACE_ENV, str(grace))
+        if key.rtype is spec_lib.ReplicaType.PS:
+            for name, value in ps_replication.ps_env(job_spec.ps_replication, job_name, namespace, key.index):
+                _set_env(main, name, value)
         threads = cpu_threads(main)
         if threads is not None:
             _default_env(main, INTRA_OP_THREADS_ENV, str(threads))

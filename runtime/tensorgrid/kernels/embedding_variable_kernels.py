@@ -14,7 +14,8 @@ first time starts at the initializer's row ``key % default_value_dim`` (DeepRec'
 row's start does not depend on the order keys arrive). Eviction (by global step or by L2
 weight) runs when the table is exported, that is at every checkpoint save, as DeepRec does;
 a table with ``max_entries`` also evicts its least recently updated keys whenever a lookup
-takes it past that many.
+takes it past that many, and one with ``evict_every_n_steps`` also evicts on the first update at
+least that many global steps after its previous eviction (on the PS, between checkpoints).
 
 The part of a partitioned table an id belongs to is ``partition_of_keys`` (a 64-bit mix of
 the id, then modulo the part count), here so that the lookup's routing op and the Saver's
@@ -30,6 +31,7 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import hash_functions
 from tensorgrid.kernels import numpy_backend
 from tensorgrid.kernels.registry import register_kernel
 
@@ -168,9 +170,11 @@ class EmbeddingTable:
     calls, not a Python step per id."""
 
     def __init__(self, name: str, dim: int, value_dtype: Any, filter_freq: int, steps_to_live: int,
-                 l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0) -> None:
+                 l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0,
+                 evict_every_n_steps: int = 0) -> None:
         self.name = name
         self.max_entries = max_entries
+        self.evict_every_n_steps = evict_every_n_steps
         self.dim = dim
         self.value_dtype = np.dtype(value_dtype)
         self.filter_freq = filter_freq
@@ -196,6 +200,9 @@ class EmbeddingTable:
         self._slots: dict[str, np.ndarray] = {}
         self._slot_initial: dict[str, float] = {}
         self._free_rows = np.zeros(0, np.int64)
+        self._evicted_at_step = 0
+        """The global step of the last periodic eviction (``evict_every_n_steps``); 0 before the first."""
+        self._updates_since_eviction = 0
 
     @property
     def initialized(self) -> bool:
@@ -350,15 +357,35 @@ class EmbeddingTable:
     def evict(self, global_step: int) -> None:
         """Drops the keys the eviction option names (not updated in ``steps_to_live`` steps, or small rows)."""
         with self.lock:
-            rows = self._index.values()
-            doomed = np.zeros(len(rows), bool)
-            if self.steps_to_live > 0 and global_step >= 0:
-                doomed |= global_step - np.maximum(self._versions[rows], 0) > self.steps_to_live
-            if self.l2_weight_threshold >= 0:
-                norms = np.sqrt(np.sum(np.square(self._values[rows], dtype=np.float64), axis=1))
-                doomed |= norms < self.l2_weight_threshold
-            if doomed.any():
-                self._remove_rows(rows[doomed])
+            self._evict_locked(global_step)
+
+    def _evict_locked(self, global_step: int) -> None:
+        rows = self._index.values()
+        doomed = np.zeros(len(rows), bool)
+        if self.steps_to_live > 0 and global_step >= 0:
+            doomed |= global_step - np.maximum(self._versions[rows], 0) > self.steps_to_live
+        if self.l2_weight_threshold >= 0:
+            norms = np.sqrt(np.sum(np.square(self._values[rows], dtype=np.float64), axis=1))
+            doomed |= norms < self.l2_weight_threshold
+        if doomed.any():
+            self._remove_rows(rows[doomed])
+
+    def evict_if_due(self, global_step: int) -> None:
+        """With ``evict_every_n_steps`` K, evicts after an update once the global step is K or more past
+        the previous periodic eviction (the first at step K); an update without a global step (-1)
+        counts as one step, so such a table evicts every K updates."""
+        if not self.evict_every_n_steps:
+            return
+        with self.lock:
+            if global_step >= 0:
+                due = global_step - self._evicted_at_step >= self.evict_every_n_steps
+            else:
+                self._updates_since_eviction += 1
+                due = self._updates_since_eviction >= self.evict_every_n_steps
+            if due:
+                self._evict_locked(global_step)
+                self._evicted_at_step = max(global_step, 0)
+                self._updates_since_eviction = 0
 
     def export(self, slot_names: list[str]) -> list[np.ndarray]:
         """keys, values, freqs, versions, keys not yet admitted, their counts, then one array per slot."""
@@ -411,7 +438,8 @@ def _table(step: context.StepContext, k: context.KernelContext) -> EmbeddingTabl
         attrs["container"], name, EmbeddingTable,
         lambda: EmbeddingTable(name, attrs["embedding_dim"], attrs["value_dtype"], attrs["filter_freq"],
                                attrs["steps_to_live"], attrs["l2_weight_threshold"],
-                               attrs["default_value_no_permission"], attrs.get("max_entries", 0)))
+                               attrs["default_value_no_permission"], attrs.get("max_entries", 0),
+                               attrs.get("evict_every_n_steps", 0)))
     table.check_definition(attrs["embedding_dim"], attrs["value_dtype"])
     return table
 
@@ -442,6 +470,7 @@ def _apply_gradient_descent(k: context.KernelContext, step: context.StepContext,
     with table.lock:
         rows, summed = table.rows_to_update(np.asarray(keys, np.int64), np.asarray(grads), int(global_step))
         table.values()[rows] -= np.asarray(learning_rate, table.value_dtype) * summed
+    table.evict_if_due(int(global_step))
 
 
 @register_kernel("KvResourceSparseApplyAdagrad", host_only=True)
@@ -452,6 +481,7 @@ def _apply_adagrad(k: context.KernelContext, step: context.StepContext, table: E
         accumulator = table.ensure_slot(k.attrs["slot_name"], k.attrs["initial_accumulator_value"])
         accumulator[rows] += summed * summed
         table.values()[rows] -= np.asarray(learning_rate, table.value_dtype) * summed / np.sqrt(accumulator[rows])
+    table.evict_if_due(int(global_step))
 
 
 @register_kernel("KvResourceSparseApplyAdam", host_only=True)
@@ -471,6 +501,7 @@ def _apply_adam(k: context.KernelContext, step: context.StepContext, table: Embe
         v_rows = v[rows] + (g * g - v[rows]) * (1 - b2)
         m[rows], v[rows] = m_rows, v_rows
         table.values()[rows] -= alpha * m_rows / (np.sqrt(v_rows) + eps)
+    table.evict_if_due(int(global_step))
 
 
 @register_kernel("KvResourceSparseApplyFtrl", host_only=True)
@@ -493,6 +524,14 @@ def _apply_ftrl(k: context.KernelContext, step: context.StepContext, table: Embe
         quadratic = root(new_accum) / lr + 2 * l2
         table.values()[rows] = (np.clip(lin, -l1, l1) - lin) / quadratic
         accum[rows], linear[rows] = new_accum, lin
+    table.evict_if_due(int(global_step))
+
+
+@register_kernel("KvStringToKey", host_only=True)
+def _string_to_key(k: context.KernelContext, step: context.StepContext, strings: Any) -> Any:
+    """Each string's ``Fingerprint64``, its 64 bits read as an int64 (no modulo)."""
+    array = np.asarray(strings, dtype=object)
+    return hash_functions.fingerprint64(array.ravel().tolist()).view(np.int64).reshape(array.shape)
 
 
 @register_kernel("KvPartitionOfKeys", host_only=True)

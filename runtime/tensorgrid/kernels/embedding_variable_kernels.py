@@ -53,17 +53,23 @@ def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
     return (mixed % np.uint64(num_partitions)).astype(np.int32)
 
 
-_EMPTY, _FULL, _DELETED = 0, 1, 2
+_EMPTY, _DELETED = -1, -2
+"""The value of a slot that holds no key: never used, or its key removed (values stored are >= 0)."""
+_PROBE_WINDOW = 8
+"""How many slots a key not found in its home slot reads at once."""
 
 
 class KeyIndex:
-    """A hash table from int64 keys to int64s (a row, or a count), in numpy arrays: open addressing
-    with linear probing, every operation on a whole batch of keys at once, so a batch of ids costs
-    a few numpy calls and about one random memory access per id (a sorted array and
-    ``np.searchsorted`` cost about twenty, measured slower on a million keys).
+    """A hash table from int64 keys to int64 values >= 0 (a row, or a count), in one numpy array:
+    open addressing with linear probing, every operation on a whole batch of keys at once, so a
+    batch of ids costs a few numpy calls and about one random memory access per id (a sorted array
+    and ``np.searchsorted`` cost about twenty, measured slower on a million keys).
 
-    A key's first slot is Fibonacci hashing's top bits of ``key * 0x9E3779B97F4A7C15``, so it does not
-    follow ``partition_of_keys``'s low bits. The table doubles past half full (deleted slots count)."""
+    Each slot is a (key, value) pair of int64s side by side, the value ``_EMPTY`` or ``_DELETED``
+    when the slot holds no key, so a probe reads one 16-byte pair (separate arrays of keys, values
+    and states cost three random accesses). A key's first slot is Fibonacci hashing's top bits of
+    ``key * 0x9E3779B97F4A7C15``, so it does not follow ``partition_of_keys``'s low bits. The table
+    doubles past half full (deleted slots count)."""
 
     def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
         self._allocate(16)
@@ -72,9 +78,8 @@ class KeyIndex:
 
     def _allocate(self, capacity: int) -> None:
         self._bits = capacity.bit_length() - 1
-        self._slot_keys = np.zeros(capacity, np.int64)
-        self._slot_values = np.zeros(capacity, np.int64)
-        self._state = np.zeros(capacity, np.uint8)
+        self._slots = np.zeros((capacity, 2), np.int64)
+        self._slots[:, 1] = _EMPTY
         self._count = 0
         self._deleted = 0
 
@@ -83,83 +88,103 @@ class KeyIndex:
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        return (mixed >> np.uint64(64 - self._bits)).astype(np.int64)
+            mixed = np.ascontiguousarray(keys, np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        mixed >>= np.uint64(64 - self._bits)
+        home: np.ndarray = mixed.view(np.int64)  # below 2**bits: the same value as an int64, without a copy
+        return home
 
-    def _slots_of(self, keys: np.ndarray) -> np.ndarray:
-        """The slot holding each of ``keys``, -1 for a key not in the table."""
+    def _probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the slot holding each of ``keys``, its value), -1 and -1 for a key not in the table.
+
+        A key's search ends at its slot or at an empty one. The first round reads each key's home
+        slot (most keys are there); the keys left read the next ``_PROBE_WINDOW`` slots at once (one
+        or two cache lines), so a batch takes a few rounds of numpy calls, not one per probe."""
         slots = self._home(keys)
-        found = np.full(len(keys), -1, np.int64)
-        probing = np.arange(len(keys))
-        mask = len(self._state) - 1
+        # numpy's fancy indexing of 2-D rows is several times slower than take.
+        pairs = np.take(self._slots, slots, axis=0)
+        values = pairs[:, 1]
+        hit = (values >= 0) & (pairs[:, 0] == keys)
+        found_slots = np.where(hit, slots, -1)
+        found_values = np.where(hit, values, -1)
+        going_on = ~hit & (values != _EMPTY)
+        probing = np.flatnonzero(going_on)
+        keys, slots = keys[probing], slots[probing] + 1
+        mask = len(self._slots) - 1
+        offsets = np.arange(_PROBE_WINDOW)
         while len(probing):
-            at = slots[probing]
-            state = self._state[at]
-            hit = (state == _FULL) & (self._slot_keys[at] == keys[probing])
-            found[probing[hit]] = at[hit]
-            going_on = ~hit & (state != _EMPTY)
-            probing = probing[going_on]
-            slots[probing] = (at[going_on] + 1) & mask
-        return found
+            at = (slots[:, None] + offsets) & mask
+            window = np.take(self._slots, at.reshape(-1), axis=0).reshape(len(probing), _PROBE_WINDOW, 2)
+            values = window[:, :, 1]
+            hit = (values >= 0) & (window[:, :, 0] == keys[:, None])
+            ended = hit | (values == _EMPTY)
+            first = ended.argmax(axis=1)
+            each = np.arange(len(probing))
+            found = hit[each, first]
+            found_slots[probing[found]] = at[each[found], first[found]]
+            found_values[probing[found]] = values[each[found], first[found]]
+            going_on = ~ended[each, first]
+            probing, keys, slots = probing[going_on], keys[going_on], slots[going_on] + _PROBE_WINDOW
+        return found_slots, found_values
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The value of each of ``keys``; -1 for a key not in the table."""
-        slots = self._slots_of(keys)
-        return np.where(slots >= 0, self._slot_values[np.maximum(slots, 0)], -1)
+        return self._probe(keys)[1]
 
     def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Adds ``keys`` (unique, none in the table yet) with their ``values``."""
-        if 2 * (self._count + self._deleted + len(keys)) > len(self._state):
+        """Adds ``keys`` (unique, none in the table yet) with their ``values`` (>= 0)."""
+        if len(values) and int(values.min()) < 0:
+            raise ValueError(f"KeyIndex values must be >= 0 (a negative value marks a free slot), got {values.min()}")
+        if 2 * (self._count + self._deleted + len(keys)) > len(self._slots):
             old_keys, old_values = self.items()
-            capacity = len(self._state)
+            capacity = len(self._slots)
             while 2 * (self._count + len(keys)) > capacity:
                 capacity *= 2
             self._allocate(capacity)
             keys, values = np.concatenate([old_keys, keys]), np.concatenate([old_values, values])
-        mask = len(self._state) - 1
+        mask = len(self._slots) - 1
         slots = self._home(keys)
         waiting = np.arange(len(keys))
-        claims = np.empty(len(self._state), np.int64)
+        claims = np.empty(len(self._slots), np.int64)
         while len(waiting):
             at = slots[waiting]
-            free = self._state[at] != _FULL
+            held = self._slots[at, 1]
+            free = held < 0
             # Of the keys reaching one free slot, one takes it (the last claim written); the others probe on.
             claims[at[free]] = waiting[free]
             winners = free & (claims[at] == waiting)
             taken = at[winners]
-            self._deleted -= int(np.count_nonzero(self._state[taken] == _DELETED))
-            self._state[taken] = _FULL
-            self._slot_keys[taken] = keys[waiting[winners]]
-            self._slot_values[taken] = values[waiting[winners]]
+            self._deleted -= int(np.count_nonzero(held[winners] == _DELETED))
+            self._slots[taken, 0] = keys[waiting[winners]]
+            self._slots[taken, 1] = values[waiting[winners]]
             waiting = waiting[~winners]
             slots[waiting] = (at[~winners] + 1) & mask
         self._count += len(keys)
 
     def assign(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Sets the values of ``keys`` (all in the table)."""
-        self._slot_values[self._slots_of(keys)] = values
+        """Sets the values (>= 0) of ``keys`` (all in the table)."""
+        self._slots[self._probe(keys)[0], 1] = values
 
     def remove(self, keys: np.ndarray) -> None:
         """Drops ``keys`` (all in the table)."""
-        slots = self._slots_of(keys)
-        self._state[slots] = _DELETED
+        slots = self._probe(keys)[0]
+        self._slots[slots, 1] = _DELETED
         self._count -= len(slots)
         self._deleted += len(slots)
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
         """(keys ascending, their values)."""
-        full = self._state == _FULL
-        keys, values = self._slot_keys[full], self._slot_values[full]
-        order = np.argsort(keys)
-        return keys[order], values[order]
+        full = self._slots[self._slots[:, 1] >= 0]
+        order = np.argsort(full[:, 0])
+        return full[order, 0], full[order, 1]
 
     def values(self) -> np.ndarray:
         """Every value, in no particular order."""
-        values: np.ndarray = self._slot_values[self._state == _FULL]
+        column: np.ndarray = self._slots[:, 1]
+        values: np.ndarray = column[column >= 0]
         return values
 
     def nbytes(self) -> int:
-        return int(self._slot_keys.nbytes + self._slot_values.nbytes + self._state.nbytes)
+        return int(self._slots.nbytes)
 
 
 class EmbeddingTable:
@@ -298,15 +323,13 @@ class EmbeddingTable:
         defaults = self._check_initialized()
         flat = keys.reshape(-1)
         with self.lock:
-            # Each distinct key is looked up once (a Zipf batch repeats its frequent ids).
-            distinct, inverse, lookups = np.unique(flat, return_inverse=True, return_counts=True)
-            distinct_rows = self._index.find(distinct)
-            stored_distinct = distinct_rows >= 0
+            # Every id is probed (deduplicating a batch first costs a sort, more than the probes it saves).
+            rows = self._index.find(flat)
+            stored = rows >= 0
+            all_stored = bool(stored.all())
             if count:
-                self._freqs[distinct_rows[stored_distinct]] += lookups[stored_distinct]
-            rows = distinct_rows[inverse]
-            stored = stored_distinct[inverse]
-            if not stored.all():
+                np.add.at(self._freqs, rows if all_stored else rows[stored], 1)
+            if not all_stored:
                 rows[~stored] = self._admit(flat[~stored], count, defaults)
             reads = rows >= 0
             if reads.all():

@@ -80,3 +80,18 @@ def test_string_tables_refuse_integer_ids_and_key_dtypes_are_checked():
             tf.nn.embedding_lookup(ints, tf.constant(["a"]))
         with pytest.raises(ValueError, match="key_dtype must be tf.int64, tf.int32 or tf.string, got float32"):
             tf.get_embedding_variable("f", 2, key_dtype=tf.float32)
+
+
+def test_strings_are_hashed_on_the_worker_so_only_int64_keys_reach_the_ps():
+    spec = tf.train.ClusterSpec({"ps": ["ps0:1", "ps1:1"], "worker": ["w0:1"]})
+    with tf.Graph().as_default() as graph:
+        with tf.device(tf.train.replica_device_setter(cluster=spec)):
+            ev = tf.get_embedding_variable("s", 2, key_dtype=tf.string, partitioner=tf.fixed_size_partitioner(2))
+            words = tf.placeholder(tf.string, [None])
+            rows = tf.nn.embedding_lookup(ev, words)
+    hashes = [op for op in graph.get_operations() if op.type == "KvStringToKey"]
+    gathers = [op for op in graph.get_operations() if op.type == "KvResourceGather"]
+    assert len(hashes) == 1 and hashes[0].device == "/job:worker"
+    assert sorted(op.device for op in gathers) == ["/job:ps/task:0", "/job:ps/task:1"]
+    assert all(op.inputs[1].dtype == tf.int64 for op in gathers)
+    assert rows.shape.as_list() == [None, 2]

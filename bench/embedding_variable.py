@@ -13,6 +13,11 @@ raw ids of those rows, so both touch the same rows.
   rates are small (SGD 1e-4, Adagrad 1e-3) so that a Zipf head id, summed over its thousands of
   repeats in a batch, does not diverge to inf.
 
+- ``lookup_kernel``: the lookup kernel alone, no session (``EmbeddingTable.gather`` against
+  ``np.take`` from a filled ``[keys, 64]`` array, the same rows), in CPU seconds of this process
+  (``time.process_time``, the best of ``--repeats`` rounds of ``--steps`` batches): the figure that
+  stays comparable on a machine shared with other jobs, where wall-clock steps are not.
+
 Reported: the median over ``--repeats`` runs of the mean of ``--steps`` steps after 2 warm-up
 steps, and embedding variable / fixed table (the issue's target: >= 0.7). Bytes per key: the
 table's own count (``tensorgrid_embedding_table_bytes``) divided by its keys, after Adagrad.
@@ -42,6 +47,7 @@ CASES = {
     "lookup": None,
     "sgd": lambda: tf.train.GradientDescentOptimizer(1e-4),
     "adagrad": lambda: tf.train.AdagradOptimizer(1e-3),
+    "lookup_kernel": None,
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "embedding_variable.json"
 
@@ -78,6 +84,32 @@ def step_seconds(kind: str, case: str, raw_ids: np.ndarray, batch: int, steps: i
             return (time.perf_counter() - began) / steps
 
 
+def kernel_lookup_seconds(raw_ids: np.ndarray, batch: int, steps: int, repeats: int) -> dict[str, float]:
+    """CPU seconds per batch of the lookup kernel and of ``np.take`` from a fixed array, the best of ``repeats``."""
+    keys = len(raw_ids)
+    rng = np.random.default_rng(0)
+    table = embedding_variable_kernels.EmbeddingTable("table", DIM, np.float32, 0, 0, -1.0, 0.0)
+    table.initialize(rng.random((4096, DIM), np.float32))
+    for start in range(0, keys, FILL_CHUNK):
+        table.gather(raw_ids[start:start + FILL_CHUNK], count=True)
+    fixed = rng.random((keys, DIM), np.float32)
+    batches = _batches(keys, batch, steps, 0)
+    runs: dict[str, Any] = {
+        "embedding_variable": (lambda rows: table.gather(raw_ids[rows], count=True)),
+        "fixed": (lambda rows: np.take(fixed, rows, axis=0)),
+    }
+    best = {}
+    for kind, lookup in runs.items():
+        rounds = []
+        for _ in range(repeats):
+            began = time.process_time()
+            for rows in batches:
+                lookup(rows)
+            rounds.append((time.process_time() - began) / steps)
+        best[kind] = min(rounds)
+    return best
+
+
 def bytes_per_key(raw_ids: np.ndarray) -> dict[str, float]:
     """The table's bytes (keys, values, slots) per stored key, with Adagrad's accumulator."""
     table = embedding_variable_kernels.EmbeddingTable("table", DIM, np.float32, 0, 0, -1.0, 0.0)
@@ -101,10 +133,12 @@ def main() -> None:
     results: dict[str, Any] = {"keys": args.keys, "batch": args.batch, "dim": DIM, "steps": args.steps,
                                "repeats": args.repeats, "machine": platform.platform(), "cases": {}}
     for case in args.cases:
-        medians = {}
-        for kind in ("embedding_variable", "fixed"):
-            runs = [step_seconds(kind, case, raw_ids, args.batch, args.steps, seed) for seed in range(args.repeats)]
-            medians[kind] = statistics.median(runs)
+        if case == "lookup_kernel":
+            medians = kernel_lookup_seconds(raw_ids, args.batch, args.steps, args.repeats)
+        else:
+            medians = {kind: statistics.median([step_seconds(kind, case, raw_ids, args.batch, args.steps, seed)
+                                                for seed in range(args.repeats)])
+                       for kind in ("embedding_variable", "fixed")}
         results["cases"][case] = {kind: {"ms_per_step": seconds * 1e3, "ids_per_second": args.batch / seconds}
                                   for kind, seconds in medians.items()}
         results["cases"][case]["ratio"] = medians["fixed"] / medians["embedding_variable"]

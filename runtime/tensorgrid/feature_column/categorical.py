@@ -291,6 +291,10 @@ class WeightedCategoricalColumn(column_base.CategoricalColumn):
         ids_and_weights: column_base.IdsAndWeights = builder.get(self)
         return ids_and_weights
 
+    def make_weights(self, name: str, dimension: int, initializer: Any, trainable: bool,
+                     collections: Optional[list[str]]) -> Any:
+        return self.categorical_column.make_weights(name, dimension, initializer, trainable, collections)
+
 
 def weighted_categorical_column(categorical_column: column_base.CategoricalColumn, weight_feature_key: str,
                                 dtype: Any = dtypes.float32) -> WeightedCategoricalColumn:

@@ -19,6 +19,7 @@ from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import math_ops
+from tensorgrid.ops import variable_scope
 
 
 class IdsAndWeights(NamedTuple):
@@ -77,6 +78,13 @@ class CategoricalColumn(FeatureColumn):
     def sparse_tensors(self, builder: "FeatureBuilder", weight_collections: Optional[list[str]],
                        trainable: bool) -> IdsAndWeights:
         """The ids of each example (and their weights)."""
+
+    def make_weights(self, name: str, dimension: int, initializer: Any, trainable: bool,
+                     collections: Optional[list[str]]) -> Any:
+        """The table of one ``dimension``-wide row per id that embedding columns and ``linear_model``
+        read this column's ids in: ``[num_buckets, dimension]`` by ``tf.get_variable`` in the current scope."""
+        return variable_scope.get_variable(name, shape=[self.num_buckets, dimension], dtype=dtypes.float32,
+                                           initializer=initializer, trainable=trainable, collections=collections)
 
 
 def _as_rank_at_least_two(feature: Any, key: str) -> Any:

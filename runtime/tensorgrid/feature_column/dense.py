@@ -25,7 +25,6 @@ from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import parsing_ops
-from tensorgrid.ops import variable_scope
 
 
 def _as_shape_tuple(key: str, shape: Any) -> tuple[int, ...]:
@@ -261,10 +260,10 @@ class EmbeddingColumn(column_base.DenseColumn):
         return self.categorical_column.sparse_tensors(builder, None, True)
 
     def embedding_weights(self, weight_collections: Optional[list[str]], trainable: bool) -> Any:
-        """The table ``[num_buckets, dimension]``, made by ``tf.get_variable`` in the current scope."""
-        return variable_scope.get_variable(
-            "embedding_weights", shape=[self.categorical_column.num_buckets, self.dimension], dtype=dtypes.float32,
-            initializer=self.initializer, trainable=self.trainable and trainable, collections=weight_collections)
+        """The table the categorical column keeps its rows in (``[num_buckets, dimension]`` by ``tf.get_variable``
+        in the current scope; an embedding variable for ``categorical_column_with_embedding``)."""
+        return self.categorical_column.make_weights("embedding_weights", self.dimension, self.initializer,
+                                                    self.trainable and trainable, weight_collections)
 
     def dense_tensor(self, builder: column_base.FeatureBuilder, weight_collections: Optional[list[str]],
                      trainable: bool) -> graph_lib.Tensor:

@@ -93,10 +93,10 @@ def input_layer(features: Any, feature_columns: Any, weight_collections: Optiona
 
 
 def _linear_weights(column: column_base.FeatureColumn, units: int, collections: list[str], trainable: bool) -> Any:
-    rows = column.num_buckets if isinstance(column, column_base.CategoricalColumn) else None
-    if rows is None:
-        assert isinstance(column, column_base.DenseColumn)
-        rows = column.variable_shape.num_elements()
+    if isinstance(column, column_base.CategoricalColumn):
+        return column.make_weights("weights", units, init_ops.zeros_initializer(), trainable, collections)
+    assert isinstance(column, column_base.DenseColumn)
+    rows = column.variable_shape.num_elements()
     return variable_scope.get_variable("weights", shape=[rows, units], dtype=dtypes.float32,
                                        initializer=init_ops.zeros_initializer(), trainable=trainable,
                                        collections=collections)

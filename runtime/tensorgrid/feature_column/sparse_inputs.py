@@ -20,6 +20,7 @@ from tensorgrid.framework import sparse_tensor
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import embedding_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import indexing_ops
 from tensorgrid.ops import logging_ops
 from tensorgrid.ops import math_ops
@@ -82,13 +83,20 @@ def retain(sparse: sparse_tensor.SparseTensor, keep: graph_lib.Tensor) -> sparse
 
 
 def prune(ids: sparse_tensor.SparseTensor, weights: Optional[sparse_tensor.SparseTensor],
-          drop_nonpositive_weights: bool) -> tuple[sparse_tensor.SparseTensor, Optional[sparse_tensor.SparseTensor]]:
+          drop_nonpositive_weights: bool, drop_negative_ids: bool = True
+          ) -> tuple[sparse_tensor.SparseTensor, Optional[sparse_tensor.SparseTensor]]:
     """Drops negative ids (a lookup's "not found") and, when asked, entries of weight <= 0, as
-    TF's ``_prune_invalid_ids`` and ``_prune_invalid_weights`` do."""
-    keep = math_ops.greater_equal(ids.values, array_ops.constant(0, dtype=ids.values.dtype.base_dtype))
+    TF's ``_prune_invalid_ids`` and ``_prune_invalid_weights`` do. An embedding variable's ids are
+    keys, any int64 (half of the strings' fingerprints are negative): they are kept."""
+    conditions = []
+    if drop_negative_ids:
+        conditions.append(math_ops.greater_equal(ids.values, array_ops.constant(0, dtype=ids.values.dtype.base_dtype)))
     if weights is not None and drop_nonpositive_weights:
-        positive = math_ops.greater(weights.values, array_ops.constant(0, dtype=weights.values.dtype.base_dtype))
-        keep = math_ops.logical_and(keep, positive)
+        conditions.append(math_ops.greater(weights.values,
+                                           array_ops.constant(0, dtype=weights.values.dtype.base_dtype)))
+    if not conditions:
+        return ids, weights
+    keep = conditions[0] if len(conditions) == 1 else math_ops.logical_and(conditions[0], conditions[1])
     return retain(ids, keep), (retain(weights, keep) if weights is not None else None)
 
 
@@ -141,7 +149,10 @@ def _combine_rows(params: Any, ids: sparse_tensor.SparseTensor, weights: Optiona
         weights = sparse_tensor.SparseTensor(weights.indices, math_ops.cast(weights.values, dtypes.float32),
                                              weights.dense_shape)
     ids = sparse_tensor.SparseTensor(ids.indices, math_ops.cast(ids.values, dtypes.int64), ids.dense_shape)
-    ids, weights = prune(ids, weights, drop_nonpositive_weights=combiner != "sum")
+    is_embedding_variable = isinstance(params, (embedding_variable_ops.EmbeddingVariable,
+                                                embedding_variable_ops.PartitionedEmbeddingVariable))
+    ids, weights = prune(ids, weights, drop_nonpositive_weights=combiner != "sum",
+                         drop_negative_ids=not is_embedding_variable)
     batch_size = batch_size_of(ids)
     segments = row_of_each_id(ids)
     unique_ids, position_in_unique = sparse_ops.unique(ids.values)

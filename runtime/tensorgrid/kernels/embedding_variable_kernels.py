@@ -14,7 +14,8 @@ first time starts at the initializer's row ``key % default_value_dim`` (DeepRec'
 row's start does not depend on the order keys arrive). Eviction (by global step or by L2
 weight) runs when the table is exported, that is at every checkpoint save, as DeepRec does;
 a table with ``max_entries`` also evicts its least recently updated keys whenever a lookup
-takes it past that many.
+takes it past that many, and one with ``evict_every_n_steps`` also evicts on the first update at
+least that many global steps after its previous eviction (on the PS, between checkpoints).
 
 The part of a partitioned table an id belongs to is ``partition_of_keys`` (a 64-bit mix of
 the id, then modulo the part count), here so that the lookup's routing op and the Saver's
@@ -30,6 +31,7 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import hash_functions
 from tensorgrid.kernels import numpy_backend
 from tensorgrid.kernels.registry import register_kernel
 
@@ -51,17 +53,23 @@ def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
     return (mixed % np.uint64(num_partitions)).astype(np.int32)
 
 
-_EMPTY, _FULL, _DELETED = 0, 1, 2
+_EMPTY, _DELETED = -1, -2
+"""The value of a slot that holds no key: never used, or its key removed (values stored are >= 0)."""
+_PROBE_WINDOW = 8
+"""How many slots a key not found in its home slot reads at once."""
 
 
 class KeyIndex:
-    """A hash table from int64 keys to int64s (a row, or a count), in numpy arrays: open addressing
-    with linear probing, every operation on a whole batch of keys at once, so a batch of ids costs
-    a few numpy calls and about one random memory access per id (a sorted array and
-    ``np.searchsorted`` cost about twenty, measured slower on a million keys).
+    """A hash table from int64 keys to int64 values >= 0 (a row, or a count), in one numpy array:
+    open addressing with linear probing, every operation on a whole batch of keys at once, so a
+    batch of ids costs a few numpy calls and about one random memory access per id (a sorted array
+    and ``np.searchsorted`` cost about twenty, measured slower on a million keys).
 
-    A key's first slot is Fibonacci hashing's top bits of ``key * 0x9E3779B97F4A7C15``, so it does not
-    follow ``partition_of_keys``'s low bits. The table doubles past half full (deleted slots count)."""
+    Each slot is a (key, value) pair of int64s side by side, the value ``_EMPTY`` or ``_DELETED``
+    when the slot holds no key, so a probe reads one 16-byte pair (separate arrays of keys, values
+    and states cost three random accesses). A key's first slot is Fibonacci hashing's top bits of
+    ``key * 0x9E3779B97F4A7C15``, so it does not follow ``partition_of_keys``'s low bits. The table
+    doubles past half full (deleted slots count)."""
 
     def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
         self._allocate(16)
@@ -70,9 +78,8 @@ class KeyIndex:
 
     def _allocate(self, capacity: int) -> None:
         self._bits = capacity.bit_length() - 1
-        self._slot_keys = np.zeros(capacity, np.int64)
-        self._slot_values = np.zeros(capacity, np.int64)
-        self._state = np.zeros(capacity, np.uint8)
+        self._slots = np.zeros((capacity, 2), np.int64)
+        self._slots[:, 1] = _EMPTY
         self._count = 0
         self._deleted = 0
 
@@ -81,83 +88,103 @@ class KeyIndex:
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        return (mixed >> np.uint64(64 - self._bits)).astype(np.int64)
+            mixed = np.ascontiguousarray(keys, np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        mixed >>= np.uint64(64 - self._bits)
+        home: np.ndarray = mixed.view(np.int64)  # below 2**bits: the same value as an int64, without a copy
+        return home
 
-    def _slots_of(self, keys: np.ndarray) -> np.ndarray:
-        """The slot holding each of ``keys``, -1 for a key not in the table."""
+    def _probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the slot holding each of ``keys``, its value), -1 and -1 for a key not in the table.
+
+        A key's search ends at its slot or at an empty one. The first round reads each key's home
+        slot (most keys are there); the keys left read the next ``_PROBE_WINDOW`` slots at once (one
+        or two cache lines), so a batch takes a few rounds of numpy calls, not one per probe."""
         slots = self._home(keys)
-        found = np.full(len(keys), -1, np.int64)
-        probing = np.arange(len(keys))
-        mask = len(self._state) - 1
+        # numpy's fancy indexing of 2-D rows is several times slower than take.
+        pairs = np.take(self._slots, slots, axis=0)
+        values = pairs[:, 1]
+        hit = (values >= 0) & (pairs[:, 0] == keys)
+        found_slots = np.where(hit, slots, -1)
+        found_values = np.where(hit, values, -1)
+        going_on = ~hit & (values != _EMPTY)
+        probing = np.flatnonzero(going_on)
+        keys, slots = keys[probing], slots[probing] + 1
+        mask = len(self._slots) - 1
+        offsets = np.arange(_PROBE_WINDOW)
         while len(probing):
-            at = slots[probing]
-            state = self._state[at]
-            hit = (state == _FULL) & (self._slot_keys[at] == keys[probing])
-            found[probing[hit]] = at[hit]
-            going_on = ~hit & (state != _EMPTY)
-            probing = probing[going_on]
-            slots[probing] = (at[going_on] + 1) & mask
-        return found
+            at = (slots[:, None] + offsets) & mask
+            window = np.take(self._slots, at.reshape(-1), axis=0).reshape(len(probing), _PROBE_WINDOW, 2)
+            values = window[:, :, 1]
+            hit = (values >= 0) & (window[:, :, 0] == keys[:, None])
+            ended = hit | (values == _EMPTY)
+            first = ended.argmax(axis=1)
+            each = np.arange(len(probing))
+            found = hit[each, first]
+            found_slots[probing[found]] = at[each[found], first[found]]
+            found_values[probing[found]] = values[each[found], first[found]]
+            going_on = ~ended[each, first]
+            probing, keys, slots = probing[going_on], keys[going_on], slots[going_on] + _PROBE_WINDOW
+        return found_slots, found_values
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The value of each of ``keys``; -1 for a key not in the table."""
-        slots = self._slots_of(keys)
-        return np.where(slots >= 0, self._slot_values[np.maximum(slots, 0)], -1)
+        return self._probe(keys)[1]
 
     def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Adds ``keys`` (unique, none in the table yet) with their ``values``."""
-        if 2 * (self._count + self._deleted + len(keys)) > len(self._state):
+        """Adds ``keys`` (unique, none in the table yet) with their ``values`` (>= 0)."""
+        if len(values) and int(values.min()) < 0:
+            raise ValueError(f"KeyIndex values must be >= 0 (a negative value marks a free slot), got {values.min()}")
+        if 2 * (self._count + self._deleted + len(keys)) > len(self._slots):
             old_keys, old_values = self.items()
-            capacity = len(self._state)
+            capacity = len(self._slots)
             while 2 * (self._count + len(keys)) > capacity:
                 capacity *= 2
             self._allocate(capacity)
             keys, values = np.concatenate([old_keys, keys]), np.concatenate([old_values, values])
-        mask = len(self._state) - 1
+        mask = len(self._slots) - 1
         slots = self._home(keys)
         waiting = np.arange(len(keys))
-        claims = np.empty(len(self._state), np.int64)
+        claims = np.empty(len(self._slots), np.int64)
         while len(waiting):
             at = slots[waiting]
-            free = self._state[at] != _FULL
+            held = self._slots[at, 1]
+            free = held < 0
             # Of the keys reaching one free slot, one takes it (the last claim written); the others probe on.
             claims[at[free]] = waiting[free]
             winners = free & (claims[at] == waiting)
             taken = at[winners]
-            self._deleted -= int(np.count_nonzero(self._state[taken] == _DELETED))
-            self._state[taken] = _FULL
-            self._slot_keys[taken] = keys[waiting[winners]]
-            self._slot_values[taken] = values[waiting[winners]]
+            self._deleted -= int(np.count_nonzero(held[winners] == _DELETED))
+            self._slots[taken, 0] = keys[waiting[winners]]
+            self._slots[taken, 1] = values[waiting[winners]]
             waiting = waiting[~winners]
             slots[waiting] = (at[~winners] + 1) & mask
         self._count += len(keys)
 
     def assign(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Sets the values of ``keys`` (all in the table)."""
-        self._slot_values[self._slots_of(keys)] = values
+        """Sets the values (>= 0) of ``keys`` (all in the table)."""
+        self._slots[self._probe(keys)[0], 1] = values
 
     def remove(self, keys: np.ndarray) -> None:
         """Drops ``keys`` (all in the table)."""
-        slots = self._slots_of(keys)
-        self._state[slots] = _DELETED
+        slots = self._probe(keys)[0]
+        self._slots[slots, 1] = _DELETED
         self._count -= len(slots)
         self._deleted += len(slots)
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
         """(keys ascending, their values)."""
-        full = self._state == _FULL
-        keys, values = self._slot_keys[full], self._slot_values[full]
-        order = np.argsort(keys)
-        return keys[order], values[order]
+        full = self._slots[self._slots[:, 1] >= 0]
+        order = np.argsort(full[:, 0])
+        return full[order, 0], full[order, 1]
 
     def values(self) -> np.ndarray:
         """Every value, in no particular order."""
-        values: np.ndarray = self._slot_values[self._state == _FULL]
+        column: np.ndarray = self._slots[:, 1]
+        values: np.ndarray = column[column >= 0]
         return values
 
     def nbytes(self) -> int:
-        return int(self._slot_keys.nbytes + self._slot_values.nbytes + self._state.nbytes)
+        return int(self._slots.nbytes)
 
 
 class EmbeddingTable:
@@ -168,9 +195,11 @@ class EmbeddingTable:
     calls, not a Python step per id."""
 
     def __init__(self, name: str, dim: int, value_dtype: Any, filter_freq: int, steps_to_live: int,
-                 l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0) -> None:
+                 l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0,
+                 evict_every_n_steps: int = 0) -> None:
         self.name = name
         self.max_entries = max_entries
+        self.evict_every_n_steps = evict_every_n_steps
         self.dim = dim
         self.value_dtype = np.dtype(value_dtype)
         self.filter_freq = filter_freq
@@ -196,6 +225,9 @@ class EmbeddingTable:
         self._slots: dict[str, np.ndarray] = {}
         self._slot_initial: dict[str, float] = {}
         self._free_rows = np.zeros(0, np.int64)
+        self._evicted_at_step = 0
+        """The global step of the last periodic eviction (``evict_every_n_steps``); 0 before the first."""
+        self._updates_since_eviction = 0
 
     @property
     def initialized(self) -> bool:
@@ -291,15 +323,13 @@ class EmbeddingTable:
         defaults = self._check_initialized()
         flat = keys.reshape(-1)
         with self.lock:
-            # Each distinct key is looked up once (a Zipf batch repeats its frequent ids).
-            distinct, inverse, lookups = np.unique(flat, return_inverse=True, return_counts=True)
-            distinct_rows = self._index.find(distinct)
-            stored_distinct = distinct_rows >= 0
+            # Every id is probed (deduplicating a batch first costs a sort, more than the probes it saves).
+            rows = self._index.find(flat)
+            stored = rows >= 0
+            all_stored = bool(stored.all())
             if count:
-                self._freqs[distinct_rows[stored_distinct]] += lookups[stored_distinct]
-            rows = distinct_rows[inverse]
-            stored = stored_distinct[inverse]
-            if not stored.all():
+                np.add.at(self._freqs, rows if all_stored else rows[stored], 1)
+            if not all_stored:
                 rows[~stored] = self._admit(flat[~stored], count, defaults)
             reads = rows >= 0
             if reads.all():
@@ -350,15 +380,35 @@ class EmbeddingTable:
     def evict(self, global_step: int) -> None:
         """Drops the keys the eviction option names (not updated in ``steps_to_live`` steps, or small rows)."""
         with self.lock:
-            rows = self._index.values()
-            doomed = np.zeros(len(rows), bool)
-            if self.steps_to_live > 0 and global_step >= 0:
-                doomed |= global_step - np.maximum(self._versions[rows], 0) > self.steps_to_live
-            if self.l2_weight_threshold >= 0:
-                norms = np.sqrt(np.sum(np.square(self._values[rows], dtype=np.float64), axis=1))
-                doomed |= norms < self.l2_weight_threshold
-            if doomed.any():
-                self._remove_rows(rows[doomed])
+            self._evict_locked(global_step)
+
+    def _evict_locked(self, global_step: int) -> None:
+        rows = self._index.values()
+        doomed = np.zeros(len(rows), bool)
+        if self.steps_to_live > 0 and global_step >= 0:
+            doomed |= global_step - np.maximum(self._versions[rows], 0) > self.steps_to_live
+        if self.l2_weight_threshold >= 0:
+            norms = np.sqrt(np.sum(np.square(self._values[rows], dtype=np.float64), axis=1))
+            doomed |= norms < self.l2_weight_threshold
+        if doomed.any():
+            self._remove_rows(rows[doomed])
+
+    def evict_if_due(self, global_step: int) -> None:
+        """With ``evict_every_n_steps`` K, evicts after an update once the global step is K or more past
+        the previous periodic eviction (the first at step K); an update without a global step (-1)
+        counts as one step, so such a table evicts every K updates."""
+        if not self.evict_every_n_steps:
+            return
+        with self.lock:
+            if global_step >= 0:
+                due = global_step - self._evicted_at_step >= self.evict_every_n_steps
+            else:
+                self._updates_since_eviction += 1
+                due = self._updates_since_eviction >= self.evict_every_n_steps
+            if due:
+                self._evict_locked(global_step)
+                self._evicted_at_step = max(global_step, 0)
+                self._updates_since_eviction = 0
 
     def export(self, slot_names: list[str]) -> list[np.ndarray]:
         """keys, values, freqs, versions, keys not yet admitted, their counts, then one array per slot."""
@@ -411,7 +461,8 @@ def _table(step: context.StepContext, k: context.KernelContext) -> EmbeddingTabl
         attrs["container"], name, EmbeddingTable,
         lambda: EmbeddingTable(name, attrs["embedding_dim"], attrs["value_dtype"], attrs["filter_freq"],
                                attrs["steps_to_live"], attrs["l2_weight_threshold"],
-                               attrs["default_value_no_permission"], attrs.get("max_entries", 0)))
+                               attrs["default_value_no_permission"], attrs.get("max_entries", 0),
+                               attrs.get("evict_every_n_steps", 0)))
     table.check_definition(attrs["embedding_dim"], attrs["value_dtype"])
     return table
 
@@ -442,6 +493,7 @@ def _apply_gradient_descent(k: context.KernelContext, step: context.StepContext,
     with table.lock:
         rows, summed = table.rows_to_update(np.asarray(keys, np.int64), np.asarray(grads), int(global_step))
         table.values()[rows] -= np.asarray(learning_rate, table.value_dtype) * summed
+    table.evict_if_due(int(global_step))
 
 
 @register_kernel("KvResourceSparseApplyAdagrad", host_only=True)
@@ -452,6 +504,7 @@ def _apply_adagrad(k: context.KernelContext, step: context.StepContext, table: E
         accumulator = table.ensure_slot(k.attrs["slot_name"], k.attrs["initial_accumulator_value"])
         accumulator[rows] += summed * summed
         table.values()[rows] -= np.asarray(learning_rate, table.value_dtype) * summed / np.sqrt(accumulator[rows])
+    table.evict_if_due(int(global_step))
 
 
 @register_kernel("KvResourceSparseApplyAdam", host_only=True)
@@ -471,6 +524,7 @@ def _apply_adam(k: context.KernelContext, step: context.StepContext, table: Embe
         v_rows = v[rows] + (g * g - v[rows]) * (1 - b2)
         m[rows], v[rows] = m_rows, v_rows
         table.values()[rows] -= alpha * m_rows / (np.sqrt(v_rows) + eps)
+    table.evict_if_due(int(global_step))
 
 
 @register_kernel("KvResourceSparseApplyFtrl", host_only=True)
@@ -493,6 +547,14 @@ def _apply_ftrl(k: context.KernelContext, step: context.StepContext, table: Embe
         quadratic = root(new_accum) / lr + 2 * l2
         table.values()[rows] = (np.clip(lin, -l1, l1) - lin) / quadratic
         accum[rows], linear[rows] = new_accum, lin
+    table.evict_if_due(int(global_step))
+
+
+@register_kernel("KvStringToKey", host_only=True)
+def _string_to_key(k: context.KernelContext, step: context.StepContext, strings: Any) -> Any:
+    """Each string's ``Fingerprint64``, its 64 bits read as an int64 (no modulo)."""
+    array = np.asarray(strings, dtype=object)
+    return hash_functions.fingerprint64(array.ravel().tolist()).view(np.int64).reshape(array.shape)
 
 
 @register_kernel("KvPartitionOfKeys", host_only=True)

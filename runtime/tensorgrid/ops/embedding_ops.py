@@ -202,18 +202,17 @@ def _lookup_in_parts(parts: list[embedding_variable_ops.EmbeddingVariable], ids:
     graph = parts[0].graph
     with graph.as_default(), graph.name_scope(name or "embedding_lookup") as scope:
         id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
-        if id_tensor.dtype.base_dtype == dtypes.int32:
-            id_tensor = math_ops.cast(id_tensor, dtypes.int64)
+        keys = parts[0].keys_of(id_tensor)
         if len(parts) == 1:
-            return _clip(parts[0].sparse_read(id_tensor, name=scope), id_tensor, max_norm)
-        flat_ids = array_ops.reshape(id_tensor, [-1])
+            return _clip(parts[0].gather_keys(keys, name=scope), id_tensor, max_norm)
+        flat_ids = array_ops.reshape(keys, [-1])
         part_of = embedding_variable_ops.partition_of_ids(flat_ids, len(parts))
         ids_by_part = dynamic_partition(flat_ids, part_of, len(parts))
         positions = dynamic_partition(math_ops.range(array_ops.size(flat_ids)), part_of, len(parts))
         rows = []
         for part, part_ids in zip(parts, ids_by_part):
             with graph.device(None):
-                rows.append(part.sparse_read(part_ids))
+                rows.append(part.gather_keys(part_ids))
         stitched = parallel_dynamic_stitch(positions, rows)
         dim = parts[0].embedding_dim
         result = array_ops.reshape(stitched, array_ops.concat(

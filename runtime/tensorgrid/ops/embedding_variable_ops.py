@@ -11,6 +11,11 @@ rows, slots, frequencies and versions per key. Every op on it is colocated with 
 ``KvResourceSparseApply*`` ops. The names and arguments are DeepRec's
 (``EmbeddingVariableOption``, ``CounterFilter``, ``GlobalStepEvict``, ``L2WeightEvict``,
 ``InitializerOption``), so DeepRec programs run unchanged for what is implemented here.
+
+A table of ``key_dtype=tf.string`` keys its rows by each string's 64-bit FarmHash
+``Fingerprint64`` (``KvStringToKey``, run where the lookup is built, so only int64 keys travel to
+the PS): the string is hashed once, with no modulo, and the table, its gradients and its
+checkpoints hold the hashed keys.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ GraphKeys = graph_lib.GraphKeys
 
 _STORE_KEY = "__embedding_variables"
 _KEY_DTYPES = (dtypes.int64, dtypes.int32)
+_TABLE_KEY_DTYPES = (dtypes.int64, dtypes.int32, dtypes.string)
 
 _SPARSE_APPLY_OPS = ("KvResourceSparseApplyGradientDescent", "KvResourceSparseApplyAdagrad",
                      "KvResourceSparseApplyAdam", "KvResourceSparseApplyFtrl")
@@ -41,8 +47,9 @@ for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvResourceGather", 
                  "KvResourceExport", "KvResourceImport", *_SPARSE_APPLY_OPS):
     op_registry.register_op(_op_type, stateful=True)
 op_registry.register_op("KvPartitionOfKeys")
+op_registry.register_op("KvStringToKey")
 for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvVariableSize", "KvResourceExport", "KvResourceImport",
-                 "KvPartitionOfKeys", *_SPARSE_APPLY_OPS):
+                 "KvPartitionOfKeys", "KvStringToKey", *_SPARSE_APPLY_OPS):
     op_registry.NotDifferentiable(_op_type)
 
 
@@ -91,7 +98,8 @@ class EmbeddingVariableOption:
 
     def __init__(self, ht_type: str = "", ht_partition_num: int = 1000, evict_option: Any = None,
                  ckpt: Any = None, filter_option: Any = None, storage_option: Any = None,
-                 init_option: Any = None, max_entries: Optional[int] = None) -> None:
+                 init_option: Any = None, max_entries: Optional[int] = None,
+                 evict_every_n_steps: Optional[int] = None) -> None:
         if filter_option is not None and not isinstance(filter_option, CounterFilter):
             raise ValueError(f"EmbeddingVariableOption: filter_option must be a tf.CounterFilter (the Bloom filter "
                              f"CBFFilter is not implemented), got {filter_option!r}")
@@ -105,10 +113,20 @@ class EmbeddingVariableOption:
             raise ValueError(f"EmbeddingVariableOption: init_option must be a tf.InitializerOption, got {init_option!r}")
         if max_entries is not None and (not isinstance(max_entries, int) or max_entries <= 0):
             raise ValueError(f"EmbeddingVariableOption: max_entries must be None or an int > 0, got {max_entries!r}")
+        if evict_every_n_steps is not None and (isinstance(evict_every_n_steps, bool) or
+                                                not isinstance(evict_every_n_steps, int) or evict_every_n_steps <= 0):
+            raise ValueError("EmbeddingVariableOption: evict_every_n_steps must be None or an int > 0, got "
+                             f"{evict_every_n_steps!r}")
+        if evict_every_n_steps is not None and evict_option is None:
+            raise ValueError(f"EmbeddingVariableOption: evict_every_n_steps={evict_every_n_steps} needs an "
+                             "evict_option (tf.GlobalStepEvict or tf.L2WeightEvict) saying what to evict")
         self.ht_type = ht_type
         self.max_entries = max_entries
         """tensorgrid's bound on the keys a table (each part of a partitioned one) stores: past it, the
         least recently updated keys are evicted (None: no bound)."""
+        self.evict_every_n_steps = evict_every_n_steps
+        """tensorgrid's: besides at every checkpoint save, the PS evicts (by ``evict_option``) on the first
+        update at least this many global steps after its previous eviction (None: only at saves)."""
         self.ht_partition_num = ht_partition_num
         self.evict = evict_option
         self.ckpt = ckpt
@@ -157,6 +175,7 @@ class EmbeddingVariable:
             "l2_weight_threshold": evict.l2_weight_threshold if isinstance(evict, L2WeightEvict) else -1.0,
             "default_value_no_permission": ev_option.init.default_value_no_permission,
             "max_entries": ev_option.max_entries or 0,
+            "evict_every_n_steps": ev_option.evict_every_n_steps or 0,
         }
         graph = graph_lib.get_default_graph()
         with graph.name_scope(None):
@@ -205,17 +224,30 @@ class EmbeddingVariable:
     def __repr__(self) -> str:
         return f"<tf.EmbeddingVariable '{self.name}' embedding_dim={self.embedding_dim} key_dtype={self.key_dtype.name}>"
 
+    def keys_of(self, ids: Any) -> graph_lib.Tensor:
+        """``ids`` as the table's int64 keys: int32 ids cast, strings (a ``tf.string`` table) hashed to
+        their 64-bit ``Fingerprint64``, where the caller builds them (not on the table's task)."""
+        id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
+        id_dtype = id_tensor.dtype.base_dtype
+        if self.key_dtype == dtypes.string:
+            if id_dtype != dtypes.string:
+                raise TypeError(f"Embedding variable {self._name} has key_dtype string: its ids must be strings, "
+                                f"got {id_dtype.name}")
+            return string_keys(id_tensor)
+        if id_dtype not in _KEY_DTYPES:
+            raise TypeError(f"Embedding variable {self._name}: ids must be int64 or int32, got {id_dtype.name}")
+        return id_tensor if id_dtype == dtypes.int64 else math_ops.cast(id_tensor, dtypes.int64)
+
+    def gather_keys(self, keys: graph_lib.Tensor, name: Optional[str] = None, counts: bool = True) -> graph_lib.Tensor:
+        """The rows of the int64 ``keys`` (from ``keys_of``), looked up next to the table; counts each lookup."""
+        shape = keys.shape.concatenate([self.embedding_dim])
+        with self.graph.colocate_with(self._handle.op):
+            return op_util.make_tensor("KvResourceGather", [self._handle, keys], self._dtype, shape,
+                                       name or "KvResourceGather", {"counts": counts})
+
     def sparse_read(self, ids: Any, name: Optional[str] = None, counts: bool = True) -> graph_lib.Tensor:
         """The rows of ``ids`` (shape ``ids.shape + [embedding_dim]``); counts each id's lookup."""
-        id_tensor = tensor_conversion.convert_to_tensor(ids, name="ids")
-        if id_tensor.dtype.base_dtype not in _KEY_DTYPES:
-            raise TypeError(f"Embedding variable {self._name}: ids must be int64 or int32, got {id_tensor.dtype.name}")
-        if id_tensor.dtype.base_dtype != dtypes.int64:
-            id_tensor = math_ops.cast(id_tensor, dtypes.int64)
-        shape = id_tensor.shape.concatenate([self.embedding_dim])
-        with self.graph.colocate_with(self._handle.op):
-            return op_util.make_tensor("KvResourceGather", [self._handle, id_tensor], self._dtype, shape,
-                                       name or "KvResourceGather", {"counts": counts})
+        return self.gather_keys(self.keys_of(ids), name, counts)
 
     def total_count(self) -> graph_lib.Tensor:
         """How many keys the table stores (DeepRec's ``ev.total_count()`` counts only these)."""
@@ -284,6 +316,12 @@ class PartitionedEmbeddingVariable:
         return math_ops.add_n([part.total_count() for part in self.parts])
 
 
+def string_keys(strings: graph_lib.Tensor) -> graph_lib.Tensor:
+    """Each string's table key (int64, same shape): its FarmHash ``Fingerprint64``, all 64 bits, as
+    ``tf.bitcast`` of ``tf.fingerprint`` gives it in TensorFlow; no modulo."""
+    return op_util.make_tensor("KvStringToKey", [strings], dtypes.int64, strings.shape, "KvStringToKey")
+
+
 def partition_of_ids(ids: graph_lib.Tensor, num_partitions: int) -> graph_lib.Tensor:
     """The part (int32) each int64 id of ``ids`` belongs to among ``num_partitions`` (same shape)."""
     return op_util.make_tensor("KvPartitionOfKeys", [ids], dtypes.int32, ids.shape, "KvPartitionOfKeys",
@@ -321,9 +359,9 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype: Any = dtype
     if not isinstance(embedding_dim, int) or embedding_dim <= 0:
         raise ValueError(f"get_embedding_variable: embedding_dim must be an int > 0, got {embedding_dim!r}")
     key_dtype = dtypes.as_dtype(key_dtype)
-    if key_dtype not in _KEY_DTYPES:
-        raise ValueError(f"get_embedding_variable: key_dtype must be tf.int64 or tf.int32, got {key_dtype.name} "
-                         "(string ids: hash them with tf.strings.to_hash_bucket_fast first)")
+    if key_dtype not in _TABLE_KEY_DTYPES:
+        raise ValueError(f"get_embedding_variable: key_dtype must be tf.int64, tf.int32 or tf.string, got "
+                         f"{key_dtype.name}")
     value_dtype = dtypes.float32 if value_dtype is None else dtypes.as_dtype(value_dtype)
     if not value_dtype.is_floating:
         raise ValueError(f"get_embedding_variable: value_dtype must be a float type, got {value_dtype.name}")

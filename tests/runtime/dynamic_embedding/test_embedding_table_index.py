@@ -4,6 +4,7 @@ assignments and removals (with the growth and the deleted slots they cause) agre
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tensorgrid.kernels import embedding_variable_kernels
 
@@ -35,3 +36,18 @@ def test_the_key_index_agrees_with_a_dict_through_inserts_removals_and_growth() 
     keys, values = index.items()
     np.testing.assert_array_equal(keys, sorted(reference))
     np.testing.assert_array_equal(values, [reference[k] for k in sorted(reference)])
+
+
+def test_a_chain_of_colliding_keys_wraps_past_the_last_slot_and_is_found_after_removals() -> None:
+    index = embedding_variable_kernels.KeyIndex()  # 16 slots: 7 keys keep it under half full
+    candidates = np.arange(1, 5000, dtype=np.int64)
+    last_slot = candidates[index._home(candidates) == 15]
+    chained, absent = last_slot[:7], last_slot[7:10]  # all start at the last slot: slots 15, 0, 1, ..., 5
+    index.insert(chained, np.arange(7, dtype=np.int64) * 10)
+    np.testing.assert_array_equal(index.find(np.concatenate([chained, absent])), [0, 10, 20, 30, 40, 50, 60, -1, -1, -1])
+    index.remove(chained[[0, 3]])  # deleted slots inside the chain: the keys after them are still found
+    np.testing.assert_array_equal(index.find(chained), [-1, 10, 20, -1, 40, 50, 60])
+    index.insert(absent[:1], np.array([7], np.int64))
+    np.testing.assert_array_equal(index.find(np.concatenate([chained, absent])), [-1, 10, 20, -1, 40, 50, 60, 7, -1, -1])
+    with pytest.raises(ValueError, match="values must be >= 0"):
+        index.insert(absent[1:2], np.array([-1], np.int64))

@@ -63,7 +63,8 @@ def test_names_and_reuse_follow_get_variable():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: tf.get_embedding_variable("e", 0), "embedding_dim must be an int > 0, got 0"),
-    (lambda: tf.get_embedding_variable("e", 2, key_dtype=tf.string), "key_dtype must be tf.int64 or tf.int32, got string"),
+    (lambda: tf.get_embedding_variable("e", 2, key_dtype=tf.bool), "key_dtype must be tf.int64, tf.int32 or tf.string, "
+     "got bool"),
     (lambda: tf.CounterFilter(filter_freq=-1), "filter_freq must be an int >= 0, got -1"),
     (lambda: tf.EmbeddingVariableOption(filter_option=3), "filter_option must be a tf.CounterFilter"),
     (lambda: tf.GlobalStepEvict(steps_to_live=-2), "steps_to_live must be None or an int >= 0, got -2"),

@@ -17,6 +17,7 @@ from tensorgrid.feature_column import models as feature_column_models
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import array_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import summary_ops
@@ -60,8 +61,9 @@ def linear_logits(features: Any, feature_columns: Sequence[Any], units: int, spa
     logits = feature_column_models.linear_model(features, feature_columns, units=units,
                                                 sparse_combiner=sparse_combiner, cols_to_vars=columns_to_variables)
     bias = [part for variable in columns_to_variables.pop("bias") for part in _parts(variable)]
+    # An embedding variable's rows are not one tensor: the summary counts the fixed weights only.
     weights = [part for variables in columns_to_variables.values() for variable in variables
-               for part in _parts(variable)]
+               for part in _parts(variable) if not isinstance(part, embedding_variable_ops.EmbeddingVariable)]
     if units > 1:
         summary_ops.histogram("bias", bias[0].value())
     else:

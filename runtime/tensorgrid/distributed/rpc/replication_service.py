@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 import grpc
 import numpy as np
 
+from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import ports
@@ -199,6 +200,7 @@ class PrimaryReplication:
                 self._server.worker.resources, backend_lib.for_device("CPU"), self._client, self._server.task,
                 self._holder, self._settings.fetch_wait_s)
         finally:
+            monitoring.PS_STARTED_FROM_REPLICA.labels(self._server.task).set(0 if self.restored is None else 1)
             self._loaded.set()
         self.replicator.start()
 
@@ -215,6 +217,7 @@ def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     holder = replication.replica_holder(server.cluster, server.job_name, server.task_index, settings)
     if holder is None:
         if server.job_name == "ps":
+            monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0)
             log.info("%s: no live replica of its state (%s): a restart restores the checkpoint", server.task,
                      "a single PS and no " + replication.REPLICA_ADDRESS_ENV if settings.enabled
                      else replication.REPLICATION_ENV + " is not 1")

@@ -4,14 +4,17 @@
 module carries pushes and snapshots as ``protos/tensorgrid/v1/replication.proto`` messages
 (its own service, registered on every task's gRPC server beside Master and Worker, so any
 task can hold a replica), gives a PS task its ``Replicator`` and the load of its replica
-at start (``PrimaryReplication``), and runs a standby task that only holds a replica
-(``serve_standby``, ``tensorgrid ps-standby``).
+at start (``PrimaryReplication``), runs a standby task that only holds a replica
+(``serve_standby``, ``tensorgrid ps-standby``), and makes a standby the PS itself, with the
+replica it holds loaded (``take_over``), when its PS is lost.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
+import re
 import threading
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
@@ -212,7 +215,15 @@ class PrimaryReplication:
 
 def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     """The replica of ``server``'s state when it is a PS with a holder (the ring, or
-    ``TENSORGRID_PS_REPLICA_ADDRESS``), else None."""
+    ``TENSORGRID_PS_REPLICA_ADDRESS``), else None (and None for a standby that took over)."""
+    if server.promotion is not None:
+        restored = server.promotion.restored
+        monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0 if restored is None else 1)
+        log.warning("%s: a standby took over at %s (%s): no live replica of its state now, a restart restores "
+                    "the checkpoint", server.task, server.address,
+                    "it held no replica: started empty" if restored is None else
+                    f"loaded {restored.variables} variables from the replica it held, {restored.age_seconds:.2f} s old")
+        return None
     settings = replication.ReplicationSettings.from_env()
     holder = replication.replica_holder(server.cluster, server.job_name, server.task_index, settings)
     if holder is None:
@@ -255,3 +266,53 @@ def standby_task(env: Any) -> str:
         raise ValueError(f"{replication.STANDBY_FOR_ENV}={task!r}: name the PS task this standby holds the replica "
                          f"of, e.g. /job:ps/replica:0/task:0")
     return task
+
+
+class HeldReplica:
+    """``replication.ReplicaPeer`` over this process's own ``ReplicaStore``: what a standby
+    taking over loads (fetches only: a standby never pushes)."""
+
+    def __init__(self, store: replication.ReplicaStore) -> None:
+        self._store = store
+
+    def fetch(self, primary_task: str) -> Optional[replication.Snapshot]:
+        return self._store.snapshot(primary_task)
+
+    def push(self, push: replication.Push, pieces: list[replication.Rows]) -> replication.Ack:
+        raise errors.FailedPreconditionError(None, None, f"{push.primary_task}: a standby's own replica takes no push")
+
+
+def promotion_cluster(env: Any) -> cluster_lib.ClusterSpec:
+    """The cluster a standby taking over joins: ``TF_CONFIG``'s ``cluster`` (its ``task`` is not read:
+    the standby is not a task of it until it takes over)."""
+    text = str(env.get("TF_CONFIG", ""))
+    try:
+        cluster = json.loads(text).get("cluster") if text.strip() else None
+    except (json.JSONDecodeError, AttributeError):
+        cluster = None
+    if not cluster:
+        raise ValueError(f"TF_CONFIG={text[:200]!r}: a standby takes over its PS's address only with the job's "
+                         "cluster in TF_CONFIG, e.g. {\"cluster\": {\"ps\": [\"h0:2222\"], \"worker\": [\"h1:2222\"]}}")
+    spec = cluster_lib.ClusterSpec(cluster)
+    cluster_lib.check_addresses(spec)
+    return spec
+
+
+def take_over(rpc_server: grpc.Server, store: replication.ReplicaStore, standby_for: str,
+              cluster: cluster_lib.ClusterSpec) -> server_lib.Server:
+    """The standby becomes ``standby_for`` (``/job:ps/replica:0/task:<i>``): its Replication server
+    stops (freeing the port, which may be the PS's own once a Service points here), a full server of
+    that task starts at the PS's address in ``cluster`` with the replica held loaded before it serves
+    (empty when it held none: then the chief restores the checkpoint, as for a new PS)."""
+    from tensorgrid.distributed.rpc import server as server_lib
+
+    found = re.fullmatch(r"/job:ps/replica:0/task:(\d+)", standby_for)
+    if found is None or int(found.group(1)) not in cluster.task_indices("ps"):
+        raise ValueError(f"the standby of {standby_for!r} cannot take over: the PS tasks of the cluster are "
+                         f"{[cluster_lib.task_name('ps', i) for i in cluster.task_indices('ps')]}")
+    rpc_server.stop(grace=None).wait()
+    server = server_lib.Server(cluster, "ps", int(found.group(1)), start=False)
+    server.promotion = replication.Promotion(replication.restore_from_replica(
+        server.worker.resources, backend_lib.for_device("CPU"), HeldReplica(store), server.task, "this standby", 0.0))
+    server.start()
+    return server

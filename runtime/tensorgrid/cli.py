@@ -97,6 +97,11 @@ def _ps_standby(args: argparse.Namespace) -> int:
         except ValueError as e:  # told to take over without the cluster: it stays a standby
             logging.getLogger("tensorgrid.replication").error("The standby of %s cannot take over: %s", standby_for, e)
             continue
+        except replication_service.TakeOverError as e:  # it serves its replica again
+            logging.getLogger("tensorgrid.replication").error("The standby of %s did not take over (%s): holding "
+                                                              "its replica again", standby_for, e)
+            rpc_server, store = replication_service.serve_standby(args.address, standby_for, store)
+            continue
         break
     del store  # loaded into the server: the copy held goes
 

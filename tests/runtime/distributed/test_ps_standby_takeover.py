@@ -82,3 +82,23 @@ def test_a_standby_takes_over_its_lost_ps_with_the_replica_loaded(tmp_path):
         assert resumed[0][0] >= step - 40, (step, resumed[:3])
         assert resumed[0][1] >= examples - 40 * 64, (examples, resumed[:3])
         assert resumed[-1][0] > resumed[0][0]
+
+
+def test_a_standby_that_cannot_take_over_holds_its_replica_again(tmp_path):
+    # The PS still listens at its address: the standby cannot start there, says so, and serves its replica again.
+    address = f"localhost:{ports.free_ports(1)[0]}"
+    with LocalCluster(tmp_path, {"ps": 1, "worker": 1}, start=False) as cluster:
+        cluster.task("ps", 0).start()
+        standby = TaskProcess("ps-standby", 0, address, cluster.cluster, str(tmp_path / "standby.log"),
+                              {"TENSORGRID_PS_STANDBY_FOR": "/job:ps/replica:0/task:0"})
+        standby.start(wait=False, command=[sys.executable, "-m", "tensorgrid", "ps-standby", "--address", address])
+        try:
+            standby.wait_for_output("Standby for /job:ps/replica:0/task:0", timeout=120)
+            standby.process.send_signal(signal.SIGUSR1)
+            standby.wait_for_output("did not take over", timeout=60)
+            standby.wait_for_output("holding its replica again", timeout=60)
+            assert standby.log().count("Standby for /job:ps/replica:0/task:0: holding its replica at") == 2
+            standby.wait_listening(timeout=30)
+            assert standby.process.poll() is None
+        finally:
+            standby.kill()

@@ -238,14 +238,16 @@ def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     return PrimaryReplication(server, holder[0], holder[1], settings)
 
 
-def serve_standby(address: str, standby_for: str) -> tuple[grpc.Server, replication.ReplicaStore]:
+def serve_standby(address: str, standby_for: str,
+                  store: Optional[replication.ReplicaStore] = None) -> tuple[grpc.Server, replication.ReplicaStore]:
     """A standby task at ``address``: a gRPC server with only the Replication service,
-    holding the replica of ``standby_for`` (e.g. ``/job:ps/replica:0/task:0``)."""
+    holding the replica of ``standby_for`` (e.g. ``/job:ps/replica:0/task:0``) in ``store``
+    (a new one by default; the one held still, after a failed take over)."""
     problem = cluster_lib.address_problem(address)
     if problem is not None:
         raise ValueError(f"the standby's address {address!r} {problem}")
     user_authority.ensure_for([address])
-    store = replication.ReplicaStore()
+    store = store if store is not None else replication.ReplicaStore()
     rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="standby"),
                              options=grpc_frames.grpc_options(grpc_frames.server_options()))
     rpc_server.add_generic_rpc_handlers((handler(store),))
@@ -303,16 +305,27 @@ def take_over(rpc_server: grpc.Server, store: replication.ReplicaStore, standby_
     """The standby becomes ``standby_for`` (``/job:ps/replica:0/task:<i>``): its Replication server
     stops (freeing the port, which may be the PS's own once a Service points here), a full server of
     that task starts at the PS's address in ``cluster`` with the replica held loaded before it serves
-    (empty when it held none: then the chief restores the checkpoint, as for a new PS)."""
+    (empty when it held none: then the chief restores the checkpoint, as for a new PS). ValueError
+    (still serving as a standby) when ``cluster`` has no such PS; ``TakeOverError`` when the PS
+    could not start (its Replication server stopped, the replica still in ``store``)."""
     from tensorgrid.distributed.rpc import server as server_lib
 
     found = re.fullmatch(r"/job:ps/replica:0/task:(\d+)", standby_for)
     if found is None or int(found.group(1)) not in cluster.task_indices("ps"):
         raise ValueError(f"the standby of {standby_for!r} cannot take over: the PS tasks of the cluster are "
                          f"{[cluster_lib.task_name('ps', i) for i in cluster.task_indices('ps')]}")
+    server = server_lib.Server(cluster, "ps", int(found.group(1)), start=False)  # binds nothing yet
     rpc_server.stop(grace=None).wait()
-    server = server_lib.Server(cluster, "ps", int(found.group(1)), start=False)
-    server.promotion = replication.Promotion(replication.restore_from_replica(
-        server.worker.resources, backend_lib.for_device("CPU"), HeldReplica(store), server.task, "this standby", 0.0))
-    server.start()
+    try:
+        server.promotion = replication.Promotion(replication.restore_from_replica(
+            server.worker.resources, backend_lib.for_device("CPU"), HeldReplica(store), server.task, "this standby",
+            0.0))
+        server.start()
+    except Exception as e:  # the address taken (the old PS still there), ...: said, the replica kept
+        raise TakeOverError(f"{server.task} could not start at {server.address}: {e}") from e
     return server
+
+
+class TakeOverError(RuntimeError):
+    """A standby stopped serving its replica to take over, and could not start as its PS: it
+    still holds the replica (``serve_standby`` with that store serves it again)."""

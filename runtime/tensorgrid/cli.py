@@ -64,28 +64,56 @@ def _server(args: argparse.Namespace) -> int:
 
 
 def _ps_standby(args: argparse.Namespace) -> int:
-    """Holds the live replica of one PS task's state until SIGTERM or SIGINT."""
+    """Holds the live replica of one PS task's state until SIGTERM or SIGINT; on SIGUSR1 takes
+    over the PS's address in TF_CONFIG's cluster as that PS, with the replica loaded, and
+    serves as it until it stops (as ``tensorgrid server`` does)."""
     from tensorgrid.distributed.rpc import replication_service
 
     try:
         standby_for = args.standby_for or replication_service.standby_task(os.environ)
-        rpc_server, _ = replication_service.serve_standby(args.address, standby_for)
+        rpc_server, store = replication_service.serve_standby(args.address, standby_for)
     except (ValueError, RuntimeError) as e:
         print(f"tensorgrid ps-standby: {e}", file=sys.stderr)
         return 2
-    stopped = threading.Event()
+    woken = threading.Event()
     received: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
         received.append(signum)
-        stopped.set()
+        woken.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    while not stopped.wait(1.0):
-        pass
-    rpc_server.stop(grace=1.0)
-    return 128 + received[0]
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(signum, on_signal)
+    while True:
+        while not woken.wait(1.0):
+            pass
+        woken.clear()
+        if received[-1] != signal.SIGUSR1:
+            rpc_server.stop(grace=1.0)
+            return 128 + received[-1]
+        try:
+            server = replication_service.take_over(rpc_server, store, standby_for,
+                                                   replication_service.promotion_cluster(os.environ))
+        except ValueError as e:  # told to take over without the cluster: it stays a standby
+            logging.getLogger("tensorgrid.replication").error("The standby of %s cannot take over: %s", standby_for, e)
+            continue
+        except replication_service.TakeOverError as e:  # it serves its replica again
+            logging.getLogger("tensorgrid.replication").error("The standby of %s did not take over (%s): holding "
+                                                              "its replica again", standby_for, e)
+            rpc_server, store = replication_service.serve_standby(args.address, standby_for, store)
+            continue
+        break
+    del store  # loaded into the server: the copy held goes
+
+    def stop_server(signum: int, frame: object) -> None:
+        received.append(signum)
+        server.request_stop(f"received signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop_server)
+    signal.signal(signal.SIGINT, stop_server)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # it took over already
+    server.wait_until_stopped()
+    return 128 + received[-1] if received[-1] != signal.SIGUSR1 else 0
 
 
 def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
@@ -206,7 +234,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     standby.add_argument("--address", required=True, help="host:port to listen at (the PS's "
                                                           "TENSORGRID_PS_REPLICA_ADDRESS)")
     standby.add_argument("--standby-for", default=None,
-                         help="the PS task, e.g. /job:ps/replica:0/task:0 (default: $TENSORGRID_PS_STANDBY_FOR)")
+                         help="the PS task, e.g. /job:ps/replica:0/task:0 (default: $TENSORGRID_PS_STANDBY_FOR); on SIGUSR1 the standby takes over that PS's address "
+                              "in TF_CONFIG's cluster as the PS, with the replica it holds loaded")
     certs = sub.add_parser("certs", help="make a CA and a TLS certificate directory per task of a cluster (from "
                                          "--cluster or TF_CONFIG), for TENSORGRID_TLS_DIR on each machine")
     certs.add_argument("--cluster", help='cluster JSON, e.g. \'{"ps": ["h0:2222"], "worker": ["h1:2222"]}\' '

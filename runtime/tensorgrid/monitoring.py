@@ -73,6 +73,13 @@ PS_REPLICA_LAG_UPDATES = Gauge("tensorgrid_ps_replica_lag_updates",
                                registry=REGISTRY)
 PS_REPLICA_BYTES = Counter("tensorgrid_ps_replica_bytes", "Value bytes this PS pushed to its replica.", ["task"],
                            registry=REGISTRY)
+# How this PS process's state began, once it is known (absent while its replica loads): the
+# operator tells a failover that loaded the live replica from one that fell back to the checkpoint.
+PS_STARTED_FROM_REPLICA = Gauge(
+    "tensorgrid_ps_started_from_replica",
+    "1: this PS loaded its state from its live replica at start; 0: it started empty (no replica held, "
+    "none reachable, or replication off), so the chief restores the checkpoint or initializes the model.",
+    ["task"], registry=REGISTRY)
 TENSORS_RECEIVED = Counter("tensorgrid_tensors_received", "Tensors this task received from peers or clients.",
                            registry=REGISTRY)
 

@@ -4,7 +4,9 @@ Which pods to read, what their pages say and the new ``status.progress`` are pur
 (``reconcile.progress``); this decides when a reading is due (every
 ``progress_interval_seconds`` while the job runs), GETs each task's /metrics page
 (``http://<pod IP>:<metrics port>/metrics``, at most ``progress.MAX_PAGE_BYTES``) and
-writes the progress when it changed.
+writes the progress when it changed, with what the PS pods said of their start
+(``reconcile.ps_starts``: which recovery a new PS pod made), in one status PATCH, then
+posts that recovery's Events.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any, Optional
 
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import running_operator
+from tensorgrid_operator.controller import plan_application
 from tensorgrid_operator.reconcile import progress
+from tensorgrid_operator.reconcile import ps_starts
 
 JobKey = tuple[str, str]
 # States in which the job's metrics are read into status.progress.
@@ -44,12 +48,23 @@ async def update_progress(operator: running_operator.RunningOperator, key: JobKe
     targets = progress.scrape_targets(job_spec, pods)
     readings = await asyncio.gather(*(operator.call(_read_metrics, t, operator.settings.progress_timeout_seconds)
                                       for t in targets))
+    now = datetime.datetime.now(datetime.timezone.utc)
     old = status.get("progress")
-    new = progress.next_progress(old, readings, datetime.datetime.now(datetime.timezone.utc))
+    new = progress.next_progress(old, readings, now)
+    patch: dict[str, Any] = {}
     if new is not None and new != old:
         # A merge patch: keys the new progress no longer has are deleted by naming them null.
-        patch = {name: new.get(name) for name in set(old or {}) | set(new)}
-        job = await operator.write_status(key, job, {"progress": patch})
+        patch["progress"] = {name: new.get(name) for name in set(old or {}) | set(new)}
+    starts = ps_starts.report(status, [
+        ps_starts.PSStart(target.ps_replica, target.pod, target.uid, reading.started_from_replica)
+        for target, reading in zip(targets, readings)
+        if target.ps_replica and reading.started_from_replica is not None], now)
+    patch.update(starts.patch(status))
+    if patch:
+        job = await operator.write_status(key, job, patch)
+        say = plan_application.say_on(job)
+        for kind, reason, message in starts.events:
+            say(kind, reason, message)
     return interval
 
 

@@ -33,6 +33,8 @@ Obj = dict[str, Any]
 GLOBAL_STEP = "tensorgrid_global_step"
 TARGET_STEP = "tensorgrid_target_step"
 SUMMARY_SCALAR = "tensorgrid_summary_scalar"
+# 1 or 0 once a PS's start ended: it loaded its live replica, or started empty (reconcile/ps_starts.py).
+STARTED_FROM_REPLICA = "tensorgrid_ps_started_from_replica"
 # The most of a metrics page that is read: a task's page is a few KiB.
 MAX_PAGE_BYTES = 1 << 20
 
@@ -43,6 +45,9 @@ class Target:
 
     pod: str
     url: str
+    uid: str = ""
+    ps_replica: str = ""
+    """The PS replica the pod runs (``ps-0``); empty for the chief."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +60,8 @@ class Reading:
     error: str = ""
     loss: Optional[float] = None
     loss_tag: str = ""
+    started_from_replica: Optional[bool] = None
+    """A PS's ``tensorgrid_ps_started_from_replica``; None while its start's load runs, or not a PS."""
 
 
 def loss_rank(tag: str) -> Optional[int]:
@@ -81,14 +88,17 @@ def scrape_targets(job_spec: spec_lib.JobSpec, pods: Sequence[Mapping[str, Any]]
             continue
         if view.key == chief or view.key.rtype is spec_lib.ReplicaType.PS:
             host = f"[{ip}]" if ":" in ip else ip
-            targets.append(Target(view.name, f"http://{host}:{port[view.key.rtype]}/metrics"))
+            ps_replica = view.key.short_name if view.key.rtype is spec_lib.ReplicaType.PS else ""
+            targets.append(Target(view.name, f"http://{host}:{port[view.key.rtype]}/metrics", view.uid, ps_replica))
     return sorted(targets, key=lambda t: t.pod)
 
 
 def read_page(pod: str, text: str) -> Reading:
     """The largest ``tensorgrid_global_step`` and ``tensorgrid_target_step`` on a metrics
-    page, and the loss: the ``tensorgrid_summary_scalar`` whose tag names it most surely."""
+    page, the loss: the ``tensorgrid_summary_scalar`` whose tag names it most surely, and
+    whether a PS started from its live replica (``tensorgrid_ps_started_from_replica``)."""
     steps: dict[str, list[int]] = {GLOBAL_STEP: [], TARGET_STEP: []}
+    started_from_replica: Optional[bool] = None
     losses: list[tuple[int, str, float]] = []
     try:
         for family in prom_parser.text_string_to_metric_families(text):
@@ -99,6 +109,9 @@ def read_page(pod: str, text: str) -> Reading:
                     if rank is not None:
                         losses.append((rank, tag, sample.value))
                     continue
+                if sample.name == STARTED_FROM_REPLICA and sample.value in (0, 1):
+                    started_from_replica = bool(started_from_replica) or sample.value == 1
+                    continue
                 minimum = 1 if sample.name == TARGET_STEP else 0  # a target of 0: no StopAtStepHook
                 if sample.name in steps and math.isfinite(sample.value) and sample.value >= minimum:
                     steps[sample.name].append(int(sample.value))
@@ -106,7 +119,7 @@ def read_page(pod: str, text: str) -> Reading:
         return Reading(pod, error=f"{pod}: the metrics page is not Prometheus text ({e})")
     _, tag, loss = min(losses, default=(0, "", None))
     return Reading(pod, max(steps[GLOBAL_STEP], default=None), max(steps[TARGET_STEP], default=None),
-                   loss=loss, loss_tag=tag)
+                   loss=loss, loss_tag=tag, started_from_replica=started_from_replica)
 
 
 def _with_loss(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> list[str]:

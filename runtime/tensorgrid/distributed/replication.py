@@ -321,6 +321,15 @@ class Restored:
     global_step: Optional[int]
 
 
+@dataclasses.dataclass(frozen=True)
+class Promotion:
+    """A standby that took over its PS's address (``tensorgrid ps-standby``, SIGUSR1): what it
+    loaded from the replica it held (None: it held none, so it started empty). The PS it became
+    keeps no replica: its holder was this standby."""
+
+    restored: Optional[Restored]
+
+
 def _variable_maker(name: str, value: np.ndarray, backend: Any) -> Callable[[], resources_lib.Variable]:
     return lambda: resources_lib.Variable(name, value.dtype, tuple(value.shape), backend)
 

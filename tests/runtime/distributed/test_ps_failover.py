@@ -2,7 +2,8 @@
 checkpoint directory at all: it loads its state from the live replica on the next PS, and
 the global step and the job's counters go on from (close to) where they were. With
 replication off, the restarted PS comes back empty and the chief initializes the model
-again, as before."""
+again, as before. Its ``tensorgrid_ps_started_from_replica`` gauge (what the operator reads
+to say which recovery happened) tells the two apart."""
 
 import os
 import re
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -26,24 +28,52 @@ FLAGS = ["--steps", "200", "--log-every", "10", "--pace-ms", "10", "--rows", "20
 REPORT = re.compile(r"worker:0 global step (\d+) examples (\d+)")
 
 
+STARTED_FROM_REPLICA = re.compile(
+    r'^tensorgrid_ps_started_from_replica\{task="/job:ps/replica:0/task:0"\} (\S+)$', re.MULTILINE)
+
+
 def _reports(log):
     return [(int(step), int(examples)) for step, examples in REPORT.findall(log)]
 
 
+def _started_from_replica(ps, metrics_port, timeout=60):
+    """ps:0's ``tensorgrid_ps_started_from_replica``, once its start's load has ended (the
+    sample is absent until then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
+                found = STARTED_FROM_REPLICA.search(response.read().decode())
+            if found:
+                return float(found.group(1))
+        except OSError:
+            pass  # not serving yet
+        assert ps.process.poll() is None, ps.log()
+        time.sleep(0.05)
+    raise TimeoutError(f"ps:0 exported no tensorgrid_ps_started_from_replica in {timeout} s:\n{ps.log()}")
+
+
 def _kill_ps0_midway_and_restart(cluster, kill_at_step):
+    """The chief's report before the kill, its reports after, its log, and ps:0's
+    ``tensorgrid_ps_started_from_replica`` at its first start and after its restart."""
     command = [sys.executable, PROGRAM, *FLAGS]
+    ps0 = cluster.task("ps", 0)
+    metrics_port = ports.free_ports(1)[0]
+    ps0.extra_env = {**ps0.extra_env, "TENSORGRID_METRICS_PORT": str(metrics_port)}
     for task in cluster.tasks.values():
         task.start(wait=False, command=command)
     chief = cluster.task("worker", 0)
     while not _reports(chief.log()) or _reports(chief.log())[-1][0] < kill_at_step:
         chief.wait_for_output("global step", timeout=150)
         time.sleep(0.05)
+    first_start = _started_from_replica(ps0, metrics_port)
     before = _reports(chief.log())[-1]
-    cluster.task("ps", 0).kill(signal.SIGKILL)
-    cluster.task("ps", 0).start(wait=False, command=command)
+    ps0.kill(signal.SIGKILL)
+    ps0.start(wait=False, command=command)
+    restart = _started_from_replica(ps0, metrics_port)
     assert chief.wait(timeout=180) == 0, chief.log()
     after = _reports(chief.log())
-    return before, after[after.index(before) + 1:], chief.log()
+    return before, after[after.index(before) + 1:], chief.log(), (first_start, restart)
 
 
 @pytest.fixture(params=["ring of 2 PS", "1 PS and a standby"])
@@ -69,9 +99,10 @@ def replicated_cluster(request, tmp_path):
 
 def test_a_killed_ps_resumes_from_its_live_replica_without_a_checkpoint(replicated_cluster):
     cluster = replicated_cluster
-    (step, examples), resumed, chief_log = _kill_ps0_midway_and_restart(cluster, kill_at_step=80)
+    (step, examples), resumed, chief_log, started = _kill_ps0_midway_and_restart(cluster, kill_at_step=80)
     ps0_log = cluster.task("ps", 0).log()
     assert "from its live replica" in ps0_log, ps0_log
+    assert started == (0, 1)  # empty at first (its holder held nothing yet), from the replica after the kill
     assert "A step failed" in chief_log  # the chief's steps failed while ps0 was away, and were retried
     recovered = chief_log.split("A step failed", 1)[1]
     assert "already initialized on the parameter servers" in recovered and "Initializing" not in recovered
@@ -87,8 +118,9 @@ def test_a_killed_ps_resumes_from_its_live_replica_without_a_checkpoint(replicat
 def test_with_replication_off_a_killed_ps_comes_back_empty(tmp_path, monkeypatch):
     monkeypatch.delenv("TENSORGRID_PS_REPLICATION", raising=False)  # off: the default without a standby
     with LocalCluster(tmp_path, {"ps": 2, "worker": 2}, start=False) as cluster:
-        (step, _), resumed, chief_log = _kill_ps0_midway_and_restart(cluster, kill_at_step=80)
+        (step, _), resumed, chief_log, started = _kill_ps0_midway_and_restart(cluster, kill_at_step=80)
         assert "from its live replica" not in cluster.task("ps", 0).log()
+        assert started == (0, 0)
         assert "Initializing the model" in chief_log.split("A step failed", 1)[1]
         # No checkpoint to restore: the chief initialized the model again, the step restarted.
         assert resumed[0][0] < step - 40, (step, resumed[:3])

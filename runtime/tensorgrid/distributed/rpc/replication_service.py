@@ -4,20 +4,24 @@
 module carries pushes and snapshots as ``protos/tensorgrid/v1/replication.proto`` messages
 (its own service, registered on every task's gRPC server beside Master and Worker, so any
 task can hold a replica), gives a PS task its ``Replicator`` and the load of its replica
-at start (``PrimaryReplication``), and runs a standby task that only holds a replica
-(``serve_standby``, ``tensorgrid ps-standby``).
+at start (``PrimaryReplication``), runs a standby task that only holds a replica
+(``serve_standby``, ``tensorgrid ps-standby``), and makes a standby the PS itself, with the
+replica it holds loaded (``take_over``), when its PS is lost.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
+import re
 import threading
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import grpc
 import numpy as np
 
+from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import ports
@@ -199,6 +203,7 @@ class PrimaryReplication:
                 self._server.worker.resources, backend_lib.for_device("CPU"), self._client, self._server.task,
                 self._holder, self._settings.fetch_wait_s)
         finally:
+            monitoring.PS_STARTED_FROM_REPLICA.labels(self._server.task).set(0 if self.restored is None else 1)
             self._loaded.set()
         self.replicator.start()
 
@@ -210,11 +215,20 @@ class PrimaryReplication:
 
 def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     """The replica of ``server``'s state when it is a PS with a holder (the ring, or
-    ``TENSORGRID_PS_REPLICA_ADDRESS``), else None."""
+    ``TENSORGRID_PS_REPLICA_ADDRESS``), else None (and None for a standby that took over)."""
+    if server.promotion is not None:
+        restored = server.promotion.restored
+        monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0 if restored is None else 1)
+        log.warning("%s: a standby took over at %s (%s): no live replica of its state now, a restart restores "
+                    "the checkpoint", server.task, server.address,
+                    "it held no replica: started empty" if restored is None else
+                    f"loaded {restored.variables} variables from the replica it held, {restored.age_seconds:.2f} s old")
+        return None
     settings = replication.ReplicationSettings.from_env()
     holder = replication.replica_holder(server.cluster, server.job_name, server.task_index, settings)
     if holder is None:
         if server.job_name == "ps":
+            monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0)
             log.info("%s: no live replica of its state (%s): a restart restores the checkpoint", server.task,
                      "a single PS and no " + replication.REPLICA_ADDRESS_ENV if settings.enabled
                      else replication.REPLICATION_ENV + " is not 1")
@@ -224,14 +238,16 @@ def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     return PrimaryReplication(server, holder[0], holder[1], settings)
 
 
-def serve_standby(address: str, standby_for: str) -> tuple[grpc.Server, replication.ReplicaStore]:
+def serve_standby(address: str, standby_for: str,
+                  store: Optional[replication.ReplicaStore] = None) -> tuple[grpc.Server, replication.ReplicaStore]:
     """A standby task at ``address``: a gRPC server with only the Replication service,
-    holding the replica of ``standby_for`` (e.g. ``/job:ps/replica:0/task:0``)."""
+    holding the replica of ``standby_for`` (e.g. ``/job:ps/replica:0/task:0``) in ``store``
+    (a new one by default; the one held still, after a failed take over)."""
     problem = cluster_lib.address_problem(address)
     if problem is not None:
         raise ValueError(f"the standby's address {address!r} {problem}")
     user_authority.ensure_for([address])
-    store = replication.ReplicaStore()
+    store = store if store is not None else replication.ReplicaStore()
     rpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="standby"),
                              options=grpc_frames.grpc_options(grpc_frames.server_options()))
     rpc_server.add_generic_rpc_handlers((handler(store),))
@@ -252,3 +268,64 @@ def standby_task(env: Any) -> str:
         raise ValueError(f"{replication.STANDBY_FOR_ENV}={task!r}: name the PS task this standby holds the replica "
                          f"of, e.g. /job:ps/replica:0/task:0")
     return task
+
+
+class HeldReplica:
+    """``replication.ReplicaPeer`` over this process's own ``ReplicaStore``: what a standby
+    taking over loads (fetches only: a standby never pushes)."""
+
+    def __init__(self, store: replication.ReplicaStore) -> None:
+        self._store = store
+
+    def fetch(self, primary_task: str) -> Optional[replication.Snapshot]:
+        return self._store.snapshot(primary_task)
+
+    def push(self, push: replication.Push, pieces: list[replication.Rows]) -> replication.Ack:
+        raise errors.FailedPreconditionError(None, None, f"{push.primary_task}: a standby's own replica takes no push")
+
+
+def promotion_cluster(env: Any) -> cluster_lib.ClusterSpec:
+    """The cluster a standby taking over joins: ``TF_CONFIG``'s ``cluster`` (its ``task`` is not read:
+    the standby is not a task of it until it takes over)."""
+    text = str(env.get("TF_CONFIG", ""))
+    try:
+        cluster = json.loads(text).get("cluster") if text.strip() else None
+    except (json.JSONDecodeError, AttributeError):
+        cluster = None
+    if not cluster:
+        raise ValueError(f"TF_CONFIG={text[:200]!r}: a standby takes over its PS's address only with the job's "
+                         "cluster in TF_CONFIG, e.g. {\"cluster\": {\"ps\": [\"h0:2222\"], \"worker\": [\"h1:2222\"]}}")
+    spec = cluster_lib.ClusterSpec(cluster)
+    cluster_lib.check_addresses(spec)
+    return spec
+
+
+def take_over(rpc_server: grpc.Server, store: replication.ReplicaStore, standby_for: str,
+              cluster: cluster_lib.ClusterSpec) -> server_lib.Server:
+    """The standby becomes ``standby_for`` (``/job:ps/replica:0/task:<i>``): its Replication server
+    stops (freeing the port, which may be the PS's own once a Service points here), a full server of
+    that task starts at the PS's address in ``cluster`` with the replica held loaded before it serves
+    (empty when it held none: then the chief restores the checkpoint, as for a new PS). ValueError
+    (still serving as a standby) when ``cluster`` has no such PS; ``TakeOverError`` when the PS
+    could not start (its Replication server stopped, the replica still in ``store``)."""
+    from tensorgrid.distributed.rpc import server as server_lib
+
+    found = re.fullmatch(r"/job:ps/replica:0/task:(\d+)", standby_for)
+    if found is None or int(found.group(1)) not in cluster.task_indices("ps"):
+        raise ValueError(f"the standby of {standby_for!r} cannot take over: the PS tasks of the cluster are "
+                         f"{[cluster_lib.task_name('ps', i) for i in cluster.task_indices('ps')]}")
+    server = server_lib.Server(cluster, "ps", int(found.group(1)), start=False)  # binds nothing yet
+    rpc_server.stop(grace=None).wait()
+    try:
+        server.promotion = replication.Promotion(replication.restore_from_replica(
+            server.worker.resources, backend_lib.for_device("CPU"), HeldReplica(store), server.task, "this standby",
+            0.0))
+        server.start()
+    except Exception as e:  # the address taken (the old PS still there), ...: said, the replica kept
+        raise TakeOverError(f"{server.task} could not start at {server.address}: {e}") from e
+    return server
+
+
+class TakeOverError(RuntimeError):
+    """A standby stopped serving its replica to take over, and could not start as its PS: it
+    still holds the replica (``serve_standby`` with that store serves it again)."""

@@ -106,6 +106,8 @@ class Server:
         """Replicas of other tasks' state this task holds (the next PS's, in the ring)."""
         self.replication: Optional[replication_service.PrimaryReplication] = None
         """This PS's own replica on another task (None: it has none)."""
+        self.promotion: Optional[replication.Promotion] = None
+        """Set before ``start()`` by a standby taking over this PS (``replication_service.take_over``)."""
         self._peers: dict[str, clients.WorkerClient] = {}
         self._peers_lock = threading.Lock()
         self._joined_workers: dict[int, str] = {}

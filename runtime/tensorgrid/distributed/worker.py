@@ -82,18 +82,44 @@ class _PeerRendezvous(rendezvous_lib.LocalRendezvous):
         self.take_async(step_id, key, done)
 
     def flush(self, step_id: int) -> None:
-        """Pushes the step's outboxes: the first destination's from this thread (the step
-        has nothing else to do until a tensor arrives), the others' in parallel."""
+        """Pushes the step's outboxes from this thread (the step has nothing else to do
+        until a tensor arrives): every push on a data channel is sent before any answer
+        is awaited, so pushes to several tasks are in flight together without a hand-off
+        to another thread; pushes that cannot go that way (gRPC, a peer in this process)
+        as before: the first from this thread, the others in parallel on the pool."""
         with self._outbox_lock:
             batches = list(self._outbox.pop(step_id, {}).items())
-            if not batches:
-                return
-            in_flight = self._in_flight.setdefault(step_id, [])
-            for task, items in batches[1:]:
-                client = self._worker.peer(task)
-                in_flight.append((task, self._pool.submit(client.push_tensors, step_id, self._worker.task, items)))
-        task, items = batches[0]
-        self._worker.peer(task).push_tensors(step_id, self._worker.task, items)
+        if not batches:
+            return
+        answers: list[Callable[[], None]] = []
+        blocking: list[tuple[str, list[tuple[str, Any]]]] = []
+        for task, items in batches:
+            start = getattr(self._worker.peer(task), "start_push", None)
+            answer = start(step_id, self._worker.task, items) if start is not None else None
+            if answer is None:
+                blocking.append((task, items))
+            else:
+                answers.append(answer)
+        failure: Optional[BaseException] = None
+        if blocking:
+            with self._outbox_lock:
+                in_flight = self._in_flight.setdefault(step_id, [])
+                for task, items in blocking[1:]:
+                    client = self._worker.peer(task)
+                    in_flight.append((task, self._pool.submit(client.push_tensors, step_id, self._worker.task,
+                                                              items)))
+            task, items = blocking[0]
+            try:
+                self._worker.peer(task).push_tensors(step_id, self._worker.task, items)
+            except BaseException as e:  # noqa: BLE001 - raised once every answer was read
+                failure = e
+        for answer in answers:  # every one read, so that no connection is left mid-call
+            try:
+                answer()
+            except BaseException as e:  # noqa: BLE001 - the first failure is raised
+                failure = failure or e
+        if failure is not None:
+            raise failure
 
     def wait_pushed(self, step_id: int) -> None:
         """Flushes the step's outboxes and waits until every push was delivered (or raises)."""

@@ -222,9 +222,15 @@ class _Client:
 
     def _call_data_channel_once(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                                 tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+        return self._reply_of(what, lambda: self._tx.call(self.host, self._data_port, call.method,
+                                                          request.SerializeToString(), tensors))
+
+    def _reply_of(self, what: str, reply_of_call: Callable[[], tuple[int, bytes, list[wire.ReceivedTensor]]]
+                  ) -> dict[str, Any]:
+        """The tensors of a data channel call's reply; its error status or a failed
+        connection as the OpError gRPC would give."""
         try:
-            code, reply, received = self._tx.call(self.host, self._data_port, call.method,
-                                                  request.SerializeToString(), tensors)
+            code, reply, received = reply_of_call()
         except wire.TransportError as e:
             if e.code == errors.UnavailableError.code:
                 # The peer may have restarted on another port: learn it again.
@@ -347,6 +353,32 @@ class WorkerClient(_Client):
         request = worker_pb2.PushTensorsRequest(step_id=step_id, from_task=from_task)
         monitoring.TENSORS_SENT.inc(len(items))
         self._exchange(step_calls.PUSH_TENSORS, f"PushTensors to {self.task}", request, items)
+
+    def start_push(self, step_id: int, from_task: str,
+                   items: Sequence[tuple[str, Any]]) -> Optional[Callable[[], None]]:
+        """``push_tensors`` sent on the peer's data channel without waiting for its answer:
+        returns the function that waits for it (and raises what ``push_tensors`` would).
+        None when the data channel is not reachable (then ``push_tensors`` it is). When
+        the wait finds the connection failed, the push is made again as ``push_tensors``
+        makes it (to the peer's new port if it restarted)."""
+        if not self._reaches_data_channel():
+            return None
+        request = worker_pb2.PushTensorsRequest(step_id=step_id, from_task=from_task)
+        monitoring.TENSORS_SENT.inc(len(items))
+        what, port = f"PushTensors to {self.task}", self._data_port
+        pending = self._tx.start_call(self.host, port, step_calls.PUSH_TENSORS.method,
+                                      request.SerializeToString(), items)
+
+        def finish() -> None:
+            try:
+                self._reply_of(what, pending.finish)
+            except errors.UnavailableError:
+                if not self._restarted_since(port):
+                    raise
+                log.info("%s restarted (its data channel is on port %d, was %d): pushing again", self._peer,
+                         self._data_port, port)
+                self._call_data_channel_once(what, step_calls.PUSH_TENSORS, request, items)
+        return finish
 
     def abort_step(self, step_id: int, reason: str) -> None:
         _call(f"CleanupGraph on {self.task}", self._channel, lambda stub: stub.CleanupGraph(

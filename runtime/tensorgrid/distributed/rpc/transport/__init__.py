@@ -149,6 +149,12 @@ class Transport:
         """``DataChannelClient.call`` with this transport's receive pool and limits."""
         return self.data_client.call(host, port, method, control, tensors, self.pool, self.config.max_tensor_bytes)
 
+    def start_call(self, host: str, port: int, method: int, control: bytes,
+                   tensors: Iterable[tuple[str, Any]] = ()) -> data_channel.PendingCall:
+        """``DataChannelClient.start_call`` with this transport's receive pool and limits."""
+        return self.data_client.start_call(host, port, method, control, tensors, self.pool,
+                                           self.config.max_tensor_bytes)
+
     def write_frames(
         self,
         first: Optional[message_lib.Message],

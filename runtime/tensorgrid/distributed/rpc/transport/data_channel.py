@@ -478,30 +478,20 @@ class DataChannelClient:
         host memory from ``pool`` first. TransportError (UNAVAILABLE) if the connection
         fails. The arrays may be reused once this returns.
         """
+        return self.start_call(host, port, method, control, tensors, pool, max_tensor_bytes).finish()
+
+    def start_call(self, host: str, port: int, method: int, control: bytes, tensors: Iterable[tuple[str, Any]],
+                   pool: buffers.BufferPool, max_tensor_bytes: int) -> "PendingCall":
+        """``call``'s request sent; its ``finish`` waits for the reply. A thread can so
+        have calls to several peers in flight at once without handing any to another
+        thread (a step's pushes to each PS task). The arrays must stay unchanged until
+        ``finish`` returns (a retry sends them again)."""
         headers, payloads = wire.encode_headers(pool.staged_tensors(tensors))
-        prefix = _CALL_REQUEST.pack(method, len(control), len(headers))
-        address = (host, int(port))
-        for attempt in (1, 2):
-            sock, reused = self._checkout(address, CALL_MAGIC, fresh=attempt == 2)
-            replied = False
-            try:
-                self._send_watched(sock, [b"".join((prefix, control, headers)), *payloads], host, port)
-                code, control_bytes, header_bytes = _CALL_REPLY.unpack(self._await_reply(sock, host, port))
-                replied = True
-                reply = stream_io.recv_exact(sock, control_bytes)
-                received = _receive_tensors(sock, stream_io.recv_exact(sock, header_bytes), pool, max_tensor_bytes)
-            except (OSError, EOFError) as e:
-                sock.close()
-                if reused and attempt == 1 and not replied and isinstance(e, (EOFError, ConnectionError)):
-                    continue  # a pooled connection the peer closed meanwhile: retry once on a new one
-                raise wire.TransportError(f"call {method} to the data channel at {host}:{port} failed: {e}",
-                                          errors.UnavailableError.code) from None
-            except wire.TransportError:
-                sock.close()  # a malformed reply: the connection cannot be trusted
-                raise
-            self._checkin(address, sock, CALL_MAGIC)
-            return code, reply, received
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        pending = PendingCall(self, (host, int(port)), method,
+                              [_CALL_REQUEST.pack(method, len(control), len(headers)) + control + headers, *payloads],
+                              pool, max_tensor_bytes)
+        pending.send(attempt=1)
+        return pending
 
     def _send_watched(self, sock: socket.socket, parts: list[Any], host: str, port: int) -> None:
         """Sends ``parts`` (bytes, memoryviews) in order; while the peer takes none of
@@ -647,3 +637,61 @@ class DataChannelClient:
     def _checkin(self, address: tuple[str, int], sock: socket.socket, magic: bytes) -> None:
         with self._lock:
             self._idle.setdefault((*address, magic), []).append(sock)
+
+
+class PendingCall:
+    """A data channel call whose request went out (``DataChannelClient.start_call``)."""
+
+    def __init__(self, client: DataChannelClient, address: tuple[str, int], method: int, parts: list[Any],
+                 pool: buffers.BufferPool, max_tensor_bytes: int) -> None:
+        self._client = client
+        self._address = address
+        self._method = method
+        self._parts = parts
+        self._pool = pool
+        self._max_tensor_bytes = max_tensor_bytes
+        self._sock: Optional[socket.socket] = None
+        self._reused = False
+        self._failure: Optional[BaseException] = None
+
+    def send(self, attempt: int) -> None:
+        """Sends the request on a pooled connection (attempt 1) or a new one (2); a
+        failure to send is kept for ``finish``, which retries or raises it."""
+        client, (host, port) = self._client, self._address
+        self._sock, self._reused = client._checkout(self._address, CALL_MAGIC, fresh=attempt == 2)
+        try:
+            client._send_watched(self._sock, self._parts, host, port)
+        except (OSError, EOFError) as e:
+            self._sock.close()
+            self._failure = e
+
+    def finish(self) -> tuple[int, bytes, list[wire.ReceivedTensor]]:
+        """The reply: as ``DataChannelClient.call`` returns it. Once per call."""
+        client, (host, port) = self._client, self._address
+        for attempt in (1, 2):
+            sock = self._sock
+            assert sock is not None, "finish() of a call already finished"
+            replied = False
+            try:
+                if self._failure is not None:
+                    raise self._failure
+                code, control_bytes, header_bytes = _CALL_REPLY.unpack(client._await_reply(sock, host, port))
+                replied = True
+                reply = stream_io.recv_exact(sock, control_bytes)
+                received = _receive_tensors(sock, stream_io.recv_exact(sock, header_bytes), self._pool,
+                                            self._max_tensor_bytes)
+            except (OSError, EOFError) as e:
+                sock.close()
+                self._failure = None
+                if self._reused and attempt == 1 and not replied and isinstance(e, (EOFError, ConnectionError)):
+                    self.send(attempt=2)  # a pooled connection the peer closed meanwhile: once more on a new one
+                    continue
+                raise wire.TransportError(f"call {self._method} to the data channel at {host}:{port} failed: {e}",
+                                          errors.UnavailableError.code) from None
+            except wire.TransportError:
+                sock.close()  # a malformed reply: the connection cannot be trusted
+                raise
+            self._sock = None
+            client._checkin(self._address, sock, CALL_MAGIC)
+            return code, reply, received
+        raise AssertionError("unreachable: the second attempt returns or raises")

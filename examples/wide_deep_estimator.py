@@ -94,7 +94,7 @@ def main() -> None:
     estimator = make_estimator(args.model_dir or tempfile.mkdtemp())
     metrics, _ = tf.estimator.train_and_evaluate(
         estimator, tf.estimator.TrainSpec(train_input_fn, max_steps=args.steps),
-        tf.estimator.EvalSpec(eval_input_fn, steps=None, throttle_secs=0))
+        tf.estimator.EvalSpec(eval_input_fn, steps=None, start_delay_secs=0, throttle_secs=0))
     if metrics is None:  # a PS task, or a worker that is not the chief: nothing to report
         return
     _, clicked, probability = EVAL_LOG

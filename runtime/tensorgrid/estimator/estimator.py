@@ -29,6 +29,7 @@ from tensorgrid.estimator import export as export_lib
 from tensorgrid.estimator import export_output
 from tensorgrid.estimator import model_fn as model_fn_lib
 from tensorgrid.estimator import run_config as run_config_lib
+from tensorgrid.estimator import warm_starting
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import control_flow_ops
@@ -79,9 +80,6 @@ class Estimator:
             config = config.replace(model_dir=model_dir)
         if model_fn is None:
             raise ValueError("model_fn must be provided to Estimator.")
-        if warm_start_from is not None:
-            raise ValueError(f"warm_start_from={warm_start_from!r}: warm starting is not implemented in tensorgrid; "
-                             "restore the variables in a Scaffold's init_fn instead")
         _verify_model_fn_args(model_fn, params)
         self._model_fn = model_fn
         self._config = config
@@ -89,6 +87,7 @@ class Estimator:
         self._params = copy.deepcopy(params or {})
         self._device_fn = config.device_fn or _replica_device_setter(config)
         self._session_config = config.session_config
+        self._warm_start_settings = warm_starting.settings_from(warm_start_from)
 
     model_dir = property(lambda self: self._model_dir)
     model_fn = property(lambda self: self._model_fn)
@@ -159,6 +158,9 @@ class Estimator:
             global_step = training_util.get_or_create_global_step(graph)
             features, labels, worker_hooks = self._input(input_fn, ModeKeys.TRAIN)
             spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+            scaffold = spec.scaffold
+            if self._warm_start_settings is not None:
+                scaffold = warm_starting.warm_started_scaffold(scaffold, self._warm_start_settings, graph)
             if not any(summary.op.name == "loss" for summary in graph.get_collection(graph_lib.GraphKeys.SUMMARIES)):
                 summary_ops.scalar("loss", spec.loss)
             graph.add_to_collection(graph_lib.GraphKeys.LOSSES, spec.loss)
@@ -168,15 +170,15 @@ class Estimator:
                 worker_hooks.append(hooks_lib.LoggingTensorHook({"loss": spec.loss, "step": global_step},
                                                                 every_n_iter=self._config.log_step_count_steps))
             worker_hooks.extend(spec.training_hooks)
-            if spec.scaffold.saver is None and not graph.get_collection(graph_lib.GraphKeys.SAVERS):
+            if scaffold.saver is None and not graph.get_collection(graph_lib.GraphKeys.SAVERS):
                 graph.add_to_collection(graph_lib.GraphKeys.SAVERS, saver_lib.Saver(
                     sharded=True, max_to_keep=self._config.keep_checkpoint_max,
                     keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours,
                     defer_build=True, save_relative_paths=True))
-            chief_hooks = self._checkpoint_saver_hooks(spec, worker_hooks, listeners)
+            chief_hooks = self._checkpoint_saver_hooks(spec, scaffold, worker_hooks, listeners)
             with monitored_session.MonitoredTrainingSession(
                     master=self._config.master, is_chief=self._config.is_chief, checkpoint_dir=self._model_dir,
-                    scaffold=spec.scaffold, hooks=worker_hooks,
+                    scaffold=scaffold, hooks=worker_hooks,
                     chief_only_hooks=tuple(chief_hooks) + tuple(spec.training_chief_hooks),
                     save_checkpoint_secs=0, save_summaries_steps=self._config.save_summary_steps,
                     config=self._session_config, max_wait_secs=self._config.session_creation_timeout_secs,
@@ -190,8 +192,8 @@ class Estimator:
                 log.warning("Training with estimator made no steps. Perhaps input is empty or misspecified.")
             return loss
 
-    def _checkpoint_saver_hooks(self, spec: model_fn_lib.EstimatorSpec, worker_hooks: list[Any],
-                                listeners: list[Any]) -> list[Any]:
+    def _checkpoint_saver_hooks(self, spec: model_fn_lib.EstimatorSpec, scaffold: monitored_session.Scaffold,
+                                worker_hooks: list[Any], listeners: list[Any]) -> list[Any]:
         """The chief's CheckpointSaverHook from RunConfig's save_checkpoints_*, unless the model_fn
         brought one; the saving listeners join whichever saves."""
         saver_hooks = [hook for hook in worker_hooks + list(spec.training_chief_hooks)
@@ -200,7 +202,7 @@ class Estimator:
         if (self._config.save_checkpoints_secs or self._config.save_checkpoints_steps) and not saver_hooks:
             chief_hooks = [hooks_lib.CheckpointSaverHook(
                 self._model_dir, save_secs=self._config.save_checkpoints_secs,
-                save_steps=self._config.save_checkpoints_steps, scaffold=spec.scaffold)]
+                save_steps=self._config.save_checkpoints_steps, scaffold=scaffold)]
             saver_hooks = chief_hooks
         if listeners:
             if not saver_hooks:

@@ -15,7 +15,7 @@ import export_programs
 import tensorgrid
 
 pytestmark = pytest.mark.estimator_oracle
-EXPORT_PROGRAMS = sorted(name for name in export_programs.PROGRAMS if "warm_start" not in name)
+EXPORT_PROGRAMS = sorted(export_programs.PROGRAMS)
 
 
 @pytest.fixture(scope="module")

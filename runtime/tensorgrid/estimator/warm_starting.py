@@ -139,11 +139,11 @@ def warm_started_scaffold(scaffold: monitored_session.Scaffold, settings: WarmSt
     if restore is None:
         return scaffold
     saver, checkpoint = restore
-    own_init_fn = scaffold._user_init_fn
+    own_init_fn = scaffold.init_fn  # the model_fn's, bound to its scaffold
 
-    def init_fn(scaffold_: monitored_session.Scaffold, session: Any) -> None:
+    def init_fn(unused_scaffold: monitored_session.Scaffold, session: Any) -> None:
         saver.restore(session, checkpoint)
         if own_init_fn is not None:
-            own_init_fn(scaffold_, session)
+            own_init_fn(session)
 
     return monitored_session.Scaffold(init_fn=init_fn, summary_op=scaffold.summary_op, copy_from_scaffold=scaffold)

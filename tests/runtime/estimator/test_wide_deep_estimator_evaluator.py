@@ -1,7 +1,8 @@
 """examples/wide_deep_estimator.py under ``tensorgrid local --evaluator``, as a TFJob with an
 Evaluator replica runs it: a chief and a worker train over a PS task while the evaluator task
 (TF_CONFIG type ``evaluator``, outside the cluster) evaluates each new checkpoint, writes its
-metrics as event files under model_dir/eval, and exits once it has evaluated the final one."""
+metrics as event files under model_dir/eval, exports the final one (its FinalExporter) and exits;
+the export, loaded in this process, predicts as the Estimator does."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+import tensorgrid
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 EXAMPLE = REPOSITORY / "examples" / "wide_deep_estimator.py"
@@ -53,5 +58,29 @@ def test_the_evaluator_task_evaluates_each_checkpoint_and_stops_after_the_last(t
         import wide_deep_estimator as example
     finally:
         sys.path.remove(str(EXAMPLE.parent))
-    _, clicked, probability = example.EVAL_LOG
+    features, clicked, probability = example.EVAL_LOG
     assert final["auc"] > example.exact_auc(clicked.ravel(), probability) - 0.07, final
+
+    (export,) = glob.glob(str(model_dir / "export" / "wide_deep" / "*"))
+    rows = {name: values[:16] for name, values in features.items()}
+    served = serve(export, rows)
+    estimator = example.make_estimator(str(model_dir))
+    predicted = [p["logistic"] for p in estimator.predict(
+        lambda: tensorgrid.data.Dataset.from_tensor_slices(rows).batch(16))]
+    np.testing.assert_allclose(served, np.array(predicted), rtol=1e-5, atol=1e-6)
+
+
+def serve(export: str, rows: dict[str, np.ndarray]) -> np.ndarray:
+    """The click probabilities the exported model's ``predict`` signature gives for ``rows`` as tf.Examples."""
+    tf = tensorgrid
+    examples = []
+    for site, device, hour in zip(rows["site"][:, 0], rows["device"][:, 0], rows["hour"][:, 0]):
+        feature = {"site": tf.train.Feature(bytes_list=tf.train.BytesList(value=[site.encode()])),
+                   "device": tf.train.Feature(bytes_list=tf.train.BytesList(value=[device.encode()])),
+                   "hour": tf.train.Feature(float_list=tf.train.FloatList(value=[float(hour)]))}
+        examples.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    with tf.Graph().as_default() as graph, tf.Session(graph=graph) as session:
+        signature = tf.saved_model.loader.load(session, [tf.saved_model.tag_constants.SERVING],
+                                               export).signature_def["predict"]
+        return np.asarray(session.run(graph.get_tensor_by_name(signature.outputs["logistic"].name),
+                                      {graph.get_tensor_by_name(signature.inputs["examples"].name): examples}))

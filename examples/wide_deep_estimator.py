@@ -5,7 +5,9 @@ at 0.1) over the site (hashed into 100 buckets), the device (a vocabulary) and t
 part a 16-8 relu network (Adagrad at 0.05) over the site's 8-wide embedding, the device as one-hot and the
 hour of the day in 8 buckets. ``train_and_evaluate`` reads TF_CONFIG: run as it is, it trains and
 evaluates in this process; under ``tensorgrid local`` (with PS tasks and an evaluator) each task
-does its part, the linear and embedding variables partitioned over the PS tasks. Runs in seconds:
+does its part, the linear and embedding variables partitioned over the PS tasks. The final
+checkpoint's model is exported for serving (parsing ``tf.train.Example``s) to
+``<model-dir>/export/wide_deep/<timestamp>``. Runs in seconds:
 
     python examples/wide_deep_estimator.py [--model-dir DIR] [--steps 300] [--backend tensorflow]
 
@@ -92,9 +94,13 @@ def main() -> None:
                         help="the library that runs it (imported before the arguments are parsed)")
     args = parser.parse_args()
     estimator = make_estimator(args.model_dir or tempfile.mkdtemp())
+    wide, deep = feature_columns()
+    serving_input_receiver_fn = tf.estimator.export.build_parsing_serving_input_receiver_fn(
+        tf.feature_column.make_parse_example_spec(wide + deep))
     metrics, _ = tf.estimator.train_and_evaluate(
         estimator, tf.estimator.TrainSpec(train_input_fn, max_steps=args.steps),
-        tf.estimator.EvalSpec(eval_input_fn, steps=None, throttle_secs=0))
+        tf.estimator.EvalSpec(eval_input_fn, steps=None, start_delay_secs=0, throttle_secs=0,
+                              exporters=tf.estimator.FinalExporter("wide_deep", serving_input_receiver_fn)))
     if metrics is None:  # a PS task, or a worker that is not the chief: nothing to report
         return
     _, clicked, probability = EVAL_LOG

@@ -92,6 +92,7 @@ from tensorgrid.ops.embedding_variable_ops import (
 from tensorgrid import lookup, sparse, strings
 from tensorgrid import feature_column
 from tensorgrid import estimator
+from tensorgrid import saved_model
 from tensorgrid.ops.partitioned_variables import (
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner,
 )

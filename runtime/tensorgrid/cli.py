@@ -121,7 +121,7 @@ def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
 
     spec = launcher.LocalClusterSpec(ps=args.ps, workers=args.workers, chief=args.chief, sync=args.sync,
                                      ps_server=args.ps_server, stop_timeout=args.stop_timeout,
-                                     ps_standby=args.ps_standby)
+                                     ps_standby=args.ps_standby, evaluator=args.evaluator)
     try:
         return launcher.run(spec, command)
     except ValueError as e:
@@ -228,8 +228,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     local.add_argument("--ps-standby", action="store_true",
                        help="start a standby task per PS holding a live replica of its state, which a PS restarted "
                             "at its address loads (docs/fault-tolerance.md)")
+    local.add_argument("--evaluator", action="store_true",
+                       help="add an evaluator task (TF_CONFIG task type 'evaluator', not in the cluster) for "
+                            "tf.estimator.train_and_evaluate")
     local.add_argument("--stop-timeout", type=float, default=30.0,
-                       help="seconds other tasks get to finish after the chief exits (default 30)")
+                       help="seconds other tasks (the evaluator too) get to finish after the chief exits (default 30)")
     standby = sub.add_parser("ps-standby", help="hold the live replica of a PS task's state (a standby PS)")
     standby.add_argument("--address", required=True, help="host:port to listen at (the PS's "
                                                           "TENSORGRID_PS_REPLICA_ADDRESS)")

@@ -1,6 +1,7 @@
 """``tensorgrid local``: a cluster of processes on loopback, for development and demos.
 
-Starts one process per task with its own ``TF_CONFIG`` (free ports on 127.0.0.1),
+Starts one process per task with its own ``TF_CONFIG`` (free ports on 127.0.0.1), and with
+``--evaluator`` one more, outside the cluster (it serves nothing, so it gets no certificate),
 streams every task's output with a ``[job:index]`` prefix, and when the chief exits
 gives the other tasks a moment to finish, stops whatever is still running, and
 exits with the chief's status. Ctrl-C, SIGTERM and SIGHUP stop every task at once
@@ -47,9 +48,13 @@ class LocalClusterSpec:
     """Seconds the other tasks get to finish after the chief exits, before they are terminated."""
     ps_standby: bool = False
     """Start a standby task per PS (``tensorgrid ps-standby``) holding the live replica of its state."""
+    evaluator: bool = False
+    """Start an ``evaluator`` task too (``train_and_evaluate``'s): TF_CONFIG names it as its task but,
+    as TensorFlow has it, not in ``cluster``; it gets ``stop_timeout`` after the chief to finish too."""
 
 
 STANDBY_JOB = "ps-standby"
+EVALUATOR_JOB = "evaluator"
 
 
 def cluster_for(spec: LocalClusterSpec) -> dict[str, list[str]]:
@@ -189,6 +194,11 @@ def _start_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls
             if job == "ps" and spec.ps_server:
                 argv = [sys.executable, "-m", "tensorgrid", "server"]
             _start_task(job, index, argv, env, out, color, lock, tasks, pumps)
+    if spec.evaluator:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": EVALUATOR_JOB, "index": 0},
+                                       "environment": "cloud"})
+        _start_task(EVALUATOR_JOB, 0, list(command), env, out, color, lock, tasks, pumps)
 
 
 def _start_task(job: str, index: int, argv: Sequence[str], env: dict[str, str], out: IO[str], color: bool,

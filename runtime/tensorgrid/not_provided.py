@@ -33,8 +33,6 @@ ABSENT_NAMESPACES: dict[str, Absence] = {
     "keras": Absence("tensorgrid implements TF1's graph API, not Keras; tf.layers gives TF1's layers"),
     "image": Absence("TF1's image ops (decoding, resizing, augmentation) are not implemented; "
                      "decode images in Python and feed them, or use tf.py_func"),
-    "saved_model": Absence("TensorFlow's SavedModel format is not written nor read; "
-                           "tf.train.Saver checkpoints and tf.train.export_meta_graph are here"),
     "graph_util": Absence("freezing graphs into TensorFlow's GraphDef files is not implemented; "
                           "Graph.as_graph_def() and tf.import_graph_def are here"),
     "math": Absence("the tf.math namespace of later TF1 releases is not provided; "

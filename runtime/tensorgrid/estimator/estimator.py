@@ -14,23 +14,34 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import os
+import shutil
 import tempfile
+import time
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from tensorgrid.client import session as session_lib
 from tensorgrid.data import dataset_ops
 from tensorgrid.estimator import evaluation
+from tensorgrid.estimator import export as export_lib
+from tensorgrid.estimator import export_output
 from tensorgrid.estimator import model_fn as model_fn_lib
 from tensorgrid.estimator import run_config as run_config_lib
+from tensorgrid.estimator import warm_starting
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.ops import control_flow_ops
+from tensorgrid.ops import lookup_ops
 from tensorgrid.ops import metrics_impl
 from tensorgrid.ops import summary_ops
+from tensorgrid.ops import variables
 from tensorgrid.train import basic_session_run_hooks as hooks_lib
 from tensorgrid.train import checkpoint_management
 from tensorgrid.train import device_setter
 from tensorgrid.train import monitored_session
+from tensorgrid.train import saved_model_io
 from tensorgrid.train import saver as saver_lib
 from tensorgrid.train import session_run_hook
 from tensorgrid.train import training_util
@@ -69,9 +80,6 @@ class Estimator:
             config = config.replace(model_dir=model_dir)
         if model_fn is None:
             raise ValueError("model_fn must be provided to Estimator.")
-        if warm_start_from is not None:
-            raise ValueError(f"warm_start_from={warm_start_from!r}: warm starting is not implemented in tensorgrid; "
-                             "restore the variables in a Scaffold's init_fn instead")
         _verify_model_fn_args(model_fn, params)
         self._model_fn = model_fn
         self._config = config
@@ -79,6 +87,7 @@ class Estimator:
         self._params = copy.deepcopy(params or {})
         self._device_fn = config.device_fn or _replica_device_setter(config)
         self._session_config = config.session_config
+        self._warm_start_settings = warm_starting.settings_from(warm_start_from)
 
     model_dir = property(lambda self: self._model_dir)
     model_fn = property(lambda self: self._model_fn)
@@ -149,6 +158,9 @@ class Estimator:
             global_step = training_util.get_or_create_global_step(graph)
             features, labels, worker_hooks = self._input(input_fn, ModeKeys.TRAIN)
             spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+            scaffold = spec.scaffold
+            if self._warm_start_settings is not None:
+                scaffold = warm_starting.warm_started_scaffold(scaffold, self._warm_start_settings, graph)
             if not any(summary.op.name == "loss" for summary in graph.get_collection(graph_lib.GraphKeys.SUMMARIES)):
                 summary_ops.scalar("loss", spec.loss)
             graph.add_to_collection(graph_lib.GraphKeys.LOSSES, spec.loss)
@@ -158,15 +170,15 @@ class Estimator:
                 worker_hooks.append(hooks_lib.LoggingTensorHook({"loss": spec.loss, "step": global_step},
                                                                 every_n_iter=self._config.log_step_count_steps))
             worker_hooks.extend(spec.training_hooks)
-            if spec.scaffold.saver is None and not graph.get_collection(graph_lib.GraphKeys.SAVERS):
+            if scaffold.saver is None and not graph.get_collection(graph_lib.GraphKeys.SAVERS):
                 graph.add_to_collection(graph_lib.GraphKeys.SAVERS, saver_lib.Saver(
                     sharded=True, max_to_keep=self._config.keep_checkpoint_max,
                     keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours,
                     defer_build=True, save_relative_paths=True))
-            chief_hooks = self._checkpoint_saver_hooks(spec, worker_hooks, listeners)
+            chief_hooks = self._checkpoint_saver_hooks(spec, scaffold, worker_hooks, listeners)
             with monitored_session.MonitoredTrainingSession(
                     master=self._config.master, is_chief=self._config.is_chief, checkpoint_dir=self._model_dir,
-                    scaffold=spec.scaffold, hooks=worker_hooks,
+                    scaffold=scaffold, hooks=worker_hooks,
                     chief_only_hooks=tuple(chief_hooks) + tuple(spec.training_chief_hooks),
                     save_checkpoint_secs=0, save_summaries_steps=self._config.save_summary_steps,
                     config=self._session_config, max_wait_secs=self._config.session_creation_timeout_secs,
@@ -180,8 +192,8 @@ class Estimator:
                 log.warning("Training with estimator made no steps. Perhaps input is empty or misspecified.")
             return loss
 
-    def _checkpoint_saver_hooks(self, spec: model_fn_lib.EstimatorSpec, worker_hooks: list[Any],
-                                listeners: list[Any]) -> list[Any]:
+    def _checkpoint_saver_hooks(self, spec: model_fn_lib.EstimatorSpec, scaffold: monitored_session.Scaffold,
+                                worker_hooks: list[Any], listeners: list[Any]) -> list[Any]:
         """The chief's CheckpointSaverHook from RunConfig's save_checkpoints_*, unless the model_fn
         brought one; the saving listeners join whichever saves."""
         saver_hooks = [hook for hook in worker_hooks + list(spec.training_chief_hooks)
@@ -190,7 +202,7 @@ class Estimator:
         if (self._config.save_checkpoints_secs or self._config.save_checkpoints_steps) and not saver_hooks:
             chief_hooks = [hooks_lib.CheckpointSaverHook(
                 self._model_dir, save_secs=self._config.save_checkpoints_secs,
-                save_steps=self._config.save_checkpoints_steps, scaffold=spec.scaffold)]
+                save_steps=self._config.save_checkpoints_steps, scaffold=scaffold)]
             saver_hooks = chief_hooks
         if listeners:
             if not saver_hooks:
@@ -286,6 +298,58 @@ class Estimator:
                     else:
                         yield from batch
 
+    # --- export ---------------------------------------------------------------------------------
+
+    def export_saved_model(self, export_dir_base: Any, serving_input_receiver_fn: Optional[Callable[[], Any]],
+                           assets_extra: Optional[dict[str, str]] = None, as_text: bool = False,
+                           checkpoint_path: Optional[str] = None,
+                           experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+        """Writes the PREDICT graph over ``serving_input_receiver_fn``'s input, with the latest
+        checkpoint's (or ``checkpoint_path``'s) variables and a signature per export output, to a new
+        ``export_dir_base/<timestamp>`` in tensorgrid's saved-model format (``train/saved_model_io.py``,
+        JSON whatever ``as_text``); ``assets_extra`` maps paths under ``assets.extra`` to files to copy
+        there. Returns that directory, as bytes (as TensorFlow does)."""
+        if serving_input_receiver_fn is None:
+            raise ValueError("An input_receiver_fn must be defined.")
+        if experimental_mode != ModeKeys.PREDICT:
+            raise ValueError(f"experimental_mode={experimental_mode!r}: tensorgrid exports the serving graph "
+                             f"({ModeKeys.PREDICT!r}) only")
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if not checkpoint_path:
+            raise ValueError(f"Couldn't find trained model at {self._model_dir}.")
+        export_dir = _timestamped_export_dir(os.fsdecode(export_dir_base))
+        temp_dir = os.path.join(os.path.dirname(export_dir), "temp-" + os.path.basename(export_dir))
+        with graph_lib.Graph().as_default() as graph:
+            self._set_seed()
+            training_util.get_or_create_global_step(graph)
+            receiver = serving_input_receiver_fn()
+            if not isinstance(receiver, export_lib.ServingInputReceiver):
+                raise TypeError(f"serving_input_receiver_fn must return a ServingInputReceiver, got {receiver!r}")
+            spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
+            outputs = export_output.export_outputs_with_default(spec.export_outputs, spec.predictions)
+            signatures = export_output.signature_defs(outputs, receiver.receiver_tensors,
+                                                      receiver.receiver_tensors_alternatives)
+            saver = spec.scaffold.saver or saver_lib.Saver(allow_empty=True)
+            main_op = spec.scaffold.local_init_op or control_flow_ops.group(
+                variables.local_variables_initializer(), lookup_ops.tables_initializer(), name="legacy_init_op")
+            with session_lib.Session(graph=graph) as session:
+                saver.restore(session, checkpoint_path)
+                saved_model_io.save(temp_dir, session, [saved_model_io.SERVING], signatures, main_op, saver)
+        for destination, source in (assets_extra or {}).items():
+            target = os.path.join(temp_dir, saved_model_io.EXTRA_ASSETS_DIRECTORY, destination)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(source, target)
+        os.rename(temp_dir, export_dir)
+        log.info("SavedModel written to: %s", export_dir)
+        return os.fsencode(export_dir)
+
+    def export_savedmodel(self, export_dir_base: Any, serving_input_receiver_fn: Callable[[], Any],
+                          assets_extra: Optional[dict[str, str]] = None, as_text: bool = False,
+                          checkpoint_path: Optional[str] = None, strip_default_attrs: bool = False) -> bytes:
+        """TF1's older name of ``export_saved_model`` (``strip_default_attrs`` has nothing to strip here)."""
+        return self.export_saved_model(export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
+                                       as_text=as_text, checkpoint_path=checkpoint_path)
+
     # --- the input and the model ------------------------------------------------------------
 
     def _set_seed(self) -> None:
@@ -340,6 +404,17 @@ class _DatasetInitializerHook(session_run_hook.SessionRunHook):
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         session.run(self._iterator.initializer)
+
+
+def _timestamped_export_dir(export_dir_base: str) -> str:
+    """``export_dir_base/<seconds since the epoch>``, a name not taken yet (waiting up to 10 s for one, as TF)."""
+    for _ in range(10):
+        export_dir = os.path.join(export_dir_base, str(int(time.time())))
+        if not os.path.exists(export_dir) and not os.path.exists(
+                os.path.join(export_dir_base, "temp-" + os.path.basename(export_dir))):
+            return export_dir
+        time.sleep(1)
+    raise RuntimeError(f"Failed to obtain a unique export directory name after 10 attempts in {export_dir_base}.")
 
 
 def _arg_names(function: Callable[..., Any]) -> set[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 from typing import Any, Iterable, Optional
 
+from tensorgrid.estimator import export_output
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import array_ops
 from tensorgrid.train import monitored_session
@@ -43,8 +44,9 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
     TRAIN needs ``loss`` and ``train_op``, EVAL needs ``loss``, PREDICT needs ``predictions``
     (a tensor or a dict of tensors); every tensor must be of the default graph, the one the
     Estimator built for this call of model_fn. ``eval_metric_ops`` maps names to the
-    ``(value, update_op)`` pairs of ``tf.metrics``. ``export_outputs`` is kept as given: there is
-    no SavedModel export here.
+    ``(value, update_op)`` pairs of ``tf.metrics``. ``export_outputs`` maps signature keys to
+    ``tf.estimator.export`` outputs; in PREDICT it defaults to a ``PredictOutput`` of the predictions
+    under ``serving_default`` (what ``export_saved_model`` writes).
     """
 
     def __new__(cls, mode: str, predictions: Any = None, loss: Any = None, train_op: Any = None,
@@ -61,6 +63,8 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
         predictions = _checked_predictions(predictions, mode, graph)
         if export_outputs is not None and not isinstance(export_outputs, dict):
             raise TypeError(f"export_outputs must be dict, given: {export_outputs}")
+        if mode == ModeKeys.PREDICT:
+            export_outputs = export_output.export_outputs_with_default(export_outputs, predictions)
         return super().__new__(
             cls, mode=mode, predictions=predictions, loss=loss, train_op=train_op,
             eval_metric_ops=_checked_eval_metric_ops(eval_metric_ops, graph), export_outputs=export_outputs,

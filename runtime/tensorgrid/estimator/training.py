@@ -4,7 +4,8 @@ Locally (no cluster), it trains and evaluates each new checkpoint as training sa
 once per ``throttle_secs``, and once more at the end. On a cluster it starts this task's server
 and then: the chief and the workers train (between-graph, the variables on the PS tasks), a PS
 serves until training ends, and the evaluator, outside the cluster, evaluates each new
-checkpoint of ``model_dir`` until one reaches ``TrainSpec.max_steps``.
+checkpoint of ``model_dir`` until one reaches ``TrainSpec.max_steps``. After each evaluation the
+``EvalSpec``'s exporters export the checkpoint just evaluated (``exporter.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid.distributed.rpc import server as server_lib
 from tensorgrid.estimator import estimator as estimator_lib
+from tensorgrid.estimator import exporter as exporter_lib
 from tensorgrid.estimator import run_config as run_config_lib
 from tensorgrid.train import basic_session_run_hooks as hooks_lib
 from tensorgrid.train import checkpoint_management
@@ -68,20 +70,18 @@ class EvalSpec(collections.namedtuple("EvalSpec", ["input_fn", "steps", "name", 
             raise ValueError(f"Must specify steps > 0, given: {steps}")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"`name` must be string, given: {name}")
-        if exporters:
-            raise ValueError(f"EvalSpec(exporters={exporters!r}): exporters are not implemented in tensorgrid")
         if start_delay_secs < 0:
             raise ValueError(f"Must specify start_delay_secs >= 0, given: {start_delay_secs}")
         if throttle_secs < 0:
             raise ValueError(f"Must specify throttle_secs >= 0, given: {throttle_secs}")
-        return super().__new__(cls, _checked_input_fn(input_fn), steps, name, _checked_hooks(hooks), (),
-                               start_delay_secs, throttle_secs)
+        return super().__new__(cls, _checked_input_fn(input_fn), steps, name, _checked_hooks(hooks),
+                               exporter_lib.checked_exporters(exporters), start_delay_secs, throttle_secs)
 
 
 def train_and_evaluate(estimator: estimator_lib.Estimator, train_spec: TrainSpec,
                        eval_spec: EvalSpec) -> tuple[Optional[dict[str, Any]], list[Any]]:
     """Trains and evaluates as this task's TF_CONFIG says; locally, returns the last evaluation's
-    metrics and the (empty) export results, as TensorFlow does; on a cluster, (None, [])."""
+    metrics and what its exporters returned, as TensorFlow does; on a cluster, (None, [])."""
     if not isinstance(estimator, estimator_lib.Estimator):
         raise TypeError(f"`estimator` must have type `tf.estimator.Estimator`. Got: {type(estimator)}")
     if not isinstance(train_spec, TrainSpec):
@@ -91,7 +91,7 @@ def train_and_evaluate(estimator: estimator_lib.Estimator, train_spec: TrainSpec
                         f"Got: {type(eval_spec)}")
     config = estimator.config
     if not config.cluster_spec and config.task_type != TaskType.EVALUATOR:
-        return _run_local(estimator, train_spec, eval_spec), []
+        return _run_local(estimator, train_spec, eval_spec)
     if config.task_type == TaskType.EVALUATOR:
         if config.task_id > 0:
             raise ValueError("For distributed training, there can only be one `evaluator` task (with task id 0).  "
@@ -116,10 +116,12 @@ class _EvaluateEachNewCheckpoint(hooks_lib.CheckpointSaverListener):
     """Evaluates after a checkpoint is saved, at most once per ``throttle_secs``, never for the
     checkpoint of the session's start, and at the end unless the last step was just evaluated."""
 
-    def __init__(self, estimator: estimator_lib.Estimator, eval_spec: EvalSpec) -> None:
+    def __init__(self, estimator: estimator_lib.Estimator, eval_spec: EvalSpec, max_steps: Optional[int]) -> None:
         self._estimator = estimator
         self._eval_spec = eval_spec
+        self._max_steps = max_steps
         self.eval_result: Optional[dict[str, Any]] = None
+        self.export_results: list[Any] = []
 
     def begin(self) -> None:
         self._first_save = True
@@ -142,20 +144,33 @@ class _EvaluateEachNewCheckpoint(hooks_lib.CheckpointSaverListener):
     def _evaluate(self, global_step_value: int) -> None:
         self._last_evaluated_step = global_step_value
         self._last_evaluation_start = time.monotonic()
+        checkpoint = self._estimator.latest_checkpoint()
         self.eval_result = self._estimator.evaluate(self._eval_spec.input_fn, steps=self._eval_spec.steps,
-                                                    hooks=self._eval_spec.hooks, name=self._eval_spec.name)
+                                                    hooks=self._eval_spec.hooks, checkpoint_path=checkpoint,
+                                                    name=self._eval_spec.name)
+        self.export_results = _export(self._estimator, self._eval_spec, checkpoint, self.eval_result, self._max_steps)
+
+
+def _export(estimator: estimator_lib.Estimator, eval_spec: EvalSpec, checkpoint: Optional[str],
+            eval_result: dict[str, Any], max_steps: Optional[int]) -> list[Any]:
+    """Runs the EvalSpec's exporters on the checkpoint just evaluated; the final export is the one
+    of a checkpoint at ``max_steps`` (none without ``max_steps``, as in TensorFlow)."""
+    if not eval_spec.exporters or checkpoint is None:
+        return []
+    is_the_final_export = max_steps is not None and int(eval_result["global_step"]) >= max_steps
+    return exporter_lib.export_all(eval_spec.exporters, estimator, checkpoint, eval_result, is_the_final_export)
 
 
 def _run_local(estimator: estimator_lib.Estimator, train_spec: TrainSpec,
-               eval_spec: EvalSpec) -> Optional[dict[str, Any]]:
+               eval_spec: EvalSpec) -> tuple[Optional[dict[str, Any]], list[Any]]:
     config = estimator.config
     if not (config.save_checkpoints_secs or config.save_checkpoints_steps):
         raise ValueError("train_and_evaluate evaluates each new checkpoint: set RunConfig's save_checkpoints_steps "
                          "or save_checkpoints_secs")
-    listener = _EvaluateEachNewCheckpoint(estimator, eval_spec)
+    listener = _EvaluateEachNewCheckpoint(estimator, eval_spec, train_spec.max_steps)
     estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
                     saving_listeners=list(train_spec.saving_listeners) + [listener])
-    return listener.eval_result
+    return listener.eval_result, listener.export_results
 
 
 def _run_evaluator(estimator: estimator_lib.Estimator, train_spec: TrainSpec, eval_spec: EvalSpec) -> None:
@@ -175,6 +190,7 @@ def _run_evaluator(estimator: estimator_lib.Estimator, train_spec: TrainSpec, ev
         result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks,
                                     checkpoint_path=checkpoint, name=eval_spec.name)
         last_evaluated = checkpoint
+        _export(estimator, eval_spec, checkpoint, result, train_spec.max_steps)
         global_step = int(result["global_step"])
         if train_spec.max_steps is not None and global_step >= train_spec.max_steps:
             log.info("Exiting evaluation, global_step=%d >= train max_steps=%d", global_step, train_spec.max_steps)

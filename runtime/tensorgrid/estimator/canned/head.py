@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
+from tensorgrid.estimator import export_output
 from tensorgrid.estimator import model_fn as model_fn_lib
 from tensorgrid.feature_column import column_base
 from tensorgrid.feature_column import dense as dense_columns
@@ -66,6 +67,12 @@ class PredictionKeys:
     LOGITS = "logits"
     PREDICTIONS = "predictions"
     PROBABILITIES = "probabilities"
+
+
+CLASSIFY_SERVING_KEY = "classification"
+REGRESS_SERVING_KEY = "regression"
+PREDICT_SERVING_KEY = "predict"
+"""The signature keys of the heads' exported models besides the default (TensorFlow's)."""
 
 
 def _check_reduction(loss_reduction: str) -> None:
@@ -210,6 +217,10 @@ class Head:
     def predictions(self, logits: Tensor) -> dict[str, Tensor]:
         raise NotImplementedError
 
+    def export_outputs(self, predictions: dict[str, Tensor]) -> dict[str, export_output.ExportOutput]:
+        """The signatures of an exported model, by key (TF's heads' ``export_outputs``)."""
+        raise NotImplementedError
+
     def unreduced_loss(self, logits: Tensor, labels: Any) -> tuple[Tensor, Tensor]:
         """The per-example loss ``[D0, ..., DN, 1]`` and the labels as the metrics read them."""
         raise NotImplementedError
@@ -229,7 +240,8 @@ class Head:
             with graph.name_scope("predictions"):
                 predictions = self.predictions(logits)
             if mode == ModeKeys.PREDICT:
-                return model_fn_lib.EstimatorSpec(mode, predictions=predictions)
+                return model_fn_lib.EstimatorSpec(mode, predictions=predictions,
+                                                  export_outputs=self.export_outputs(predictions))
             unreduced_loss, processed_labels = self.unreduced_loss(logits, labels)
             weights = _weights(features, self._weight_column, logits)
             training_loss = losses_impl.compute_weighted_loss(unreduced_loss, weights=weights,
@@ -287,6 +299,12 @@ class BinaryLogisticHead(Head):
             PredictionKeys.ALL_CLASS_IDS: _tiled_per_example(math_ops.range(2), logits),
             PredictionKeys.ALL_CLASSES: _tiled_per_example(_class_names(2, self._label_vocabulary), logits),
         }
+
+    def export_outputs(self, predictions: dict[str, Tensor]) -> dict[str, export_output.ExportOutput]:
+        classification = _classification_output(predictions)
+        return {export_output.DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
+                REGRESS_SERVING_KEY: export_output.RegressionOutput(predictions[PredictionKeys.LOGISTIC]),
+                PREDICT_SERVING_KEY: export_output.PredictOutput(predictions)}
 
     def unreduced_loss(self, logits: Tensor, labels: Any) -> tuple[Tensor, Tensor]:
         labels = _dense_labels(labels, logits, 1)
@@ -349,6 +367,11 @@ class MultiClassHead(Head):
             PredictionKeys.ALL_CLASSES: _tiled_per_example(_class_names(n_classes, self._label_vocabulary), logits),
         }
 
+    def export_outputs(self, predictions: dict[str, Tensor]) -> dict[str, export_output.ExportOutput]:
+        classification = _classification_output(predictions)
+        return {export_output.DEFAULT_SERVING_KEY: classification, CLASSIFY_SERVING_KEY: classification,
+                PREDICT_SERVING_KEY: export_output.PredictOutput(predictions)}
+
     def unreduced_loss(self, logits: Tensor, labels: Any) -> tuple[Tensor, Tensor]:
         labels = _dense_labels(labels, logits, 1)
         if self._label_vocabulary is None:
@@ -386,6 +409,11 @@ class RegressionHead(Head):
     def predictions(self, logits: Tensor) -> dict[str, Tensor]:
         return {PredictionKeys.PREDICTIONS: logits}
 
+    def export_outputs(self, predictions: dict[str, Tensor]) -> dict[str, export_output.ExportOutput]:
+        regression = export_output.RegressionOutput(predictions[PredictionKeys.PREDICTIONS])
+        return {export_output.DEFAULT_SERVING_KEY: regression, REGRESS_SERVING_KEY: regression,
+                PREDICT_SERVING_KEY: export_output.PredictOutput(predictions)}
+
     def unreduced_loss(self, logits: Tensor, labels: Any) -> tuple[Tensor, Tensor]:
         labels = math_ops.cast(_dense_labels(labels, logits, self.logits_dimension), dtypes.float32)
         loss = math_ops.squared_difference(logits, labels)
@@ -402,6 +430,12 @@ class RegressionHead(Head):
                                                     name=keys.PREDICTION_MEAN),
             keys.LABEL_MEAN: metrics_impl.mean(labels, weights=_metric_weights(weights, labels)),
         }
+
+
+def _classification_output(predictions: dict[str, Tensor]) -> export_output.ClassificationOutput:
+    """Each class's probability and name, per example: what a classify signature answers."""
+    return export_output.ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES],
+                                              classes=predictions[PredictionKeys.ALL_CLASSES])
 
 
 def _classes(class_ids: Tensor, label_vocabulary: Optional[Sequence[str]]) -> Tensor:

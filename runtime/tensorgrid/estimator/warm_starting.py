@@ -1,0 +1,149 @@
+"""``Estimator(warm_start_from=...)`` and ``tf.estimator.WarmStartSettings``: a new model that starts from
+another model's checkpoint.
+
+When training starts with no checkpoint of its own in ``model_dir``, the selected variables take
+their first values from ``ckpt_to_initialize_from`` (a checkpoint, a model directory's latest, or
+an export's ``variables``) instead of their initializers; once the model has a checkpoint, that
+checkpoint wins, as in TensorFlow. The selection is TensorFlow's: a regex over the trainable
+variables (``'.*'``, the default: all of them), or a list of regexes over all global variables
+(optimizer slots, the global step); a partitioned variable is one variable, by its full name;
+``var_name_to_prev_var_name`` reads a variable from a checkpoint tensor of another name.
+
+TensorFlow does it by replacing the variables' initializers; here the chief's Scaffold ``init_fn``
+(run only when the model is initialized, after the initializers) restores them with a Saver of
+the checkpoint's names, so the PS tasks of a cluster receive them as any restore.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+from typing import Any, Optional
+
+from tensorgrid.framework import graph as graph_lib
+from tensorgrid.ops import variables
+from tensorgrid.train import checkpoint_management
+from tensorgrid.train import monitored_session
+from tensorgrid.train import saved_model_io
+from tensorgrid.train import saver as saver_lib
+
+log = logging.getLogger("tensorgrid.estimator")
+
+
+class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
+        "ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info", "var_name_to_prev_var_name"])):
+    """Which variables to warm-start from which checkpoint (``tf.estimator.WarmStartSettings``)."""
+
+    def __new__(cls, ckpt_to_initialize_from: Any, vars_to_warm_start: Any = ".*",
+                var_name_to_vocab_info: Optional[dict[str, Any]] = None,
+                var_name_to_prev_var_name: Optional[dict[str, str]] = None) -> "WarmStartSettings":
+        if not ckpt_to_initialize_from:
+            raise ValueError("`ckpt_to_initialize_from` MUST be set in WarmStartSettings")
+        if var_name_to_vocab_info:
+            raise ValueError(f"WarmStartSettings(var_name_to_vocab_info={var_name_to_vocab_info!r}): remapping "
+                             "vocabularies (tf.estimator.VocabInfo) is not implemented in tensorgrid; warm-start "
+                             "variables whose vocabulary did not change")
+        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, {},
+                               dict(var_name_to_prev_var_name or {}))
+
+
+def settings_from(warm_start_from: Any) -> Optional[WarmStartSettings]:
+    """Estimator's ``warm_start_from`` as settings: a path (a checkpoint, a model directory or an
+    export directory, whose ``variables`` are read) warm-starts every trainable variable."""
+    if warm_start_from is None:
+        return None
+    if isinstance(warm_start_from, (str, bytes, os.PathLike)):
+        path = os.fsdecode(warm_start_from)
+        if saved_model_io.contains_saved_model(path):
+            log.info("Warm-starting from a SavedModel")
+            return WarmStartSettings(ckpt_to_initialize_from=saved_model_io.variables_prefix(path))
+        return WarmStartSettings(ckpt_to_initialize_from=path)
+    if isinstance(warm_start_from, WarmStartSettings):
+        return warm_start_from
+    raise ValueError(f"warm_start_from must be a string or a WarmStartSettings, instead got {type(warm_start_from)}")
+
+
+def _variables_to_warm_start(vars_to_warm_start: Any, graph: graph_lib.Graph) -> list[Any]:
+    keys = graph_lib.GraphKeys
+    if vars_to_warm_start is None or isinstance(vars_to_warm_start, str):
+        log.info("Warm-starting variables only in TRAINABLE_VARIABLES.")
+        return graph.get_collection(keys.TRAINABLE_VARIABLES, scope=vars_to_warm_start)
+    if isinstance(vars_to_warm_start, list):
+        if all(isinstance(pattern, str) for pattern in vars_to_warm_start):
+            selected: list[Any] = []
+            for pattern in vars_to_warm_start:
+                selected += graph.get_collection(keys.GLOBAL_VARIABLES, scope=pattern)
+            return selected
+        if all(isinstance(variable, variables.Variable) for variable in vars_to_warm_start):
+            return list(vars_to_warm_start)
+        raise ValueError("If `vars_to_warm_start` is a list, it must be all `Variable` or all `str`.  Given types "
+                         f"are {[type(item).__name__ for item in vars_to_warm_start]}")
+    raise ValueError(f"`vars_to_warm_start must be a `list` or `str`.  Given type is {type(vars_to_warm_start)}")
+
+
+def _grouped_by_name(selected: list[Any]) -> dict[str, list[Any]]:
+    """The selected variables by checkpoint name: a partitioned variable's parts under its full name."""
+    grouped: dict[str, list[Any]] = {}
+    for variable in selected:
+        info = variable._get_save_slice_info()
+        name = info.full_name if info is not None else variable.op.name
+        if variable not in grouped.setdefault(name, []):
+            grouped[name].append(variable)
+    return grouped
+
+
+def _full_shape(parts: list[Any]) -> list[Optional[int]]:
+    info = parts[0]._get_save_slice_info()
+    return list(info.full_shape) if info is not None else parts[0].get_shape().as_list()
+
+
+def warm_start_saver(settings: WarmStartSettings, graph: graph_lib.Graph) -> Optional[tuple[saver_lib.Saver, str]]:
+    """The Saver that restores the selected variables from their checkpoint tensors, and that checkpoint;
+    None when nothing is selected. ValueError for a tensor missing from the checkpoint, a shape that
+    differs, or a ``var_name_to_prev_var_name`` key that names no selected variable."""
+    checkpoint = os.fsdecode(settings.ckpt_to_initialize_from)
+    if os.path.isdir(checkpoint):
+        latest = checkpoint_management.latest_checkpoint(checkpoint)
+        if latest is None:
+            raise ValueError(f"Couldn't find a checkpoint to warm-start from in {checkpoint}")
+        checkpoint = latest
+    shapes = dict(checkpoint_management.list_variables(checkpoint))
+    grouped = _grouped_by_name(_variables_to_warm_start(settings.vars_to_warm_start, graph))
+    renames = settings.var_name_to_prev_var_name
+    unused = sorted(set(renames) - set(grouped))
+    if unused:
+        raise ValueError(f"You provided the following variables in var_name_to_prev_var_name that were not used: "
+                         f"{unused}.  Perhaps you misspelled them?  Here is the list of viable variable names: "
+                         f"{sorted(grouped)}")
+    var_list: dict[str, Any] = {}
+    for name, parts in sorted(grouped.items()):
+        previous = renames.get(name, name)
+        if previous not in shapes:
+            raise ValueError(f"Tensor {previous} is not found in {checkpoint} checkpoint (to warm-start {name}); "
+                             f"it has {sorted(shapes)}")
+        if list(shapes[previous]) != _full_shape(parts):
+            raise ValueError(f"Shape of variable {name} ({_full_shape(parts)}) doesn't match with shape of tensor "
+                             f"{previous} ({list(shapes[previous])}) from checkpoint reader.")
+        log.info("Warm-starting variable: %s; prev_var_name: %s", name, previous)
+        var_list[previous] = parts if len(parts) > 1 or parts[0]._get_save_slice_info() is not None else parts[0]
+    if not var_list:
+        return None
+    return saver_lib.Saver(var_list=var_list, name="warm_start_saver"), checkpoint
+
+
+def warm_started_scaffold(scaffold: monitored_session.Scaffold, settings: WarmStartSettings,
+                          graph: graph_lib.Graph) -> monitored_session.Scaffold:
+    """``scaffold`` with an ``init_fn`` that first restores the warm-started variables (then runs its own)."""
+    restore = warm_start_saver(settings, graph)
+    if restore is None:
+        return scaffold
+    saver, checkpoint = restore
+    own_init_fn = scaffold.init_fn  # the model_fn's, bound to its scaffold
+
+    def init_fn(unused_scaffold: monitored_session.Scaffold, session: Any) -> None:
+        saver.restore(session, checkpoint)
+        if own_init_fn is not None:
+            own_init_fn(session)
+
+    return monitored_session.Scaffold(init_fn=init_fn, summary_op=scaffold.summary_op, copy_from_scaffold=scaffold)

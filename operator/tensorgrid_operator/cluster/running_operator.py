@@ -45,6 +45,8 @@ class RunningOperator:
     """Threads that run ``reconcile.reconcile`` (apart from the API calls' threads)."""
     lag_watch: Optional["asyncio.Task[None]"] = None
     """The task measuring the event loop's lag (``looplag``)."""
+    activity_watch: Optional["asyncio.Task[None]"] = None
+    """The task keeping ``tensorgrid_operator_active`` (``controller.activity``)."""
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     known_jobs: known_jobs.KnownJobs = dataclasses.field(default_factory=known_jobs.KnownJobs)
     """Each job as last read or written, so a pass woken by its pods needs no GET of it."""

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import logging
+import os
 import random
+import secrets
+import socket
+import typing
 from typing import Any, Optional
 
 import kopf
@@ -22,6 +27,7 @@ from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator import config
+from tensorgrid_operator.controller import activity
 from tensorgrid_operator.controller import job_loop  # noqa: F401 - imported for kopf: it registers the job daemon
 from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.controller import peering
@@ -123,6 +129,8 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
         deciders=concurrent.futures.ThreadPoolExecutor(RECONCILE_THREADS, thread_name_prefix="tensorgrid-reconcile"),
     )
     state.running.lag_watch = asyncio.create_task(looplag.watch_lag())
+    state.running.activity_watch = asyncio.create_task(
+        activity.watch_activity(state.running, state.peer_identity, state.peer_priority))
     if ours.metrics_port is not None and state.metrics_server is None:
         state.metrics_server = metrics.serve(ours.metrics_port)
         logger.info("metrics on :%d/metrics", state.metrics_server.port)
@@ -134,6 +142,9 @@ async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     if state.running is not None:
         if state.running.lag_watch is not None:
             state.running.lag_watch.cancel()
+        if state.running.activity_watch is not None:
+            state.running.activity_watch.cancel()
+        metrics.ACTIVE.set(0)
         state.running.executor.shutdown(wait=False, cancel_futures=True)
         state.running.deciders.shutdown(wait=False, cancel_futures=True)
         state.running.kube.close()
@@ -235,13 +246,21 @@ def run(settings: config.Settings) -> None:
         # kopf logs every watch event it hands to a handler at INFO: one line per pod change.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     priority = settings.priority if settings.priority is not None else random.SystemRandom().randint(1, 2**31 - 1)
+    # kopf's own form of identity (pod or host, start time, a random part), known here so that
+    # controller.activity can find this replica among the peering object's keep-alives.
+    identity = (f"{os.environ.get('POD_ID') or socket.gethostname()}/"
+                f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d%H%M%S}/{secrets.token_hex(3)}")
+    memo = state_lib.memo_for(settings)
+    state = state_lib.state_of(memo)
+    state.peer_identity, state.peer_priority = identity, priority
     kopf.run(
         standalone=settings.peering is None,
         peering_name=settings.peering,
         priority=priority,
+        identity=typing.cast(Any, identity),
         liveness_endpoint=(f"http://0.0.0.0:{settings.liveness_port}/healthz"
                            if settings.liveness_port is not None else None),
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
-        memo=state_lib.memo_for(settings),
+        memo=memo,
     )

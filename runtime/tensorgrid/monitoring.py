@@ -3,21 +3,38 @@
 Named ``monitoring`` (TensorFlow's name for its own process counters) because ``tf.metrics``
 is TF1's streaming evaluation metrics (``ops/metrics_impl.py``).
 
-The names are a contract with the Helm chart's dashboards (docs/architecture.md).
-Counters are updated where the work happens (executor steps, RPCs, variable
-updates); gauges that are cheap to read (global step, device memory, each embedding table's
-entries and bytes) are collected when Prometheus scrapes.
+The names are a contract with the Helm chart's dashboards and alerts (docs/metrics.md has the
+table). Counters are updated where the work happens (executor steps, RPCs), or read when
+Prometheus scrapes, as are the gauges that are cheap to read (variable updates, global step,
+device memory, each embedding table's entries and bytes). Counters export their ``_total``
+series only, no ``_created``.
 """
 
 from __future__ import annotations
 
+import platform
 import threading
 from typing import Any, Iterator, Optional
 
+import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from tensorgrid import version
+
+# A _created series per counter and label set doubles the series and nothing reads it
+# (prometheus_client reads this switch at scrape time).
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# process_* (CPU seconds, resident memory, open file descriptors, start time) and python_info.
+prometheus_client.ProcessCollector(registry=REGISTRY)
+prometheus_client.PlatformCollector(registry=REGISTRY)
+BUILD_INFO = Gauge("tensorgrid_build_info",
+                   "Always 1: the labels say which tensorgrid release and Python this process runs.",
+                   ["component", "version", "python_version"], registry=REGISTRY)
+BUILD_INFO.labels(component="runtime", version=version.TENSORGRID_VERSION,
+                  python_version=platform.python_version()).set(1)
 
 STEPS = Counter("tensorgrid_steps", "Graph partitions run by this task's worker (one per step).",
                 ["task"], registry=REGISTRY)
@@ -85,8 +102,8 @@ class _TaskCollector:
     """Reads gauges from the live servers at scrape time."""
 
     def collect(self) -> Iterator[Any]:
-        updates = GaugeMetricFamily("tensorgrid_variable_updates", "Updates applied to variables on this task.",
-                                    labels=["task"])
+        updates = CounterMetricFamily("tensorgrid_variable_updates",
+                                      "Updates applied to the variables this task holds.", labels=["task"])
         global_step = GaugeMetricFamily("tensorgrid_global_step", "Value of the global_step variable on this task.",
                                         labels=["task"])
         memory = GaugeMetricFamily("tensorgrid_device_memory_bytes", "Bytes held in variables on this task.",

@@ -18,6 +18,7 @@ import functools
 import time
 from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.cluster import known_jobs
 from tensorgrid_operator.cluster import kube
 from tensorgrid_operator import config
@@ -103,7 +104,11 @@ class RunningOperator:
         return job
 
     async def write_status(self, key: JobKey, job: Obj, status: Obj) -> Obj:
-        """One status PATCH (``kube.Kube.patch_status``); the job it answers with is the one known."""
+        """One status PATCH (``kube.Kube.patch_status``); the job it answers with is the one known.
+        The conditions it writes were decided from ``job``: they carry its generation."""
+        generation = (job.get("metadata") or {}).get("generation")
+        if isinstance(status.get("conditions"), list) and isinstance(generation, int):
+            status = {**status, "conditions": cond_lib.observed_at(status["conditions"], generation)}
         changes = self.known_jobs.changes(key)
         try:
             written = await self.call(self.kube.patch_status, job, status)

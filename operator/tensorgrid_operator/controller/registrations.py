@@ -76,6 +76,9 @@ def _connection_info(configuration: Any) -> kopf.ConnectionInfo:
     )
 
 
+# The reporting component of the operator's events (kubectl describe's "From"); the instance is the pod.
+EVENT_REPORTER = "tensorgrid-operator"
+
 def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> None:
     """kopf's settings for this operator."""
     # Only the job's own objects are watched: server-side label selectors.
@@ -87,6 +90,10 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     settings.persistence.diffbase_storage = NoDiffBase()
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
+    # Events say who reported them, as kubectl describe shows (kopf's defaults: "kopf", "dev").
+    settings.posting.reporting_component = EVENT_REPORTER
+    settings.posting.reporting_instance = os.environ.get("POD_NAME") or socket.gethostname()
+    settings.posting.event_name_prefix = f"{EVENT_REPORTER}-"
     # Without timeouts a watch whose connection stalls (a proxy or load balancer dropping it
     # silently) waits forever, and new jobs go unseen: the API server ends each watch after
     # server_timeout (kopf resumes from the last resourceVersion, no new list), the client

@@ -19,9 +19,22 @@ import kubernetes
 import pytest
 import yaml
 
-from cluster_support import PROGRESS, Namespace, example, pod_network_routed, wait_for
+from cluster_support import OPERATOR_NAMESPACE, PROGRESS, REPO, Namespace, example, pod_network_routed, wait_for
 
 JOB_TIMEOUT = 900
+
+
+def _chart_rules(directory: pathlib.Path) -> pathlib.Path:
+    """The rule groups of the chart's PrometheusRule (metrics.prometheusRule.enabled), as a rules file."""
+    helm = pathlib.Path(subprocess.run([str(REPO / "hack" / "tools.sh"), "--print-bin-dir"], check=True,
+                                       capture_output=True, text=True).stdout.strip()) / "helm"
+    rendered = subprocess.run([str(helm), "template", "tensorgrid", str(REPO / "charts" / "tensorgrid-operator"),
+                               "-n", OPERATOR_NAMESPACE, "--set", "metrics.prometheusRule.enabled=true",
+                               "-s", "templates/prometheusrule.yaml"], check=True, capture_output=True, text=True)
+    rule = next(doc for doc in yaml.safe_load_all(rendered.stdout) if doc)
+    path = directory / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    return path
 
 
 def _free_port() -> int:
@@ -95,6 +108,13 @@ class Prometheus:
         assert body["status"] == "success", body
         return sum(float(sample["value"][1]) for sample in body["data"]["result"])
 
+    def rules(self) -> list[dict[str, Any]]:
+        """Every rule Prometheus loaded, with its health and last error."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return [rule for group in body["data"]["groups"] for rule in group["rules"]]
+
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory, api: kubernetes.client.ApiClient) -> Iterator[Prometheus]:
@@ -106,7 +126,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, api: kubernetes.client.
         directory = tmp_path_factory.mktemp("prometheus")
         writer = _TargetWriter(api, directory)
         writer.start()
-        config = {"global": {"scrape_interval": "2s"}, "scrape_configs": [
+        config = {"global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
+                  "rule_files": [str(_chart_rules(directory))], "scrape_configs": [
             {"job_name": job, "scrape_interval": "2s",
              "file_sd_configs": [{"files": [str(directory / f"{job}.json")], "refresh_interval": "2s"}]}
             for job in SCRAPED]}
@@ -149,10 +170,15 @@ def test_prometheus_scrapes_training_pods_and_the_operator(ns: Namespace, promet
     assert prometheus.query(f"tensorgrid_data_channel_fallbacks_total{{{selector}}}") == 0
     job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)
     assert job["status"]["state"] == "Succeeded", job["status"]
-    # The target's own "namespace" (the operator's) wins; the job's becomes exported_namespace,
-    # as with the Prometheus Operator's ServiceMonitor.
+    # The job's namespace is job_namespace: the target's own "namespace" (the operator's, as a
+    # ServiceMonitor gives it) leaves it alone.
     wait_for("the operator's succeeded-jobs counter", lambda: prometheus.query(
-        f'tensorgrid_operator_jobs_succeeded_total{{exported_namespace="{ns.name}"}}') >= 1, 60)
+        f'tensorgrid_operator_jobs_succeeded_total{{job_namespace="{ns.name}"}}') >= 1, 60)
+    assert prometheus.query("max(tensorgrid_operator_active)") == 1
+    # The chart's alerts, evaluated on these series: each one without error, and no operator missing.
+    rules = prometheus.rules()
+    assert len(rules) == 8 and all(r["health"] == "ok" for r in rules), rules
+    assert prometheus.query('count(ALERTS{alertname="TensorgridOperatorNotActive"})') == 0
     assert prometheus.query("tensorgrid_operator_jobs_created_total") >= 1
 
 

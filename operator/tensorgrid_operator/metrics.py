@@ -1,29 +1,58 @@
 """The operator's Prometheus metrics (``tensorgrid_operator_*``), on a registry of their own.
 
 A registry of its own, so tests can run the operator several times in one process
-and the runtime's metrics never mix in.
+and the runtime's metrics never mix in. Named by Prometheus' conventions
+(docs/metrics.md has the table): counters end in ``_total`` and export no ``_created``
+series; a job's namespace is the label ``job_namespace``, because a ServiceMonitor's
+target label ``namespace`` (the operator's own) would rename a ``namespace`` label to
+``exported_namespace``.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Optional
+import platform
+from importlib import metadata
+from typing import Iterable, Optional
 
 import prometheus_client
 
+# Counters export only their _total series: a _created series per label set doubles the
+# series and no query of ours reads it (prometheus_client reads this switch at scrape time).
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
 REGISTRY = prometheus_client.CollectorRegistry(auto_describe=True)
+# process_* (CPU seconds, resident memory, open file descriptors, start time) and python_info.
+prometheus_client.ProcessCollector(registry=REGISTRY)
+prometheus_client.PlatformCollector(registry=REGISTRY)
+
+try:
+    OPERATOR_VERSION = metadata.version("tensorgrid")
+except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+    OPERATOR_VERSION = "0+unknown"
+BUILD_INFO = prometheus_client.Gauge(
+    "tensorgrid_build_info", "Always 1: the labels say which tensorgrid release and Python this process runs.",
+    ["component", "version", "python_version"], registry=REGISTRY)
+BUILD_INFO.labels(component="operator", version=OPERATOR_VERSION, python_version=platform.python_version()).set(1)
+ACTIVE = prometheus_client.Gauge(
+    "tensorgrid_operator_active",
+    "1 while this operator replica reconciles jobs; 0 while it stands by for another replica (peering).",
+    registry=REGISTRY)
 
 JOBS_CREATED = prometheus_client.Counter(
     "tensorgrid_operator_jobs_created_total", "TrainingJobs whose pods were first created.",
-    ["namespace"], registry=REGISTRY)
+    ["job_namespace"], registry=REGISTRY)
 JOBS_SUCCEEDED = prometheus_client.Counter(
-    "tensorgrid_operator_jobs_succeeded_total", "TrainingJobs that succeeded.", ["namespace"], registry=REGISTRY)
+    "tensorgrid_operator_jobs_succeeded_total", "TrainingJobs that succeeded.", ["job_namespace"],
+    registry=REGISTRY)
 JOBS_FAILED = prometheus_client.Counter(
-    "tensorgrid_operator_jobs_failed_total", "TrainingJobs that failed.", ["namespace"], registry=REGISTRY)
-JOBS_RESTARTED = prometheus_client.Counter(
-    "tensorgrid_operator_jobs_restarted_total",
-    "Replica restarts decided by the operator (collateral and disrupted replicas are not counted).",
-    ["namespace"], registry=REGISTRY)
+    "tensorgrid_operator_jobs_failed_total", "TrainingJobs that failed, by the reason of their Failed condition.",
+    ["job_namespace", "reason"], registry=REGISTRY)
+REPLICA_RESTARTS = prometheus_client.Counter(
+    "tensorgrid_operator_replica_restarts_total",
+    "Replicas the operator recreated, by replica type and reason: the pod's own reason (OOMKilled, Error, ...) "
+    "for restarts counted against backoffLimit, Disrupted and ParameterServerLost for those that are not.",
+    ["job_namespace", "replica_type", "reason"], registry=REGISTRY)
 JOBS = prometheus_client.Gauge(
     "tensorgrid_operator_jobs", "TrainingJobs this operator reconciles, by state.", ["phase"], registry=REGISTRY)
 RECONCILE_DURATION = prometheus_client.Histogram(
@@ -51,14 +80,21 @@ API_ERRORS = prometheus_client.Counter(
     "Kubernetes API calls that failed unexpectedly (not 404 on delete, not 409 AlreadyExists on create).",
     ["operation"], registry=REGISTRY)
 
-_TRANSITION_COUNTERS = {
-    "created": JOBS_CREATED, "succeeded": JOBS_SUCCEEDED, "failed": JOBS_FAILED, "restarted": JOBS_RESTARTED,
-}
 
 
-def count_transitions(namespace: str, transitions: list[str]) -> None:
-    for name in transitions:
-        _TRANSITION_COUNTERS[name].labels(namespace=namespace).inc()
+def count_transitions(namespace: str, transitions: Iterable[tuple[str, str, str]]) -> None:
+    """Counts a pass's (name, reason, replica type) transitions (``reconcile.plans.Transition``)."""
+    for name, reason, replica_type in transitions:
+        if name == "created":
+            JOBS_CREATED.labels(job_namespace=namespace).inc()
+        elif name == "succeeded":
+            JOBS_SUCCEEDED.labels(job_namespace=namespace).inc()
+        elif name == "failed":
+            JOBS_FAILED.labels(job_namespace=namespace, reason=reason).inc()
+        elif name == "restarted":
+            REPLICA_RESTARTS.labels(job_namespace=namespace, replica_type=replica_type, reason=reason).inc()
+        else:
+            raise ValueError(f"unknown job transition {name!r}: valid are created, succeeded, failed, restarted")
 
 
 class PhaseTracker:

@@ -3,21 +3,43 @@
 Named ``monitoring`` (TensorFlow's name for its own process counters) because ``tf.metrics``
 is TF1's streaming evaluation metrics (``ops/metrics_impl.py``).
 
-The names are a contract with the Helm chart's dashboards (docs/architecture.md).
-Counters are updated where the work happens (executor steps, RPCs, variable
-updates); gauges that are cheap to read (global step, device memory, each embedding table's
-entries and bytes) are collected when Prometheus scrapes.
+The names are a contract with the Helm chart's dashboards and alerts (docs/metrics.md has the
+table). Counters are updated where the work happens (executor steps, RPCs), or read when
+Prometheus scrapes, as are the gauges that are cheap to read (variable updates, global step,
+device memory, each embedding table's entries and bytes). Counters export their ``_total``
+series only, no ``_created``.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
+import os
+import platform
 import threading
+import time
 from typing import Any, Iterator, Optional
 
+import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from tensorgrid import version
+
+# A _created series per counter and label set doubles the series and nothing reads it
+# (prometheus_client reads this switch at scrape time).
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# process_* (CPU seconds, resident memory, open file descriptors, start time) and python_info.
+prometheus_client.ProcessCollector(registry=REGISTRY)
+prometheus_client.PlatformCollector(registry=REGISTRY)
+BUILD_INFO = Gauge("tensorgrid_build_info",
+                   "Always 1: the labels say which tensorgrid release and Python this process runs.",
+                   ["component", "version", "python_version"], registry=REGISTRY)
+BUILD_INFO.labels(component="runtime", version=version.TENSORGRID_VERSION,
+                  python_version=platform.python_version()).set(1)
 
 STEPS = Counter("tensorgrid_steps", "Graph partitions run by this task's worker (one per step).",
                 ["task"], registry=REGISTRY)
@@ -87,13 +109,27 @@ _servers: list[Any] = []
 _lock = threading.Lock()
 _http_started: set[int] = set()
 
+# The chief's final figures (docs/metrics.md, "Final figures"): when the chief ends, its server
+# writes them to the file this variable names, which the operator sets to the container's
+# termination message, so that a finished job keeps its last step, rate and loss in its status
+# after its metrics endpoints are gone.
+FINAL_FIGURES_PATH_ENV = "TENSORGRID_TERMINATION_MESSAGE_PATH"
+# The key of the figures in that message: a program's own termination message is not mistaken for them.
+FINAL_FIGURES_KEY = "tensorgridFinalFigures"
+# Kubernetes keeps at most 4096 bytes of a termination message.
+MAX_TERMINATION_MESSAGE_BYTES = 4096
+MAX_FINAL_LOSS_TAGS = 8
+# The first and the last (global step, monotonic time) this process saw, from its hooks and summaries.
+_steps_seen: list[tuple[int, float]] = []
+_log = logging.getLogger("tensorgrid")
+
 
 class _TaskCollector:
     """Reads gauges from the live servers at scrape time."""
 
     def collect(self) -> Iterator[Any]:
-        updates = GaugeMetricFamily("tensorgrid_variable_updates", "Updates applied to variables on this task.",
-                                    labels=["task"])
+        updates = CounterMetricFamily("tensorgrid_variable_updates",
+                                      "Updates applied to the variables this task holds.", labels=["task"])
         global_step = GaugeMetricFamily("tensorgrid_global_step", "Value of the global_step variable on this task.",
                                         labels=["task"])
         memory = GaugeMetricFamily("tensorgrid_device_memory_bytes", "Bytes held in variables on this task.",
@@ -165,6 +201,64 @@ def record_summary_scalars(values: list[tuple[str, float]]) -> None:
                     continue
                 _summary_tags.add(tag)
         SUMMARY_SCALAR.labels(tag=tag).set(value)
+
+
+def record_global_step(step: int) -> None:
+    """Notes a global step this process read (a hook's fetch, a summary's step) for its final figures;
+    a step lower than the last one (a restored checkpoint) starts the rate over."""
+    now = time.monotonic()
+    with _lock:
+        if not _steps_seen or step < _steps_seen[-1][0]:
+            _steps_seen[:] = [(step, now), (step, now)]
+        else:
+            _steps_seen[1] = (step, now)
+
+
+def final_figures() -> Optional[dict[str, Any]]:
+    """The last global step this process saw, its rate since the first one, the target step and the
+    last values of the summaries that name a loss; ``None`` when it saw no global step."""
+    with _lock:
+        if not _steps_seen:
+            return None
+        (first, first_time), (last, last_time) = _steps_seen
+    scalars = {sample.labels["tag"]: sample.value for family in SUMMARY_SCALAR.collect() for sample in family.samples}
+    # Tags that name a loss, the surest first: "loss", then ".../loss", then "...loss" (the operator's order).
+    losses = sorted(((tag != "loss", tag.rsplit("/", 1)[-1].lower() != "loss", tag), value)
+                    for tag, value in scalars.items()
+                    if tag.rsplit("/", 1)[-1].lower().endswith("loss") and math.isfinite(value))
+    figures: dict[str, Any] = {"globalStep": last}
+    if last > first and last_time > first_time:
+        figures["stepsPerSecond"] = round((last - first) / (last_time - first_time), 3)
+    target = next((sample.value for family in TARGET_STEP.collect() for sample in family.samples), 0.0)
+    if target >= 1:
+        figures["targetStep"] = int(target)
+    if losses:
+        figures["losses"] = {tag: value for (_, _, tag), value in losses[:MAX_FINAL_LOSS_TAGS]}
+    return figures
+
+
+def write_final_figures() -> None:
+    """Writes :func:`final_figures` as JSON to the file ``$TENSORGRID_TERMINATION_MESSAGE_PATH`` names
+    (nothing without the variable or without figures); a failure is logged, never raised (the
+    process is ending)."""
+    path = os.environ.get(FINAL_FIGURES_PATH_ENV)
+    figures = final_figures() if path else None
+    if path is None or figures is None:
+        return
+    losses = dict(figures.pop("losses", {}))
+    text = _termination_message(figures, losses)
+    while len(text.encode()) > MAX_TERMINATION_MESSAGE_BYTES and losses:  # long tags: fewer of them
+        losses.popitem()
+        text = _termination_message(figures, losses)
+    try:
+        with open(path, "w", encoding="utf-8") as message:
+            message.write(text)
+    except OSError as e:
+        _log.warning("could not write the final figures to %s (%s=%s): %s", path, FINAL_FIGURES_PATH_ENV, path, e)
+
+
+def _termination_message(figures: dict[str, Any], losses: dict[str, float]) -> str:
+    return json.dumps({FINAL_FIGURES_KEY: {**figures, **({"losses": losses} if losses else {})}}, sort_keys=True)
 
 
 def forget(server: Any) -> None:

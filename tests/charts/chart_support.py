@@ -36,6 +36,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "watch-namespaces": {"watchNamespaces": ["tg-team-a", "tg-team-b"]},
     "monitoring": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
                                "podMonitor": {"enabled": True},
+                               "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
                                "dashboard": {"enabled": True}}},
     "monitoring-watch-namespaces": {"watchNamespaces": ["tg-team-a"],
                                     "metrics": {"serviceMonitor": {"enabled": True, "scrapeTimeout": "10s"},

@@ -6,10 +6,11 @@ OpenAPI schema, rejects unknown or duplicate fields, and runs its validation and
 admission, without storing anything. The chart's CRDs are installed first, so its
 custom resources (the kopf peering objects) validate against them too.
 
-ServiceMonitor and PodMonitor (monitoring.coreos.com/v1) are the exception: their
-CRDs belong to the Prometheus operator, which no registry here ships, so the API
-server cannot know them. They are checked by test_chart_render.py instead (selector,
-port and namespace wiring) and listed here so that nothing else is ever skipped.
+ServiceMonitor, PodMonitor and PrometheusRule (monitoring.coreos.com/v1) are the exception:
+their CRDs belong to the Prometheus operator, which no registry here ships, so the API
+server cannot know them. They are checked by test_chart_render.py (selector, port and
+namespace wiring) and test_prometheus_rules.py (promtool) instead, and listed here so that
+nothing else is ever skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kube_controlplane import ControlPlane
 
 pytestmark = pytest.mark.controlplane
 
-NOT_SERVED_HERE = {"ServiceMonitor", "PodMonitor"}
+NOT_SERVED_HERE = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 def _ensure_namespaces(cp: ControlPlane, names: set[str]) -> None:
@@ -38,7 +39,8 @@ def test_rendered_manifests_validate_on_the_api_server(controlplane: ControlPlan
     checked = [m for m in manifests if m["kind"] not in NOT_SERVED_HERE]
     skipped = [m for m in manifests if m["kind"] in NOT_SERVED_HERE]
     monitoring = VALUE_SETS[name].get("metrics", {})
-    assert bool(skipped) == any(monitoring.get(k, {}).get("enabled") for k in ("serviceMonitor", "podMonitor"))
+    assert bool(skipped) == any(monitoring.get(k, {}).get("enabled") for k in ("serviceMonitor", "podMonitor",
+                                                                             "prometheusRule"))
     _ensure_namespaces(controlplane, {m["metadata"]["namespace"] for m in checked if "namespace" in m["metadata"]})
     result = controlplane.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
                                   stdin=yaml.safe_dump_all(checked), check=False)

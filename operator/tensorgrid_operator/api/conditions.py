@@ -1,7 +1,9 @@
 """Kubernetes-style conditions and the timestamps they carry, apart from what they mean for a job.
 
-A condition is ``{type, status, reason, message, lastTransitionTime}``; the time moves
-only when the status flips, as the Kubernetes API conventions ask. The job's condition
+A condition is ``{type, status, reason, message, lastTransitionTime, observedGeneration}``
+(metav1.Condition's shape); the time moves only when the status flips, as the Kubernetes API
+conventions ask, and ``observedGeneration`` is the job's ``metadata.generation`` the operator
+had read when it wrote the condition (:func:`observed_at`, stamped as the status is written). The job's condition
 types are listed here so conditions keep one order in the status whatever order they
 were first set in.
 """
@@ -64,6 +66,11 @@ def set_condition(conditions: list[Obj], ctype: str, status: bool, reason: str, 
                        "lastTransitionTime": format_time(now)})
     conditions.sort(key=lambda c: CONDITION_TYPES.index(c["type"]) if c["type"] in CONDITION_TYPES else 99)
     return status
+
+
+def observed_at(conditions: Sequence[Mapping[str, Any]], generation: int) -> list[Obj]:
+    """The conditions as decided from the job at ``generation``: each one's ``observedGeneration``."""
+    return [{**c, "observedGeneration": generation} for c in conditions]
 
 
 def job_finished(conditions: Sequence[Mapping[str, Any]]) -> bool:

@@ -298,18 +298,26 @@ PEERING_GROUP, PEERING_VERSION = "kopf.dev", "v1"
 
 def missing_peering_objects(configuration: kubernetes.client.Configuration, name: str,
                             namespaces: tuple[str, ...]) -> list[str]:
-    """Which of the kopf peering objects named ``name`` do not exist (an absent CRD: all of them).
+    """Which of the kopf peering objects named ``name`` do not exist (an absent CRD: all of them),
+    named as ``kubectl get`` would."""
+    return [label for label, found in peering_objects(configuration, name, namespaces).items() if found is None]
+
+
+def peering_objects(configuration: kubernetes.client.Configuration, name: str,
+                    namespaces: tuple[str, ...]) -> dict[str, Optional[Obj]]:
+    """The kopf peering objects named ``name``, by their ``kubectl get`` name (``None``: it does not exist).
 
     One ClusterKopfPeering when the operator watches every namespace, else one KopfPeering
-    in each watched namespace; the result names them as ``kubectl get`` would. A LIST by
-    name, not a GET: kopf's peering already needs ``list`` on them, so no extra RBAC.
+    in each watched namespace. A LIST by name, not a GET: kopf's peering already needs
+    ``list`` on them, so no extra RBAC.
     """
     api = kubernetes.client.ApiClient(configuration)
     custom = kubernetes.client.CustomObjectsApi(api)
     by_name = f"metadata.name={name}"
-    missing = []
+    objects: dict[str, Optional[Obj]] = {}
     try:
         for namespace in namespaces or ("",):
+            label = f"kopfpeering/{name} -n {namespace}" if namespace else f"clusterkopfpeering/{name}"
             try:
                 if namespace:
                     found = custom.list_namespaced_custom_object(PEERING_GROUP, PEERING_VERSION, namespace,
@@ -318,16 +326,15 @@ def missing_peering_objects(configuration: kubernetes.client.Configuration, name
                 else:
                     found = custom.list_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, "clusterkopfpeerings",
                                                               field_selector=by_name, _preload_content=False)
-                exists = bool(_json(found)["items"])
+                items = _json(found)["items"]
             except kube_exceptions.ApiException as e:
                 if e.status != 404:
                     raise _counted("list_peerings", e)
-                exists = False  # no such CRD
-            if not exists:
-                missing.append(f"kopfpeering/{name} -n {namespace}" if namespace else f"clusterkopfpeering/{name}")
+                items = []  # no such CRD
+            objects[label] = dict(items[0]) if items else None
     finally:
         api.close()  # type: ignore[no-untyped-call]
-    return missing
+    return objects
 
 
 def _json(response: Any) -> Any:

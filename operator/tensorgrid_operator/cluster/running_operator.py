@@ -18,6 +18,7 @@ import functools
 import time
 from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
+from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.cluster import known_jobs
 from tensorgrid_operator.cluster import kube
 from tensorgrid_operator import config
@@ -45,6 +46,8 @@ class RunningOperator:
     """Threads that run ``reconcile.reconcile`` (apart from the API calls' threads)."""
     lag_watch: Optional["asyncio.Task[None]"] = None
     """The task measuring the event loop's lag (``looplag``)."""
+    activity_watch: Optional["asyncio.Task[None]"] = None
+    """The task keeping ``tensorgrid_operator_active`` (``controller.activity``)."""
     wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
     known_jobs: known_jobs.KnownJobs = dataclasses.field(default_factory=known_jobs.KnownJobs)
     """Each job as last read or written, so a pass woken by its pods needs no GET of it."""
@@ -101,7 +104,11 @@ class RunningOperator:
         return job
 
     async def write_status(self, key: JobKey, job: Obj, status: Obj) -> Obj:
-        """One status PATCH (``kube.Kube.patch_status``); the job it answers with is the one known."""
+        """One status PATCH (``kube.Kube.patch_status``); the job it answers with is the one known.
+        The conditions it writes were decided from ``job``: they carry its generation."""
+        generation = (job.get("metadata") or {}).get("generation")
+        if isinstance(status.get("conditions"), list) and isinstance(generation, int):
+            status = {**status, "conditions": cond_lib.observed_at(status["conditions"], generation)}
         changes = self.known_jobs.changes(key)
         try:
             written = await self.call(self.kube.patch_status, job, status)

@@ -4,9 +4,9 @@ Which pods to read, what their pages say and the new ``status.progress`` are pur
 (``reconcile.progress``); this decides when a reading is due (every
 ``progress_interval_seconds`` while the job runs), GETs each task's /metrics page
 (``http://<pod IP>:<metrics port>/metrics``, at most ``progress.MAX_PAGE_BYTES``) and
-writes the progress when it changed, with what the PS pods said of their start
-(``reconcile.ps_starts``: which recovery a new PS pod made), in one status PATCH, then
-posts that recovery's Events.
+writes the progress when it changed (until the chief's final figures replace the
+readings), with what the PS pods said of their start (``reconcile.ps_starts``: which
+recovery a new PS pod made), in one status PATCH, then posts that recovery's Events.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ async def update_progress(operator: running_operator.RunningOperator, key: JobKe
     """Read the running job's metrics into ``status.progress`` when due; seconds until the next reading."""
     interval = operator.settings.progress_interval_seconds
     status = job.get("status") or {}
-    if interval <= 0 or status.get("state") not in PROGRESS_STATES:
+    # Once the chief ended, its final figures (reconcile.progress.final_progress) are the last word.
+    final = bool((status.get("progress") or {}).get("final"))
+    if interval <= 0 or status.get("state") not in PROGRESS_STATES or final:
         operator.progress_due.pop(key, None)
         return None
     wait = operator.progress_due.get(key, 0.0) - time.monotonic()

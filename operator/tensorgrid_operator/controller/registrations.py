@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import logging
+import os
 import random
+import secrets
+import socket
+import typing
 from typing import Any, Optional
 
 import kopf
@@ -22,6 +27,7 @@ from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator import config
+from tensorgrid_operator.controller import activity
 from tensorgrid_operator.controller import job_loop  # noqa: F401 - imported for kopf: it registers the job daemon
 from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.controller import peering
@@ -70,6 +76,9 @@ def _connection_info(configuration: Any) -> kopf.ConnectionInfo:
     )
 
 
+# The reporting component of the operator's events (kubectl describe's "From"); the instance is the pod.
+EVENT_REPORTER = "tensorgrid-operator"
+
 def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> None:
     """kopf's settings for this operator."""
     # Only the job's own objects are watched: server-side label selectors.
@@ -81,6 +90,10 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: config.Settings) -> No
     settings.persistence.diffbase_storage = NoDiffBase()
     # kopf's own chatter stays in the log; the events users see are the ones reconcile explains.
     settings.posting.level = logging.WARNING
+    # Events say who reported them, as kubectl describe shows (kopf's defaults: "kopf", "dev").
+    settings.posting.reporting_component = EVENT_REPORTER
+    settings.posting.reporting_instance = os.environ.get("POD_NAME") or socket.gethostname()
+    settings.posting.event_name_prefix = f"{EVENT_REPORTER}-"
     # Without timeouts a watch whose connection stalls (a proxy or load balancer dropping it
     # silently) waits forever, and new jobs go unseen: the API server ends each watch after
     # server_timeout (kopf resumes from the last resourceVersion, no new list), the client
@@ -123,6 +136,8 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
         deciders=concurrent.futures.ThreadPoolExecutor(RECONCILE_THREADS, thread_name_prefix="tensorgrid-reconcile"),
     )
     state.running.lag_watch = asyncio.create_task(looplag.watch_lag())
+    state.running.activity_watch = asyncio.create_task(
+        activity.watch_activity(state.running, state.peer_identity, state.peer_priority))
     if ours.metrics_port is not None and state.metrics_server is None:
         state.metrics_server = metrics.serve(ours.metrics_port)
         logger.info("metrics on :%d/metrics", state.metrics_server.port)
@@ -134,6 +149,9 @@ async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     if state.running is not None:
         if state.running.lag_watch is not None:
             state.running.lag_watch.cancel()
+        if state.running.activity_watch is not None:
+            state.running.activity_watch.cancel()
+        metrics.ACTIVE.set(0)
         state.running.executor.shutdown(wait=False, cancel_futures=True)
         state.running.deciders.shutdown(wait=False, cancel_futures=True)
         state.running.kube.close()
@@ -235,13 +253,21 @@ def run(settings: config.Settings) -> None:
         # kopf logs every watch event it hands to a handler at INFO: one line per pod change.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     priority = settings.priority if settings.priority is not None else random.SystemRandom().randint(1, 2**31 - 1)
+    # kopf's own form of identity (pod or host, start time, a random part), known here so that
+    # controller.activity can find this replica among the peering object's keep-alives.
+    identity = (f"{os.environ.get('POD_ID') or socket.gethostname()}/"
+                f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d%H%M%S}/{secrets.token_hex(3)}")
+    memo = state_lib.memo_for(settings)
+    state = state_lib.state_of(memo)
+    state.peer_identity, state.peer_priority = identity, priority
     kopf.run(
         standalone=settings.peering is None,
         peering_name=settings.peering,
         priority=priority,
+        identity=typing.cast(Any, identity),
         liveness_endpoint=(f"http://0.0.0.0:{settings.liveness_port}/healthz"
                            if settings.liveness_port is not None else None),
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
-        memo=state_lib.memo_for(settings),
+        memo=memo,
     )

@@ -30,6 +30,10 @@ class OperatorState:
     """The API client, thread pool and per-job state, from startup to cleanup."""
     metrics_server: Optional[metrics.MetricsServer] = None
     """The /metrics endpoint, from startup to cleanup (none with ``metrics_port=None``)."""
+    peer_identity: Optional[str] = None
+    """The identity this operator gives kopf peering (``registrations.run``); ``None`` when kopf chose it."""
+    peer_priority: Optional[int] = None
+    """Its peering priority (``registrations.run``); ``None`` when kopf chose it."""
 
     @property
     def metrics_port(self) -> Optional[int]:

@@ -55,7 +55,7 @@ class Outcome:
     events: list[plans.Event]
     """Every event of the plan, with the creations as they happened (replaces ``plan.events``)."""
     requeue_after: Optional[float]
-    transitions: list[str]
+    transitions: list[plans.Transition]
 
 
 def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[CreateFailure],
@@ -85,8 +85,8 @@ def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[C
         status["state"] = jobstatus.job_state(conditions)
         events.append(plans.Event("Warning", "PodTemplateRejected", text))
         # Look again at once: the finished job cleans up by the usual path.
-        transitions = [t for t in plan.transitions if t != "created" or created_pods]
-        return Outcome(status, events, 0.0, transitions + ["failed"])
+        transitions = [t for t in plan.transitions if t.name != "created" or created_pods]
+        return Outcome(status, events, 0.0, transitions + [plans.Transition("failed", "PodTemplateRejected")])
 
     replicas: dict[tuple[str, str], Optional[spec_lib.ReplicaKey]] = {
         **{("Pod", p.name): p.replica for p in plan.create_pods},
@@ -116,7 +116,7 @@ def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[C
                                         sorted(refused.values(), key=lambda e: str(e["replica"])))
     cond_lib.set_condition(conditions, cond_lib.RUNNING, False, plans.FAILED_CREATE, message, now)
     transitions = list(plan.transitions)
-    if "created" in plan.transitions:  # this plan said the job's pods were created: say how many exist
+    if plans.Transition("created") in plan.transitions:  # the plan created the job's pods: say how many exist
         existing = sum(int(c.get("active", 0)) for c in (status.get("replicaStatuses") or {}).values())
         if existing:
             cond_lib.set_condition(conditions, cond_lib.CREATED, True, "PodsCreated",
@@ -124,7 +124,7 @@ def after_creates(job: Mapping[str, Any], plan: plans.Plan, failures: Sequence[C
         else:
             cond_lib.set_condition(conditions, cond_lib.CREATED, False, plans.FAILED_CREATE,
                                    "no pod could be created yet", now)
-            transitions.remove("created")
+            transitions.remove(plans.Transition("created"))
     status["state"] = jobstatus.job_state(conditions)
     for kind in ("Pod", "Service"):
         mine = [f for f in failures if f.kind == kind]

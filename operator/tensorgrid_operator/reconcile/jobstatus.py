@@ -18,6 +18,7 @@ from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import progress
 from tensorgrid_operator.reconcile import scaling
 from tensorgrid_operator.reconcile import terminating
 from tensorgrid_operator.resources import kueue
@@ -174,6 +175,10 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
         status["completionTime"] = cond_lib.format_time(now)
     status["state"] = job_state(work.conditions)
     if job_spec is not None:
+        final = progress.final_progress(old_status.get("progress"), job_spec, views,
+                                        cond_lib.job_finished(work.conditions), now)
+        if final is not None:  # the chief ended: its last figures stay (no reading follows them)
+            status["progress"] = final
         workers = replica_statuses.get(RT.WORKER.value, {})
         ps = replica_statuses.get(RT.PS.value, {})
         status["workers"] = f"{workers.get('running', 0)}/{job_spec.replicas(RT.WORKER)}"

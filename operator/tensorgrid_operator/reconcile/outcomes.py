@@ -22,6 +22,10 @@ from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
 from tensorgrid_operator.resources import kueue
 
+# The reasons of restarts not counted against backoffLimit (tensorgrid_operator_replica_restarts_total).
+RESTART_DISRUPTED = "Disrupted"
+RESTART_PS_LOST = "ParameterServerLost"
+
 Obj = dict[str, Any]
 RT = spec_lib.ReplicaType
 # What happens when a parameter server is lost, however it was lost (docs/operator.md, "PS failures").
@@ -76,6 +80,7 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
             work.event("Normal", "ReplicaDisrupted",
                        f"recreating {view.name}, stopped by the cluster ({view.disrupted}); "
                        f"not counted against backoffLimit")
+            work.plan.transitions.append(plans.Transition("restarted", RESTART_DISRUPTED, key.rtype.value))
             continue
         collateral = policies.collateral_of_ps_loss(key, policy, succeeded, work.ps_loss, work.now)
         if collateral:
@@ -85,6 +90,7 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
             message = f"restarting {view.name}: {collateral}; {policies.retry_note(entry, work.now)}"
             cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
             work.event("Normal", "ReplicaRestarting", message)
+            work.plan.transitions.append(plans.Transition("restarted", RESTART_PS_LOST, key.rtype.value))
             continue
         retry, why = policies.retry_verdict(policy, succeeded, view.exit_code, policies.decides_success(job_spec, key))
         if retry and work.total_restarts() >= limit:
@@ -107,7 +113,7 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
         cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
         cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "ReplicaRestarting", message, work.now)
         work.event("Warning", "ReplicaRestarting", message)
-        work.plan.transitions.append("restarted")
+        work.plan.transitions.append(plans.Transition("restarted", view.reason or "Error", key.rtype.value))
 
 
 def _record(work: plans.Work, key: spec_lib.ReplicaKey, view: podview.PodView, outcome: str, reason: str,
@@ -166,7 +172,7 @@ def finish(work: plans.Work, job_spec: Optional[spec_lib.JobSpec], views: Sequen
     cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, reason, f"the job {ctype.lower()}", now)
     cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, False, reason, f"the job {ctype.lower()}", now)
     work.event("Normal" if ctype == cond_lib.SUCCEEDED else "Warning", reason, message)
-    work.plan.transitions.append(ctype.lower())
+    work.plan.transitions.append(plans.Transition(ctype.lower(), reason if ctype == cond_lib.FAILED else ""))
     work.finished_now = True
     if stop_all:
         stopped = [v for v in views if v.pod_running]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import podview
@@ -50,6 +50,17 @@ class PodToCreate:
         return self.build()
 
 
+class Transition(NamedTuple):
+    """A job-level change of one pass, as the operator's counters count it (``metrics.count_transitions``)."""
+
+    name: str
+    """``created``, ``succeeded``, ``failed`` (the job's) or ``restarted`` (a replica's)."""
+    reason: str = ""
+    """Why: the Failed condition's reason, or the restart's (docs/metrics.md); empty for the others."""
+    replica_type: str = ""
+    """The restarted replica's type (``Worker``, ``PS``, ...); empty for the others."""
+
+
 @dataclasses.dataclass
 class Plan:
     create_pods: list[PodToCreate] = dataclasses.field(default_factory=list)
@@ -68,8 +79,8 @@ class Plan:
     delete_job: bool = False
     requeue_after: Optional[float] = None
     """Seconds until a deadline, a TTL or a retry falls due; ``None`` when no timer is pending."""
-    transitions: list[str] = dataclasses.field(default_factory=list)
-    """Job-level transitions for metrics: ``created``, ``restarted``, ``succeeded``, ``failed``."""
+    transitions: list[Transition] = dataclasses.field(default_factory=list)
+    """Job-level transitions for metrics: ``created``, ``restarted`` (a replica's), ``succeeded``, ``failed``."""
     all_running_seconds: Optional[float] = None
     """Set once, when every pod first runs: seconds since the job was created."""
 

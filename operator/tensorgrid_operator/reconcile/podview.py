@@ -63,6 +63,11 @@ class PodView:
     """The gang scheduler's PodGroup the pod is in (its label or annotation, ``podgroups``); empty if none."""
     scheduling_gates: tuple[str, ...] = ()
     """The names of the pod's scheduling gates: the scheduler ignores it until they are removed."""
+    termination_message: str = ""
+    """What the main container left in its termination message when it ended (the chief's final
+    figures, ``progress.final_progress``); empty while it runs."""
+    finished_at: Optional[datetime.datetime] = None
+    """When the main container ended; ``None`` while it runs."""
 
     @property
     def active(self) -> bool:
@@ -105,6 +110,15 @@ def _main_container_status(pod: Mapping[str, Any], strict: bool = False) -> Opti
         if cs.get("name") == main_name:
             return cs
     return statuses[0] if statuses and not strict else None
+
+
+def _time_or_none(text: Any) -> Optional[datetime.datetime]:
+    """An RFC 3339 time the kubelet wrote; ``None`` for a missing or unreadable one (only a
+    final-figures timestamp depends on it)."""
+    try:
+        return conditions.parse_time(str(text)) if text else None
+    except ValueError:
+        return None
 
 
 def _main_terminated(pod: Mapping[str, Any]) -> bool:
@@ -172,6 +186,7 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
     # Not a pod whose only container just exited and whose phase the kubelet has not
     # updated yet: that pod holds nothing, and cleanPodPolicy Running must leave it be.
     sidecar_running = main_ended and _other_container_alive(pod)
+    terminated = ((_main_container_status(pod, strict=True) or {}).get("state") or {}).get("terminated") or {}
     return PodView(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
@@ -190,4 +205,6 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         pod_group=podgroups.group_of(meta),
         scheduling_gates=tuple(str(g.get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []
                                if phase == "Pending"),
+        termination_message=str(terminated.get("message") or ""),
+        finished_at=_time_or_none(terminated.get("finishedAt")),
     )

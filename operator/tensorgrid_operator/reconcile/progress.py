@@ -10,6 +10,13 @@ parameter servers and keeps what it read in the status. It needs no permission
 beyond reading the job's pods (which it has); the job's NetworkPolicy lets the
 operator's pods reach the metrics port (docs/operator.md, "Progress").
 
+When the chief ends, its metrics endpoint goes with it: so the runtime writes the chief's
+final figures (last global step, steps per second, target, losses) into its termination message
+(``tensorgrid.monitoring.write_final_figures``, at ``$TENSORGRID_TERMINATION_MESSAGE_PATH``),
+which the kubelet keeps in the pod's status. :func:`final_progress` makes them the job's last
+``status.progress`` (``final: true``; no reading replaces it), so a finished job keeps its
+figures, and a job shorter than the progress interval reports once all the same.
+
 This module is the pure part: which pods to read, what the text says, and the new
 ``status.progress`` from the old one and what was read. The HTTP GETs are in
 ``controller.progress_reader``.
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import math
 from typing import Any, Mapping, Optional, Sequence
 
@@ -37,6 +45,8 @@ SUMMARY_SCALAR = "tensorgrid_summary_scalar"
 STARTED_FROM_REPLICA = "tensorgrid_ps_started_from_replica"
 # The most of a metrics page that is read: a task's page is a few KiB.
 MAX_PAGE_BYTES = 1 << 20
+# The key of the chief's final figures in its termination message (tensorgrid.monitoring).
+FINAL_FIGURES_KEY = "tensorgridFinalFigures"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,4 +186,67 @@ def next_progress(old: Optional[Mapping[str, Any]], readings: Sequence[Reading],
     errors += _with_loss(progress, old, readings)
     if errors:
         progress["message"] = "; ".join(errors)
+    return progress
+
+
+def final_figures(message: str) -> Optional[Mapping[str, Any]]:
+    """The chief's final figures in its termination message; ``None`` when it holds none (a
+    program's own message, the runtime not reached, a job run by an older runtime)."""
+    try:
+        document = json.loads(message) if message else None
+    except ValueError:
+        return None
+    figures = document.get(FINAL_FIGURES_KEY) if isinstance(document, dict) else None
+    if not isinstance(figures, dict) or not _is_number(figures.get("globalStep"), integer=True):
+        return None
+    return figures
+
+
+def _is_number(value: Any, integer: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) if integer else math.isfinite(value)
+
+
+def final_progress(old: Optional[Mapping[str, Any]], job_spec: spec_lib.JobSpec, views: Sequence[podview.PodView],
+                   job_finished: bool, now: datetime.datetime) -> Optional[Obj]:
+    """``status.progress`` from the chief's final figures once its pod ended for good (it succeeded,
+    or the job finished); ``None`` when there are none, or the progress holds them already.
+
+    The figures the chief left win over the last reading; one it left out (no loss summary, no
+    StopAtStepHook) keeps the last reading's value.
+    """
+    previous = dict(old or {})
+    if previous.get("final"):
+        return None
+    chief = spec_lib.chief_key(job_spec)
+    ended: list[tuple[datetime.datetime, Mapping[str, Any]]] = []
+    for view in views:
+        if view.key == chief and view.phase in podview.TERMINAL_PHASES and (view.phase == "Succeeded" or job_finished):
+            left = final_figures(view.termination_message)
+            if left is not None:
+                ended.append((view.finished_at or now, left))
+    if not ended:
+        return None
+    finished_at, figures = max(ended, key=lambda e: e[0])
+    progress: Obj = {"globalStep": int(figures["globalStep"]),
+                     "lastUpdateTime": cond_lib.format_time(finished_at), "final": True}
+    rate: Any = figures.get("stepsPerSecond")
+    target: Any = figures.get("targetStep")
+    if _is_number(rate) and rate >= 0:
+        progress["stepsPerSecond"] = round(float(rate), 3)
+    elif "stepsPerSecond" in previous:
+        progress["stepsPerSecond"] = previous["stepsPerSecond"]
+    if _is_number(target, integer=True) and target >= 1:
+        progress["targetStep"] = int(target)
+    elif "targetStep" in previous:
+        progress["targetStep"] = previous["targetStep"]
+    losses: Any = figures.get("losses") if isinstance(figures.get("losses"), dict) else {}
+    ranked = [(rank, str(tag), float(value)) for tag, value in losses.items()
+              if _is_number(value) and (rank := loss_rank(str(tag))) is not None]
+    if ranked:
+        _, tag, loss = min(ranked)
+        progress["loss"], progress["lossTag"] = float(f"{loss:.6g}"), tag
+    else:
+        progress.update({key: previous[key] for key in ("loss", "lossTag") if key in previous})
     return progress

@@ -203,5 +203,5 @@ def _create_missing(work: plans.Work, job_spec: spec_lib.JobSpec, cluster: str,
     if made and not cond_lib.is_true(work.conditions, cond_lib.CREATED):
         cond_lib.set_condition(work.conditions, cond_lib.CREATED, True, "PodsCreated",
                                f"created {len(made)} pods and their headless services", work.now)
-        work.plan.transitions.append("created")
+        work.plan.transitions.append(plans.Transition("created"))
 

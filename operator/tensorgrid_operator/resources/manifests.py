@@ -33,6 +33,11 @@ ALL_WORKERS_PS_GRACE_SECONDS = 30 * 24 * 3600
 # three 250m pods of a job on a 2-core node trained 10 times slower with 2 threads each.
 INTRA_OP_THREADS_ENV = "TENSORGRID_INTRA_OP_THREADS"
 
+# Where the chief's runtime writes its final figures when it ends: the container's termination
+# message, which the kubelet keeps in the pod's status after the process (and its metrics) are gone.
+FINAL_FIGURES_PATH_ENV = "TENSORGRID_TERMINATION_MESSAGE_PATH"
+TERMINATION_LOG = "/dev/termination-log"
+
 # The most bytes of TF_CONFIG a pod gets: Linux refuses to start a process with an environment
 # string longer than MAX_ARG_STRLEN (32 pages, 131072 bytes), so a container with a longer
 # TF_CONFIG could never start. About 3,000 replicas with short job and namespace names.
@@ -272,6 +277,8 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
         _set_env(main, "TENSORGRID_METRICS_PORT", str(metrics_port))
         data_port = replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
         _set_env(main, "TENSORGRID_DATA_PORT", str(data_port))
+        if key == spec_lib.chief_key(job_spec):  # the chief's final figures (reconcile.progress.final_progress)
+            _default_env(main, FINAL_FIGURES_PATH_ENV, str(main.get("terminationMessagePath") or TERMINATION_LOG))
         grace = ps_grace_seconds(job_spec)
         if key.rtype is spec_lib.ReplicaType.PS and grace is not None:
             _default_env(main, PS_GRACE_ENV, str(grace))

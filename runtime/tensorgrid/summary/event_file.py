@@ -126,6 +126,8 @@ class FileWriter:
         serialized = _summary_bytes(summary)
         self._write(event(time.time(), int(global_step or 0), summary=serialized))
         monitoring.record_summary_scalars(summary_kernels.scalar_values(serialized))
+        if global_step is not None:
+            monitoring.record_global_step(int(global_step))
 
     def add_graph(self, graph: Any, global_step: Optional[int] = None, graph_def: Any = None) -> None:
         """Writes ``graph`` (a ``tf.Graph``), or ``graph_def``, for TensorBoard's graph view."""

@@ -94,9 +94,13 @@ class StopAtStepHook(session_run_hook.SessionRunHook):
     def after_run(self, run_context: session_run_hook.SessionRunContext,
                   run_values: session_run_hook.SessionRunValues) -> None:
         assert self._last_step is not None
-        if int(run_values.results) + 1 >= self._last_step:
+        step = int(run_values.results)
+        monitoring.record_global_step(step)  # the chief's final figures (monitoring.write_final_figures)
+        if step + 1 >= self._last_step:
             # The value read may predate this step's increment: read it again to be sure.
-            if int(run_context.session.run(self._global_step_tensor)) >= self._last_step:
+            step = int(run_context.session.run(self._global_step_tensor))
+            monitoring.record_global_step(step)
+            if step >= self._last_step:
                 run_context.request_stop()
 
 
@@ -258,6 +262,7 @@ class StepCounterHook(session_run_hook.SessionRunHook):
     def after_run(self, run_context: session_run_hook.SessionRunContext,
                   run_values: session_run_hook.SessionRunValues) -> None:
         step = int(run_values.results)
+        monitoring.record_global_step(step)
         if self._timer.should_trigger_for_step(step):
             elapsed, steps = self._timer.update_last_triggered_step(step)
             if elapsed and steps:

@@ -35,7 +35,7 @@ def test_a_second_operator_reconciles_its_own_namespaces_and_stops_without_touch
         # The first operator goes on: its API client and /metrics are its own.
         namespace.apply(job_manifest("cifar", ps=1, workers=1))
         namespace.wait_pods("cifar", {"cifar-ps-0", "cifar-worker-0"})
-        wait_for(lambda: operator.metric("tensorgrid_operator_jobs_created_total", namespace=namespace.name) == 1.0,
+        wait_for(lambda: operator.metric("tensorgrid_operator_jobs_created_total", job_namespace=namespace.name) == 1.0,
                  30, "the first operator to count the job it created")
     finally:
         controlplane.core.delete_namespace(other_namespace.name)

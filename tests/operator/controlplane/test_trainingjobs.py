@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 def test_job_lifecycle(operator: Operator, namespace: Namespace) -> None:
     """2 PS + 3 workers: pods, Services, TF_CONFIG, stuck report, Running, success, cleanup, metrics."""
-    succeeded_before = operator.metric("tensorgrid_operator_jobs_succeeded_total", namespace=namespace.name)
+    succeeded_before = operator.metric("tensorgrid_operator_jobs_succeeded_total", job_namespace=namespace.name)
     namespace.apply(job_manifest("mnist", ps=2, workers=3))
     names = {"mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"}
     pods = namespace.wait_pods("mnist", names)
@@ -55,7 +55,7 @@ def test_job_lifecycle(operator: Operator, namespace: Namespace) -> None:
     status = namespace.wait_state("mnist", "Succeeded")
     assert status["completionTime"]
     namespace.wait_pods("mnist", {"mnist-worker-0"})  # cleanPodPolicy Running: PS and workers stopped
-    wait_for(lambda: operator.metric("tensorgrid_operator_jobs_succeeded_total", namespace=namespace.name)
+    wait_for(lambda: operator.metric("tensorgrid_operator_jobs_succeeded_total", job_namespace=namespace.name)
              == succeeded_before + 1, 10, "the succeeded counter")
     wanted = {"CreatedPods", "CreatedServices", "Running", "JobSucceeded", "CleanedUp"}
     wait_for(lambda: wanted <= {e["reason"] for e in namespace.events("mnist")}, 10, f"events {sorted(wanted)}",

@@ -14,6 +14,7 @@ from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.reconcile import jobstatus
 from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import plans
 
 
 FIRST_DELAY = policies.RetryDelay().initial_seconds  # before a failed replica is created again
@@ -180,7 +181,7 @@ def test_worker_failure_under_each_policy(policy: str, code: int, restarted: boo
     assert sim.status["restarts"] == (1 if restarted else 0)
     assert (("mnist-worker-1", old_uid) in plan.delete_pods) is restarted
     if restarted:
-        assert "restarted" in plan.transitions
+        assert plans.Transition("restarted", "Error", "Worker") in plan.transitions
         sim.step(FIRST_DELAY)  # the replacement, after the retry delay
         assert sim.pods["mnist-worker-1"]["metadata"]["uid"] != old_uid
         sim.run_all()
@@ -190,7 +191,7 @@ def test_worker_failure_under_each_policy(policy: str, code: int, restarted: boo
     else:
         assert sim.condition("Failed")["reason"] == "ReplicaFailed"
         assert f"exit code {code}" in sim.condition("Failed")["message"]
-        assert "failed" in plan.transitions
+        assert plans.Transition("failed", "ReplicaFailed") in plan.transitions
         # cleanPodPolicy Running (default): the PS and the other worker stop.
         assert set(sim.pods) == {"mnist-worker-1"}
 
@@ -260,7 +261,7 @@ def test_a_repeated_reconcile_does_not_count_a_failure_twice() -> None:
     second = sim.step()
     assert sim.status["restarts"] == 1
     assert second.delete_pods == first.delete_pods
-    assert "restarted" not in second.transitions
+    assert [t for t in second.transitions if t.name == "restarted"] == []
     sim.step()
     assert sim.status["restartedPods"] == []
 
@@ -459,7 +460,7 @@ def test_chief_success_and_clean_pod_policy(clean: str, left: set[str]) -> None:
     assert sim.status["state"] == "Succeeded"
     assert sim.condition("Succeeded")["message"] == "worker-0 succeeded"
     assert sim.status["completionTime"] == conditions.format_time(sim.now)
-    assert plan.transitions == ["succeeded"]
+    assert plan.transitions == [plans.Transition("succeeded")]
     assert set(sim.pods) == left
     assert set(sim.services) == (left if clean != "None" else {
         "mnist-ps-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"})
@@ -543,7 +544,7 @@ def test_reconcile_reaches_a_fixed_point() -> None:
     sim = Sim(make_job(ps=2, workers=3))
     first = sim.step()
     assert len(first.create_pods) == 5 and len(first.create_services) == 5
-    assert first.transitions == ["created"]
+    assert first.transitions == [plans.Transition("created")]
     again = sim.step()
     assert not again.has_actions and again.status is None and again.events == []
 
@@ -578,7 +579,7 @@ def test_active_deadline() -> None:
     plan = sim.step(20)
     assert sim.condition("Failed")["reason"] == "DeadlineExceeded"
     assert sim.pods == {}  # running pods stop whatever cleanPodPolicy says
-    assert "failed" in plan.transitions
+    assert plans.Transition("failed", "DeadlineExceeded") in plan.transitions
 
 
 def test_ttl_after_finished() -> None:
@@ -716,7 +717,7 @@ def test_a_quota_that_forbids_the_pods_is_reported_and_retried_later() -> None:
     assert set(sim.pods) == set(names)
     assert retry.status is None, "a retry does not flip the status before its outcome is known"
     sim.step()  # the new pods are seen
-    assert sim.condition("Created")["status"] == "True" and sim.plans[-1].transitions == ["created"]
+    assert sim.condition("Created")["status"] == "True" and sim.plans[-1].transitions == [plans.Transition("created")]
     assert sim.condition("Running")["reason"] == "PodsPending"
     assert sim.status["state"] == "Created"
     assert sim.status["replicaStatuses"]["Worker"]["active"] == 2
@@ -792,7 +793,7 @@ def test_a_rejected_pod_fails_the_job() -> None:
     assert sim.status["state"] == "Failed"
     assert sim.condition("Failed")["reason"] == "PodTemplateRejected"
     assert "image: Required value" in sim.condition("Failed")["message"]
-    assert sim.outcome is not None and sim.outcome.requeue_after == 0 and "failed" in sim.outcome.transitions
+    assert sim.outcome is not None and sim.outcome.requeue_after == 0 and "failed" in [t.name for t in sim.outcome.transitions]
     assert [e.type for e in sim.events if e.reason == "PodTemplateRejected"] == ["Warning"]
     sim.step()
     assert sim.pods == {}, "the finished job cleans up the pod that was created"

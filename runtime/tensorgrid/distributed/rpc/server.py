@@ -193,6 +193,10 @@ class Server:
         finish, and a PS told so would stop before the task's replacement arrives.
         """
         try:
+            if cluster_lib.chief_task(self.cluster) == (self.job_name, self.task_index):
+                from tensorgrid import monitoring
+
+                monitoring.write_final_figures()  # the job's last step, rate and loss, for the operator
             if _stopping_signal:
                 self.stop_reason = f"received signal {_stopping_signal[0]}"
             else:

@@ -157,3 +157,12 @@ async def training_job_event(*, namespace: Optional[str], labels: kopf.Labels, m
     key = (namespace or "", labels[tfjob_serving.LABEL_TFJOB])
     if operator is not None and key in operator.tfjob_wakers:
         operator.tfjob_wakers[key].set()
+
+
+@kopf.on.event("kubeflow.org", "v1", "tfjobs")
+async def tfjob_event(*, namespace: Optional[str], name: str, memo: kopf.Memo, **_: Any) -> None:
+    """A TFJob changed (a TTL set on a finished one, its status edited): its loop reads it again."""
+    operator = state_lib.state_of(memo).running
+    key = (namespace or "", name)
+    if operator is not None and key in operator.tfjob_wakers:
+        operator.tfjob_wakers[key].set()

@@ -119,6 +119,11 @@ def test_kubeflows_examples_applied_as_tfjobs_run_with_kubeflows_status(controlp
             status = tfjob_status(controlplane, namespace, dist)
             pods_after = namespace.pods(dist)
             simple = tfjob_status(controlplane, namespace, "tfjob-simple")
+            # runPolicy.ttlSecondsAfterFinished, set on the finished TFJob: it goes, and its TrainingJob with it.
+            controlplane.custom.patch_namespaced_custom_object("kubeflow.org", "v1", namespace.name, "tfjobs", dist, {
+                "spec": {"runPolicy": {"ttlSecondsAfterFinished": 1}}})
+            wait_for(lambda: not tfjob_exists(controlplane, namespace, dist) and namespace.job(dist) is None, 60,
+                     "the TFJob and its TrainingJob to be deleted after their TTL")
             # Deleted while the operator runs: it lets them go (the finalizer of its loops), and the pods with them.
             controlplane.kubectl("delete", "tfjobs", "--all", "-n", namespace.name, "--wait=true", "--timeout=60s")
         except AssertionError as e:
@@ -147,6 +152,11 @@ def test_kubeflows_examples_applied_as_tfjobs_run_with_kubeflows_status(controlp
 def tfjob_status(cp: ControlPlane, namespace: Namespace, name: str) -> dict[str, Any]:
     tfjob = cp.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace.name, "tfjobs", name)
     return dict(tfjob.get("status") or {})
+
+
+def tfjob_exists(cp: ControlPlane, namespace: Namespace, name: str) -> bool:
+    return name in {t["metadata"]["name"] for t in cp.custom.list_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace.name, "tfjobs")["items"]}
 
 
 def condition(cp: ControlPlane, namespace: Namespace, name: str, ctype: str) -> str:

@@ -23,6 +23,7 @@ from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.cluster import running_operator
 from tensorgrid_operator.cluster import tfjob_calls
 from tensorgrid_operator import config
+from tensorgrid_operator.controller import index_readiness
 from tensorgrid_operator.controller import job_loop  # noqa: F401 - imported for kopf: it registers the job daemon
 from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.controller import peering
@@ -116,6 +117,8 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     state = state_lib.state_of(memo)
     ours = state.settings
     configure_kopf(settings, ours)
+    # Before kopf starts its watchers (after the startup handlers): see index_readiness.
+    index_readiness.install(logger)
     configuration = kube.load_config(ours.kubeconfig)
     state.running = running_operator.RunningOperator(
         settings=ours,

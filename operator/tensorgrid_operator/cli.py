@@ -135,6 +135,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                         help="do not run: remove the operator's finalizer from every TrainingJob (in the --namespace "
                              "namespaces, or all) and exit, so that jobs and namespaces can be deleted without an "
                              "operator (run it once no operator runs: the Helm chart's uninstall does)")
+    parser.add_argument("--serve-tfjob", action="store_true",
+                        help="also serve Kubeflow's kubeflow.org/v1 TFJob (the chart's kubeflowTFJob.enabled): each "
+                             "runs as a TrainingJob it owns, its status written as Kubeflow writes it; the operator "
+                             "exits with status 3 unless the TFJob CRD is the one the chart installs")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
     if not 0 <= args.retry_delay_seconds <= args.max_retry_delay_seconds:
@@ -188,6 +192,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
         gang=gang,
         certificates=certificate_settings,
         verbose=args.verbose,
+        serve_tfjob=args.serve_tfjob,
         remove_finalizers=args.remove_finalizers,
     )
 

@@ -76,5 +76,8 @@ class Settings:
     """The longest wait for one task's metrics page."""
     verbose: bool = False
     """Log every reconcile at debug level."""
+    serve_tfjob: bool = False
+    """Serve and reconcile Kubeflow's ``kubeflow.org/v1 TFJob`` too (``--serve-tfjob``; the chart's
+    ``kubeflowTFJob.enabled``): refused unless the TFJob CRD is the chart's (api/tfjob_serving.py)."""
     remove_finalizers: bool = False
     """Instead of running, remove the operator's finalizer from every TrainingJob and exit."""

@@ -48,6 +48,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                                                 "gangSchedulerName": "coscheduler"}},
     "standalone-no-metrics": {"peering": {"enabled": False}, "metrics": {"enabled": False}},
     "cert-manager": {"certificates": {"issuer": "cert-manager"}},
+    "kubeflow-tfjob": {"kubeflowTFJob": {"enabled": True}},
     "cert-manager-cluster-issuer": {"certificates": {"issuer": "cert-manager", "certManager": {
         "issuerRef": {"kind": "ClusterIssuer", "name": "tensorgrid-ca"}, "duration": "720h", "renewBefore": "240h"}}},
     "scheduling": {"nodeSelector": {"kubernetes.io/os": "linux"},

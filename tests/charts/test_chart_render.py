@@ -26,7 +26,8 @@ def test_every_object_is_labelled_and_placed(name: str) -> None:
         meta = manifest["metadata"]
         assert meta["labels"]["app.kubernetes.io/instance"] == "tg", meta
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm", meta
-        cluster_scoped = manifest["kind"] in ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering")
+        cluster_scoped = manifest["kind"] in ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering",
+                                              "CustomResourceDefinition")
         assert ("namespace" in meta) != cluster_scoped, f"{manifest['kind']} {meta['name']}: namespace {meta}"
 
 
@@ -356,3 +357,14 @@ def test_packaged_chart_holds_the_crds(tmp_path: pathlib.Path) -> None:
         assert data is not None and data.read() == (ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml").read_bytes()
 
 
+
+
+def test_kubeflow_tfjob_ships_the_tfjob_crd_as_the_operators_own_and_turns_serving_on() -> None:
+    assert not [m for m in render({}) if m["kind"] == "CustomResourceDefinition"], "off by default"
+    manifests = render(VALUE_SETS["kubeflow-tfjob"])
+    (crd,) = [m for m in manifests if m["kind"] == "CustomResourceDefinition"]
+    assert crd["metadata"]["name"] == "tfjobs.kubeflow.org"
+    assert crd["metadata"]["annotations"] == {"tensorgrid.io/installed-by": "tensorgrid-operator",
+                                              "helm.sh/resource-policy": "keep"}
+    assert "--serve-tfjob" in one(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--serve-tfjob" not in one(render({}), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -177,10 +177,24 @@ def _resource(call: ast.Call) -> tuple[str, str]:
     return "", args[1]
 
 
-def kopf_needs(namespaced: bool, peering: bool) -> set[Triple]:
+# The controller module registered with kopf only by an operator that serves Kubeflow's TFJob (--serve-tfjob).
+TFJOB_LOOP = "tfjob_loop.py"
+
+
+def tfjob_needs() -> set[Triple]:
+    """What serving TFJob adds (cluster/tfjob_calls.py; the chart's kubeflowTFJob.enabled): the CRD read once
+    at start, the TFJobs read, their status written, a finished one deleted (its TTL), and the TrainingJob
+    that runs each created. Its kopf watch and daemon are kopf_needs(serve_tfjob=True)'s."""
+    return {("apiextensions.k8s.io", "customresourcedefinitions", "get"), ("kubeflow.org", "tfjobs", "get"),
+            ("kubeflow.org", "tfjobs/status", "patch"), ("kubeflow.org", "tfjobs", "delete"),
+            ("tensorgrid.io", "trainingjobs", "create")}
+
+
+def kopf_needs(namespaced: bool, peering: bool, serve_tfjob: bool = False) -> set[Triple]:
     """What kopf does on the operator's behalf, for what the controller package asks of it."""
-    tree = ast.Module(body=[statement for path in sorted((OPERATOR / "controller").glob("*.py"))
-                            for statement in ast.parse(path.read_text()).body], type_ignores=[])
+    modules = [path for path in sorted((OPERATOR / "controller").glob("*.py")) if serve_tfjob or path.name != TFJOB_LOOP]
+    tree = ast.Module(body=[statement for path in modules for statement in ast.parse(path.read_text()).body],
+                      type_ignores=[])
     needs: set[Triple] = set()
     finalizer = any(isinstance(n, ast.Attribute) and n.attr == "finalizer" for n in ast.walk(tree))
     for node in ast.walk(tree):
@@ -239,7 +253,8 @@ def _compare(granted_set: set[Triple], needed: set[Triple], what: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2", "gang-volcano",
-                                  "gang-scheduler-plugins", "cert-manager", "cert-manager-cluster-issuer"])
+                                  "gang-scheduler-plugins", "cert-manager", "cert-manager-cluster-issuer",
+                                  "kubeflow-tfjob"])
 def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
     values = VALUE_SETS[name]
     manifests = render(values)
@@ -247,7 +262,9 @@ def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
     assert not by_kind(manifests, "Role")
     gang = values.get("trainingPods", {}).get("gangScheduler", "none")
     issuer = values.get("certificates", {}).get("issuer", "operator")
-    needed = operator_api_calls(gang, issuer) | owner_reference_needs() | kopf_needs(False, peering)
+    serve_tfjob = values.get("kubeflowTFJob", {}).get("enabled", False)
+    needed = (operator_api_calls(gang, issuer) | owner_reference_needs() | kopf_needs(False, peering, serve_tfjob)
+              | (tfjob_needs() if serve_tfjob else set()))
     _compare(granted(operator_cluster_roles(manifests)), needed, "ClusterRole")
 
 

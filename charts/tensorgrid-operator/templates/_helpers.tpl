@@ -91,6 +91,17 @@ derives the same set from the code and compares both ways):
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["create"]
+{{- if .Values.kubeflowTFJob.enabled }}
+- apiGroups: ["kubeflow.org"]
+  resources: ["tfjobs"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
+- apiGroups: ["kubeflow.org"]
+  resources: ["tfjobs/status"]
+  verbs: ["patch"]
+- apiGroups: ["tensorgrid.io"]
+  resources: ["trainingjobs"]
+  verbs: ["create"]
+{{- end }}
 {{- if eq .Values.trainingPods.gangScheduler "volcano" }}
 - apiGroups: ["scheduling.volcano.sh"]
   resources: ["podgroups"]
@@ -149,6 +160,13 @@ patch one to remove the finalizer).
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- if .Values.kubeflowTFJob.enabled }}
+# --serve-tfjob reads the TFJob CRD once at start: it serves TFJob only under the chart's.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["tfjobs.kubeflow.org"]
+  verbs: ["get"]
+{{- end }}
 {{- end }}
 
 {{/* Validation of value combinations that cannot work. */}}

@@ -89,6 +89,11 @@ class Conversion:
     warnings: tuple[FieldWarning, ...]
 
 
+def role_of(key: str) -> Optional[spec_lib.ReplicaType]:
+    """The TrainingJob role of a TFJob's role key (``Master`` is the chief; any case); ``None``: not a role."""
+    return _ROLES.get(key.lower())
+
+
 def is_tfjob(document: Any) -> bool:
     return isinstance(document, Mapping) and document.get("kind") == TFJOB_KIND \
         and str(document.get("apiVersion", "")).startswith("kubeflow.org/")

@@ -48,6 +48,28 @@ def load_config(kubeconfig: Optional[str]) -> kubernetes.client.Configuration:
     return configuration
 
 
+def quantities_as_strings(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod with its containers' resource quantities as strings (``nvidia.com/gpu: 1`` -> ``"1"``).
+
+    The API server takes a number for a quantity, and a template kept whole by the CRD (Kubeflow's
+    own TFJob examples ask for ``nvidia.com/gpu: 1``) stores one, but the client library refuses to
+    send anything but a string there: every creation of such a pod failed before it left the operator.
+    """
+    spec = pod.get("spec") or {}
+    if not any(isinstance(q, (int, float)) for key in ("containers", "initContainers") for c in spec.get(key) or []
+               for amounts in (c.get("resources") or {}).values() if isinstance(amounts, Mapping)
+               for q in amounts.values()):
+        return pod
+    copied: dict[str, Any] = json.loads(json.dumps(pod))
+    for key in ("containers", "initContainers"):
+        for container in copied["spec"].get(key) or []:
+            for amounts in (container.get("resources") or {}).values():
+                if isinstance(amounts, dict):
+                    amounts.update({name: str(q) for name, q in amounts.items()
+                                    if isinstance(q, (int, float)) and not isinstance(q, bool)})
+    return copied
+
+
 class Kube:
     """The calls a reconcile needs, on one shared connection pool."""
 
@@ -113,7 +135,7 @@ class Kube:
                 return items
 
     def create_pod(self, pod: Mapping[str, Any]) -> None:
-        self._create("create_pod", self._core.create_namespaced_pod, pod)
+        self._create("create_pod", self._core.create_namespaced_pod, quantities_as_strings(pod))
 
     def create_service(self, service: Mapping[str, Any]) -> None:
         self._create("create_service", self._core.create_namespaced_service, service)

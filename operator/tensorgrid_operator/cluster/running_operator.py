@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.cluster import known_jobs
 from tensorgrid_operator.cluster import kube
+from tensorgrid_operator.cluster import tfjob_calls
 from tensorgrid_operator import config
 from tensorgrid_operator import metrics
 from tensorgrid_operator.reconcile import jobstatus
@@ -62,6 +63,10 @@ class RunningOperator:
     """When (monotonic) each job's status was last written by this operator."""
     managed_elsewhere: set[str] = dataclasses.field(default_factory=set)
     """uids of the jobs whose spec.managedBy names another controller, once said so."""
+    tfjob_calls: Optional[tfjob_calls.TFJobCalls] = None
+    """The calls of serving Kubeflow's TFJob (``--serve-tfjob``); ``None`` when it does not."""
+    tfjob_wakers: dict[JobKey, asyncio.Event] = dataclasses.field(default_factory=dict)
+    """Per TFJob: the event that wakes its loop (``controller.tfjob_loop``)."""
 
     def forget_job(self, key: JobKey) -> None:
         """Drops everything kept about a job whose loop ended (gone, or no longer this operator's):

@@ -26,8 +26,10 @@ import kopf
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import kube
 from tensorgrid_operator.cluster import running_operator
+from tensorgrid_operator.cluster import tfjob_calls
 from tensorgrid_operator import config
 from tensorgrid_operator.controller import activity
+from tensorgrid_operator.controller import index_readiness
 from tensorgrid_operator.controller import job_loop  # noqa: F401 - imported for kopf: it registers the job daemon
 from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.controller import peering
@@ -128,6 +130,8 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     state = state_lib.state_of(memo)
     ours = state.settings
     configure_kopf(settings, ours)
+    # Before kopf starts its watchers (after the startup handlers): see index_readiness.
+    index_readiness.install(logger)
     configuration = kube.load_config(ours.kubeconfig)
     state.running = running_operator.RunningOperator(
         settings=ours,
@@ -138,6 +142,8 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     state.running.lag_watch = asyncio.create_task(looplag.watch_lag())
     state.running.activity_watch = asyncio.create_task(
         activity.watch_activity(state.running, state.peer_identity, state.peer_priority))
+    if ours.serve_tfjob:
+        state.running.tfjob_calls = tfjob_calls.TFJobCalls(configuration)
     if ours.metrics_port is not None and state.metrics_server is None:
         state.metrics_server = metrics.serve(ours.metrics_port)
         logger.info("metrics on :%d/metrics", state.metrics_server.port)
@@ -155,6 +161,8 @@ async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
         state.running.executor.shutdown(wait=False, cancel_futures=True)
         state.running.deciders.shutdown(wait=False, cancel_futures=True)
         state.running.kube.close()
+        if state.running.tfjob_calls is not None:
+            state.running.tfjob_calls.close()
         state.running = None
     if state.metrics_server is not None:
         state.metrics_server.close()
@@ -246,8 +254,20 @@ async def disruption_budget_event(*, event: kopf.RawEvent, namespace: Optional[s
 
 
 def run(settings: config.Settings) -> None:
-    """Run the operator until it is stopped (SIGTERM/SIGINT)."""
+    """Run the operator until it is stopped (SIGTERM/SIGINT); with ``serve_tfjob``, exit with
+    ``tfjob_loop.EXIT_TFJOB_NOT_OURS`` instead when the TFJob CRD is not the chart's."""
     kopf.configure(verbose=settings.verbose)
+    if settings.serve_tfjob:
+        calls = tfjob_calls.TFJobCalls(kube.load_config(settings.kubeconfig))
+        try:
+            # Imported here: kopf serves TFJobs only in an operator that serves them.
+            from tensorgrid_operator.controller import tfjob_loop
+
+            refused = tfjob_loop.refuse_unless_ours(calls, logging.getLogger("tensorgrid_operator"))
+        finally:
+            calls.close()
+        if refused is not None:
+            raise SystemExit(refused)
     settings = peering.resolve_peering(settings)
     if not settings.verbose:
         # kopf logs every watch event it hands to a handler at INFO: one line per pod change.

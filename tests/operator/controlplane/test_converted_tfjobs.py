@@ -42,8 +42,9 @@ def test_converted_dist_mnist_runs_as_the_tfjob(operator: Operator, namespace: N
     job = convert(KUBEFLOW_EXAMPLES / "dist-mnist_tf_job_mnist.yaml", namespace.name)
     namespace.apply(job)
     name = "dist-mnist-for-e2e-test"
-    # 120 s: the session's operator may start with this test (the first of its folder to ask for it), and its
-    # first job waits for its watches and the job's certificates; on a loaded CI machine 30 s was not enough.
+    # The session's operator may start with this test (the first of its folder to ask for it), while the previous
+    # test's namespace is deleted: that once stopped it acting on any job (kopf's index readiness waited for the
+    # watchers of that namespace forever; controller/index_readiness.py). 120 s is a ceiling for a loaded machine.
     pods = namespace.wait_pods(name, {f"{name}-chief-0", f"{name}-ps-0", f"{name}-worker-0", f"{name}-worker-1"},
                                timeout=120)
     for pod_name, pod in pods.items():

@@ -31,7 +31,7 @@ from tensorgrid.framework.indexed_slices import (
 from tensorgrid.framework.sparse_tensor import SparseTensor, SparseTensorValue
 from tensorgrid.framework.dtypes import (
     DType, as_dtype, bool_ as bool, double, float16, float32, float32_ref, float64, float64_ref, half,
-    int32, int32_ref, int64, int64_ref, resource, string, uint8,
+    int32, int32_ref, int64, int64_ref, resource, string, uint8, uint16, uint32, uint64,
 )
 from tensorgrid.framework.graph import (
     Graph, GraphKeys, Operation, Tensor, get_default_graph, get_default_session, reset_default_graph,
@@ -87,7 +87,7 @@ from tensorgrid.ops.string_ops import (
 from tensorgrid.ops.lookup_ops import initialize_all_tables, tables_initializer
 # DeepRec's embedding variables: hash-table embeddings that grow with the ids.
 from tensorgrid.ops.embedding_variable_ops import (
-    CounterFilter, EmbeddingVariableOption, GlobalStepEvict, InitializerOption, L2WeightEvict, get_embedding_variable,
+    CBFFilter, CounterFilter, EmbeddingVariableOption, GlobalStepEvict, InitializerOption, L2WeightEvict, get_embedding_variable,
 )
 from tensorgrid import lookup, sparse, strings
 from tensorgrid import feature_column

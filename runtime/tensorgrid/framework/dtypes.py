@@ -96,6 +96,9 @@ float64 = DType("float64", np.float64, False, 2)
 int32 = DType("int32", np.int32, False, 3)
 int64 = DType("int64", np.int64, False, 9)
 uint8 = DType("uint8", np.uint8, False, 4)
+uint16 = DType("uint16", np.uint16, False, 17)
+uint32 = DType("uint32", np.uint32, False, 22)
+uint64 = DType("uint64", np.uint64, False, 23)
 bool_ = DType("bool", np.bool_, False, 10)
 string = DType("string", np.object_, False, 7)
 """Python str / bytes objects; used for names (report_uninitialized_variables) and queue payloads."""
@@ -104,7 +107,7 @@ resource = DType("resource", np.object_, False, 20)
 half = float16
 double = float64
 
-_NUMERIC = (float16, float32, float64, int32, int64, uint8, bool_)
+_NUMERIC = (float16, float32, float64, int32, int64, uint8, uint16, uint32, uint64, bool_)
 _BASES = (*_NUMERIC, string, resource)
 _REF_BY_BASE = {b: DType(b.name + "_ref", b.as_numpy_dtype, True, b.enum + 100) for b in _BASES}
 _BASE_BY_REF = {r: b for b, r in _REF_BY_BASE.items()}

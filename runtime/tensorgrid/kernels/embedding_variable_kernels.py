@@ -9,7 +9,8 @@ A table maps any 64-bit id to a row of ``embedding_dim`` values, and keeps per k
 optimizer's slots (Adagrad's accumulator), how often the key was looked up (its frequency)
 and the global step of its last update (its version). With a counter filter, a key is stored
 only once it has been looked up ``filter_freq`` times; until then a lookup gives
-``default_value_no_permission`` and updates skip it (its count is kept). A key stored for the
+``default_value_no_permission`` and updates skip it (its count is kept: exactly per key, or in a
+counting Bloom filter of fixed size, ``counting_bloom_filter.py``). A key stored for the
 first time starts at the initializer's row ``key % default_value_dim`` (DeepRec's scheme, so a
 row's start does not depend on the order keys arrive). Eviction (by global step or by L2
 weight) runs when the table is exported, that is at every checkpoint save, as DeepRec does;
@@ -31,6 +32,7 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import counting_bloom_filter
 from tensorgrid.kernels import hash_functions
 from tensorgrid.kernels import numpy_backend
 from tensorgrid.kernels.registry import register_kernel
@@ -196,8 +198,11 @@ class EmbeddingTable:
 
     def __init__(self, name: str, dim: int, value_dtype: Any, filter_freq: int, steps_to_live: int,
                  l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0,
-                 evict_every_n_steps: int = 0) -> None:
+                 evict_every_n_steps: int = 0, bloom_filter_shape: tuple[int, int, str] = (0, 0, "")) -> None:
         self.name = name
+        self.bloom_filter_shape = bloom_filter_shape
+        """(counters, hash functions, counter type) of the counting Bloom filter that counts the lookups of
+        keys not yet admitted; (0, 0, "") when the counts are kept per key instead."""
         self.max_entries = max_entries
         self.evict_every_n_steps = evict_every_n_steps
         self.dim = dim
@@ -213,7 +218,9 @@ class EmbeddingTable:
     def _clear(self) -> None:
         self._index = KeyIndex()
         self._pending = KeyIndex()
-        """Keys seen but not yet admitted, with their lookup counts."""
+        """Keys seen but not yet admitted, with their lookup counts (a table without a Bloom filter)."""
+        counters, hashes, counter_type = self.bloom_filter_shape
+        self._bloom = counting_bloom_filter.CountingBloomFilter(counters, hashes, counter_type) if counters else None
         self._values = np.zeros((0, self.dim), self.value_dtype)
         self._freqs = np.zeros(0, np.int64)
         self._versions = np.zeros(0, np.int64)
@@ -242,6 +249,7 @@ class EmbeddingTable:
         capacity) and ``slots`` (the optimizer's rows)."""
         with self.lock:
             return {"keys": self._index.nbytes() + self._pending.nbytes() + self._keys.nbytes,
+                    "filter": self._bloom.nbytes() if self._bloom is not None else 0,
                     "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes,
                     "slots": sum(slot.nbytes for slot in self._slots.values())}
 
@@ -297,7 +305,8 @@ class EmbeddingTable:
         """The row each lookup of ``keys`` (none stored) reads, -1 before its key's admission; counts
         the lookups and stores the keys they admit (a key on its ``filter_freq``-th lookup)."""
         unique, inverse, occurrences = np.unique(keys, return_inverse=True, return_counts=True)
-        prior = np.maximum(self._pending.find(unique), 0)
+        bloom = self._bloom
+        prior = bloom.estimate(unique) if bloom is not None else np.maximum(self._pending.find(unique), 0)
         seen = prior + (occurrences if count else 0)
         admitted = seen >= self.filter_freq
         # Which lookup of its key each one is (1, 2, ...): a key is read from its admitting lookup on.
@@ -309,6 +318,10 @@ class EmbeddingTable:
         if admitted.any():
             row_of_unique[admitted] = self._new_rows(unique[admitted], defaults)
             self._freqs[row_of_unique[admitted]] = seen[admitted]
+        if bloom is not None:
+            if count:
+                bloom.add(unique, occurrences)
+            return np.where(reads, row_of_unique[inverse], -1)
         was_pending = self._pending.find(unique) >= 0
         if (admitted & was_pending).any():
             self._pending.remove(unique[admitted & was_pending])
@@ -411,20 +424,30 @@ class EmbeddingTable:
                 self._updates_since_eviction = 0
 
     def export(self, slot_names: list[str]) -> list[np.ndarray]:
-        """keys, values, freqs, versions, keys not yet admitted, their counts, then one array per slot."""
+        """keys, values, freqs, versions, keys not yet admitted, their counts, the Bloom filter's counters
+        (int64; only for a table with one), then one array per slot."""
         with self.lock:
             keys, rows = self._index.items()
             pending, counts = self._pending.items()
             slots = [self._slots[name][rows] if name in self._slots
                      else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
+            bloom = [self._bloom.exported()] if self._bloom is not None else []
             return [keys, self._values[rows], self._freqs[rows], self._versions[rows],
-                    pending, counts, *slots]
+                    pending, counts, *bloom, *slots]
 
     def restore(self, defaults: np.ndarray, arrays: list[np.ndarray], slot_names: list[str],
                 slot_initial: list[float]) -> None:
         """Replaces the table's contents with an export's arrays (in ``export``'s order); new keys
-        start from ``defaults`` after it, as after ``initialize``."""
+        start from ``defaults`` after it, as after ``initialize``.
+
+        A table with a Bloom filter takes its counters (an empty array: start it empty) and adds the
+        counts of keys not yet admitted (a checkpoint of a counter filter) to them."""
         keys, values, freqs, versions, pending, counts, *slots = arrays
+        bloom_counters = slots.pop(0) if self.bloom_filter_shape[0] else None
+        if bloom_counters is not None and len(bloom_counters) not in (0, self.bloom_filter_shape[0]):
+            raise errors.InvalidArgumentError(
+                None, None, f"Restoring embedding variable {self.name}: its Bloom filter has "
+                f"{self.bloom_filter_shape[0]} counters, the checkpoint's has {len(bloom_counters)}")
         n = len(keys)
         for what, array, shape in (("values", values, (n, self.dim)), ("freqs", freqs, (n,)),
                                    ("versions", versions, (n,)), ("freqs_filtered", counts, pending.shape),
@@ -442,7 +465,12 @@ class EmbeddingTable:
             self._touched = np.zeros(n, np.int64)
             self._rows_used = n
             self._index = KeyIndex(keys, np.arange(n, dtype=np.int64))
-            self._pending = KeyIndex(pending, counts)
+            if self._bloom is not None and bloom_counters is not None:
+                if len(bloom_counters):
+                    self._bloom.load(np.asarray(bloom_counters, np.int64))
+                self._bloom.add(np.asarray(pending, np.int64), np.asarray(counts, np.int64))
+            else:
+                self._pending = KeyIndex(pending, counts)
             for name, initial, slot in zip(slot_names, slot_initial, slots):
                 self._slot_initial[name] = initial
                 self._slots[name] = np.array(slot, self.value_dtype).reshape(n, self.dim)
@@ -462,7 +490,9 @@ def _table(step: context.StepContext, k: context.KernelContext) -> EmbeddingTabl
         lambda: EmbeddingTable(name, attrs["embedding_dim"], attrs["value_dtype"], attrs["filter_freq"],
                                attrs["steps_to_live"], attrs["l2_weight_threshold"],
                                attrs["default_value_no_permission"], attrs.get("max_entries", 0),
-                               attrs.get("evict_every_n_steps", 0)))
+                               attrs.get("evict_every_n_steps", 0),
+                               (attrs.get("cbf_num_counters", 0), attrs.get("cbf_num_hash_functions", 0),
+                                attrs.get("cbf_counter_type", ""))))
     table.check_definition(attrs["embedding_dim"], attrs["value_dtype"])
     return table
 

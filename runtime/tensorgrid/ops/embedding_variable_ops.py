@@ -9,7 +9,7 @@ rows, slots, frequencies and versions per key. Every op on it is colocated with 
 ``tf.nn.embedding_lookup(ev, ids)`` is a ``KvResourceGather``; its gradient is an
 ``IndexedSlices`` keyed by the ids themselves, which the optimizers apply with the
 ``KvResourceSparseApply*`` ops. The names and arguments are DeepRec's
-(``EmbeddingVariableOption``, ``CounterFilter``, ``GlobalStepEvict``, ``L2WeightEvict``,
+(``EmbeddingVariableOption``, ``CounterFilter``, ``CBFFilter``, ``GlobalStepEvict``, ``L2WeightEvict``,
 ``InitializerOption``), so DeepRec programs run unchanged for what is implemented here.
 
 A table of ``key_dtype=tf.string`` keys its rows by each string's 64-bit FarmHash
@@ -29,6 +29,7 @@ from tensorgrid.framework import indexed_slices
 from tensorgrid.framework import op_registry
 from tensorgrid.framework import tensor_conversion
 from tensorgrid.framework import tensor_shape
+from tensorgrid.kernels import counting_bloom_filter
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
@@ -60,6 +61,55 @@ class CounterFilter:
         if not isinstance(filter_freq, int) or filter_freq < 0:
             raise ValueError(f"CounterFilter: filter_freq must be an int >= 0, got {filter_freq!r}")
         self.filter_freq = filter_freq
+
+
+class CBFFilter:
+    """Admission by count, the counts kept in a counting Bloom filter of fixed size (DeepRec's ``CBFFilter``).
+
+    A key is stored once its estimated count reaches ``filter_freq``. The filter holds
+    ``max_element_size`` distinct keys (per part of a partitioned table) at ``false_positive_probability``
+    (the chance that a key's estimate counts other keys' lookups too) with counters of
+    ``counter_type``. With DeepRec's defaults (no size, probability -1.0) it is a counter filter."""
+
+    def __init__(self, filter_freq: int = 0, max_element_size: int = 0, false_positive_probability: float = -1.0,
+                 counter_type: Any = dtypes.uint64) -> None:
+        if isinstance(filter_freq, bool) or not isinstance(filter_freq, int) or filter_freq < 0:
+            raise ValueError(f"CBFFilter: filter_freq must be an int >= 0, got {filter_freq!r}")
+        if isinstance(max_element_size, bool) or not isinstance(max_element_size, int) or max_element_size < 0:
+            raise ValueError(f"CBFFilter: max_element_size must be an int >= 0, got {max_element_size!r}")
+        if not isinstance(false_positive_probability, (int, float)) or isinstance(false_positive_probability, bool):
+            raise ValueError(f"CBFFilter: false_positive_probability must be a number, got "
+                             f"{false_positive_probability!r}")
+        if false_positive_probability != -1.0:
+            if not 0.0 < false_positive_probability < 1.0:
+                raise ValueError("CBFFilter: false_positive_probability must be in (0, 1), or -1.0 for no Bloom "
+                                 f"filter, got {false_positive_probability!r}")
+            if max_element_size <= 0:
+                raise ValueError(f"CBFFilter: max_element_size must be > 0 when false_positive_probability is set "
+                                 f"({false_positive_probability}), got {max_element_size}")
+        elif max_element_size != 0:
+            raise ValueError(f"CBFFilter: max_element_size={max_element_size} needs a false_positive_probability "
+                             "in (0, 1) (it is -1.0: no Bloom filter)")
+        try:
+            counter_dtype = dtypes.as_dtype(counter_type)
+        except TypeError:
+            counter_dtype = None
+        if counter_dtype is None or counter_dtype.name not in counting_bloom_filter.COUNTER_TYPES:
+            raise ValueError(f"CBFFilter: counter_type must be one of tf.{', tf.'.join(counting_bloom_filter.COUNTER_TYPES)}"
+                             f", got {counter_type!r}")
+        self.filter_freq = filter_freq
+        self.max_element_size = max_element_size
+        self.false_positive_probability = float(false_positive_probability)
+        self.counter_type = counter_dtype
+
+    def filter_attrs(self) -> dict[str, Any]:
+        """The table's Bloom filter attributes: counters, hash functions, counter type (0, 0, "": none)."""
+        if self.false_positive_probability == -1.0 or self.filter_freq == 0:
+            return {"cbf_num_counters": 0, "cbf_num_hash_functions": 0, "cbf_counter_type": ""}
+        return {"cbf_num_counters": counting_bloom_filter.counter_count(self.max_element_size,
+                                                                        self.false_positive_probability),
+                "cbf_num_hash_functions": counting_bloom_filter.hash_function_count(self.false_positive_probability),
+                "cbf_counter_type": self.counter_type.name}
 
 
 class GlobalStepEvict:
@@ -100,9 +150,9 @@ class EmbeddingVariableOption:
                  ckpt: Any = None, filter_option: Any = None, storage_option: Any = None,
                  init_option: Any = None, max_entries: Optional[int] = None,
                  evict_every_n_steps: Optional[int] = None) -> None:
-        if filter_option is not None and not isinstance(filter_option, CounterFilter):
-            raise ValueError(f"EmbeddingVariableOption: filter_option must be a tf.CounterFilter (the Bloom filter "
-                             f"CBFFilter is not implemented), got {filter_option!r}")
+        if filter_option is not None and not isinstance(filter_option, (CounterFilter, CBFFilter)):
+            raise ValueError(f"EmbeddingVariableOption: filter_option must be a tf.CounterFilter or tf.CBFFilter, "
+                             f"got {filter_option!r}")
         if evict_option is not None and not isinstance(evict_option, (GlobalStepEvict, L2WeightEvict)):
             raise ValueError("EmbeddingVariableOption: evict_option must be a tf.GlobalStepEvict or "
                              f"tf.L2WeightEvict, got {evict_option!r}")
@@ -167,6 +217,10 @@ class EmbeddingVariable:
         self.ev_option = ev_option
         self.constraint = None
         self.slots: list[SlotSpec] = []
+        filter_option = ev_option.filter_option
+        self.bloom_filter_counters = filter_option.filter_attrs()["cbf_num_counters"] \
+            if isinstance(filter_option, CBFFilter) else 0
+        """How many counters the table's Bloom filter has (0: it has none)."""
         evict = ev_option.evict
         attrs = {
             "container": "", "shared_name": name, "embedding_dim": embedding_dim, "value_dtype": value_dtype.name,
@@ -176,7 +230,10 @@ class EmbeddingVariable:
             "default_value_no_permission": ev_option.init.default_value_no_permission,
             "max_entries": ev_option.max_entries or 0,
             "evict_every_n_steps": ev_option.evict_every_n_steps or 0,
+            "cbf_num_counters": 0, "cbf_num_hash_functions": 0, "cbf_counter_type": "",
         }
+        if isinstance(ev_option.filter_option, CBFFilter):
+            attrs.update(ev_option.filter_option.filter_attrs())
         graph = graph_lib.get_default_graph()
         with graph.name_scope(None):
             self._handle = op_util.make_tensor("KvVarHandleOp", [], dtypes.resource, [], name, attrs)

@@ -4,7 +4,9 @@ A table has no fixed shape, so it is not one tensor of the checkpoint: as DeepRe
 saved as ``NAME-keys``, ``NAME-values``, ``NAME-freqs`` and ``NAME-versions`` (one entry per
 stored key, keys ascending), ``NAME-keys_filtered`` and ``NAME-freqs_filtered`` (the keys seen
 but not yet admitted and their counts) and, per optimizer slot kept in the table,
-``NAME/SLOT-values`` (one row per key of ``NAME-keys``), in tensorgrid's checkpoint format.
+``NAME/SLOT-values`` (one row per key of ``NAME-keys``), in tensorgrid's checkpoint format. A
+table admitting by a counting Bloom filter (``tf.CBFFilter``) also saves its counters as
+``NAME-cbf_counters`` (int64, tensorgrid's name).
 
 Saving runs ``KvResourceExport`` next to the table; it evicts first (DeepRec evicts at every
 save), with the global step's current value. Restoring feeds the arrays to ``KvResourceImport``,
@@ -14,7 +16,11 @@ that keys new after the restore start from (restoring stands for running the ini
 Each part of a partitioned table is saved under its own name (``NAME/part_0-keys``, ...). A
 restore reads every saved part of a table (or its one unpartitioned entry set), and sends each
 key, with its row, counts and slots, to the part that owns it now: a checkpoint restores into
-any part count.
+any part count. Bloom filter counters are per part and count keys by hash, not by key: restored
+into as many parts as were saved, part ``i`` takes part ``i``'s counters; into another part count
+each part takes the sum of all saved parts' counters (a key's estimate never drops below its
+count, other keys' counts add to it); saved with another filter size, or without a filter, the
+filter starts empty and takes the counts of the saved keys not yet admitted.
 """
 
 from __future__ import annotations
@@ -38,9 +44,14 @@ from tensorgrid.train import training_util
 _PER_KEY = ("keys", "values", "freqs", "versions", "keys_filtered", "freqs_filtered")
 
 
+_BLOOM = "cbf_counters"
+
+
 def checkpoint_names(ev: embedding_variable_ops.EmbeddingVariable) -> list[str]:
     """The checkpoint entries of ``ev``, in the order its export op gives them."""
-    return [f"{ev.op.name}-{part}" for part in _PER_KEY] + [f"{ev.op.name}/{slot.name}-values" for slot in ev.slots]
+    bloom = [f"{ev.op.name}-{_BLOOM}"] if ev.bloom_filter_counters else []
+    return [f"{ev.op.name}-{part}" for part in _PER_KEY] + bloom + \
+        [f"{ev.op.name}/{slot.name}-values" for slot in ev.slots]
 
 
 @dataclasses.dataclass
@@ -50,7 +61,9 @@ class _Table:
     name: str
     part_count: int
     slot_names: list[str]
+    bloom_filter_counters: int
     feeds_by_part: dict[int, list[graph_lib.Tensor]] = dataclasses.field(default_factory=dict)
+    bloom_feed_by_part: dict[int, graph_lib.Tensor] = dataclasses.field(default_factory=dict)
 
 
 def _saved_prefixes(index: Any, name: str) -> list[str]:
@@ -76,7 +89,8 @@ class EmbeddingVariableSaveables:
             slot_names = [slot.name for slot in ev.slots]
             dim = ev.embedding_dim
             specs = [(dtypes.int64, [None]), (ev.dtype, [None, dim]), (dtypes.int64, [None]), (dtypes.int64, [None]),
-                     (dtypes.int64, [None]), (dtypes.int64, [None])] + [(ev.dtype, [None, dim])] * len(slot_names)
+                     (dtypes.int64, [None]), (dtypes.int64, [None])] + \
+                [(dtypes.int64, [None])] * bool(ev.bloom_filter_counters) + [(ev.dtype, [None, dim])] * len(slot_names)
             with graph.colocate_with(ev.op):
                 step = (array_ops.constant(-1, dtype=dtypes.int64) if global_step is None
                         else math_ops.cast(global_step, dtypes.int64))
@@ -91,7 +105,10 @@ class EmbeddingVariableSaveables:
             info = ev.partition_info
             table = self._tables.setdefault(info.full_name if info else ev.op.name,
                                             _Table(info.full_name if info else ev.op.name,
-                                                   info.count if info else 1, slot_names))
+                                                   info.count if info else 1, slot_names,
+                                                   ev.bloom_filter_counters))
+            if ev.bloom_filter_counters:
+                table.bloom_feed_by_part[info.index if info else 0] = feeds.pop(len(_PER_KEY))
             table.feeds_by_part[info.index if info else 0] = feeds
         self.restore_op = control_flow_ops.group(*imports, name="restore_embedding_variables")
 
@@ -127,4 +144,23 @@ class EmbeddingVariableSaveables:
                     pending_column = position in (4, 5)
                     selected = column[mine_pending if pending_column else mine]
                     feeds[feed] = selected[pending_order if pending_column else order]
+            if table.bloom_filter_counters:
+                feeds.update(_bloom_feeds(table, prefixes, index))
         return feeds
+
+
+def _bloom_feeds(table: _Table, prefixes: list[str], index: Any) -> dict[graph_lib.Tensor, np.ndarray]:
+    """The Bloom filter counters each part of ``table`` starts from (empty: none usable were saved)."""
+    names = [f"{prefix}-{_BLOOM}" for prefix in prefixes]
+    saved = index.read(names) if all(name in index.tensors for name in names) else {}
+    counters = [saved[name] for name in names if name in saved]
+    if not counters or any(len(part) != table.bloom_filter_counters for part in counters):
+        empty = np.zeros(0, np.int64)
+        return {feed: empty for feed in table.bloom_feed_by_part.values()}
+    if len(counters) == table.part_count:
+        return {feed: counters[part] for part, feed in table.bloom_feed_by_part.items()}
+    largest = np.iinfo(np.int64).max
+    total = np.zeros(table.bloom_filter_counters, np.int64)
+    for part in counters:
+        total = np.minimum(total, largest - part) + part  # a sum that saturates instead of wrapping
+    return {feed: total for feed in table.bloom_feed_by_part.values()}

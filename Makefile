@@ -10,7 +10,7 @@ comma := ,
 EXTRAS := dev$(if $(filter 1,$(ORACLE)),$(comma)oracle)
 PYTEST_ARGS ?=
 
-.PHONY: estimator-oracle run test test-fast test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke e2e e2e-up e2e-down
+.PHONY: estimator-oracle run test test-fast test-runtime test-strict-gpu fuzz venv lint clean bench bench-operator tools images images-smoke images-push e2e e2e-up e2e-down
 
 # Kubernetes 1.34 binaries (built from the Go module proxy, cached outside the repo) and
 # `make controlplane` / `make controlplane-down` for a local control plane.
@@ -113,6 +113,15 @@ tools:
 OFFLINE_BASES ?= $(TENSORGRID_OFFLINE_BASES)
 images:
 	TENSORGRID_OFFLINE_BASES=$(OFFLINE_BASES) hack/build-images.sh
+
+# Builds the images and pushes them to REGISTRY (a registry host with an optional path, the
+# chart's image.registry): multi-arch (PLATFORMS, default linux/amd64,linux/arm64) with docker
+# buildx where it is available, else `make images` then docker tag and push (hack/push-images.sh,
+# docs/images.md). `docker login` first.
+REGISTRY ?=
+images-push:
+	@test -n "$(REGISTRY)" || { echo "make images-push needs REGISTRY=<registry>, e.g. REGISTRY=registry.example.com/ml" >&2; exit 2; }
+	REGISTRY=$(REGISTRY) TENSORGRID_OFFLINE_BASES=$(OFFLINE_BASES) hack/push-images.sh
 
 # Runs the images: a 1 PS + 1 worker training over a Docker network, the operator
 # image against a local control plane.

@@ -58,7 +58,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                        {"weight": 1, "preference": {"matchExpressions": [
                            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}}]}},
                    "imagePullSecrets": [{"name": "regcred"}],
-                   "image": {"repository": "registry.example.com/tensorgrid-operator", "tag": "0.1.0",
+                   "image": {"registry": "registry.example.com", "repository": "tensorgrid-operator", "tag": "0.1.0",
                              "pullPolicy": "Always"},
                    "podAnnotations": {"example.com/team": "ml"}, "podLabels": {"team": "ml"},
                    "priorityClassName": "system-cluster-critical",

@@ -99,7 +99,8 @@ def test_gang_scheduler_values_reach_the_operator_and_a_bad_one_is_named() -> No
     assert "--gang-scheduler=volcano" in volcano and not [a for a in volcano if a.startswith("--gang-scheduler-name")]
     failed = template({"trainingPods": {"gangScheduler": "kueue"}}, check=False)
     assert failed.returncode != 0
-    assert 'trainingPods.gangScheduler "kueue" is not one of none, volcano, scheduler-plugins' in failed.stderr
+    # values.schema.json answers first, naming the value and the valid ones
+    assert "at '/trainingPods/gangScheduler': value must be one of 'none', 'volcano', 'scheduler-plugins'" in failed.stderr
 
 
 def test_certificate_values_reach_the_operator_and_a_bad_one_is_named() -> None:
@@ -119,10 +120,10 @@ def test_certificate_values_reach_the_operator_and_a_bad_one_is_named() -> None:
         cert_manager.CERT_MANAGER, cert_manager.IssuerRef("ClusterIssuer", "tensorgrid-ca"), "720h", "240h")
     failed = template({"certificates": {"issuer": "vault"}}, check=False)
     assert failed.returncode != 0
-    assert 'certificates.issuer "vault" is not one of operator, cert-manager' in failed.stderr
+    assert "at '/certificates/issuer': value must be one of 'operator', 'cert-manager'" in failed.stderr
     failed = template({"certificates": {"issuer": "cert-manager", "certManager": {"issuerRef": {"name": "x"}}}},
                       check=False)
-    assert failed.returncode != 0 and "issuerRef needs a kind (Issuer or ClusterIssuer)" in failed.stderr
+    assert failed.returncode != 0 and "at '/certificates/certManager/issuerRef': missing property 'kind'" in failed.stderr
 
 
 def test_pod_is_hardened_and_probed() -> None:
@@ -192,7 +193,7 @@ def test_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:
     assert "affinity" not in one(off, "Deployment")["spec"]["template"]["spec"]
     failed = template({"replicas": 2, "highAvailability": {"podAntiAffinity": "always"}}, check=False)
     assert failed.returncode != 0
-    assert 'highAvailability.podAntiAffinity "always" is not one of off, preferred, required' in failed.stderr
+    assert "at '/highAvailability/podAntiAffinity': value must be one of 'off', 'preferred', 'required'" in failed.stderr
 
 
 def test_standalone_recreates_and_drops_metrics() -> None:

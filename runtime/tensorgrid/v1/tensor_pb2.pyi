@@ -17,8 +17,11 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DT_STRING: _ClassVar[DataType]
     DT_INT64: _ClassVar[DataType]
     DT_BOOL: _ClassVar[DataType]
+    DT_UINT16: _ClassVar[DataType]
     DT_HALF: _ClassVar[DataType]
     DT_RESOURCE: _ClassVar[DataType]
+    DT_UINT32: _ClassVar[DataType]
+    DT_UINT64: _ClassVar[DataType]
     DT_FLOAT_REF: _ClassVar[DataType]
     DT_DOUBLE_REF: _ClassVar[DataType]
     DT_INT32_REF: _ClassVar[DataType]
@@ -26,8 +29,11 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DT_STRING_REF: _ClassVar[DataType]
     DT_INT64_REF: _ClassVar[DataType]
     DT_BOOL_REF: _ClassVar[DataType]
+    DT_UINT16_REF: _ClassVar[DataType]
     DT_HALF_REF: _ClassVar[DataType]
     DT_RESOURCE_REF: _ClassVar[DataType]
+    DT_UINT32_REF: _ClassVar[DataType]
+    DT_UINT64_REF: _ClassVar[DataType]
 DT_INVALID: DataType
 DT_FLOAT: DataType
 DT_DOUBLE: DataType
@@ -36,8 +42,11 @@ DT_UINT8: DataType
 DT_STRING: DataType
 DT_INT64: DataType
 DT_BOOL: DataType
+DT_UINT16: DataType
 DT_HALF: DataType
 DT_RESOURCE: DataType
+DT_UINT32: DataType
+DT_UINT64: DataType
 DT_FLOAT_REF: DataType
 DT_DOUBLE_REF: DataType
 DT_INT32_REF: DataType
@@ -45,8 +54,11 @@ DT_UINT8_REF: DataType
 DT_STRING_REF: DataType
 DT_INT64_REF: DataType
 DT_BOOL_REF: DataType
+DT_UINT16_REF: DataType
 DT_HALF_REF: DataType
 DT_RESOURCE_REF: DataType
+DT_UINT32_REF: DataType
+DT_UINT64_REF: DataType
 
 class TensorShapeProto(_message.Message):
     __slots__ = ("dim", "unknown_rank")

@@ -124,11 +124,16 @@ def test_hand_started_tasks_chief_initializes_the_other_waits_both_train(tmp_pat
         assert other.wait(timeout=120) == 0, other.log()
         assert cluster.task("ps", 0).wait(timeout=60) == 0, cluster.task("ps", 0).log()
 
+        figures = {}
         for task in (chief, other):
             found = re.search(r"first loss (\S+) last loss (\S+) after (\d+) local steps", task.log())
             assert found, task.log()
-            first, last, local_steps = float(found.group(1)), float(found.group(2)), int(found.group(3))
-            assert int(local_steps) >= 10 and last < first * 0.7, (first, last, local_steps)
+            figures[task] = float(found.group(1)), float(found.group(2)), int(found.group(3))
+        # The loss falls from where the chief started: the other worker may join a model the
+        # chief has already trained (its own first losses then are low already).
+        untrained = figures[chief][0]
+        for first, last, local_steps in figures.values():
+            assert local_steps >= 10 and last < untrained * 0.7, (untrained, first, last, local_steps)
         assert "Session initialization complete" in other.log()
     # The chief's checkpoint thread saved at its start, with the global step in the name.
     latest = tf.train.latest_checkpoint(str(train_dir))

@@ -103,7 +103,7 @@ def _move_control_relays(needed: Sequence[graph_lib.Operation],
     for op in reversed(needed):  # consumers first: a relay of relays follows the outer one
         if op.type != "NoOp" or op.inputs or not op.control_inputs or op.name.startswith("_"):
             continue
-        consumers = [c for c in waiting_on.get(op, []) if c in devices]
+        consumers = waiting_on.get(op, [])
         if consumers:
             tasks = {devices[c].task_name() for c in consumers}
             if len(tasks) != 1:

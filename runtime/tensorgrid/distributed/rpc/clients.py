@@ -199,8 +199,17 @@ class _Client:
         OpError as from gRPC. When the peer's data channel cannot be reached and the
         peer now advertises another port (it restarted), the call goes there at once."""
         port = self._data_port
+        return self._again_if_restarted(what, call, request, tensors, port,
+                                        lambda: self._call_data_channel_once(what, call, request, tensors))
+
+    def _again_if_restarted(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
+                            tensors: Sequence[tuple[str, Any]], port: int,
+                            first_attempt: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``first_attempt``'s reply (a call made to the data channel on ``port``); when
+        that failed as UNAVAILABLE and the peer restarted meanwhile, the call made once
+        more, to its new port."""
         try:
-            return self._call_data_channel_once(what, call, request, tensors)
+            return first_attempt()
         except errors.UnavailableError:
             if not self._restarted_since(port):
                 raise
@@ -370,14 +379,8 @@ class WorkerClient(_Client):
                                       request.SerializeToString(), items)
 
         def finish() -> None:
-            try:
-                self._reply_of(what, pending.finish)
-            except errors.UnavailableError:
-                if not self._restarted_since(port):
-                    raise
-                log.info("%s restarted (its data channel is on port %d, was %d): pushing again", self._peer,
-                         self._data_port, port)
-                self._call_data_channel_once(what, step_calls.PUSH_TENSORS, request, items)
+            self._again_if_restarted(what, step_calls.PUSH_TENSORS, request, items, port,
+                                     lambda: self._reply_of(what, pending.finish))
         return finish
 
     def abort_step(self, step_id: int, reason: str) -> None:

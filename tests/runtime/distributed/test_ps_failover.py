@@ -5,52 +5,24 @@ replication off, the restarted PS comes back empty and the chief initializes the
 again, as before. Its ``tensorgrid_ps_started_from_replica`` gauge (what the operator reads
 to say which recovery happened) tells the two apart."""
 
-import os
-import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
 from cluster_processes import LocalCluster
 from cluster_processes import TaskProcess
 from cluster_processes import task_environment
+from ps_failover_support import PROGRAM
+from ps_failover_support import reports
+from ps_failover_support import started_from_replica
 from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(420)]
 
-PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support",
-                       "ps_failover_program.py")
 FLAGS = ["--steps", "200", "--log-every", "10", "--pace-ms", "10", "--rows", "2000"]
-REPORT = re.compile(r"worker:0 global step (\d+) examples (\d+)")
-
-
-STARTED_FROM_REPLICA = re.compile(
-    r'^tensorgrid_ps_started_from_replica\{task="/job:ps/replica:0/task:0"\} (\S+)$', re.MULTILINE)
-
-
-def _reports(log):
-    return [(int(step), int(examples)) for step, examples in REPORT.findall(log)]
-
-
-def _started_from_replica(ps, metrics_port, timeout=60):
-    """ps:0's ``tensorgrid_ps_started_from_replica``, once its start's load has ended (the
-    sample is absent until then)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
-                found = STARTED_FROM_REPLICA.search(response.read().decode())
-            if found:
-                return float(found.group(1))
-        except OSError:
-            pass  # not serving yet
-        assert ps.process.poll() is None, ps.log()
-        time.sleep(0.05)
-    raise TimeoutError(f"ps:0 exported no tensorgrid_ps_started_from_replica in {timeout} s:\n{ps.log()}")
 
 
 def _kill_ps0_midway_and_restart(cluster, kill_at_step):
@@ -63,16 +35,16 @@ def _kill_ps0_midway_and_restart(cluster, kill_at_step):
     for task in cluster.tasks.values():
         task.start(wait=False, command=command)
     chief = cluster.task("worker", 0)
-    while not _reports(chief.log()) or _reports(chief.log())[-1][0] < kill_at_step:
+    while not reports(chief.log()) or reports(chief.log())[-1][0] < kill_at_step:
         chief.wait_for_output("global step", timeout=150)
         time.sleep(0.05)
-    first_start = _started_from_replica(ps0, metrics_port)
-    before = _reports(chief.log())[-1]
+    first_start = started_from_replica(ps0, metrics_port, "ps:0")
+    before = reports(chief.log())[-1]
     ps0.kill(signal.SIGKILL)
     ps0.start(wait=False, command=command)
-    restart = _started_from_replica(ps0, metrics_port)
+    restart = started_from_replica(ps0, metrics_port, "ps:0")
     assert chief.wait(timeout=180) == 0, chief.log()
-    after = _reports(chief.log())
+    after = reports(chief.log())
     return before, after[after.index(before) + 1:], chief.log(), (first_start, restart)
 
 

@@ -3,46 +3,22 @@ holds, the PS SIGKILLed mid-training and never restarted; the standby, told to t
 (SIGUSR1), becomes ``ps:0`` at the PS's address with the replica it held loaded, and the
 workers' retried steps go on from (close to) where they were, with no checkpoint directory."""
 
-import os
-import re
 import signal
 import sys
 import time
-import urllib.request
 
 import pytest
 
 from cluster_processes import LocalCluster
 from cluster_processes import TaskProcess
+from ps_failover_support import PROGRAM
+from ps_failover_support import reports
+from ps_failover_support import started_from_replica
 from tensorgrid.distributed.rpc import ports
 
 pytestmark = [pytest.mark.timeout(300)]
 
-PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support",
-                       "ps_failover_program.py")
 COMMAND = [sys.executable, PROGRAM, "--steps", "200", "--log-every", "10", "--pace-ms", "10", "--rows", "2000"]
-REPORT = re.compile(r"worker:0 global step (\d+) examples (\d+)")
-STARTED_FROM_REPLICA = re.compile(
-    r'^tensorgrid_ps_started_from_replica\{task="/job:ps/replica:0/task:0"\} (\S+)$', re.MULTILINE)
-
-
-def _reports(log):
-    return [(int(step), int(examples)) for step, examples in REPORT.findall(log)]
-
-
-def _metric(port, standby, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-                found = STARTED_FROM_REPLICA.search(response.read().decode())
-            if found:
-                return float(found.group(1))
-        except OSError:
-            pass  # not serving yet
-        assert standby.process.poll() is None, standby.log()
-        time.sleep(0.05)
-    raise TimeoutError(f"the standby exported no tensorgrid_ps_started_from_replica in {timeout} s:\n{standby.log()}")
 
 
 def test_a_standby_takes_over_its_lost_ps_with_the_replica_loaded(tmp_path):
@@ -59,13 +35,13 @@ def test_a_standby_takes_over_its_lost_ps_with_the_replica_loaded(tmp_path):
             for task in cluster.tasks.values():
                 task.start(wait=False, command=COMMAND)
             chief = cluster.task("worker", 0)
-            while not _reports(chief.log()) or _reports(chief.log())[-1][0] < 80:
+            while not reports(chief.log()) or reports(chief.log())[-1][0] < 80:
                 chief.wait_for_output("global step", timeout=150)
                 time.sleep(0.05)
-            step, examples = _reports(chief.log())[-1]
+            step, examples = reports(chief.log())[-1]
             cluster.task("ps", 0).kill(signal.SIGKILL)
             standby.process.send_signal(signal.SIGUSR1)
-            assert _metric(metrics_port, standby) == 1  # it loaded the replica it held
+            assert started_from_replica(standby, metrics_port, "the standby") == 1  # it loaded the replica it held
             assert chief.wait(timeout=180) == 0, chief.log()
             assert cluster.task("worker", 1).wait(timeout=60) == 0, cluster.task("worker", 1).log()
             assert standby.wait(timeout=120) == 0, standby.log()  # it stopped as the PS, when training ended
@@ -77,7 +53,7 @@ def test_a_standby_takes_over_its_lost_ps_with_the_replica_loaded(tmp_path):
         chief_log = chief.log()
         recovered = chief_log.split("A step failed", 1)[1]
         assert "already initialized on the parameter servers" in recovered and "Initializing" not in recovered
-        after = _reports(chief_log)
+        after = reports(chief_log)
         resumed = after[after.index((step, examples)) + 1:]
         assert resumed[0][0] >= step - 40, (step, resumed[:3])
         assert resumed[0][1] >= examples - 40 * 64, (examples, resumed[:3])

@@ -73,7 +73,12 @@ def test_a_standby_that_cannot_take_over_holds_its_replica_again(tmp_path):
             standby.process.send_signal(signal.SIGUSR1)
             standby.wait_for_output("did not take over", timeout=60)
             standby.wait_for_output("holding its replica again", timeout=60)
-            assert standby.log().count("Standby for /job:ps/replica:0/task:0: holding its replica at") == 2
+            # That error line comes before serve_standby logs its start again: wait for it.
+            held = "Standby for /job:ps/replica:0/task:0: holding its replica at"
+            deadline = time.monotonic() + 60
+            while standby.log().count(held) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert standby.log().count(held) == 2
             standby.wait_listening(timeout=30)
             assert standby.process.poll() is None
         finally:

@@ -31,7 +31,7 @@ def _check_key(key: Any) -> str:
     return key
 
 
-class _KeyedCategorical(column_base.CategoricalColumn):
+class KeyedCategoricalColumn(column_base.CategoricalColumn):
     """A categorical column reading one feature ``key`` of ``dtype``."""
 
     key: str
@@ -57,7 +57,7 @@ class _KeyedCategorical(column_base.CategoricalColumn):
 
 
 @dataclasses.dataclass(frozen=True)
-class IdentityCategoricalColumn(_KeyedCategorical):
+class IdentityCategoricalColumn(KeyedCategoricalColumn):
     """The integer feature is the id (``categorical_column_with_identity``)."""
 
     key: str
@@ -99,7 +99,7 @@ def categorical_column_with_identity(key: str, num_buckets: int,
 
 
 @dataclasses.dataclass(frozen=True)
-class HashedCategoricalColumn(_KeyedCategorical):
+class HashedCategoricalColumn(KeyedCategoricalColumn):
     """Ids that are the feature's fingerprint modulo ``hash_bucket_size``."""
 
     key: str
@@ -143,7 +143,7 @@ def _check_vocabulary_options(key: str, num_oov_buckets: int, default_value: int
 
 
 @dataclasses.dataclass(frozen=True)
-class VocabularyListCategoricalColumn(_KeyedCategorical):
+class VocabularyListCategoricalColumn(KeyedCategoricalColumn):
     """Ids that are positions in an in-memory vocabulary."""
 
     key: str
@@ -198,7 +198,7 @@ def categorical_column_with_vocabulary_list(key: str, vocabulary_list: Sequence[
 
 
 @dataclasses.dataclass(frozen=True)
-class VocabularyFileCategoricalColumn(_KeyedCategorical):
+class VocabularyFileCategoricalColumn(KeyedCategoricalColumn):
     """Ids that are line numbers in a vocabulary file."""
 
     key: str

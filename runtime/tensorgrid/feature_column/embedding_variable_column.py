@@ -16,19 +16,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
+from tensorgrid.feature_column import categorical
 from tensorgrid.feature_column import column_base
-from tensorgrid.feature_column import sparse_inputs
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import sparse_tensor
 from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import math_ops
-from tensorgrid.ops import parsing_ops
 from tensorgrid.ops import partitioned_variables
 from tensorgrid.ops import variable_scope
 
 
 @dataclasses.dataclass(frozen=True)
-class EmbeddingCategoricalColumn(column_base.CategoricalColumn):
+class EmbeddingCategoricalColumn(categorical.KeyedCategoricalColumn):
     """Ids that key an embedding variable: the feature's integers, or its strings' 64-bit fingerprints."""
 
     key: str
@@ -37,23 +36,13 @@ class EmbeddingCategoricalColumn(column_base.CategoricalColumn):
     ev_option: embedding_variable_ops.EmbeddingVariableOption
 
     @property
-    def name(self) -> str:
-        return self.key
-
-    @property
-    def parse_example_spec(self) -> dict[str, Any]:
-        return {self.key: parsing_ops.VarLenFeature(self.dtype)}
-
-    @property
     def num_buckets(self) -> int:
         raise ValueError(f"categorical_column_with_embedding {self.key!r} has no bucket count (its ids are any "
                          "64-bit keys): read it with embedding_column or linear_model, not indicator_column or "
                          "shared_embedding_columns")
 
     def transform(self, builder: column_base.FeatureBuilder) -> sparse_tensor.SparseTensor:
-        ids = sparse_inputs.to_sparse_input(builder.get(self.key))
-        column_base.check_string_or_int(ids.dtype, f"column_name: {self.key} input_tensor")
-        column_base.check_dtype_family(self.key, self.dtype, ids.dtype)
+        ids = self._sparse_input(builder)
         graph = ids.values.graph
         with graph.name_scope(f"{self.key}_embedding_keys"):
             if ids.dtype.base_dtype == dtypes.string:
@@ -61,10 +50,6 @@ class EmbeddingCategoricalColumn(column_base.CategoricalColumn):
             else:
                 keys = math_ops.cast(ids.values, dtypes.int64)
         return sparse_tensor.SparseTensor(ids.indices, keys, ids.dense_shape)
-
-    def sparse_tensors(self, builder: column_base.FeatureBuilder, weight_collections: Optional[list[str]],
-                       trainable: bool) -> column_base.IdsAndWeights:
-        return column_base.IdsAndWeights(builder.get(self), None)
 
     def make_weights(self, name: str, dimension: int, initializer: Any, trainable: bool,
                      collections: Optional[list[str]]) -> Any:

@@ -8,40 +8,28 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-import prometheus_client
 import pytest
 
+import metrics_pages
 from operator_cluster import Namespace, Operator, free_port, job_manifest, wait_for
 
 pytestmark = pytest.mark.controlplane
 
 
-class MetricsPage:
+class TaskMetricsPage(metrics_pages.MetricsPage):
     """A task's /metrics page, as the runtime serves it: the global step and the StopAtStepHook's target."""
 
     def __init__(self) -> None:
-        self.registry = prometheus_client.CollectorRegistry()
-        self.global_step = prometheus_client.Gauge("tensorgrid_global_step", "global step", ["task"],
-                                                   registry=self.registry)
-        self.target_step = prometheus_client.Gauge("tensorgrid_target_step", "target step", registry=self.registry)
-        self.summary_scalar = prometheus_client.Gauge("tensorgrid_summary_scalar", "scalar summaries", ["tag"],
-                                                      registry=self.registry)
-        self.port = free_port()
-        self.server, self.thread = prometheus_client.start_http_server(self.port, addr="127.0.0.1",
-                                                                       registry=self.registry)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__()
+        self.global_step = self.gauge("tensorgrid_global_step", "global step", ["task"])
+        self.target_step = self.gauge("tensorgrid_target_step", "target step")
+        self.summary_scalar = self.gauge("tensorgrid_summary_scalar", "scalar summaries", ["tag"])
 
 
 @pytest.fixture
-def metrics_page() -> Iterator[MetricsPage]:
-    page = MetricsPage()
-    try:
+def metrics_page() -> Iterator[TaskMetricsPage]:
+    with TaskMetricsPage() as page:
         yield page
-    finally:
-        page.close()
 
 
 def with_metrics_port(manifest: dict[str, Any], port: int) -> dict[str, Any]:
@@ -51,7 +39,7 @@ def with_metrics_port(manifest: dict[str, Any], port: int) -> dict[str, Any]:
 
 
 def test_progress_is_read_into_the_status_and_shown_by_kubectl(operator: Operator, namespace: Namespace,
-                                                               metrics_page: MetricsPage) -> None:
+                                                               metrics_page: TaskMetricsPage) -> None:
     metrics_page.global_step.labels(task="/job:ps/replica:0/task:0").set(1200)
     metrics_page.target_step.set(5000)
     metrics_page.summary_scalar.labels(tag="loss").set(0.4321)

@@ -10,41 +10,29 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import prometheus_client
 import pytest
 
-from operator_cluster import Namespace, Operator, free_port, job_manifest, wait_for
+import metrics_pages
+from operator_cluster import Namespace, Operator, job_manifest, wait_for
 
 pytestmark = pytest.mark.controlplane
 PS0 = "/job:ps/replica:0/task:0"
 
 
-class PSMetricsPage:
+class PSMetricsPage(metrics_pages.MetricsPage):
     """A PS's /metrics page, as the runtime serves it: the global step and how its state began."""
 
     def __init__(self) -> None:
-        self.registry = prometheus_client.CollectorRegistry()
-        self.global_step = prometheus_client.Gauge("tensorgrid_global_step", "global step", ["task"],
-                                                   registry=self.registry)
-        self.started_from_replica = prometheus_client.Gauge(
-            "tensorgrid_ps_started_from_replica", "1: loaded its live replica; 0: started empty", ["task"],
-            registry=self.registry)
-        self.port = free_port()
-        self.server, self.thread = prometheus_client.start_http_server(self.port, addr="127.0.0.1",
-                                                                       registry=self.registry)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__()
+        self.global_step = self.gauge("tensorgrid_global_step", "global step", ["task"])
+        self.started_from_replica = self.gauge("tensorgrid_ps_started_from_replica",
+                                               "1: loaded its live replica; 0: started empty", ["task"])
 
 
 @pytest.fixture
 def ps_page() -> Iterator[PSMetricsPage]:
-    page = PSMetricsPage()
-    try:
+    with PSMetricsPage() as page:
         yield page
-    finally:
-        page.close()
 
 
 def starts(namespace: Namespace, job: str) -> list[tuple[str, str, str]]:

@@ -9,7 +9,7 @@ and tests/charts/test_rbac.py derives the default chart's rules from ``kube`` al
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import kubernetes
 from kubernetes.client import exceptions as kube_exceptions
@@ -18,6 +18,18 @@ from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.api import tfjob_serving
 
 Obj = dict[str, Any]
+
+
+def _read_or_none(read: Callable[[], Any]) -> Optional[Obj]:
+    """What ``read`` (a GET with ``_preload_content=False``) answered, as JSON; None for 404."""
+    try:
+        response = read()
+    except kube_exceptions.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    found: Obj = _json(response)
+    return found
 
 
 def _json(response: Any) -> Any:
@@ -38,15 +50,8 @@ class TFJobCalls:
 
     def get_crd(self) -> Optional[Obj]:
         """The cluster's tfjobs.kubeflow.org CRD (``None``: there is none)."""
-        try:
-            response = self._extensions.read_custom_resource_definition(tfjob_serving.CRD_NAME,
-                                                                         _preload_content=False)
-        except kube_exceptions.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        crd: Obj = _json(response)
-        return crd
+        return _read_or_none(lambda: self._extensions.read_custom_resource_definition(
+            tfjob_serving.CRD_NAME, _preload_content=False))
 
     def get_tfjob(self, namespace: str, name: str) -> Optional[Obj]:
         return self._get(tfjob_serving.GROUP, tfjob_serving.VERSION, tfjob_serving.PLURAL, namespace, name)
@@ -55,15 +60,8 @@ class TFJobCalls:
         return self._get(spec_lib.GROUP, spec_lib.VERSION, spec_lib.PLURAL, namespace, name)
 
     def _get(self, group: str, version: str, plural: str, namespace: str, name: str) -> Optional[Obj]:
-        try:
-            response = self._custom.get_namespaced_custom_object(group, version, namespace, plural, name,
-                                                                 _preload_content=False)
-        except kube_exceptions.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        found: Obj = _json(response)
-        return found
+        return _read_or_none(lambda: self._custom.get_namespaced_custom_object(
+            group, version, namespace, plural, name, _preload_content=False))
 
     def create_training_job(self, job: Mapping[str, Any]) -> bool:
         """Whether it was created (``False``: one of that name exists)."""

@@ -236,11 +236,12 @@ class PortTakenError(RuntimeError):
     channel, which binds a random port) took it between choosing and binding."""
 
 
-def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool, tls: bool = True) -> dict[str, Any]:
+def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool, tls: bool = True,
+             job_env: Optional[dict[str, dict[str, str]]] = None) -> dict[str, Any]:
     """``run_case_once``, again on new ports if a port was taken meanwhile (up to 3 times)."""
     for attempt in range(3):
         try:
-            return run_case_once(case, backend, duration, keep_openblas_env, tls=tls)
+            return run_case_once(case, backend, duration, keep_openblas_env, tls=tls, job_env=job_env)
         except PortTakenError:
             if attempt == 2:
                 raise
@@ -248,10 +249,12 @@ def run_case(case: Case, backend: str, duration: float, keep_openblas_env: bool,
 
 
 def run_case_once(case: Case, backend: str, duration: float, keep_openblas_env: bool,
-                  timeout: float = 300.0, tls: bool = True) -> dict[str, Any]:
+                  timeout: float = 300.0, tls: bool = True,
+                  job_env: Optional[dict[str, dict[str, str]]] = None) -> dict[str, Any]:
     """Starts the cluster of ``case`` on ``backend``, measures one window, stops it; returns the figures.
     tensorgrid's tasks talk mutual TLS (this process's ``TENSORGRID_TLS_DIR``), or plaintext
-    (``TENSORGRID_INSECURE=1``) when ``tls`` is false."""
+    (``TENSORGRID_INSECURE=1``) when ``tls`` is false. ``job_env`` adds variables to one job's
+    tasks (``{"ps": {"CUDA_VISIBLE_DEVICES": ""}}``: a PS without a GPU, bench/gpu.py)."""
     ports = free_ports(case.ps + case.workers)
     cluster = {"ps": [f"127.0.0.1:{p}" for p in ports[:case.ps]],
                "worker": [f"127.0.0.1:{p}" for p in ports[case.ps:]]}
@@ -269,7 +272,8 @@ def run_case_once(case: Case, backend: str, duration: float, keep_openblas_env: 
                     "--cluster", json.dumps(cluster), "--hidden", str(case.hidden), "--run-dir", str(run_dir)]
             if case.sync:
                 argv.append("--sync")
-            processes.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+            processes.append(subprocess.Popen(argv, env={**env, **(job_env or {}).get(job, {})}, stdout=log,
+                                              stderr=subprocess.STDOUT,
                                               start_new_session=True))
             log.close()
         deadline = time.monotonic() + timeout

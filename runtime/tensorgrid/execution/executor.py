@@ -160,11 +160,12 @@ class Plan:
             input_slots, deref, convert = [], [], []
             producers: set[int] = set()
             any_device = kernel_registry.takes_any_input_device(op.type)
+            on_host = kernel_registry.host_inputs(op.type)
             for position, t in enumerate(op.inputs):
                 input_slots.append(self._slot_of[t])
                 is_ref = t.dtype.is_ref_dtype and t not in fed
                 deref.append(is_ref and position not in ref_inputs)
-                if any_device:
+                if any_device or position in on_host:
                     needs_conversion = False
                 elif t in fed:
                     needs_conversion = backend.device_type != "CPU"
@@ -357,7 +358,7 @@ class CompiledFunction:
         host = backend_lib.for_device("CPU")
 
         def place(op: graph_lib.Operation) -> backend_lib.Backend:
-            return backend if kernel_registry.has_gpu_kernel(op.type) else host
+            return backend if kernel_registry.has_gpu_kernel(op.type) and not _only_int32(op) else host
 
         self.plan = Plan(graph, [], outputs, targets, {}, place)
 
@@ -494,7 +495,8 @@ def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib
 
     def place(op: graph_lib.Operation) -> backend_lib.Backend:
         device = op.device
-        host_only = not kernel_registry.has_gpu_kernel(op.type) or _touches_strings(op)
+        host_only = (not kernel_registry.has_gpu_kernel(op.type) or _touches_strings(op)
+                     or _only_int32(op))
         chosen = cache.get((device, host_only))
         if chosen is not None:
             return chosen
@@ -521,3 +523,11 @@ def default_placement(allow_soft_placement: bool = False) -> Callable[[graph_lib
 
 def _touches_strings(op: graph_lib.Operation) -> bool:
     return any(t.dtype.base_dtype is dtypes.string for t in (*op.outputs, *op.inputs))
+
+
+def _only_int32(op: graph_lib.Operation) -> bool:
+    """An op whose outputs and inputs are all int32: shape arithmetic (a Const shape, a slice
+    of a Shape, a Prod of sizes). It runs on the host, as TensorFlow keeps int32 in host
+    memory on a GPU, so the shapes it makes reach the ops that read them without a copy
+    to the device and back."""
+    return bool(op.outputs) and all(t.dtype.base_dtype is dtypes.int32 for t in (*op.outputs, *op.inputs))

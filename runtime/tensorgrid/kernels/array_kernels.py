@@ -40,19 +40,21 @@ def _identity(k: context.KernelContext, step: context.StepContext, x: Any) -> An
     return x
 
 
-@register_kernel("Shape")
+# A tensor's shape, size and rank are host values wherever the tensor is (TensorFlow's
+# HostMemory outputs): made from its metadata, never copied to a device and back.
+@register_kernel("Shape", host_only=True, any_input_device=True)
 def _shape(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
-    return k.xp.asarray(x.shape, dtype=k.output_dtypes[0])
+    return np.asarray(x.shape, dtype=k.output_dtypes[0])
 
 
-@register_kernel("Size")
+@register_kernel("Size", host_only=True, any_input_device=True)
 def _size(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
-    return k.xp.asarray(x.size, dtype=k.output_dtypes[0])
+    return np.asarray(x.size, dtype=k.output_dtypes[0])
 
 
-@register_kernel("Rank")
+@register_kernel("Rank", host_only=True, any_input_device=True)
 def _rank(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
-    return k.xp.asarray(x.ndim, dtype=np.int32)
+    return np.asarray(x.ndim, dtype=np.int32)
 
 
 def host_ints(value: Any) -> list[int]:
@@ -63,7 +65,7 @@ def host_ints(value: Any) -> list[int]:
     return flat if array.dtype.kind in "iu" else [int(v) for v in flat]
 
 
-@register_kernel("Reshape", forwards_input=True)
+@register_kernel("Reshape", forwards_input=True, host_inputs=(1,))
 def _reshape(k: context.KernelContext, step: context.StepContext, x: Any, shape: Any) -> Any:
     dims = host_ints(shape)
     try:
@@ -74,7 +76,7 @@ def _reshape(k: context.KernelContext, step: context.StepContext, x: Any, shape:
         ) from None
 
 
-@register_kernel("Fill")
+@register_kernel("Fill", host_inputs=(0,))
 def _fill(k: context.KernelContext, step: context.StepContext, dims: Any, value: Any) -> Any:
     shape = host_ints(dims)
     if any(d < 0 for d in shape):
@@ -92,12 +94,12 @@ def _ones_like(k: context.KernelContext, step: context.StepContext, x: Any) -> A
     return k.xp.ones(x.shape, dtype=k.output_dtypes[0])
 
 
-@register_kernel("BroadcastTo", forwards_input=True)
+@register_kernel("BroadcastTo", forwards_input=True, host_inputs=(1,))
 def _broadcast_to(k: context.KernelContext, step: context.StepContext, x: Any, shape: Any) -> Any:
     return k.xp.broadcast_to(x, host_ints(shape))
 
 
-@register_kernel("UnbroadcastTo", forwards_input=True)
+@register_kernel("UnbroadcastTo", forwards_input=True, host_inputs=(1,))
 def _unbroadcast_to(k: context.KernelContext, step: context.StepContext, grad: Any, shape: Any) -> Any:
     target = host_ints(shape)
     extra = grad.ndim - len(target)
@@ -143,7 +145,7 @@ def _split(k: context.KernelContext, step: context.StepContext, x: Any) -> Any:
     return tuple(k.xp.split(x, count, axis=axis))
 
 
-@register_kernel("SplitV", forwards_input=True)
+@register_kernel("SplitV", forwards_input=True, host_inputs=(1,))
 def _split_v(k: context.KernelContext, step: context.StepContext, x: Any, size_splits: Any) -> Any:
     axis = k.attrs["axis"]
     sizes = host_ints(size_splits)
@@ -212,7 +214,7 @@ def _gather(k: context.KernelContext, step: context.StepContext, params: Any, in
     return k.xp.take(params, indices, axis=axis)
 
 
-@register_kernel("UnsortedSegmentSum")
+@register_kernel("UnsortedSegmentSum", host_inputs=(2,))
 def _unsorted_segment_sum(k: context.KernelContext, step: context.StepContext, data: Any, segment_ids: Any,
                           num_segments: Any) -> Any:
     count = host_ints(num_segments)[0]
@@ -262,7 +264,7 @@ def _where(k: context.KernelContext, step: context.StepContext, condition: Any) 
     return k.xp.argwhere(condition).astype(np.int64, copy=False)
 
 
-@register_kernel("Tile")
+@register_kernel("Tile", host_inputs=(1,))
 def _tile(k: context.KernelContext, step: context.StepContext, x: Any, multiples: Any) -> Any:
     reps = host_ints(multiples)
     if len(reps) != x.ndim or any(r < 0 for r in reps):
@@ -312,7 +314,7 @@ def _check_shrink_indices(key: tuple[Any, ...], shape: tuple[int, ...]) -> None:
             dim += 1
 
 
-@register_kernel("StridedSlice", forwards_input=True)
+@register_kernel("StridedSlice", forwards_input=True, host_inputs=(1, 2, 3))
 def _strided_slice(k: context.KernelContext, step: context.StepContext, x: Any, begin: Any, end: Any,
                    strides: Any) -> Any:
     key = _slice_key(k, begin, end, strides)
@@ -320,7 +322,7 @@ def _strided_slice(k: context.KernelContext, step: context.StepContext, x: Any, 
     return x[key]
 
 
-@register_kernel("StridedSliceGrad")
+@register_kernel("StridedSliceGrad", host_inputs=(0, 1, 2, 3))
 def _strided_slice_grad(k: context.KernelContext, step: context.StepContext, shape: Any, begin: Any, end: Any,
                         strides: Any, grad: Any) -> Any:
     key = _slice_key(k, begin, end, strides)

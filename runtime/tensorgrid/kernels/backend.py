@@ -106,6 +106,15 @@ def device_backend_of(value: Any) -> Optional[Backend]:
     return None
 
 
+def gpu_backend_in_use() -> Optional[Backend]:
+    """A GPU backend this process has already made (ops were placed on a GPU), else None;
+    never imports cupy."""
+    for backend in list(_backends.values()):
+        if backend.device_type != "CPU":
+            return backend
+    return None
+
+
 def register_backend(key: str, backend: Backend) -> None:
     """Installs a backend for a device key such as ``GPU:0`` (used by backend tests)."""
     _backends[key] = backend

@@ -139,15 +139,20 @@ def _log_softmax_kernel(k: context.KernelContext, step: context.StepContext, x: 
     return _log_softmax(k, x, k.attrs["axis"])
 
 
-@register_kernel("SparseSoftmaxCrossEntropyWithLogits")
+@register_kernel("SparseSoftmaxCrossEntropyWithLogits", host_inputs=(1,))
 def _sparse_softmax_xent(k: context.KernelContext, step: context.StepContext, logits: Any, labels: Any) -> Any:
+    """Labels made on the host (a feed, a CPU op) are checked there, as TensorFlow's CPU kernel
+    checks them: an out-of-range label is an InvalidArgumentError. Labels already on a GPU are
+    not read back (that would wait for every queued kernel): an out-of-range one gives NaN in
+    its row of the loss and of the gradient, as TensorFlow's GPU kernel does."""
     classes = logits.shape[-1]
     if labels.shape != logits.shape[:-1]:
         raise errors.InvalidArgumentError(
             None, None, f"labels shape {list(labels.shape)} must equal logits shape {list(logits.shape)} "
             "without its last dimension"
         )
-    if labels.size:
+    on_device = not isinstance(labels, (np.ndarray, np.generic))
+    if labels.size and not on_device:
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= classes:
             bad = low if low < 0 else high
@@ -157,10 +162,17 @@ def _sparse_softmax_xent(k: context.KernelContext, step: context.StepContext, lo
             )
     if logits.size == 0:
         return k.xp.zeros(labels.shape, dtype=logits.dtype), k.xp.zeros_like(logits)
+    labels = k.backend.asarray(labels) if not on_device else labels
     log_probs = _log_softmax(k, logits, -1)
+    out_of_range = (labels < 0) | (labels >= classes) if on_device else None
+    if out_of_range is not None:
+        labels = k.xp.clip(labels, 0, classes - 1)
     index = k.xp.expand_dims(labels.astype(np.int64, copy=False), -1)
     loss = -k.xp.take_along_axis(log_probs, index, axis=-1)[..., 0]
     backprop = k.xp.exp(log_probs) - (index == k.xp.arange(classes))
+    if out_of_range is not None:
+        loss = k.xp.where(out_of_range, k.xp.asarray(np.nan, dtype=loss.dtype), loss)
+        backprop = k.xp.where(out_of_range[..., None], k.xp.asarray(np.nan, dtype=backprop.dtype), backprop)
     return loss, backprop
 
 
@@ -221,7 +233,7 @@ def _conv2d(k: context.KernelContext, step: context.StepContext, x: Any, filters
     return k.xp.tensordot(patches, filters, axes=([3, 4, 5], [0, 1, 2]))
 
 
-@register_kernel("Conv2DBackpropInput")
+@register_kernel("Conv2DBackpropInput", host_inputs=(0,))
 def _conv2d_backprop_input(k: context.KernelContext, step: context.StepContext, input_sizes: Any, filters: Any,
                            grad: Any) -> Any:
     shape = host_ints(input_sizes)
@@ -232,7 +244,7 @@ def _conv2d_backprop_input(k: context.KernelContext, step: context.StepContext, 
     return _scatter_windows(k, per_position, shape, window, rows, cols)
 
 
-@register_kernel("Conv2DBackpropFilter")
+@register_kernel("Conv2DBackpropFilter", host_inputs=(1,))
 def _conv2d_backprop_filter(k: context.KernelContext, step: context.StepContext, x: Any, filter_sizes: Any,
                             grad: Any) -> Any:
     _check_rank4(x, "input")
@@ -327,7 +339,7 @@ def _avg_pool(k: context.KernelContext, step: context.StepContext, x: Any) -> An
     return total / _window_counts(k, rows, cols, x.shape[1], x.shape[2], window, x.dtype)
 
 
-@register_kernel("AvgPoolGrad")
+@register_kernel("AvgPoolGrad", host_inputs=(0,))
 def _avg_pool_grad(k: context.KernelContext, step: context.StepContext, input_shape: Any, grad: Any) -> Any:
     shape = host_ints(input_shape)
     window = _pool_window(k)

@@ -20,12 +20,12 @@ def _generator(k: context.KernelContext) -> Any:
     return rng
 
 
-@register_kernel("RandomStandardNormal")
+@register_kernel("RandomStandardNormal", host_inputs=(0,))
 def _standard_normal(k: context.KernelContext, step: context.StepContext, shape: Any) -> Any:
     return _generator(k).standard_normal(host_ints(shape), dtype=k.output_dtypes[0])
 
 
-@register_kernel("TruncatedNormal")
+@register_kernel("TruncatedNormal", host_inputs=(0,))
 def _truncated_normal(k: context.KernelContext, step: context.StepContext, shape: Any) -> Any:
     rng = _generator(k)
     dtype = k.output_dtypes[0]
@@ -37,7 +37,7 @@ def _truncated_normal(k: context.KernelContext, step: context.StepContext, shape
     return values
 
 
-@register_kernel("RandomUniform")
+@register_kernel("RandomUniform", host_inputs=(0,))
 def _uniform(k: context.KernelContext, step: context.StepContext, shape: Any) -> Any:
     return _generator(k).random(host_ints(shape), dtype=k.output_dtypes[0])
 

@@ -11,7 +11,11 @@ and later calls ``done(result)`` or ``done(failure=exc)`` from any thread.
 
 Inputs reach a kernel on its own device (the executor copies them there), except for
 kernels registered with ``any_input_device`` (Send), which pass values on untouched:
-a tensor sent from a GPU is staged to host memory once, by the transport.
+a tensor sent from a GPU is staged to host memory once, by the transport; and except for
+the ``host_inputs`` of a kernel (shapes, sizes, multiples: what it reads as Python ints,
+TensorFlow's ``HostMemory`` arguments), which a GPU op takes where they are, so a shape
+made on the host is never copied to the device and read back (each read back waits for
+every kernel queued on the device).
 """
 
 from __future__ import annotations
@@ -26,14 +30,18 @@ _ASYNC: set[str] = set()
 _HOST_ONLY: set[str] = set()
 _ANY_INPUT_DEVICE: set[str] = set()
 _FORWARDS_INPUT: set[str] = set()
+_HOST_INPUTS: dict[str, frozenset[int]] = {}
 
 
 def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = False,
-                    any_input_device: bool = False, forwards_input: bool = False) -> Callable[[KernelFn], KernelFn]:
+                    any_input_device: bool = False, forwards_input: bool = False,
+                    host_inputs: tuple[int, ...] = ()) -> Callable[[KernelFn], KernelFn]:
     """Registers ``fn`` for ``op_types``; ``host_only`` kernels always run on the CPU backend;
     ``any_input_device`` kernels take their inputs on whatever device produced them;
     ``forwards_input`` kernels may return one of their inputs, or a view of one, without a copy
-    (so a fetched output of theirs may share a variable's memory: the executor copies it)."""
+    (so a fetched output of theirs may share a variable's memory: the executor copies it);
+    ``host_inputs`` are the positions of inputs the kernel reads on the host (``host_ints``):
+    they are not copied to a GPU op's device."""
 
     def decorate(fn: KernelFn) -> KernelFn:
         for op_type in op_types:
@@ -48,6 +56,8 @@ def register_kernel(*op_types: str, is_async: bool = False, host_only: bool = Fa
                 _ANY_INPUT_DEVICE.add(op_type)
             if forwards_input:
                 _FORWARDS_INPUT.add(op_type)
+            if host_inputs:
+                _HOST_INPUTS[op_type] = frozenset(host_inputs)
         return fn
 
     return decorate
@@ -57,6 +67,12 @@ def forwards_input(op_type: str) -> bool:
     """Whether the kernel of ``op_type`` may return an input or a view of one (no copy)."""
     _load_all()
     return op_type in _FORWARDS_INPUT
+
+
+def host_inputs(op_type: str) -> frozenset[int]:
+    """Positions of the inputs the kernel of ``op_type`` reads on the host (see the module)."""
+    _load_all()
+    return _HOST_INPUTS.get(op_type, frozenset())
 
 
 def is_async(op_type: str) -> bool:

@@ -438,7 +438,7 @@ _UFUNCS = (
     "not_equal", "power", "reciprocal", "sign", "sqrt", "square", "subtract", "tanh", "true_divide",
 )
 _FUNCTIONS = (
-    "arange", "argmax", "argmin", "argsort", "argwhere", "ascontiguousarray", "broadcast_to", "concatenate", "empty",
+    "arange", "argmax", "argmin", "argsort", "argwhere", "ascontiguousarray", "broadcast_to", "clip", "concatenate", "empty",
     "empty_like", "expand_dims", "full", "max", "mean", "min", "moveaxis", "ones", "ones_like", "pad", "prod",
     "split", "squeeze", "stack", "sum", "take", "take_along_axis", "tensordot", "tile", "transpose", "where",
     "unique", "zeros", "zeros_like",
@@ -573,6 +573,10 @@ class _Runtime:
     @staticmethod
     def driverGetVersion() -> int:  # noqa: N802 - cupy's name
         return 0
+
+    @staticmethod
+    def deviceSynchronize() -> None:  # noqa: N802 - cupy's name
+        """Nothing to wait for: the stand-in's "kernels" run synchronously on the CPU."""
 
 
 runtime = _Runtime()

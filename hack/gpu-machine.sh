@@ -38,8 +38,17 @@ smoke)
   ;;
 full)
   say "bench/gpu.py, every part"
-  timeout 260 python3 bench/gpu.py --repeats 3 --duration 3 --output "$OUT/gpu.json" >>"$OUT/steps.log" 2>&1 \
+  timeout 230 python3 bench/gpu.py --repeats 3 --duration 2.5 --output "$OUT/gpu.json" >>"$OUT/steps.log" 2>&1 \
     || say "bench failed or timed out ($?)"
+  if [ -d .before/runtime ]; then  # an earlier tree of the runtime, copied there: its figures beside these
+    say "bench/gpu.py single, tensorgrid of .before/runtime"
+    PYTHONPATH=/tmp/site:$PWD/.before/runtime timeout 50 python3 bench/gpu.py --parts single --variants tensorgrid \
+      --sizes h512,h2048 --repeats 2 --duration 2.5 --output "$OUT/gpu-before.json" >>"$OUT/steps.log" 2>&1 \
+      || say "bench of .before failed or timed out ($?)"
+  fi
+  say "py-spy of tensorgrid's H=512 step"
+  timeout 30 py-spy record --format raw --rate 200 -o "$OUT/spy-h512.txt" -- python3 bench/gpu.py --parts single \
+    --sizes h512 --variants tensorgrid --repeats 1 --duration 6 --output '' >/dev/null 2>&1 || say "py-spy: $?"
   say "the runtime's suite, ${suite_seconds}s at most"
   timeout "$suite_seconds" python3 -m pytest -v -p no:cacheprovider -n 14 -m "not oracle" tests/runtime \
     --junitxml="$OUT/suite.xml" >"$OUT/suite.log" 2>&1

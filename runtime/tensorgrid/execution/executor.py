@@ -358,7 +358,9 @@ class CompiledFunction:
         host = backend_lib.for_device("CPU")
 
         def place(op: graph_lib.Operation) -> backend_lib.Backend:
-            return backend if kernel_registry.has_gpu_kernel(op.type) and not _only_int32(op) else host
+            # Not the int32 rule of default_placement: a function's arguments arrive on the
+            # calling op's device, which its _Arg ops pass on as they are.
+            return backend if kernel_registry.has_gpu_kernel(op.type) else host
 
         self.plan = Plan(graph, [], outputs, targets, {}, place)
 
@@ -529,5 +531,8 @@ def _only_int32(op: graph_lib.Operation) -> bool:
     """An op whose outputs and inputs are all int32: shape arithmetic (a Const shape, a slice
     of a Shape, a Prod of sizes). It runs on the host, as TensorFlow keeps int32 in host
     memory on a GPU, so the shapes it makes reach the ops that read them without a copy
-    to the device and back."""
-    return bool(op.outputs) and all(t.dtype.base_dtype is dtypes.int32 for t in (*op.outputs, *op.inputs))
+    to the device and back. Not an op with state or references (an int32 variable, its
+    assignments): those stay with the ops that share the state."""
+    tensors = (*op.outputs, *op.inputs)
+    return (bool(op.outputs) and not op.op_def.is_stateful
+            and all(t.dtype.base_dtype is dtypes.int32 and not t.dtype.is_ref_dtype for t in tensors))

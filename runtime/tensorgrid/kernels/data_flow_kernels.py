@@ -456,12 +456,14 @@ def _take_grad(k: context.KernelContext, step: context.StepContext, done: Done, 
     accumulator.take_grad_async(int(num_required), done, step.cancelled.is_set)
 
 
-@register_kernel("AccumulatorSetGlobalStep")
+# Both serve dense accumulators (on a GPU or not) and sparse ones (on the host): they run on
+# the host and take the handle, and the step, from wherever they were made.
+@register_kernel("AccumulatorSetGlobalStep", host_only=True, any_input_device=True)
 def _set_global_step(k: context.KernelContext, step: context.StepContext, accumulator: ConditionalAccumulator,
                      new_step: Any) -> None:
     accumulator.set_global_step(int(new_step))
 
 
-@register_kernel("AccumulatorNumAccumulated")
+@register_kernel("AccumulatorNumAccumulated", host_only=True, any_input_device=True)
 def _num_accumulated(k: context.KernelContext, step: context.StepContext, accumulator: ConditionalAccumulator) -> Any:
     return k.xp.asarray(accumulator.count, dtype=k.output_dtypes[0])

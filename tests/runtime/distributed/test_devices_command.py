@@ -24,12 +24,16 @@ def _env_with_cupy(tmp_path: Path, fake_cupy: Optional[str]) -> dict[str, str]:
     return env
 
 
+# cupy as a machine without it has it, also where it is installed (a GPU machine).
+NO_CUPY = "raise ModuleNotFoundError(\"No module named 'cupy'\", name='cupy')\n"
+
+
 def test_without_cupy_it_lists_the_cpu_and_says_why_there_is_no_gpu(tmp_path: Path) -> None:
-    result = _devices(_env_with_cupy(tmp_path, None))
+    result = _devices(_env_with_cupy(tmp_path, NO_CUPY))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["/device:CPU:0  CPU",
                                           "no GPU: cupy is not installed (pip install 'tensorgrid[gpu]')"]
-    assert _devices(_env_with_cupy(tmp_path, None), "--require-gpu").returncode == 1
+    assert _devices(_env_with_cupy(tmp_path, NO_CUPY), "--require-gpu").returncode == 1
 
 
 def test_each_gpu_is_listed_with_its_name_and_memory() -> None:

@@ -178,7 +178,9 @@ def test_log_device_placement_prints_each_ops_device_on_standard_output(lib: Any
             assert sess.run(b) == 4.0
     ctypes.CDLL(None).fflush(None)  # TensorFlow prints the lines with C's printf
     lines = set(re.findall(r"^([\w/]+): \((\w+)\): (\S+)$", capfd.readouterr().out, re.MULTILINE))
-    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    # Where the test runs on a GPU machine, tensorgrid places them on the GPU, as TensorFlow would.
+    on_gpu = lib is tensorgrid and backend_lib.gpu_available()
+    cpu = f"/job:localhost/replica:0/task:0/device:{'GPU' if on_gpu else 'CPU'}:0"
     assert {(name, device) for name, _, device in lines} == {
         (name, cpu) for name in ("a", "v", "v/initial_value", "v/Assign", "v/read", "b")}
     assert ("v", "VariableV2", cpu) in lines and ("a", "Const", cpu) in lines

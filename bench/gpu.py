@@ -326,7 +326,8 @@ def _staging_gb_per_s(copies: Optional[dict[str, Any]]) -> Optional[tuple[float,
     if not copies or "gb_per_s" not in copies:
         return None
     largest = copies["gb_per_s"][-1]
-    return largest["device_to_host_staged"], largest["host_to_device_pageable"]
+    # A task with a GPU receives into pinned buffers (transport/buffers.py): the pinned rate.
+    return largest["device_to_host_staged"], largest["host_to_device_pinned"]
 
 
 # ----------------------------------------------------------------------------- report

@@ -62,13 +62,14 @@ def _running_standby(standbys: Sequence[Mapping[str, Any]], job_name: str, index
 
 
 def _patched(pod: Mapping[str, Any], patch: Mapping[str, Any]) -> Obj:
-    """The pod as the metadata merge patch leaves it (labels and annotations merged, null removes)."""
+    """The pod as the metadata patch leaves it (labels and annotations merged, null removes; the owners
+    replaced)."""
     result: Obj = copy.deepcopy(dict(pod))
     meta = result.setdefault("metadata", {})
     for field in ("labels", "annotations"):
         merged = {**(meta.get(field) or {}), **patch["metadata"].get(field, {})}
         meta[field] = {k: v for k, v in merged.items() if v is not None}
-    meta["ownerReferences"] = copy.deepcopy(patch["metadata"]["ownerReferences"])
+    meta["ownerReferences"] = [dict(r) for r in patch["metadata"]["ownerReferences"] if "$patch" not in r]
     return result
 
 

@@ -95,15 +95,20 @@ def _take_over_volume() -> Obj:
 
 
 def takeover_patch(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, index: int, epoch: int) -> Obj:
-    """The metadata merge patch that makes a standby pod ``ps-<index>``: the replica's labels (its
-    Service selects it; the reconcile counts it), none of the standby's (the standby Service and the
-    ReplicaSet no longer select it), the job as its controller, and the annotation that tells it."""
+    """The metadata patch that makes a standby pod ``ps-<index>``: the replica's labels (its Service
+    selects it; the reconcile counts it), none of the standby's (the standby Service and the
+    ReplicaSet no longer select it), the job as its only owner and controller, and the annotation
+    that tells it.
+
+    A strategic merge patch (what the pod API takes for a patch of a dict): it merges
+    ``ownerReferences`` by uid, and a pod may have one controller, so the list is replaced whole
+    (``$patch: replace``) to drop the ReplicaSet's."""
     key = spec_lib.ReplicaKey(spec_lib.ReplicaType.PS, index)
     labels: dict[str, Any] = {**manifests.replica_labels(job["metadata"]["name"], key, spec_lib.chief_key(job_spec)),
                               spec_lib.LABEL_RESTART_EPOCH: str(epoch), LABEL_STANDBY_OF: None}
     return {"metadata": {"labels": labels,
                          "annotations": {ps_replication.TAKE_OVER_ANNOTATION: ps_replication.standby_for(index)},
-                         "ownerReferences": [manifests.owner_reference(job)]}}
+                         "ownerReferences": [{"$patch": "replace"}, manifests.owner_reference(job)]}}
 
 
 def deployment(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, index: int, tls_secret: str) -> Obj:

@@ -38,7 +38,8 @@ class TakeoverSim(Sim):
             for field in ("labels", "annotations"):
                 merged = {**meta.get(field, {}), **takeover.patch["metadata"][field]}
                 meta[field] = {k: v for k, v in merged.items() if v is not None}
-            meta["ownerReferences"] = takeover.patch["metadata"]["ownerReferences"]
+            assert takeover.patch["metadata"]["ownerReferences"][0] == {"$patch": "replace"}  # the RS's goes
+            meta["ownerReferences"] = takeover.patch["metadata"]["ownerReferences"][1:]
             self.pods[takeover.pod] = pod
         super().apply(plan, status, deletes, creates)
 
@@ -75,7 +76,7 @@ def test_a_lost_ps_pod_is_taken_over_by_its_running_standby_and_none_is_made() -
     patch = plan.ps_takeovers[0].patch["metadata"]
     assert patch["labels"][ps_standby.LABEL_STANDBY_OF] is None  # out of the standby Service and its ReplicaSet
     assert patch["annotations"] == {"tensorgrid.io/take-over": "/job:ps/replica:0/task:0"}
-    assert patch["ownerReferences"][0]["uid"] == sim.job["metadata"]["uid"]
+    assert patch["ownerReferences"][1]["uid"] == sim.job["metadata"]["uid"]
     assert "PSTakenOverByStandby" in sim.event_reasons()
     record = sim.status[ps_takeover.FIELD]
     assert [(r["replica"], r["pod"], r["count"]) for r in record] == [("ps-0", STANDBY, 1)]

@@ -67,7 +67,7 @@ def test_the_takeover_patch_makes_the_ps_service_select_the_standby_and_its_repl
     standby_selector = ps_standby.service(job, 0)["spec"]["selector"]
     assert not standby_selector.items() <= merged.items()  # the standby's Service (and ReplicaSet) drop it
     assert merged[spec_lib.LABEL_RESTART_EPOCH] == "3"
-    assert patch["ownerReferences"] == [manifests.owner_reference(job)]
+    assert patch["ownerReferences"] == [{"$patch": "replace"}, manifests.owner_reference(job)]
     assert patch["annotations"] == {"tensorgrid.io/take-over": "/job:ps/replica:0/task:0"}
 
 

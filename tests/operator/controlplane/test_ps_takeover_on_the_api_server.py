@@ -2,7 +2,8 @@
 the operator patches the standby's pod into ``ps-0`` (the PS's headless Service's EndpointSlice then
 holds the standby's address), makes no new PS pod, tells the standby through its annotation, records
 it, and the standby's ReplicaSet starts a new standby. Without a running standby the PS pod is made
-again. The test plays the kubelet (pod phases and IPs)."""
+again. The standby that took over is read as the PS: its metrics page says it loaded the replica.
+The test plays the kubelet (pod phases and IPs) and, in the last test, the tasks' metrics pages."""
 
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ from typing import Any
 import kubernetes
 import pytest
 
+import metrics_pages
 from operator_cluster import Namespace, Operator, job_manifest, wait_for
 
 pytestmark = pytest.mark.controlplane
 STANDBY_OF = "tensorgrid.io/ps-standby-of"
 
 
-def _standby_job(name: str) -> dict[str, Any]:
+def _standby_job(name: str, metrics_port: int = 0) -> dict[str, Any]:
     job = job_manifest(name, ps=1, workers=1)
     job["spec"]["replicaSpecs"]["PS"]["replication"] = {"enabled": True, "standby": True}
+    for replica in job["spec"]["replicaSpecs"].values():
+        if metrics_port:
+            replica["template"]["spec"]["containers"][0]["ports"] = [{"name": "metrics",
+                                                                       "containerPort": metrics_port}]
     return job
 
 
@@ -37,11 +43,12 @@ def _run_standby(namespace: Namespace, pod: str, ip: str) -> None:
             "started": True, "state": {"running": {"startedAt": "2030-01-01T00:00:00Z"}}}]}})
 
 
-def _running_job(namespace: Namespace, name: str) -> str:
-    """The job's pods running and its standby's pod made (Pending); the standby pod's name."""
-    namespace.apply(_standby_job(name))
-    namespace.wait_pods(name, {f"{name}-ps-0", f"{name}-worker-0"}, 60)
-    namespace.run_all(name)
+def _running_job(namespace: Namespace, name: str, metrics_port: int = 0) -> str:
+    """The job's pods running and its standby's pod made (Pending); the standby pod's name. With a
+    ``metrics_port``, the pods run at 127.0.0.1, where the test serves their metrics page."""
+    namespace.apply(_standby_job(name, metrics_port))
+    for pod in namespace.wait_pods(name, {f"{name}-ps-0", f"{name}-worker-0"}, 60):
+        namespace.set_phase(pod, "Running", pod_ip="127.0.0.1" if metrics_port else None)
     wait_for(lambda: namespace.status(name).get("allPodsRunningTime"), 30, "the job's pods all running")
     wait_for(lambda: len(_standby_pods(namespace, name)) == 1, 60, "the standby's pod (its ReplicaSet's)",
              lambda: sorted(_standby_pods(namespace, name)))
@@ -98,3 +105,24 @@ def test_without_a_running_standby_the_ps_pod_is_made_again(operator: Operator, 
              not in (None, old_uid), 30, "the PS pod made again", lambda: sorted(namespace.pods("remade")))
     assert standby in _standby_pods(namespace, "remade")
     assert not namespace.status("remade").get("parameterServerTakeovers")
+
+
+def test_the_standby_that_took_over_is_read_as_the_ps_that_loaded_the_replica(operator: Operator,
+                                                                              namespace: Namespace) -> None:
+    with metrics_pages.MetricsPage() as page:
+        started = page.gauge("tensorgrid_ps_started_from_replica", "1: loaded its live replica", ["task"])
+        started.labels(task="/job:ps/replica:0/task:0").set(0)  # the first PS started empty
+        standby = _running_job(namespace, "readback", page.port)
+        first = namespace.pods("readback")["readback-ps-0"]["metadata"]["uid"]
+        wait_for(lambda: [s["podUID"] for s in namespace.status("readback").get("parameterServerStarts") or []]
+                 == [first], 30, "the first PS pod read", lambda: namespace.status("readback"))
+        _run_standby(namespace, standby, "127.0.0.1")
+        namespace.cp.core.delete_namespaced_pod("readback-ps-0", namespace.name, grace_period_seconds=0)
+        started.labels(task="/job:ps/replica:0/task:0").set(1)  # what the standby says once it took over
+
+        def source() -> list[tuple[str, str]]:
+            return [(s["pod"], s["source"]) for s in namespace.status("readback").get("parameterServerStarts") or []]
+        wait_for(lambda: source() == [(standby, "LiveReplica")], 30, "the standby read as the PS",
+                 lambda: namespace.status("readback"))
+        condition = namespace.condition("readback", "PSStateRecovered")
+        assert (condition["status"], condition["reason"]) == ("True", "LoadedLiveReplica"), condition

@@ -63,14 +63,15 @@ def retry_delay(settings: config.Settings) -> policies.RetryDelay:
 
 async def _take_over(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any],
                      plan: plans.Plan) -> list[plans.PSTakeover]:
-    """Each planned takeover's patch of its standby pod (``reconcile.ps_takeover``); those that did
-    not apply, said in a Warning event (the next pass decides again)."""
+    """Each planned takeover's patch of its standby pod (``reconcile.ps_takeover``), said in an event;
+    those that did not apply, said in a Warning event (the next pass decides again), returned."""
     namespace, _ = key
     results = await operator.calls([operator.call(operator.kube.patch_pod_metadata, namespace, t.pod, t.uid, t.patch)
                                     for t in plan.ps_takeovers])
     refused = []
     for takeover, result in zip(plan.ps_takeovers, results):
         if result is True:
+            kopf.event(job_body(job), type="Normal", reason=ps_takeover.REASON, message=takeover.message)
             continue
         if isinstance(result, BaseException) and not isinstance(result, Exception):
             raise result  # cancelled: the operator is stopping

@@ -59,7 +59,9 @@ class PSTakeover:
     pod: str
     uid: str
     patch: Obj
-    """The pod's metadata merge patch (``resources.ps_standby.takeover_patch``)."""
+    """The pod's metadata patch (``resources.ps_standby.takeover_patch``)."""
+    message: str = ""
+    """What the event ``PSTakenOverByStandby`` says once the patch applied."""
 
 
 class Transition(NamedTuple):

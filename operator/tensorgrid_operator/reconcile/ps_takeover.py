@@ -117,16 +117,16 @@ def take_over_lost_ps(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Map
             continue  # the PS's pod is made again, and loads the replica from the standby
         meta = standby["metadata"]
         patch = ps_standby.takeover_patch(work.job, job_spec, key.index, work.epoch)
-        work.plan.ps_takeovers.append(plans.PSTakeover(short, meta["name"], meta["uid"], patch))
+        lost = "has no pod" if view is None else f"lost its pod {view.name} ({view.reason or view.phase})"
+        # Said by the controller once the patch applied (a refused one is a FAILED_REASON Warning).
+        message = (f"{short} {lost}: its standby {meta['name']} becomes {short}, with the replica it holds (the "
+                   f"Service {spec_lib.pod_name(job_name, key)} now selects it; told by its annotation "
+                   f"{ps_replication.TAKE_OVER_ANNOTATION}); a new standby is started")
+        work.plan.ps_takeovers.append(plans.PSTakeover(short, meta["name"], meta["uid"], patch, message))
         promoted[short] = podview.view_pod(_patched(standby, patch))
         earlier = records.get(short) or {}
         records[short] = {"replica": short, "pod": meta["name"], "podUID": meta["uid"],
                           "time": cond_lib.format_time(work.now), "count": int(earlier.get("count") or 0) + 1}
-        lost = "has no pod" if view is None else f"lost its pod {view.name} ({view.reason or view.phase})"
-        work.event("Normal", REASON,
-                   f"{short} {lost}: its standby {meta['name']} becomes {short}, with the replica it holds "
-                   f"(the Service {spec_lib.pod_name(job_name, key)} now selects it; told by its annotation "
-                   f"{ps_replication.TAKE_OVER_ANNOTATION}); a new standby is started")
     if promoted:
         work.status_fields[FIELD] = [records[r] for r in sorted(records)]
     return promoted

@@ -77,7 +77,7 @@ def test_a_lost_ps_pod_is_taken_over_by_its_running_standby_and_none_is_made() -
     assert patch["labels"][ps_standby.LABEL_STANDBY_OF] is None  # out of the standby Service and its ReplicaSet
     assert patch["annotations"] == {"tensorgrid.io/take-over": "/job:ps/replica:0/task:0"}
     assert patch["ownerReferences"][1]["uid"] == sim.job["metadata"]["uid"]
-    assert "PSTakenOverByStandby" in sim.event_reasons()
+    assert plan.ps_takeovers[0].message.startswith(f"ps-0 has no pod: its standby {STANDBY} becomes ps-0")
     record = sim.status[ps_takeover.FIELD]
     assert [(r["replica"], r["pod"], r["count"]) for r in record] == [("ps-0", STANDBY, 1)]
     # The standby now is ps-0's pod: later passes make no PS pod and take nothing over again.

@@ -11,7 +11,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Optional, Sequence
+
+# How often ``ps-standby --take-over-file`` reads its file, and how long it waits after a take
+# over that failed (the address still taken) before it tries again.
+TAKE_OVER_POLL_S = 0.25
+TAKE_OVER_RETRY_S = 2.0
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -64,9 +70,9 @@ def _server(args: argparse.Namespace) -> int:
 
 
 def _ps_standby(args: argparse.Namespace) -> int:
-    """Holds the live replica of one PS task's state until SIGTERM or SIGINT; on SIGUSR1 takes
-    over the PS's address in TF_CONFIG's cluster as that PS, with the replica loaded, and
-    serves as it until it stops (as ``tensorgrid server`` does)."""
+    """Holds the live replica of one PS task's state until SIGTERM or SIGINT; on SIGUSR1 (or once
+    ``--take-over-file`` names its PS) takes over the PS's address in TF_CONFIG's cluster as that
+    PS, with the replica loaded, and serves as it until it stops (as ``tensorgrid server`` does)."""
     from tensorgrid.distributed.rpc import replication_service
 
     try:
@@ -84,10 +90,25 @@ def _ps_standby(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(signum, on_signal)
+    next_look = 0.0  # when the take-over file is read next: at once, and a while after a failed take over
+    refused: set[str] = set()  # tasks the file named that this standby cannot become (said once each)
+
+    def told_to_take_over() -> bool:
+        told = replication_service.take_over_request(args.take_over_file)
+        if told and told != standby_for and told not in refused:
+            refused.add(told)
+            logging.getLogger("tensorgrid.replication").error(
+                "The standby of %s is told to take over %r (%s): it can only become the PS whose replica it "
+                "holds", standby_for, told, args.take_over_file)
+        return told == standby_for
+
     while True:
-        while not woken.wait(1.0):
-            pass
+        while not woken.wait(TAKE_OVER_POLL_S if args.take_over_file else 1.0):
+            if args.take_over_file and time.monotonic() >= next_look and told_to_take_over():
+                received.append(signal.SIGUSR1)
+                woken.set()
         woken.clear()
+        next_look = time.monotonic() + TAKE_OVER_RETRY_S
         if received[-1] != signal.SIGUSR1:
             rpc_server.stop(grace=1.0)
             return 128 + received[-1]
@@ -236,6 +257,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     standby = sub.add_parser("ps-standby", help="hold the live replica of a PS task's state (a standby PS)")
     standby.add_argument("--address", required=True, help="host:port to listen at (the PS's "
                                                           "TENSORGRID_PS_REPLICA_ADDRESS)")
+    standby.add_argument("--take-over-file", default=None,
+                         help="a file that, once it names the PS task (--standby-for), makes the standby take over "
+                              "as SIGUSR1 does (the operator's annotation tensorgrid.io/take-over, in a downward API "
+                              "volume); read every 0.25 s")
     standby.add_argument("--standby-for", default=None,
                          help="the PS task, e.g. /job:ps/replica:0/task:0 (default: $TENSORGRID_PS_STANDBY_FOR); on SIGUSR1 the standby takes over that PS's address "
                               "in TF_CONFIG's cluster as the PS, with the replica it holds loaded")

@@ -26,6 +26,9 @@ REPLICATION_ENV = "TENSORGRID_PS_REPLICATION"
 MAX_LAG_ENV = "TENSORGRID_PS_REPLICA_MAX_LAG_S"
 REPLICA_ADDRESS_ENV = "TENSORGRID_PS_REPLICA_ADDRESS"
 STANDBY_FOR_ENV = "TENSORGRID_PS_STANDBY_FOR"
+# The standby pod's annotation that tells it to become its PS: the task it becomes
+# (``standby_for``), which the kubelet writes into the file ``ps-standby --take-over-file`` watches.
+TAKE_OVER_ANNOTATION = "tensorgrid.io/take-over"
 
 FIELD = "spec.replicaSpecs.PS.replication"
 DEFAULT_MAX_LAG_SECONDS = 1.0

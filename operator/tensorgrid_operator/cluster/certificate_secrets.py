@@ -27,7 +27,7 @@ operator's mode (no new replica certificate can be made for it there).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Awaitable, Callable, Mapping, Optional
+from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
 from tensorgrid_operator.cluster import kube as kube_lib
 from tensorgrid_operator.resources import cert_manager
@@ -105,9 +105,10 @@ async def for_job(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, A
 
 async def replica_secret(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
                          certificates: JobCertificates, pod_name: str, first_pods: bool,
-                         settings: cert_manager.CertManagerSettings = cert_manager.CertManagerSettings()) -> None:
-    """Makes sure the Secret the new pod ``pod_name`` of ``job`` mounts exists (its replica's certificate),
-    so the pod can start.
+                         settings: cert_manager.CertManagerSettings = cert_manager.CertManagerSettings(),
+                         serves_as: Sequence[str] = ()) -> None:
+    """Makes sure the Secret the new pod ``pod_name`` of ``job`` mounts exists (its replica's certificate,
+    also naming the replicas of ``serves_as``: a PS's standby may become its PS), so the pod can start.
 
     An existing one of the job is kept: a pod made again shows its replica's certificate of
     before. On the job's first pods it is created at once, later read first (restarts
@@ -118,7 +119,7 @@ async def replica_secret(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping
     namespace, name = job["metadata"]["namespace"], manifests.replica_tls_secret_name(pod_name)
     what = f"replica {pod_name}'s certificate"
     if certificates.issuer is not None:
-        await _replica_certificate(kube, call, say, job, pod_name, first_pods, settings, what)
+        await _replica_certificate(kube, call, say, job, pod_name, first_pods, settings, what, serves_as)
         return
     if certificates.issued_before:
         secret = await call(kube.get_secret, namespace, name)
@@ -134,7 +135,7 @@ async def replica_secret(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping
         return
     secret = None if first_pods else await call(kube.get_secret, namespace, name)
     if secret is None:
-        made = await call(job_certificates.replica_secret, job, authority, pod_name)
+        made = await call(job_certificates.replica_secret, job, authority, pod_name, serves_as)
         if await _create(kube, call, say, made, what):
             return
         secret = await call(kube.get_secret, namespace, name)
@@ -142,13 +143,15 @@ async def replica_secret(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping
 
 
 async def _replica_certificate(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any], pod_name: str,
-                               first_pods: bool, settings: cert_manager.CertManagerSettings, what: str) -> None:
+                               first_pods: bool, settings: cert_manager.CertManagerSettings, what: str,
+                               serves_as: Sequence[str]) -> None:
     """The replica's cert-manager Certificate ``<pod>-tls``: kept when the job's, else created."""
     namespace, name = job["metadata"]["namespace"], cert_manager.replica_certificate_name(pod_name)
     found = None if first_pods else await call(kube.get_cert_manager_object, "Certificate", namespace, name)
     if found is None:
         try:
-            if await call(kube.create_cert_manager_object, cert_manager.replica_certificate(job, pod_name, settings)):
+            if await call(kube.create_cert_manager_object,
+                          cert_manager.replica_certificate(job, pod_name, settings, serves_as)):
                 return
         except Exception as e:
             code, message = kube_lib.error_details(e)

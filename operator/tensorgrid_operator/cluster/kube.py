@@ -22,6 +22,7 @@ from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator import metrics
 from tensorgrid_operator.reconcile import indexed
 from tensorgrid_operator.resources import cert_manager
+from tensorgrid_operator.resources import ps_standby
 
 Obj = dict[str, Any]
 # Objects per page of a consistent LIST (``Kube.list_pods``): a job's pods are parsed a page at a time.
@@ -111,8 +112,13 @@ class Kube:
         return self._list("list_services", self._core.list_namespaced_service, namespace, job_name,
                           indexed.service)
 
+    def list_standby_pods(self, namespace: str, job_name: str) -> list[Obj]:
+        """The pods of the job's PS standbys (``resources.ps_standby``), as the indexes keep pods."""
+        return self._list("list_pods", self._core.list_namespaced_pod, namespace, job_name, indexed.pod,
+                          ps_standby.LABEL_STANDBY_OF)
+
     def _list(self, operation: str, fn: Any, namespace: str, job_name: str,
-              project: Callable[[Obj], Obj]) -> list[Obj]:
+              project: Callable[[Obj], Obj], label: str = spec_lib.LABEL_JOB_NAME) -> list[Obj]:
         """A consistent read, in pages of ``LIST_PAGE``, each projected before the next is read.
 
         A list without resourceVersion is a consistent read: it sees every object this
@@ -125,7 +131,7 @@ class Kube:
         token: Optional[str] = None
         while True:
             try:
-                result = _json(fn(namespace, label_selector=f"{spec_lib.LABEL_JOB_NAME}={job_name}",
+                result = _json(fn(namespace, label_selector=f"{label}={job_name}",
                                   limit=LIST_PAGE, _continue=token, _preload_content=False))
             except kube_exceptions.ApiException as e:
                 raise _counted(operation, e)
@@ -233,8 +239,9 @@ class Kube:
                 return  # gone already, or a newer pod of that name (uid precondition)
             raise _counted("delete_pod", e)
 
-    def patch_pod_metadata(self, namespace: str, name: str, uid: str, patch: Mapping[str, Any]) -> None:
-        """A merge patch of a pod's metadata, applied only to the pod of that uid."""
+    def patch_pod_metadata(self, namespace: str, name: str, uid: str, patch: Mapping[str, Any]) -> bool:
+        """A merge patch of a pod's metadata, applied only to the pod of that uid: ``False`` when that pod
+        is gone (or replaced by a newer one of its name)."""
         # The uid in the patch is a precondition: for a newer pod of that name the API server
         # answers 422 "metadata.uid: field is immutable" and changes nothing.
         body = {"metadata": {**patch.get("metadata", {}), "uid": uid}}
@@ -242,8 +249,9 @@ class Kube:
             _discard(self._core.patch_namespaced_pod(name, namespace, body, _preload_content=False))
         except kube_exceptions.ApiException as e:
             if e.status == 404 or (e.status == 422 and "metadata.uid" in str(e.body)):
-                return  # gone already, or a newer pod of that name
+                return False  # gone already, or a newer pod of that name
             raise _counted("patch_pod", e)
+        return True
 
     def delete_service(self, namespace: str, name: str) -> None:
         try:

@@ -46,7 +46,10 @@ async def ensure(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, An
         certs = await certificate_secrets.for_job(kube, call, say, job, False, certificates)
         for index in indices:
             name = ps_replication.standby_name(job["metadata"]["name"], index)
-            await certificate_secrets.replica_secret(kube, call, say, job, certs, name, False, certificates)
+            ps_pod = spec_lib.pod_name(job["metadata"]["name"], spec_lib.ReplicaKey(spec_lib.ReplicaType.PS, index))
+            # Its certificate names its PS too: peers dial the PS's name once the standby has taken over.
+            await certificate_secrets.replica_secret(kube, call, say, job, certs, name, False, certificates,
+                                                     serves_as=[ps_pod])
     except Exception:  # noqa: BLE001 - certificate_secrets said why (a Warning event); the next pass tries again,
         # and the job's pods must not wait for a standby
         return

@@ -35,6 +35,7 @@ from tensorgrid_operator.controller import state as state_lib
 from tensorgrid_operator import metrics
 from tensorgrid_operator.reconcile import observed
 from tensorgrid_operator.reconcile import owned_objects
+from tensorgrid_operator.reconcile import ps_takeover
 from tensorgrid_operator.reconcile import reconcile
 from tensorgrid_operator.reconcile import terminating
 
@@ -123,10 +124,13 @@ async def _reconcile_once(operator: running_operator.RunningOperator, key: JobKe
             metrics.CONSISTENT_READS.inc()
             pods, services = await asyncio.gather(operator.call(k.list_pods, namespace, name),
                                                   operator.call(k.list_services, namespace, name))
+        # Read only when a standby could take over its PS: a job whose PS pods run costs no LIST.
+        standbys = (await operator.call(k.list_standby_pods, namespace, name)
+                    if ps_takeover.standbys_needed(job, pods) else [])
         now = datetime.datetime.now(datetime.timezone.utc)
         plan = await asyncio.get_running_loop().run_in_executor(operator.deciders, functools.partial(
             reconcile.reconcile, job, pods, services, now, plan_application.retry_delay(operator.settings),
-            _stuck_policy(operator.settings)))
+            _stuck_policy(operator.settings), standbys))
         if operator.settings.verbose:
             logger.debug("plan for %s/%s: +%d pods, -%d pods, status %s", namespace, name,
                          len(plan.create_pods), len(plan.delete_pods), "changed" if plan.status else "same")

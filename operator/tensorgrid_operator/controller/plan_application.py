@@ -30,6 +30,7 @@ from tensorgrid_operator.reconcile import observed
 from tensorgrid_operator.reconcile import owned_objects
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import ps_takeover
 from tensorgrid_operator.resources import jobobjects
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import manifests
@@ -60,6 +61,31 @@ def retry_delay(settings: config.Settings) -> policies.RetryDelay:
     return policies.RetryDelay(settings.retry_delay_seconds, settings.max_retry_delay_seconds)
 
 
+async def _take_over(operator: running_operator.RunningOperator, key: JobKey, job: dict[str, Any],
+                     plan: plans.Plan) -> list[plans.PSTakeover]:
+    """Each planned takeover's patch of its standby pod (``reconcile.ps_takeover``), said in an event;
+    those that did not apply, said in a Warning event (the next pass decides again), returned."""
+    namespace, _ = key
+    results = await operator.calls([operator.call(operator.kube.patch_pod_metadata, namespace, t.pod, t.uid, t.patch)
+                                    for t in plan.ps_takeovers])
+    refused = []
+    for takeover, result in zip(plan.ps_takeovers, results):
+        if result is True:
+            kopf.event(job_body(job), type="Normal", reason=ps_takeover.REASON, message=takeover.message)
+            continue
+        if isinstance(result, BaseException) and not isinstance(result, Exception):
+            raise result  # cancelled: the operator is stopping
+        if isinstance(result, Exception):
+            code, message = kube.error_details(result)
+            why = f"{message} (HTTP {code})"
+        else:
+            why = "the pod is gone"
+        refused.append(takeover)
+        kopf.event(job_body(job), type="Warning", reason=ps_takeover.FAILED_REASON,
+                   message=f"could not make the standby {takeover.pod} {takeover.replica}: {why}")
+    return refused
+
+
 def _replacing(job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     """A reconcile's complete new status as a merge patch: fields it dropped (the startTime of a
     suspended job) are named null, which removes them."""
@@ -83,9 +109,12 @@ async def apply(operator: running_operator.RunningOperator, key: JobKey, job: di
         certificates = await certificate_secrets.for_job(k, operator.call, say_on(job), job, first_pods,
                                                          operator.settings.certificates)
     counts_wait = operator.phase_counts_wait(key, job, plan)
-    if plan.status is not None and not counts_wait:
+    # Before the status that records them: a takeover the API server refused is not recorded.
+    refused_takeovers = await _take_over(operator, key, job, plan)
+    status = ps_takeover.without_refused(plan.status, job.get("status") or {}, refused_takeovers)
+    if status is not None and not counts_wait:
         # First, so a crash after it never loses a counted restart or a finished replica.
-        job = await operator.write_status(key, job, _replacing(job, plan.status))
+        job = await operator.write_status(key, job, _replacing(job, status))
     # Before the deletions: Kueue must know the group is over before it sees its pods go.
     await asyncio.gather(*(operator.call(k.patch_pod_metadata, namespace, pod_name, uid, kueue.close_group_patch())
                            for pod_name, uid in plan.close_group_pods))
@@ -131,8 +160,10 @@ async def apply(operator: running_operator.RunningOperator, key: JobKey, job: di
             code, message = kube.error_details(result)
             failures.append(creation.CreateFailure(kind, object_name, code, message))
     failed = {(f.kind, f.name) for f in failures}
+    refused = {t.pod for t in refused_takeovers}
     written = observed.Expectations(
-        pods=frozenset(p.name for p in plan.create_pods if ("Pod", p.name) not in failed),
+        pods=frozenset([p.name for p in plan.create_pods if ("Pod", p.name) not in failed]
+                       + [t.pod for t in plan.ps_takeovers if t.pod not in refused]),
         services=frozenset(s["metadata"]["name"] for s in plan.create_services
                            if ("Service", s["metadata"]["name"]) not in failed),
         deleted_pods=frozenset(uid for _, uid in plan.delete_pods + plan.force_delete_pods),

@@ -165,6 +165,7 @@ def conclude(work: plans.Work, old_status: Mapping[str, Any], job_spec: Optional
     status["restartEpoch"] = work.epoch
     if work.ps_loss is not None:
         status["parameterServerLoss"] = work.ps_loss
+    status.update(work.status_fields)
     status["replicaBackoff"] = _backoff_to_keep(work, job_spec)
     status["observedGeneration"] = work.job["metadata"].get("generation", 0)
     if work.start_time is not None:

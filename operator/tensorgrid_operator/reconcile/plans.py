@@ -50,6 +50,20 @@ class PodToCreate:
         return self.build()
 
 
+@dataclasses.dataclass(frozen=True)
+class PSTakeover:
+    """A PS's standby pod made the PS (``ps_takeover``): one metadata patch of that pod, by its uid."""
+
+    replica: str
+    """The PS replica it becomes (``ps-0``)."""
+    pod: str
+    uid: str
+    patch: Obj
+    """The pod's metadata patch (``resources.ps_standby.takeover_patch``)."""
+    message: str = ""
+    """What the event ``PSTakenOverByStandby`` says once the patch applied."""
+
+
 class Transition(NamedTuple):
     """A job-level change of one pass, as the operator's counters count it (``metrics.count_transitions``)."""
 
@@ -83,11 +97,13 @@ class Plan:
     """Job-level transitions for metrics: ``created``, ``restarted`` (a replica's), ``succeeded``, ``failed``."""
     all_running_seconds: Optional[float] = None
     """Set once, when every pod first runs: seconds since the job was created."""
+    ps_takeovers: list[PSTakeover] = dataclasses.field(default_factory=list)
+    """Standby pods to make their PS's (``ps_takeover``), applied before the status that records them."""
 
     @property
     def has_actions(self) -> bool:
         return bool(self.create_pods or self.create_services or self.delete_pods or self.delete_services
-                    or self.force_delete_pods or self.close_group_pods or self.delete_job)
+                    or self.force_delete_pods or self.close_group_pods or self.delete_job or self.ps_takeovers)
 
 
 @dataclasses.dataclass
@@ -118,6 +134,8 @@ class Work:
     awaiting_admission: bool = False
     """Whether Kueue holds the queued job (``kueue.awaiting_admission``): ``status.startTime`` is cleared
     and the active deadline waits, as a queued Job's does while Kueue keeps it suspended."""
+    status_fields: Obj = dataclasses.field(default_factory=dict)
+    """Status fields a decision beside the flow sets (``ps_takeover``'s record), written as they are."""
     deleting_pods: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     """``plan.delete_pods`` as a set: a pass over thousands of pods asks it once per pod."""
 

@@ -39,6 +39,7 @@ from tensorgrid_operator.reconcile import outcomes
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
 from tensorgrid_operator.reconcile import policies
+from tensorgrid_operator.reconcile import ps_takeover
 from tensorgrid_operator.reconcile import scaling
 from tensorgrid_operator.reconcile import terminating
 from tensorgrid_operator.resources import kueue
@@ -47,8 +48,12 @@ from tensorgrid_operator.resources import manifests
 
 def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]],
               now: datetime.datetime, retry_delay: policies.RetryDelay = policies.RetryDelay(),
-              stuck: terminating.StuckPolicy = terminating.StuckPolicy()) -> plans.Plan:
-    """The plan that moves the cluster from what is observed towards what ``job`` asks for."""
+              stuck: terminating.StuckPolicy = terminating.StuckPolicy(),
+              standbys: Sequence[Mapping[str, Any]] = ()) -> plans.Plan:
+    """The plan that moves the cluster from what is observed towards what ``job`` asks for.
+
+    ``standbys``: the pods of the job's PS standbys, read when one may take over its PS
+    (``ps_takeover.standbys_needed``); empty otherwise."""
     meta = job["metadata"]
     old_status: Mapping[str, Any] = job.get("status") or {}
     plan = plans.Plan()
@@ -135,9 +140,11 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
         _close_kueue_group(work, owned)
         return jobstatus.conclude(work, old_status, job_spec, views)
 
+    promoted = ps_takeover.take_over_lost_ps(work, job_spec, desired, views, standbys)
+    by_name = {**by_name, **promoted}  # a standby that took over is its PS's pod: none is made
     _create_missing(work, job_spec, cluster, desired, by_name, own_services, foreign_names)
     jobstatus.running_conditions(work, job_spec, desired, by_name)
-    return jobstatus.conclude(work, old_status, job_spec, views)
+    return jobstatus.conclude(work, old_status, job_spec, [*views, *promoted.values()])
 
 
 def _delete_undesired(work: plans.Work, views: Sequence[podview.PodView], services: set[str],

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import job_certificates
@@ -180,14 +180,17 @@ def job_objects(job: Mapping[str, Any], settings: CertManagerSettings) -> list[O
     ]
 
 
-def replica_certificate(job: Mapping[str, Any], pod_name: str, settings: CertManagerSettings) -> Obj:
-    """The Certificate of one replica: its Secret ``<pod>-tls`` names only that replica (module docstring)."""
+def replica_certificate(job: Mapping[str, Any], pod_name: str, settings: CertManagerSettings,
+                        serves_as: Sequence[str] = ()) -> Obj:
+    """The Certificate of one replica: its Secret ``<pod>-tls`` names only that replica (module docstring),
+    and the replicas of ``serves_as`` it may become (a PS's standby names its PS)."""
     namespace = job["metadata"]["namespace"]
+    dns_names = [n for name in (pod_name, *serves_as) for n in job_certificates.replica_dns_names(name, namespace)]
     return _object(job, "Certificate", replica_certificate_name(pod_name), {
         "secretName": manifests.replica_tls_secret_name(pod_name),
         "secretTemplate": {"labels": _labels(job)},
         "commonName": pod_name,  # at most 63 characters (spec.MAX_NAME_LENGTH)
-        "dnsNames": job_certificates.replica_dns_names(pod_name, namespace),
+        "dnsNames": list(dict.fromkeys(dns_names)),
         "ipAddresses": list(job_certificates.LOOPBACK_IPS),
         "usages": ["digital signature", "server auth", "client auth"],
         "duration": settings.duration,

@@ -35,7 +35,7 @@ import base64
 import dataclasses
 import datetime
 import ipaddress
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -128,11 +128,13 @@ def read_authority(secret: Mapping[str, Any]) -> Authority:
     return Authority(certificate, key)
 
 
-def replica_secret(job: Mapping[str, Any], authority: Authority, pod_name: str) -> Obj:
-    """The Secret ``<pod>-tls`` of one replica, with a fresh key and a certificate naming only it."""
+def replica_secret(job: Mapping[str, Any], authority: Authority, pod_name: str, serves_as: Sequence[str] = ()) -> Obj:
+    """The Secret ``<pod>-tls`` of one replica, with a fresh key and a certificate naming only it, and the
+    replicas of ``serves_as`` it may become (a PS's standby names its PS: ``resources.ps_standby``)."""
     namespace = job["metadata"]["namespace"]
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName(n) for n in replica_dns_names(pod_name, namespace)]
+    dns_names = [n for name in (pod_name, *serves_as) for n in replica_dns_names(name, namespace)]
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys(dns_names)]
     names += [x509.IPAddress(ipaddress.ip_address(n)) for n in LOOPBACK_IPS]
     now = datetime.datetime.now(datetime.timezone.utc)
     certificate = (

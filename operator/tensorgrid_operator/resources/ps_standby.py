@@ -16,6 +16,15 @@ PS's volumes, probes and other containers, which are the program's. It mounts it
 The objects carry ``tensorgrid.io/ps-standby-of: <job>``, not the job-name label of replicas (the
 reconcile counts every pod and Service with that label as a replica). Owned by the job; pure
 functions of it.
+
+A standby takes over its PS when the PS's pod is lost (``reconcile.ps_takeover`` decides): it has
+what the PS pod would have to become ``ps:<index>`` (the job's ``TF_CONFIG``, the PS's data and
+metrics ports and replication variables, a certificate naming the PS's Service too), and the
+annotation ``tensorgrid.io/take-over`` reaches it as a file (a downward API volume, written by the
+kubelet) that ``tensorgrid ps-standby --take-over-file`` watches. :func:`takeover_patch` is the one
+metadata patch that makes a standby pod the PS's: the replica's labels (so the PS's headless Service
+selects it and the reconcile counts it as ``ps-<index>``), the job as its controller (so its
+ReplicaSet lets it go and starts a new standby), and the annotation.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ CONTAINER = "ps-standby"
 # The PS template's pod fields a standby keeps: where it may run and how it pulls its image.
 _POD_FIELDS = ("nodeSelector", "tolerations", "imagePullSecrets", "securityContext", "priorityClassName")
 _CONTAINER_FIELDS = ("image", "imagePullPolicy", "resources", "securityContext", "env")
+TAKE_OVER_VOLUME = "take-over"
+TAKE_OVER_DIR = "/etc/tensorgrid/take-over"
+TAKE_OVER_FILE = "task"
 
 
 def standby_labels(job_name: str, index: int) -> dict[str, str]:
@@ -46,20 +58,57 @@ def _metadata(job: Mapping[str, Any], index: int) -> Obj:
             "labels": standby_labels(meta["name"], index), "ownerReferences": [manifests.owner_reference(job)]}
 
 
-def _container(job: Mapping[str, Any], ps_main: Mapping[str, Any], index: int) -> Obj:
+def _container(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, ps_main: Mapping[str, Any], index: int) -> Obj:
+    """The standby's container: ``tensorgrid ps-standby``, with what it needs to become ``ps:<index>``."""
     meta = job["metadata"]
     container: Obj = {k: copy.deepcopy(ps_main[k]) for k in _CONTAINER_FIELDS if k in ps_main}
     address = ps_replication.standby_address(meta["name"], meta["namespace"], index)
+    key = spec_lib.ReplicaKey(spec_lib.ReplicaType.PS, index)
+    data_port = manifests.replica_port(job_spec, key.rtype, spec_lib.DATA_PORT_NAME)
+    metrics_port = manifests.replica_port(job_spec, key.rtype, spec_lib.METRICS_PORT_NAME)
     own = {ps_replication.STANDBY_FOR_ENV: ps_replication.standby_for(index),
-           manifests.TLS_DIR_ENV: manifests.TLS_MOUNT_PATH}
+           manifests.TLS_DIR_ENV: manifests.TLS_MOUNT_PATH,
+           # What the PS pod has, for the server it starts when it takes over (its task is read then).
+           "TF_CONFIG": manifests.tf_config(manifests.cluster_json(meta["name"], meta["namespace"], job_spec), key),
+           "TENSORGRID_DATA_PORT": str(data_port),
+           "TENSORGRID_METRICS_PORT": str(metrics_port),
+           **dict(ps_replication.ps_env(job_spec.ps_replication, meta["name"], meta["namespace"], index))}
     container["env"] = [e for e in container.get("env") or [] if e.get("name") not in own] + [
         {"name": name, "value": value} for name, value in own.items()]
     container.update(
         name=CONTAINER,
-        command=["tensorgrid", "ps-standby", "--address", address],
-        ports=[{"name": spec_lib.PORT_NAME, "containerPort": ps_replication.STANDBY_PORT, "protocol": "TCP"}],
-        volumeMounts=[{"name": manifests.TLS_VOLUME, "mountPath": manifests.TLS_MOUNT_PATH, "readOnly": True}])
+        command=["tensorgrid", "ps-standby", "--address", address,
+                 "--take-over-file", f"{TAKE_OVER_DIR}/{TAKE_OVER_FILE}"],
+        ports=[{"name": spec_lib.PORT_NAME, "containerPort": ps_replication.STANDBY_PORT, "protocol": "TCP"},
+               {"name": spec_lib.DATA_PORT_NAME, "containerPort": data_port, "protocol": "TCP"},
+               {"name": spec_lib.METRICS_PORT_NAME, "containerPort": metrics_port, "protocol": "TCP"}],
+        volumeMounts=[{"name": manifests.TLS_VOLUME, "mountPath": manifests.TLS_MOUNT_PATH, "readOnly": True},
+                      {"name": TAKE_OVER_VOLUME, "mountPath": TAKE_OVER_DIR, "readOnly": True}])
     return container
+
+
+def _take_over_volume() -> Obj:
+    """The annotation ``tensorgrid.io/take-over`` as a file (empty while it is absent), kept current by the kubelet."""
+    field = f"metadata.annotations['{ps_replication.TAKE_OVER_ANNOTATION}']"
+    return {"name": TAKE_OVER_VOLUME,
+            "downwardAPI": {"items": [{"path": TAKE_OVER_FILE, "fieldRef": {"fieldPath": field}}]}}
+
+
+def takeover_patch(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, index: int, epoch: int) -> Obj:
+    """The metadata patch that makes a standby pod ``ps-<index>``: the replica's labels (its Service
+    selects it; the reconcile counts it), none of the standby's (the standby Service and the
+    ReplicaSet no longer select it), the job as its only owner and controller, and the annotation
+    that tells it.
+
+    A strategic merge patch (what the pod API takes for a patch of a dict): it merges
+    ``ownerReferences`` by uid, and a pod may have one controller, so the list is replaced whole
+    (``$patch: replace``) to drop the ReplicaSet's."""
+    key = spec_lib.ReplicaKey(spec_lib.ReplicaType.PS, index)
+    labels: dict[str, Any] = {**manifests.replica_labels(job["metadata"]["name"], key, spec_lib.chief_key(job_spec)),
+                              spec_lib.LABEL_RESTART_EPOCH: str(epoch), LABEL_STANDBY_OF: None}
+    return {"metadata": {"labels": labels,
+                         "annotations": {ps_replication.TAKE_OVER_ANNOTATION: ps_replication.standby_for(index)},
+                         "ownerReferences": [{"$patch": "replace"}, manifests.owner_reference(job)]}}
 
 
 def deployment(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, index: int, tls_secret: str) -> Obj:
@@ -73,8 +122,8 @@ def deployment(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, index: int, t
     labels = standby_labels(job_name, index)
     pod_spec: Obj = {k: copy.deepcopy(ps_pod[k]) for k in _POD_FIELDS if k in ps_pod}
     pod_spec.update(
-        containers=[_container(job, ps_main, index)],
-        volumes=[{"name": manifests.TLS_VOLUME, "secret": {"secretName": tls_secret}}],
+        containers=[_container(job, job_spec, ps_main, index)],
+        volumes=[{"name": manifests.TLS_VOLUME, "secret": {"secretName": tls_secret}}, _take_over_volume()],
         automountServiceAccountToken=False,
         affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
             "weight": 100,

@@ -65,14 +65,14 @@ def test_the_standby_runs_the_ps_image_with_its_own_certificate_away_from_its_ps
     pod = deployment["spec"]["template"]
     assert spec_lib.LABEL_JOB_NAME not in pod["metadata"]["labels"]  # not counted as a replica
     container = pod["spec"]["containers"][0]
-    assert container["command"] == ["tensorgrid", "ps-standby", "--address", "click-ps-0-standby.team.svc:2222"]
+    assert container["command"] == ["tensorgrid", "ps-standby", "--address", "click-ps-0-standby.team.svc:2222",
+                                    "--take-over-file", "/etc/tensorgrid/take-over/task"]
     assert container["image"] == ps_container["image"] and container["resources"] == ps_container["resources"]
     assert "readinessProbe" not in container  # the PS's probes ask for ports a standby does not serve
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["TENSORGRID_PS_STANDBY_FOR"] == "/job:ps/replica:0/task:0"
     assert env["TENSORGRID_TLS_DIR"] == manifests.TLS_MOUNT_PATH
-    assert pod["spec"]["volumes"] == [{"name": manifests.TLS_VOLUME,
-                                       "secret": {"secretName": "click-ps-0-standby-tls"}}]
+    assert pod["spec"]["volumes"][0] == {"name": manifests.TLS_VOLUME, "secret": {"secretName": "click-ps-0-standby-tls"}}
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     term = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"][spec_lib.LABEL_JOB_NAME] == "click"

@@ -270,6 +270,18 @@ def standby_task(env: Any) -> str:
     return task
 
 
+def take_over_request(path: str) -> str:
+    """The PS task the file at ``path`` (``tensorgrid ps-standby --take-over-file``) tells the standby to
+    become: the operator's annotation ``tensorgrid.io/take-over``, written there by the kubelet (a
+    downward API volume: empty while the annotation is absent); ``""`` while it says nothing or is
+    not there yet."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 class HeldReplica:
     """``replication.ReplicaPeer`` over this process's own ``ReplicaStore``: what a standby
     taking over loads (fetches only: a standby never pushes)."""

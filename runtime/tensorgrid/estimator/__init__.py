@@ -13,10 +13,11 @@ from tensorgrid.estimator.exporter import Exporter, FinalExporter, LatestExporte
 from tensorgrid.estimator.model_fn import EstimatorSpec, ModeKeys
 from tensorgrid.estimator.run_config import RunConfig
 from tensorgrid.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
+from tensorgrid.estimator.vocab_remapping import VocabInfo
 from tensorgrid.estimator.warm_starting import WarmStartSettings
 
 __all__ = [
     "DNNClassifier", "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNRegressor", "Estimator",
     "EstimatorSpec", "EvalSpec", "Exporter", "FinalExporter", "LatestExporter", "LinearClassifier", "LinearRegressor", "ModeKeys", "RunConfig", "TrainSpec",
-    "WarmStartSettings", "export", "train_and_evaluate",
+    "VocabInfo", "WarmStartSettings", "export", "train_and_evaluate",
 ]

@@ -7,7 +7,9 @@ an export's ``variables``) instead of their initializers; once the model has a c
 checkpoint wins, as in TensorFlow. The selection is TensorFlow's: a regex over the trainable
 variables (``'.*'``, the default: all of them), or a list of regexes over all global variables
 (optimizer slots, the global step); a partitioned variable is one variable, by its full name;
-``var_name_to_prev_var_name`` reads a variable from a checkpoint tensor of another name.
+``var_name_to_prev_var_name`` reads a variable from a checkpoint tensor of another name;
+``var_name_to_vocab_info`` remaps a variable's rows (or columns) from an old vocabulary to a new one
+(``vocab_remapping.py``).
 
 TensorFlow does it by replacing the variables' initializers; here the chief's Scaffold ``init_fn``
 (run only when the model is initialized, after the initializers) restores them with a Saver of
@@ -21,6 +23,7 @@ import logging
 import os
 from typing import Any, Optional
 
+from tensorgrid.estimator import vocab_remapping
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import variables
 from tensorgrid.train import checkpoint_management
@@ -40,11 +43,7 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
                 var_name_to_prev_var_name: Optional[dict[str, str]] = None) -> "WarmStartSettings":
         if not ckpt_to_initialize_from:
             raise ValueError("`ckpt_to_initialize_from` MUST be set in WarmStartSettings")
-        if var_name_to_vocab_info:
-            raise ValueError(f"WarmStartSettings(var_name_to_vocab_info={var_name_to_vocab_info!r}): remapping "
-                             "vocabularies (tf.estimator.VocabInfo) is not implemented in tensorgrid; warm-start "
-                             "variables whose vocabulary did not change")
-        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, {},
+        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, dict(var_name_to_vocab_info or {}),
                                dict(var_name_to_prev_var_name or {}))
 
 
@@ -98,10 +97,33 @@ def _full_shape(parts: list[Any]) -> list[Optional[int]]:
     return list(info.full_shape) if info is not None else parts[0].get_shape().as_list()
 
 
-def warm_start_saver(settings: WarmStartSettings, graph: graph_lib.Graph) -> Optional[tuple[saver_lib.Saver, str]]:
-    """The Saver that restores the selected variables from their checkpoint tensors, and that checkpoint;
-    None when nothing is selected. ValueError for a tensor missing from the checkpoint, a shape that
-    differs, or a ``var_name_to_prev_var_name`` key that names no selected variable."""
+class WarmStart:
+    """What the warm start runs, once, when the model is first initialized: a Saver restoring the
+    variables taken as they are (None when there are none) from ``checkpoint``, and the assigns of
+    the variables remapped by vocabulary (``var_name_to_vocab_info``)."""
+
+    def __init__(self, saver: Optional[saver_lib.Saver], checkpoint: str, remapping_assigns: list[Any]) -> None:
+        self.saver = saver
+        self.checkpoint = checkpoint
+        self.remapping_assigns = remapping_assigns
+
+    def run(self, session: Any) -> None:
+        if self.saver is not None:
+            self.saver.restore(session, self.checkpoint)
+        if self.remapping_assigns:
+            session.run(self.remapping_assigns)
+
+
+def _unused_names_error(argument: str, unused: list[str], viable: list[str]) -> ValueError:
+    return ValueError(f"You provided the following variables in {argument} that were not used: {unused}.  "
+                      f"Perhaps you misspelled them?  Here is the list of viable variable names: {viable}")
+
+
+def planned_warm_start(settings: WarmStartSettings, graph: graph_lib.Graph) -> Optional[WarmStart]:
+    """The restores and remapping assigns of the selected variables, None when nothing is selected.
+    ValueError for a tensor missing from the checkpoint, a shape that differs, or a
+    ``var_name_to_prev_var_name`` or ``var_name_to_vocab_info`` key that names no selected variable.
+    With ``vars_to_warm_start`` None, only the variables with a VocabInfo are warm-started, as in TF."""
     checkpoint = os.fsdecode(settings.ckpt_to_initialize_from)
     if os.path.isdir(checkpoint):
         latest = checkpoint_management.latest_checkpoint(checkpoint)
@@ -111,14 +133,21 @@ def warm_start_saver(settings: WarmStartSettings, graph: graph_lib.Graph) -> Opt
     shapes = dict(checkpoint_management.list_variables(checkpoint))
     grouped = _grouped_by_name(_variables_to_warm_start(settings.vars_to_warm_start, graph))
     renames = settings.var_name_to_prev_var_name
-    unused = sorted(set(renames) - set(grouped))
-    if unused:
-        raise ValueError(f"You provided the following variables in var_name_to_prev_var_name that were not used: "
-                         f"{unused}.  Perhaps you misspelled them?  Here is the list of viable variable names: "
-                         f"{sorted(grouped)}")
+    vocab_infos = settings.var_name_to_vocab_info
+    for argument, names in (("var_name_to_prev_var_name", renames), ("var_name_to_vocab_info", vocab_infos)):
+        unused = sorted(set(names) - set(grouped))
+        if unused:
+            raise _unused_names_error(argument, unused, sorted(grouped))
     var_list: dict[str, Any] = {}
+    assigns: list[Any] = []
     for name, parts in sorted(grouped.items()):
         previous = renames.get(name, name)
+        vocab_info = vocab_remapping.vocab_info_for(name, vocab_infos)
+        if vocab_info is not None:
+            assigns += vocab_remapping.remapping_assigns(name, parts, vocab_info, checkpoint, previous)
+            continue
+        if not settings.vars_to_warm_start:
+            continue
         if previous not in shapes:
             raise ValueError(f"Tensor {previous} is not found in {checkpoint} checkpoint (to warm-start {name}); "
                              f"it has {sorted(shapes)}")
@@ -127,22 +156,22 @@ def warm_start_saver(settings: WarmStartSettings, graph: graph_lib.Graph) -> Opt
                              f"{previous} ({list(shapes[previous])}) from checkpoint reader.")
         log.info("Warm-starting variable: %s; prev_var_name: %s", name, previous)
         var_list[previous] = parts if len(parts) > 1 or parts[0]._get_save_slice_info() is not None else parts[0]
-    if not var_list:
+    if not var_list and not assigns:
         return None
-    return saver_lib.Saver(var_list=var_list, name="warm_start_saver"), checkpoint
+    saver = saver_lib.Saver(var_list=var_list, name="warm_start_saver") if var_list else None
+    return WarmStart(saver, checkpoint, assigns)
 
 
 def warm_started_scaffold(scaffold: monitored_session.Scaffold, settings: WarmStartSettings,
                           graph: graph_lib.Graph) -> monitored_session.Scaffold:
     """``scaffold`` with an ``init_fn`` that first restores the warm-started variables (then runs its own)."""
-    restore = warm_start_saver(settings, graph)
-    if restore is None:
+    warm_start = planned_warm_start(settings, graph)
+    if warm_start is None:
         return scaffold
-    saver, checkpoint = restore
     own_init_fn = scaffold.init_fn  # the model_fn's, bound to its scaffold
 
     def init_fn(unused_scaffold: monitored_session.Scaffold, session: Any) -> None:
-        saver.restore(session, checkpoint)
+        warm_start.run(session)
         if own_init_fn is not None:
             own_init_fn(session)
 

@@ -27,6 +27,7 @@ from tensorgrid.ops import nn_composites
 from tensorgrid.ops import nn_ops
 from tensorgrid.ops import op_util
 from tensorgrid.ops import state_ops
+from tensorgrid.ops import variable_scope as variable_scope_lib
 
 # tf.nn.fused_batch_norm's smallest epsilon (cuDNN's bound), applied to the inputs TensorFlow fuses.
 FUSED_MIN_EPSILON = 1.001e-5
@@ -119,11 +120,19 @@ class BatchNormalization(base.Layer):
             self.beta = self.add_weight("beta", param_shape, initializer=self.beta_initializer,
                                         regularizer=self.beta_regularizer, constraint=self.beta_constraint,
                                         dtype=param_dtype)
-        self.moving_mean = self.add_weight("moving_mean", param_shape, initializer=self.moving_mean_initializer,
-                                           trainable=False, dtype=param_dtype)
-        self.moving_variance = self.add_weight("moving_variance", param_shape,
-                                               initializer=self.moving_variance_initializer, trainable=False,
-                                               dtype=param_dtype)
+        # The moving statistics stay whole under a scope's partitioner (TF's layer turns it off for them):
+        # their updates assign the whole variable.
+        scope = variable_scope_lib.get_variable_scope()
+        partitioner = scope.partitioner
+        scope.set_partitioner(None)
+        try:
+            self.moving_mean = self.add_weight("moving_mean", param_shape, initializer=self.moving_mean_initializer,
+                                               trainable=False, dtype=param_dtype)
+            self.moving_variance = self.add_weight("moving_variance", param_shape,
+                                                   initializer=self.moving_variance_initializer, trainable=False,
+                                                   dtype=param_dtype)
+        finally:
+            scope.set_partitioner(partitioner)
 
     def _broadcast(self, value: Any) -> Any:
         """A per-channel value shaped to broadcast against the input (only needed when the axis is not last)."""

@@ -4,9 +4,12 @@ names (``dnn/input_from_feature_columns/input_layer/<column>/...``, ``dnn/hidden
 and ``bias``, ``dnn/logits/kernel`` and ``bias``), partitioned over the PS tasks, trained with
 Adagrad by default, with a classification or regression head (``canned/head.py``).
 
-The layers are built here with ``tf.get_variable`` instead of ``tf.layers.dense`` because their
-variables are partitioned (TF's ``dnn`` scope has a partitioner, one part per PS task at most) and
-tensorgrid's ``tf.layers`` take only whole variables.
+The hidden and logits layers are ``tf.layers.Dense`` layers made in the ``dnn`` scope, whose
+partitioner (one part per PS task at most) makes their kernels ``PartitionedVariable``s as in TF.
+With ``batch_norm`` each hidden layer's output (after its dropout) goes through a
+``tf.layers.BatchNormalization`` (momentum 0.999, variables ``dnn/hiddenlayer_<i>/batchnorm_<i>/...``),
+normalizing with the batch's statistics when training and the moving ones otherwise; the head
+runs its moving-average updates (UPDATE_OPS) with the train op.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tensorgrid.feature_column import models as feature_column_models
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.layers import core as core_layers
+from tensorgrid.layers import normalization as normalization_layers
 from tensorgrid.ops import init_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import nn_ops
@@ -34,27 +38,6 @@ LEARNING_RATE = 0.05
 """The learning rate of an optimizer given by name (TF's ``dnn._LEARNING_RATE``)."""
 
 ModeKeys = model_fn_lib.ModeKeys
-
-
-def _whole(variable: Any) -> Any:
-    if isinstance(variable, partitioned_variables.PartitionedVariable):
-        return variable.as_tensor()
-    return variable
-
-
-def _dense(inputs: graph_lib.Tensor, units: int, activation_fn: Optional[Callable[[Any], Any]]) -> graph_lib.Tensor:
-    """``activation_fn(inputs @ kernel + bias)`` with ``kernel`` (Glorot uniform) and ``bias`` (zeros)
-    in the current variable scope, whole or partitioned as its partitioner says."""
-    columns = inputs.shape.as_list()[-1]
-    if columns is None:
-        raise ValueError(f"The last dimension of the inputs to a DNN layer should be defined. Found `None` "
-                         f"(inputs of shape {inputs.shape}).")
-    kernel = variable_scope.get_variable("kernel", shape=[columns, units], dtype=dtypes.float32,
-                                         initializer=init_ops.glorot_uniform_initializer())
-    bias = variable_scope.get_variable("bias", shape=[units], dtype=dtypes.float32,
-                                       initializer=init_ops.zeros_initializer())
-    outputs = nn_ops.bias_add(math_ops.matmul(inputs, _whole(kernel)), _whole(bias))
-    return activation_fn(outputs) if activation_fn is not None else outputs
 
 
 def layer_summary(value: graph_lib.Tensor, tag: str) -> None:
@@ -73,21 +56,33 @@ def _check_hidden_units(hidden_units: Any) -> list[int]:
 
 def dnn_logits(features: Any, feature_columns: Sequence[Any], units: int, hidden_units: Sequence[int],
                activation_fn: Optional[Callable[[Any], Any]], dropout: Optional[float], input_layer_partitioner: Any,
-               mode: str) -> graph_lib.Tensor:
+               mode: str, batch_norm: bool = False) -> graph_lib.Tensor:
     """The ``[batch, units]`` logits of the deep model, built in the current (``dnn``) scope:
-    dropout (when training, ``dropout`` being the probability of dropping) after each hidden layer."""
+    dropout (when training, ``dropout`` being the probability of dropping) after each hidden layer,
+    then batch normalization with ``batch_norm``."""
     if isinstance(units, bool) or not isinstance(units, int):
         raise ValueError(f"units must be an int.  Given type: {type(units)}")
+    training = mode == ModeKeys.TRAIN
     with variable_scope.variable_scope("input_from_feature_columns", partitioner=input_layer_partitioner):
         net = feature_column_models.input_layer(features, feature_columns)
     for layer_id, layer_units in enumerate(_check_hidden_units(hidden_units)):
         with variable_scope.variable_scope(f"hiddenlayer_{layer_id}") as scope:
-            net = _dense(net, layer_units, activation_fn)
-            if dropout is not None and mode == ModeKeys.TRAIN:
-                net = core_layers.dropout(net, rate=dropout, training=True)
+            hidden_layer = core_layers.Dense(layer_units, activation=activation_fn,
+                                             kernel_initializer=init_ops.glorot_uniform_initializer(),
+                                             name=scope.name, _scope=scope)
+            normalization = normalization_layers.BatchNormalization(
+                momentum=0.999, trainable=True, name=f"batchnorm_{layer_id}",
+                _scope=f"batchnorm_{layer_id}") if batch_norm else None
+        net = hidden_layer(net)
+        if dropout is not None and training:
+            net = core_layers.dropout(net, rate=dropout, training=True)
+        if normalization is not None:
+            net = normalization(net, training=training)
         layer_summary(net, scope.name)
     with variable_scope.variable_scope("logits") as scope:
-        logits = _dense(net, units, None)
+        logits_layer = core_layers.Dense(units, kernel_initializer=init_ops.glorot_uniform_initializer(),
+                                         name=scope.name, _scope=scope)
+    logits = logits_layer(net)
     layer_summary(logits, scope.name)
     return logits
 
@@ -95,7 +90,7 @@ def dnn_logits(features: Any, feature_columns: Sequence[Any], units: int, hidden
 def _dnn_model_fn(features: Any, labels: Any, mode: str, head: head_lib.Head, hidden_units: Sequence[int],
                   feature_columns: Sequence[Any], optimizer: Any, activation_fn: Optional[Callable[[Any], Any]],
                   dropout: Optional[float], input_layer_partitioner: Any,
-                  config: Optional[run_config_lib.RunConfig]) -> model_fn_lib.EstimatorSpec:
+                  config: Optional[run_config_lib.RunConfig], batch_norm: bool) -> model_fn_lib.EstimatorSpec:
     chosen = optimizers.get_optimizer_instance(optimizer, learning_rate=LEARNING_RATE)
     linear.check_features(features)
     num_ps_replicas = config.num_ps_replicas if config else 0
@@ -103,7 +98,7 @@ def _dnn_model_fn(features: Any, labels: Any, mode: str, head: head_lib.Head, hi
             "dnn", partitioner=partitioned_variables.min_max_variable_partitioner(max_partitions=num_ps_replicas)
     ) as scope:
         logits = dnn_logits(features, feature_columns, head.logits_dimension, hidden_units, activation_fn, dropout,
-                            input_layer_partitioner or linear.default_partitioner(config), mode)
+                            input_layer_partitioner or linear.default_partitioner(config), mode, bool(batch_norm))
     return linear.build_head_in(scope, head, features, mode, labels, logits, optimizer=chosen)
 
 
@@ -116,13 +111,12 @@ class DNNClassifier(estimator_lib.Estimator):
                  dropout: Optional[float] = None, input_layer_partitioner: Any = None,
                  config: Optional[run_config_lib.RunConfig] = None, warm_start_from: Any = None,
                  loss_reduction: str = head_lib.Reduction.SUM, batch_norm: bool = False) -> None:
-        refuse_batch_norm(batch_norm)
         head = head_lib.binary_or_multi_class_head(n_classes, weight_column, label_vocabulary, loss_reduction)
         columns = tuple(feature_columns or [])
 
         def _model_fn(features: Any, labels: Any, mode: str, config: run_config_lib.RunConfig) -> Any:
             return _dnn_model_fn(features, labels, mode, head, hidden_units, columns, optimizer, activation_fn,
-                                 dropout, input_layer_partitioner, config)
+                                 dropout, input_layer_partitioner, config, batch_norm)
 
         super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config, warm_start_from=warm_start_from)
 
@@ -136,18 +130,12 @@ class DNNRegressor(estimator_lib.Estimator):
                  input_layer_partitioner: Any = None, config: Optional[run_config_lib.RunConfig] = None,
                  warm_start_from: Any = None, loss_reduction: str = head_lib.Reduction.SUM,
                  batch_norm: bool = False) -> None:
-        refuse_batch_norm(batch_norm)
         head = head_lib.RegressionHead(label_dimension, weight_column, loss_reduction)
         columns = tuple(feature_columns or [])
 
         def _model_fn(features: Any, labels: Any, mode: str, config: run_config_lib.RunConfig) -> Any:
             return _dnn_model_fn(features, labels, mode, head, hidden_units, columns, optimizer, activation_fn,
-                                 dropout, input_layer_partitioner, config)
+                                 dropout, input_layer_partitioner, config, batch_norm)
 
         super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config, warm_start_from=warm_start_from)
 
-
-def refuse_batch_norm(batch_norm: bool) -> None:
-    if batch_norm:
-        raise ValueError("batch_norm=True: batch normalization in the canned DNN estimators is not implemented in "
-                         "tensorgrid; use batch_norm=False or an Estimator with your own model_fn")

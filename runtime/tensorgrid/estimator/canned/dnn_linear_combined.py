@@ -51,7 +51,7 @@ def _dnn_linear_combined_model_fn(
         linear_optimizer: Any, dnn_feature_columns: Any, dnn_optimizer: Any, dnn_hidden_units: Any,
         dnn_activation_fn: Optional[Callable[[Any], Any]], dnn_dropout: Optional[float],
         input_layer_partitioner: Any, config: Optional[run_config_lib.RunConfig],
-        linear_sparse_combiner: str) -> model_fn_lib.EstimatorSpec:
+        linear_sparse_combiner: str, batch_norm: bool) -> model_fn_lib.EstimatorSpec:
     linear.check_features(features)
     _validate_feature_columns(linear_feature_columns, dnn_feature_columns)
     num_ps_replicas = config.num_ps_replicas if config else 0
@@ -68,7 +68,7 @@ def _dnn_linear_combined_model_fn(
         with variable_scope.variable_scope("dnn", partitioner=dnn_partitioner) as scope:
             logits.append(dnn.dnn_logits(features, tuple(dnn_feature_columns), head.logits_dimension,
                                          dnn_hidden_units, dnn_activation_fn, dnn_dropout, input_layer_partitioner,
-                                         mode))
+                                         mode, batch_norm))
             parts.append((deep_optimizer, scope.name))
     if linear_feature_columns:
         wide_optimizer = optimizers.get_optimizer_instance(
@@ -105,14 +105,13 @@ class DNNLinearCombinedClassifier(estimator_lib.Estimator):
                  warm_start_from: Any = None, loss_reduction: str = head_lib.Reduction.SUM, batch_norm: bool = False,
                  linear_sparse_combiner: str = "sum") -> None:
         _validate_feature_columns(linear_feature_columns, dnn_feature_columns)
-        dnn.refuse_batch_norm(batch_norm)
         head = head_lib.binary_or_multi_class_head(n_classes, weight_column, label_vocabulary, loss_reduction)
 
         def _model_fn(features: Any, labels: Any, mode: str, config: run_config_lib.RunConfig) -> Any:
             return _dnn_linear_combined_model_fn(
                 features, labels, mode, head, linear_feature_columns, linear_optimizer, dnn_feature_columns,
                 dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, input_layer_partitioner, config,
-                linear_sparse_combiner)
+                linear_sparse_combiner, batch_norm)
 
         super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config, warm_start_from=warm_start_from)
 
@@ -129,13 +128,12 @@ class DNNLinearCombinedRegressor(estimator_lib.Estimator):
                  loss_reduction: str = head_lib.Reduction.SUM, batch_norm: bool = False,
                  linear_sparse_combiner: str = "sum") -> None:
         _validate_feature_columns(linear_feature_columns, dnn_feature_columns)
-        dnn.refuse_batch_norm(batch_norm)
         head = head_lib.RegressionHead(label_dimension, weight_column, loss_reduction)
 
         def _model_fn(features: Any, labels: Any, mode: str, config: run_config_lib.RunConfig) -> Any:
             return _dnn_linear_combined_model_fn(
                 features, labels, mode, head, linear_feature_columns, linear_optimizer, dnn_feature_columns,
                 dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, input_layer_partitioner, config,
-                linear_sparse_combiner)
+                linear_sparse_combiner, batch_norm)
 
         super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config, warm_start_from=warm_start_from)

@@ -110,11 +110,11 @@ derives the same set from the code and compares both ways):
 {{- if eq .Values.trainingPods.gangScheduler "volcano" }}
 - apiGroups: ["scheduling.volcano.sh"]
   resources: ["podgroups"]
-  verbs: ["create", "get"]
+  verbs: ["create", "get", "patch"]
 {{- else if eq .Values.trainingPods.gangScheduler "scheduler-plugins" }}
 - apiGroups: ["scheduling.x-k8s.io"]
   resources: ["podgroups"]
-  verbs: ["create", "get"]
+  verbs: ["create", "get", "patch"]
 {{- else if ne .Values.trainingPods.gangScheduler "none" }}
 {{- fail (printf "trainingPods.gangScheduler %q is not one of none, volcano, scheduler-plugins" .Values.trainingPods.gangScheduler) }}
 {{- end }}

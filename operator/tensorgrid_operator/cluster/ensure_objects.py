@@ -4,7 +4,8 @@ A pass first makes sure the job's NetworkPolicy and PS PodDisruptionBudget exist
 (``jobobjects``; created again after a deletion, ``owned_objects``) and, with a gang
 scheduler, its PodGroup (``podgroups``; created again, after a deletion, before the
 next pods that need it), and in cert-manager's mode its Issuers and CA Certificate
-(``cert_manager``); after the pass, with a gang scheduler, it reads the PodGroup's
+(``cert_manager``); once the job's pods are read, it resizes the PodGroup to the job's worker
+count (``pod_group_size``); after the pass, with a gang scheduler, it reads the PodGroup's
 status into the job's while that matters (``podgroup_status``). The decisions are pure
 functions of those modules; this module makes the calls (on the operator's thread pool, through ``call``)
 and says what happened through ``say`` (an Event on the job), so kopf stays in the
@@ -23,6 +24,7 @@ from tensorgrid_operator.api import conditions as cond_lib
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.cluster import kube as kube_lib
 from tensorgrid_operator.reconcile import owned_objects
+from tensorgrid_operator.reconcile import pod_group_size
 from tensorgrid_operator.reconcile import podgroup_status
 from tensorgrid_operator.resources import cert_manager
 from tensorgrid_operator.resources import job_certificates
@@ -112,7 +114,7 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
     name = job["metadata"]["name"]
     api = podgroups.APIS[gang.scheduler]
     try:
-        await _create_pod_group(kube, call, job, job_spec, gang)
+        created = await _create_pod_group(kube, call, job, job_spec, gang)
     except Exception as e:  # noqa: BLE001 - every refusal is said, and tried again next pass
         code, message = kube_lib.error_details(e)
         reason, text = podgroups.failure_message(gang, name, code, message)
@@ -122,6 +124,7 @@ async def pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str,
         return _condition_patch(status, podgroups.CONDITION, False, reason, text)
     upkeep.made.add(("PodGroup", name))
     upkeep.pod_group_fresh = True
+    upkeep.pod_group_min_member = podgroups.min_member(job_spec) if created else None
     upkeep.pod_group_error = ""
     if cond_lib.get_condition(status.get("conditions") or [], podgroups.CONDITION) is None:
         return None  # created at the first try: nothing to report in the status
@@ -155,8 +158,54 @@ async def pod_group_before_pods(kube: kube_lib.Kube, call: Call, say: Say, job: 
         upkeep.pod_group_error = text
         return text
     if created:
+        upkeep.pod_group_min_member = podgroups.min_member(job_spec)
         say("Warning", "RecreatedPodGroup", podgroups.recreated_message(name))
     return None
+
+
+async def resize_pod_group(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],
+                           pods: Sequence[Mapping[str, Any]], upkeep: owned_objects.Upkeep,
+                           gang: podgroups.GangSettings) -> None:
+    """The PodGroup's ``minMember`` to what the job's worker count needs now (``pod_group_size``), before the
+    pass adds or removes workers: one PATCH when it changes, said with a Normal event.
+
+    Only for a group this operator made or found; its size is known from the creation, else read once (a GET).
+    A group that is gone is left to :func:`pod_group_before_pods`, which makes it at the current count. A
+    refused patch is said once (a Warning event) and tried again next pass; the job goes on.
+    """
+    name = job["metadata"]["name"]
+    if not gang.enabled or ("PodGroup", name) not in upkeep.made:
+        return
+    wanted = pod_group_size.wanted_min_member(job, pods)
+    if wanted is None or wanted == upkeep.pod_group_min_member:
+        return
+    api = podgroups.APIS[gang.scheduler]
+    namespace = job["metadata"]["namespace"]
+    try:
+        if upkeep.pod_group_min_member is None:
+            group = await call(kube.get_pod_group, api.group, api.version, api.plural, namespace, name)
+            if group is None:
+                return
+            upkeep.pod_group_min_member = pod_group_size.member_count_of(group)
+        change = pod_group_size.resize(name, wanted, upkeep.pod_group_min_member)
+        if change is None:
+            return
+        patched = await call(kube.patch_pod_group, api.group, api.version, api.plural, namespace, name,
+                             change.patch())
+    except Exception as e:  # noqa: BLE001 - said once; the next pass tries again
+        code, message = kube_lib.error_details(e)
+        text = (f"could not resize PodGroup {name} ({api.api_version}) to minMember {wanted}: {message}"
+                f"{f' (HTTP {code})' if code else ''}; the operator needs get and patch on {api.plural}.{api.group}")
+        if upkeep.pod_group_resize_error != text:
+            say("Warning", "FailedResizePodGroup", text)
+        upkeep.pod_group_resize_error = text
+        return
+    upkeep.pod_group_resize_error = ""
+    if patched is None:
+        upkeep.pod_group_min_member = None  # deleted: made again, at the current count, before the next pods
+        return
+    upkeep.pod_group_min_member = change.new
+    say("Normal", pod_group_size.EVENT_REASON, change.message())
 
 
 async def pod_group_status(kube: kube_lib.Kube, call: Call, say: Say, job: Mapping[str, Any],

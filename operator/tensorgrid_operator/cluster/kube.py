@@ -185,6 +185,19 @@ class Kube:
                 return None
             raise _counted("get_pod_group", e)
 
+    def patch_pod_group(self, group: str, version: str, plural: str, namespace: str, name: str,
+                        patch: Mapping[str, Any]) -> Optional[Obj]:
+        """One merge PATCH of a gang scheduler's PodGroup; the group as patched, ``None`` when it is gone."""
+        try:
+            found: Obj = _json(self._pod_groups.patch_namespaced_custom_object(
+                group, version, namespace, plural, name, dict(patch),
+                _content_type="application/merge-patch+json", _preload_content=False))
+            return found
+        except kube_exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _counted("patch_pod_group", e)
+
     def create_cert_manager_object(self, obj: Mapping[str, Any]) -> bool:
         """Creates a cert-manager Issuer or Certificate; ``False`` if one of that name exists (whose it is,
         the caller reads). A 404 (cert-manager's CRDs are not installed) is raised, for the caller to say so."""

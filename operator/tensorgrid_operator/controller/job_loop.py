@@ -2,7 +2,7 @@
 
 Each pass reads the job (as last known, else a GET), makes sure its other objects exist
 (``cluster.ensure_objects``), reads its pods and Services from kopf's indexes (or with a
-consistent LIST while they lag the operator's own writes), calls the pure
+consistent LIST while they lag the operator's own writes), resizes its PodGroup to its worker count, calls the pure
 :func:`reconcile.reconcile` on a thread of its own, applies the plan
 (``plan_application``), reads its PodGroup's status and its progress when due, and then
 sleeps until something about the job changes or its next deadline, TTL or reading falls
@@ -127,6 +127,10 @@ async def _reconcile_once(operator: running_operator.RunningOperator, key: JobKe
         # Read only when a standby could take over its PS: a job whose PS pods run costs no LIST.
         standbys = (await operator.call(k.list_standby_pods, namespace, name)
                     if ps_takeover.standbys_needed(job, pods) else [])
+        # Before the plan adds or removes workers: the gang's size follows the worker count.
+        await ensure_objects.resize_pod_group(k, operator.call, plan_application.say_on(job), job, pods,
+                                              operator.job_objects.setdefault(key, owned_objects.Upkeep()),
+                                              operator.settings.gang)
         now = datetime.datetime.now(datetime.timezone.utc)
         plan = await asyncio.get_running_loop().run_in_executor(operator.deciders, functools.partial(
             reconcile.reconcile, job, pods, services, now, plan_application.retry_delay(operator.settings),

@@ -8,6 +8,7 @@ end, with their verdicts in ``policies``; ``jobstatus`` the status a pass writes
 API server's refusals to create make of a plan; ``podview`` how a pod is read;
 ``terminating`` pods stuck Terminating; ``progress`` status.progress from the job's
 metrics pages; ``podgroup_status`` a gang scheduler's PodGroup status in the job's;
+``pod_group_size`` the PodGroup's ``minMember`` of a scaled job;
 and what a pass may trust of the operator's watches: ``indexed`` (what kopf's indexes
 keep of each object), ``observed`` (whether they show the operator's own last writes)
 and ``owned_objects`` (which of a job's other objects to create again). The tests run

@@ -19,7 +19,7 @@ makes the API calls.
 from __future__ import annotations
 
 import dataclasses
-from typing import AbstractSet, Any, Mapping, Sequence
+from typing import AbstractSet, Any, Mapping, Optional, Sequence
 
 ObjectKey = tuple[str, str]
 """(kind, name) of an owned object."""
@@ -50,6 +50,11 @@ class Upkeep:
     """Reads of the PodGroup since the job's pods all run (``podgroup_status.SETTLE_READS`` at most)."""
     pod_group_read_error: str = ""
     """Why the PodGroup could not be read, said once until it changes."""
+    pod_group_min_member: Optional[int] = None
+    """The PodGroup's ``minMember`` as this operator made, patched or read it; ``None``: not known (a group
+    found already there, or deleted since): ``ensure_objects.resize_pod_group`` reads it when it matters."""
+    pod_group_resize_error: str = ""
+    """Why the PodGroup could not be resized, said once until it changes."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,8 +3,10 @@
 The data path: every task serves Prometheus metrics on its ``metrics`` port, and the
 task holding the ``global_step`` variable (a parameter server, under
 ``replica_device_setter``) exports ``tensorgrid_global_step``; the chief's
-``StopAtStepHook`` exports the last step as ``tensorgrid_target_step``, and its scalar
-summaries as ``tensorgrid_summary_scalar{tag}`` (the loss among them). While a job
+``StopAtStepHook`` exports the last step as ``tensorgrid_target_step``, its scalar
+summaries as ``tensorgrid_summary_scalar{tag}`` (the loss among them), and, when the program
+reads ``tf.data.experimental.dynamic_shards``, its shard service's epoch and fraction of shards
+done per data set (``tensorgrid_data_shards_epoch`` / ``_done_fraction{dataset}``). While a job
 runs, the operator GETs ``http://<pod IP>:<metrics port>/metrics`` of its chief and
 parameter servers and keeps what it read in the status. It needs no permission
 beyond reading the job's pods (which it has); the job's NetworkPolicy lets the
@@ -41,6 +43,12 @@ Obj = dict[str, Any]
 GLOBAL_STEP = "tensorgrid_global_step"
 TARGET_STEP = "tensorgrid_target_step"
 SUMMARY_SCALAR = "tensorgrid_summary_scalar"
+# The shard service of tf.data.experimental.dynamic_shards, on the chief: per data set, the epoch it hands
+# out (0-based) and the fraction of that epoch's shards done.
+DATA_SHARDS_EPOCH = "tensorgrid_data_shards_epoch"
+DATA_SHARDS_DONE_FRACTION = "tensorgrid_data_shards_done_fraction"
+# The most data sets kept in status.progress.dataShards (a program has one or two).
+MAX_DATA_SETS = 8
 # 1 or 0 once a PS's start ended: it loaded its live replica, or started empty (reconcile/ps_starts.py).
 STARTED_FROM_REPLICA = "tensorgrid_ps_started_from_replica"
 # The most of a metrics page that is read: a task's page is a few KiB.
@@ -72,6 +80,8 @@ class Reading:
     loss_tag: str = ""
     started_from_replica: Optional[bool] = None
     """A PS's ``tensorgrid_ps_started_from_replica``; None while its start's load runs, or not a PS."""
+    data_shards: tuple[tuple[str, int, float], ...] = ()
+    """(data set, epoch, fraction of the epoch's shards done) of the chief's ``dynamic_shards`` service."""
 
 
 def loss_rank(tag: str) -> Optional[int]:
@@ -110,9 +120,14 @@ def read_page(pod: str, text: str) -> Reading:
     steps: dict[str, list[int]] = {GLOBAL_STEP: [], TARGET_STEP: []}
     started_from_replica: Optional[bool] = None
     losses: list[tuple[int, str, float]] = []
+    shards: dict[str, dict[str, float]] = {}
     try:
         for family in prom_parser.text_string_to_metric_families(text):
             for sample in family.samples:
+                if sample.name in (DATA_SHARDS_EPOCH, DATA_SHARDS_DONE_FRACTION):
+                    if math.isfinite(sample.value) and sample.value >= 0 and sample.labels.get("dataset"):
+                        shards.setdefault(sample.labels["dataset"], {})[sample.name] = sample.value
+                    continue
                 if sample.name == SUMMARY_SCALAR:
                     tag = sample.labels.get("tag", "")
                     rank = loss_rank(tag)
@@ -128,8 +143,24 @@ def read_page(pod: str, text: str) -> Reading:
     except (ValueError, TypeError, IndexError) as e:
         return Reading(pod, error=f"{pod}: the metrics page is not Prometheus text ({e})")
     _, tag, loss = min(losses, default=(0, "", None))
+    data_shards = tuple((name, int(found[DATA_SHARDS_EPOCH]), min(found[DATA_SHARDS_DONE_FRACTION], 1.0))
+                        for name, found in sorted(shards.items())
+                        if DATA_SHARDS_EPOCH in found and DATA_SHARDS_DONE_FRACTION in found)
     return Reading(pod, max(steps[GLOBAL_STEP], default=None), max(steps[TARGET_STEP], default=None),
-                   loss=loss, loss_tag=tag, started_from_replica=started_from_replica)
+                   loss=loss, loss_tag=tag, started_from_replica=started_from_replica,
+                   data_shards=data_shards[:MAX_DATA_SETS])
+
+
+def _with_data_shards(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> None:
+    """Puts the chief's ``dynamic_shards`` progress (per data set: epoch, fraction of its shards done) into
+    ``progress``, or keeps the last known one while no page gives it."""
+    reported = [r.data_shards for r in readings if r.data_shards]
+    if not reported:
+        if "dataShards" in old:
+            progress["dataShards"] = old["dataShards"]
+        return
+    progress["dataShards"] = [{"dataset": name, "epoch": epoch, "fractionDone": round(fraction, 4)}
+                              for name, epoch, fraction in reported[0]]
 
 
 def _with_loss(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> list[str]:
@@ -184,6 +215,7 @@ def next_progress(old: Optional[Mapping[str, Any]], readings: Sequence[Reading],
             eta = now + datetime.timedelta(seconds=math.ceil((int(target) - step) / rate))
             progress["estimatedCompletionTime"] = cond_lib.format_time(eta)
     errors += _with_loss(progress, old, readings)
+    _with_data_shards(progress, old, readings)
     if errors:
         progress["message"] = "; ".join(errors)
     return progress
@@ -249,4 +281,6 @@ def final_progress(old: Optional[Mapping[str, Any]], job_spec: spec_lib.JobSpec,
         progress["loss"], progress["lossTag"] = float(f"{loss:.6g}"), tag
     else:
         progress.update({key: previous[key] for key in ("loss", "lossTag") if key in previous})
+    if "dataShards" in previous:
+        progress["dataShards"] = previous["dataShards"]  # the last reading's: the chief leaves none
     return progress

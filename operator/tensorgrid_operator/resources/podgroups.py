@@ -16,8 +16,9 @@ first pods, from ``spec.runPolicy.schedulingPolicy`` (Kubeflow's field names):
 
 ``minMember`` is ``minAvailable``, else all of the job's replicas, the workers counted at
 ``minReplicas`` when the Worker spec sets it: a job scaled within its bounds never has fewer pods
-than its gang, so a restarted pod can always be placed again. The PodGroup is made once; scaling
-does not change it (docs/operator.md, "Scaling a running job"). Pure functions;
+than its gang, so a restarted pod can always be placed again. The PodGroup is made once; without
+``minAvailable`` or ``minReplicas`` scaling resizes its ``minMember`` to the new count
+(``reconcile.pod_group_size``; docs/operator.md, "Scaling a running job"). Pure functions;
 ``cluster.ensure_objects`` creates the object, hold the pods back while it cannot be created, and create it
 again before new pods if it was deleted.
 """

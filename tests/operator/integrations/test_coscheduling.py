@@ -10,17 +10,13 @@ reason it gives, the PodGroup's phase. The same two jobs under the default sched
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import time
-import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from gang_scheduler import running_scheduler_plugins
-from kwok_nodes import KwokNodes, running_kwok, tolerate_kwok
-from operator_cluster import ControlPlane, Namespace, created_namespace, job_manifest, operator_settings, running_operator, wait_for
+from gang_clusters import GangCluster, bound, gang_cluster, one_cpu_job
+from operator_cluster import ControlPlane, Namespace, wait_for
 from tensorgrid_operator.resources import podgroups
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.kwok, pytest.mark.third_party]
@@ -28,46 +24,8 @@ pytestmark = [pytest.mark.controlplane, pytest.mark.kwok, pytest.mark.third_part
 # The group's status read every 2 s, and a group not placed for 5 s said so (the defaults: 10 s, 60 s).
 PLUGINS = podgroups.GangSettings(podgroups.SCHEDULER_PLUGINS, status_interval_seconds=2, unscheduled_seconds=5)
 API = podgroups.APIS[podgroups.SCHEDULER_PLUGINS]
-NODE_CPUS = "2"
 # Long enough for the scheduler to try a waiting group several times (its Permit wait is 5 s).
 WATCH_SECONDS = 15
-
-
-@dataclasses.dataclass
-class Cluster:
-    namespace: Namespace
-    kwok: KwokNodes
-    node_label: dict[str, str]
-
-
-@contextlib.contextmanager
-def cluster(cp: ControlPlane, gang: podgroups.GangSettings, nodes: int) -> Iterator[Cluster]:
-    """KWOK nodes of ``NODE_CPUS`` CPUs that only this test's pods select, scheduler-plugins, and an operator
-    with ``gang`` watching a namespace of its own."""
-    tag = uuid.uuid4().hex[:8]
-    node_label = {"tensorgrid.io/gang-test": tag}
-    with created_namespace(cp, f"tgs-{tag}") as namespace, \
-            running_kwok(cp, nodes, prefix=f"gang-{tag}", allocatable={"cpu": NODE_CPUS, "memory": "8Gi"},
-                         labels=node_label) as kwok, running_scheduler_plugins(cp):
-        settings = dataclasses.replace(operator_settings(cp, (namespace.name,)), gang=gang)
-        with running_operator(settings):
-            yield Cluster(namespace, kwok, node_label)
-
-
-def _job(name: str, ps: int, workers: int, node_label: dict[str, str]) -> dict[str, Any]:
-    """A job of one-CPU pods that run only on the test's nodes."""
-    manifest = tolerate_kwok(job_manifest(name, ps=ps, workers=workers))
-    for replica in manifest["spec"]["replicaSpecs"].values():
-        pod_spec = replica["template"]["spec"]
-        pod_spec["nodeSelector"] = node_label
-        for container in pod_spec["containers"]:
-            container["resources"] = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
-    return manifest
-
-
-def _bound(namespace: Namespace, job: str) -> dict[str, str]:
-    """The job's pods that are bound to a node: name -> node."""
-    return {name: pod["spec"]["nodeName"] for name, pod in namespace.pods(job).items() if pod["spec"].get("nodeName")}
 
 
 def _group_status(namespace: Namespace, name: str) -> dict[str, Any]:
@@ -86,8 +44,8 @@ def _scheduler_said(namespace: Namespace, job: str, pods: int) -> bool:
 def _never_bound_while_watched(namespace: Namespace, job: str, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        bound = _bound(namespace, job)
-        assert bound == {}, f"pods of {job} were bound while the whole group did not fit: {bound}"
+        placed = bound(namespace, job)
+        assert placed == {}, f"pods of {job} were bound while the whole group did not fit: {placed}"
         time.sleep(0.2)
 
 
@@ -103,16 +61,16 @@ def _pod_group_said(namespace: Namespace, job: str) -> dict[str, Any]:
 
 
 def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlplane: ControlPlane) -> None:
-    with cluster(controlplane, PLUGINS, nodes=2) as c:
+    with gang_cluster(controlplane, PLUGINS, nodes=2) as c:
         ns = c.namespace
         # 2 nodes of 2 CPUs: "small" (2 pods) runs, leaving 2 CPUs; "big" (4 pods) needs 4.
-        ns.apply(_job("small", ps=1, workers=1, node_label=c.node_label))
+        ns.apply(one_cpu_job("small", ps=1, workers=1, node_label=c.node_label))
         ns.wait_state("small", "Running", timeout=90)
-        assert len(_bound(ns, "small")) == 2
+        assert len(bound(ns, "small")) == 2
         wait_for(lambda: _group_status(ns, "small").get("phase") == "Running", 60,
                  "the PodGroup of small to be Running", lambda: _group_status(ns, "small"))
 
-        ns.apply(_job("big", ps=1, workers=3, node_label=c.node_label))
+        ns.apply(one_cpu_job("big", ps=1, workers=3, node_label=c.node_label))
         wait_for(lambda: _scheduler_said(ns, "big", 4), 60, "the scheduler's verdict on big's 4 pods",
                  lambda: {n: p["status"] for n, p in ns.pods("big").items()})
         _never_bound_while_watched(ns, "big", WATCH_SECONDS)
@@ -145,7 +103,7 @@ def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlpla
         # One more node of 2 CPUs: now the whole group fits, and all of it is bound.
         c.kwok.add(f"{c.kwok.names[0].rsplit('-', 1)[0]}-2")
         ns.wait_state("big", "Running", timeout=90)
-        assert set(_bound(ns, "big")) == {"big-ps-0", "big-worker-0", "big-worker-1", "big-worker-2"}
+        assert set(bound(ns, "big")) == {"big-ps-0", "big-worker-0", "big-worker-1", "big-worker-2"}
         wait_for(lambda: _group_status(ns, "big").get("phase") == "Running", 60,
                  "the PodGroup of big to be Running", lambda: _group_status(ns, "big"))
         assert ns.status("small")["state"] == "Running"
@@ -162,44 +120,44 @@ def test_a_job_that_does_not_fit_binds_no_pod_until_capacity_is_added(controlpla
         old_uid = ns.pods("small")["small-worker-0"]["metadata"]["uid"]
         ns.cp.core.delete_namespaced_pod("small-worker-0", ns.name)
         wait_for(lambda: (ns.pods("small").get("small-worker-0", {}).get("metadata", {}).get("uid") not in
-                          (None, old_uid)) and "small-worker-0" in _bound(ns, "small"), 90,
+                          (None, old_uid)) and "small-worker-0" in bound(ns, "small"), 90,
                  "a new small-worker-0 bound", lambda: ns.pods("small").get("small-worker-0", {}).get("status"))
         ns.wait_state("small", "Running", timeout=60)
         assert any(e["reason"] == "RecreatedPodGroup" for e in ns.events("small"))
 
 
-def _two_jobs_that_fit_one_at_a_time(c: Cluster) -> None:
+def _two_jobs_that_fit_one_at_a_time(c: GangCluster) -> None:
     """2 nodes of 2 CPUs; jobs a and b of 3 one-CPU pods each, applied together: 6 pods for 4 CPUs."""
     for name in ("a", "b"):
-        c.namespace.apply(_job(name, ps=1, workers=2, node_label=c.node_label))
+        c.namespace.apply(one_cpu_job(name, ps=1, workers=2, node_label=c.node_label))
 
 
 def test_two_jobs_that_fit_one_at_a_time_run_one_after_the_other_never_half(controlplane: ControlPlane) -> None:
-    with cluster(controlplane, PLUGINS, nodes=2) as c:
+    with gang_cluster(controlplane, PLUGINS, nodes=2) as c:
         ns = c.namespace
         _two_jobs_that_fit_one_at_a_time(c)
         wait_for(lambda: any(ns.status(j).get("state") == "Running" for j in ("a", "b")), 90, "one job Running",
-                 lambda: {j: (_bound(ns, j), ns.status(j).get("state")) for j in ("a", "b")})
+                 lambda: {j: (bound(ns, j), ns.status(j).get("state")) for j in ("a", "b")})
         first, second = ("a", "b") if ns.status("a").get("state") == "Running" else ("b", "a")
         wait_for(lambda: _scheduler_said(ns, second, 3), 60, f"the scheduler's verdict on {second}'s 3 pods")
         # Watched for a while: one job whole, the other with no pod bound (not 2 + 2, which would hold forever).
         _never_bound_while_watched(ns, second, WATCH_SECONDS)
-        assert len(_bound(ns, first)) == 3
+        assert len(bound(ns, first)) == 3
         assert ns.status(second)["state"] != "Running"
 
         # The first job ends (deleted): its CPUs go to the second, whole.
         ns.cp.custom.delete_namespaced_custom_object("tensorgrid.io", "v1", ns.name, "trainingjobs", first)
         ns.wait_state(second, "Running", timeout=120)
-        assert len(_bound(ns, second)) == 3
+        assert len(bound(ns, second)) == 3
 
 
 def test_without_a_gang_scheduler_the_same_two_jobs_end_half_scheduled(controlplane: ControlPlane) -> None:
     """The contrast: the default scheduler binds pod by pod, so 4 of the 6 pods are bound and a job is split."""
-    with cluster(controlplane, podgroups.GangSettings(), nodes=2) as c:
+    with gang_cluster(controlplane, podgroups.GangSettings(), nodes=2) as c:
         ns = c.namespace
         _two_jobs_that_fit_one_at_a_time(c)
-        wait_for(lambda: len(_bound(ns, "a")) + len(_bound(ns, "b")) == 4, 90, "4 pods bound",
-                 lambda: {j: _bound(ns, j) for j in ("a", "b")})
-        split = [j for j in ("a", "b") if 0 < len(_bound(ns, j)) < 3]
-        assert split, {j: _bound(ns, j) for j in ("a", "b")}
+        wait_for(lambda: len(bound(ns, "a")) + len(bound(ns, "b")) == 4, 90, "4 pods bound",
+                 lambda: {j: bound(ns, j) for j in ("a", "b")})
+        split = [j for j in ("a", "b") if 0 < len(bound(ns, j)) < 3]
+        assert split, {j: bound(ns, j) for j in ("a", "b")}
 

@@ -1,0 +1,42 @@
+"""status.progress.dataShards on a real API server: the chief's shard-service gauges, served over HTTP
+as the runtime serves them, reach the job's status (the CRD's schema keeps them) and follow the epoch.
+
+The test plays the kubelet: the pods get the IP 127.0.0.1, where the test serves the task's metrics
+page on the port the job's template declares as ``metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import metrics_pages
+from operator_cluster import Namespace, Operator, job_manifest, wait_for
+import pytest
+
+pytestmark = pytest.mark.controlplane
+
+
+def _shards(namespace: Namespace) -> Any:
+    return namespace.status("clicks").get("progress", {}).get("dataShards")
+
+
+def test_the_shard_services_epoch_and_fraction_done_reach_the_status(operator: Operator,
+                                                                    namespace: Namespace) -> None:
+    with metrics_pages.MetricsPage() as page:
+        page.gauge("tensorgrid_global_step", "global step", ["task"]).labels(task="/job:ps/replica:0/task:0").set(40)
+        epoch = page.gauge("tensorgrid_data_shards_epoch", "epoch", ["dataset"])
+        done = page.gauge("tensorgrid_data_shards_done_fraction", "fraction done", ["dataset"])
+        epoch.labels(dataset="clicks").set(0)
+        done.labels(dataset="clicks").set(0.25)
+        manifest = job_manifest("clicks", ps=1, workers=2)
+        for replica in manifest["spec"]["replicaSpecs"].values():
+            replica["template"]["spec"]["containers"][0]["ports"] = [{"name": "metrics", "containerPort": page.port}]
+        namespace.apply(manifest)
+        for name in namespace.wait_pods("clicks", {"clicks-ps-0", "clicks-worker-0", "clicks-worker-1"}):
+            namespace.set_phase(name, "Running", pod_ip="127.0.0.1")
+        wait_for(lambda: _shards(namespace) == [{"dataset": "clicks", "epoch": 0, "fractionDone": 0.25}], 30,
+                 "the shards in status.progress", lambda: namespace.status("clicks").get("progress"))
+        epoch.labels(dataset="clicks").set(1)
+        done.labels(dataset="clicks").set(0.5)
+        wait_for(lambda: _shards(namespace) == [{"dataset": "clicks", "epoch": 1, "fractionDone": 0.5}], 30,
+                 "the next epoch in status.progress", lambda: namespace.status("clicks").get("progress"))

@@ -331,7 +331,12 @@ class Promotion:
 
 
 def _variable_maker(name: str, value: np.ndarray, backend: Any) -> Callable[[], resources_lib.Variable]:
-    return lambda: resources_lib.Variable(name, value.dtype, tuple(value.shape), backend)
+    def make() -> resources_lib.Variable:
+        variable = resources_lib.Variable(name, value.dtype, tuple(value.shape), backend)
+        variable.awaits_its_op = True  # its op, on a GPU or not, takes it to its device
+        return variable
+
+    return make
 
 
 def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any, peer: ReplicaPeer,
@@ -359,7 +364,7 @@ def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any,
     for (container, name), (value, updates) in values.items():
         variable: resources_lib.Variable = resources.lookup_or_create(
             container, name, resources_lib.Variable, _variable_maker(name, value, backend))
-        variable.value = backend.asarray(value)
+        variable.value = variable.backend.asarray(value)  # a variable the graph made: on its device
         variable.updates = updates
         variable.written.wrote_whole()  # readers that kept a baseline (a saver) take it whole
         if name == "global_step":

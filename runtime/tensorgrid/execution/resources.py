@@ -31,6 +31,9 @@ class Variable:
         self.updates = 0
         self.written = written_rows.WrittenRows()
         """Which rows were written when: what an incremental checkpoint reads."""
+        self.awaits_its_op = False
+        """Made before the graph's variable op ran (loaded from a replica on the host): that op
+        moves it to its own device when it first finds it (``state_kernels._variable``)."""
 
     @property
     def initialized(self) -> bool:

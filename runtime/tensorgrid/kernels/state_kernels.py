@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
 from tensorgrid.kernels import row_writes
@@ -25,6 +27,13 @@ def _variable(k: context.KernelContext, step: context.StepContext) -> Any:
         k.attrs["container"], name, step.resources.variable_type,
         lambda: step.resources.variable_type(name, dtype, shape, k.backend),
     )
+    if getattr(variable, "awaits_its_op", False):
+        with variable.lock:
+            if variable.awaits_its_op:  # a PS's variable loaded from its replica: onto this op's device
+                if variable.value is not None and variable.backend is not k.backend:
+                    variable.value = k.backend.asarray(variable.backend.to_numpy(variable.value))
+                variable.backend = k.backend
+                variable.awaits_its_op = False
     k.state["variable"] = (step.resources, step.resources.generation, variable)
     return variable
 
@@ -135,9 +144,11 @@ def _count_up_to(k: context.KernelContext, step: context.StepContext, variable: 
     return before
 
 
-@register_kernel("IsVariableInitialized")
+# On the host, taking the variable where it is: any kind of variable (an EmbeddingVariable
+# lives on the host), and the answer is read on the host (report_uninitialized_variables).
+@register_kernel("IsVariableInitialized", host_only=True, any_input_device=True)
 def _is_initialized(k: context.KernelContext, step: context.StepContext, variable: Any) -> Any:
-    return k.xp.asarray(variable.initialized)
+    return np.asarray(variable.initialized)
 
 
 @register_kernel("UninitializedVariableNames", host_only=True)

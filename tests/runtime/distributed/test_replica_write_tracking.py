@@ -78,7 +78,8 @@ def test_training_steps_push_the_rows_written_and_the_replica_equals_the_primary
             assert replicator.push_once()
         held = _replicated(session, peer)
         for container, name, variable in resources.items():
-            np.testing.assert_array_equal(held[(container, name)][0], np.asarray(variable.value), err_msg=name)
+            np.testing.assert_array_equal(held[(container, name)][0], variable.backend.to_numpy(variable.value),
+                                              err_msg=name)
         assert int(held[next(k for k in held if k[1] == "global_step")][0]) == 4
 
 
@@ -100,4 +101,5 @@ def test_nothing_written_nothing_pushed_and_another_readers_baseline_changes_not
         assert replicator.push_once()
         pushed = {p.key[1]: p for p in peer.pushes[-1][1]}
         assert pushed["table"].rows.tolist() == [42]
-        np.testing.assert_array_equal(_replicated(session, peer)[("localhost", "table")][0], table.value)
+        np.testing.assert_array_equal(_replicated(session, peer)[("localhost", "table")][0],
+                                      table.backend.to_numpy(table.value))

@@ -43,6 +43,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                                                 "podMonitor": {"enabled": True},
                                                 "dashboard": {"enabled": True, "namespace": "tg-grafana"}}},
     "replicas-2": {"replicas": 2},
+    "leader-election": {"replicas": 2, "leaderElection": {"enabled": True, "leaseDurationSeconds": 20}},
     "gang-volcano": {"trainingPods": {"gangScheduler": "volcano"}},
     "gang-scheduler-plugins": {"trainingPods": {"gangScheduler": "scheduler-plugins",
                                                 "gangSchedulerName": "coscheduler"}},

@@ -162,10 +162,12 @@ def test_watch_namespaces_give_roles_and_peerings_per_namespace() -> None:
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": FULLNAME}
 
 
-def test_replicas_need_peering() -> None:
+def test_replicas_need_peering_or_leader_election() -> None:
     assert one(render({"replicas": 2}), "Deployment")["spec"]["replicas"] == 2
     failed = template({"replicas": 2, "peering": {"enabled": False}}, check=False)
-    assert failed.returncode != 0 and "replicas > 1 needs peering.enabled" in failed.stderr
+    assert failed.returncode != 0 and "replicas > 1 needs leaderElection.enabled or peering.enabled" in failed.stderr
+    leased = render({"replicas": 2, "peering": {"enabled": False}, "leaderElection": {"enabled": True}})
+    assert one(leased, "Deployment")["spec"]["replicas"] == 2
 
 
 def test_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:

@@ -30,6 +30,7 @@ def _chart_rules(directory: pathlib.Path) -> pathlib.Path:
                                        capture_output=True, text=True).stdout.strip()) / "helm"
     rendered = subprocess.run([str(helm), "template", "tensorgrid", str(REPO / "charts" / "tensorgrid-operator"),
                                "-n", OPERATOR_NAMESPACE, "--set", "metrics.prometheusRule.enabled=true",
+                               "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
                                "-s", "templates/prometheusrule.yaml"], check=True, capture_output=True, text=True)
     rule = next(doc for doc in yaml.safe_load_all(rendered.stdout) if doc)
     path = directory / "rules.yml"

@@ -57,6 +57,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                              f"'{defaults.peering}' if it exists, else standalone")
     parser.add_argument("--standalone", action="store_true",
                         help="no peering: for a single replica, or clusters without the peering CRDs")
+    parser.add_argument("--leader-election", default=None, metavar="LEASE",
+                        help="elect one active replica on this coordination.k8s.io Lease instead of kopf peering: "
+                             "only its holder reconciles, the others stand by (docs/operator.md, High availability)")
+    parser.add_argument("--leader-election-namespace", default=None,
+                        help="namespace of the Lease (default: $POD_NAMESPACE, the operator's own)")
+    parser.add_argument("--lease-duration-seconds", type=int, default=defaults.lease_duration_seconds,
+                        help="a Lease not renewed for this long is taken over by a standby "
+                             f"(default {defaults.lease_duration_seconds})")
     parser.add_argument("--priority", type=int, default=None,
                         help="peering priority, the highest one is active (default: random)")
     parser.add_argument("--kubeconfig", default=None,
@@ -168,11 +176,24 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> config.Settings:
                                       args.gang_status_interval_seconds, args.gang_unscheduled_seconds)
     except ValueError as e:
         parser.error(str(e))
+    lease_namespace = args.leader_election_namespace or os.environ.get("POD_NAMESPACE")
+    if args.leader_election is not None:
+        if args.peering is not None:
+            parser.error(f"--leader-election {args.leader_election} and --peering {args.peering} both elect the active "
+                         f"replica: give one of them")
+        if not lease_namespace:
+            parser.error(f"--leader-election {args.leader_election} needs --leader-election-namespace (or "
+                         f"$POD_NAMESPACE, which the chart sets): the namespace the Lease lives in")
+    if args.lease_duration_seconds < 2:
+        parser.error(f"--lease-duration-seconds {args.lease_duration_seconds} must be >= 2")
     return config.Settings(
         namespaces=tuple(args.namespaces),
         metrics_port=args.metrics_port,
         liveness_port=args.liveness_port,
-        peering=None if args.standalone else (args.peering or defaults.peering),
+        peering=None if args.standalone or args.leader_election else (args.peering or defaults.peering),
+        leader_election_lease=args.leader_election,
+        leader_election_namespace=lease_namespace if args.leader_election else None,
+        lease_duration_seconds=args.lease_duration_seconds,
         peering_required=args.peering is not None and not args.standalone,
         priority=args.priority,
         kubeconfig=args.kubeconfig,

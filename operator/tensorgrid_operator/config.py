@@ -23,6 +23,13 @@ class Settings:
     """Whether peering was asked for explicitly (``--peering``): then a missing peering object is an
     error. Otherwise the operator runs with peering only when the object exists (the chart creates it)
     and standalone when it does not, so one operator started by hand works with no flags."""
+    leader_election_lease: Optional[str] = None
+    """Name of the coordination.k8s.io Lease the replicas elect their leader on (``--leader-election``);
+    only its holder reconciles, and kopf runs standalone. ``None``: kopf peering or standalone, as above."""
+    leader_election_namespace: Optional[str] = None
+    """Namespace of that Lease (the operator's own, $POD_NAMESPACE, unless given)."""
+    lease_duration_seconds: int = 15
+    """How long a holder's Lease lasts unrenewed before another replica takes it over (client-go's 15 s)."""
     priority: Optional[int] = None
     """Peering priority (higher wins); ``None`` draws a random one so two replicas never tie."""
     kubeconfig: Optional[str] = None

@@ -38,6 +38,10 @@ ACTIVE = prometheus_client.Gauge(
     "tensorgrid_operator_active",
     "1 while this operator replica reconciles jobs; 0 while it stands by for another replica (peering).",
     registry=REGISTRY)
+LEASE_HOLDER = prometheus_client.Gauge(
+    "tensorgrid_operator_lease_holder_info",
+    "1 for the replica that holds the leader-election Lease, as this replica last read it (--leader-election).",
+    ["lease", "holder"], registry=REGISTRY)
 
 JOBS_CREATED = prometheus_client.Counter(
     "tensorgrid_operator_jobs_created_total", "TrainingJobs whose pods were first created.",

@@ -43,6 +43,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                                                 "podMonitor": {"enabled": True},
                                                 "dashboard": {"enabled": True, "namespace": "tg-grafana"}}},
     "replicas-2": {"replicas": 2},
+    "leader-election": {"replicas": 2, "leaderElection": {"enabled": True, "leaseDurationSeconds": 20}},
     "gang-volcano": {"trainingPods": {"gangScheduler": "volcano"}},
     "gang-scheduler-plugins": {"trainingPods": {"gangScheduler": "scheduler-plugins",
                                                 "gangSchedulerName": "coscheduler"}},
@@ -95,16 +96,27 @@ def values_file(values: dict[str, Any], directory: pathlib.Path) -> pathlib.Path
     return path
 
 
-def template(values: dict[str, Any], *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+# The Prometheus operator's kinds, which the chart makes only where the API server serves them
+# (test_monitoring_capabilities.py); rendering assumes a cluster that does, unless told otherwise.
+PROMETHEUS_OPERATOR_KINDS = tuple(f"monitoring.coreos.com/v1/{kind}"
+                                  for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"))
+
+
+def template(values: dict[str, Any], *extra: str, check: bool = True,
+             prometheus_operator: bool = True) -> subprocess.CompletedProcess[str]:
+    served = [arg for kind in PROMETHEUS_OPERATOR_KINDS for arg in ("--api-versions", kind)] if prometheus_operator else []
     with tempfile.TemporaryDirectory() as tmp:
         return run_helm("template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
-                        "--kube-version", KUBE_VERSION, "-f", str(values_file(values, pathlib.Path(tmp))), *extra,
-                        check=check)
+                        "--kube-version", KUBE_VERSION, "-f", str(values_file(values, pathlib.Path(tmp))), *served,
+                        *extra, check=check)
 
 
-def render(values: dict[str, Any], *extra: str, hooks: bool = False) -> list[dict[str, Any]]:
-    """The manifests the chart renders with these values, parsed: the release's objects, and its hooks if asked."""
-    manifests = [doc for doc in yaml.safe_load_all(template(values, *extra).stdout) if doc]
+def render(values: dict[str, Any], *extra: str, hooks: bool = False,
+           prometheus_operator: bool = True) -> list[dict[str, Any]]:
+    """The manifests the chart renders with these values, parsed: the release's objects, and its hooks if asked;
+    on a cluster serving the Prometheus operator's kinds unless ``prometheus_operator`` is false."""
+    output = template(values, *extra, prometheus_operator=prometheus_operator).stdout
+    manifests = [doc for doc in yaml.safe_load_all(output) if doc]
     return [m for m in manifests if hooks or not is_hook(m)]
 
 

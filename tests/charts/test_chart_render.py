@@ -6,11 +6,14 @@ import filecmp
 import json
 import pathlib
 import re
+from typing import Any
 
 import pytest
 
 from chart_support import (CHART, FULLNAME, RELEASE_NAMESPACE, ROOT, VALUE_SETS, by_kind, one, render, run_helm,
                            template, values_file)
+
+TRAININGJOB_CRD = "trainingjobs.tensorgrid.io.yaml"
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
@@ -35,7 +38,8 @@ def test_defaults() -> None:
     manifests = render({})
     kinds = sorted(m["kind"] for m in manifests)
     assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
-                     "Deployment", "Service", "ServiceAccount"]  # the operator's, and edit and view (aggregated)
+                     "CustomResourceDefinition", "Deployment", "Service",
+                     "ServiceAccount"]  # the operator's, and edit and view (aggregated); the TrainingJob CRD
     deployment = one(manifests, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -158,10 +162,12 @@ def test_watch_namespaces_give_roles_and_peerings_per_namespace() -> None:
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": FULLNAME}
 
 
-def test_replicas_need_peering() -> None:
+def test_replicas_need_peering_or_leader_election() -> None:
     assert one(render({"replicas": 2}), "Deployment")["spec"]["replicas"] == 2
     failed = template({"replicas": 2, "peering": {"enabled": False}}, check=False)
-    assert failed.returncode != 0 and "replicas > 1 needs peering.enabled" in failed.stderr
+    assert failed.returncode != 0 and "replicas > 1 needs leaderElection.enabled or peering.enabled" in failed.stderr
+    leased = render({"replicas": 2, "peering": {"enabled": False}, "leaderElection": {"enabled": True}})
+    assert one(leased, "Deployment")["spec"]["replicas"] == 2
 
 
 def test_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:
@@ -303,14 +309,15 @@ def test_dashboard_metrics_exist_in_the_code() -> None:
 
 
 def test_chart_crds_are_the_crds_of_the_repository() -> None:
-    """One source of truth: the chart's crds/ are crds/ (symbolic links), so they cannot drift."""
+    """One source of truth: the chart's CRDs are crds/ (symbolic links), so they cannot drift: the
+    TrainingJob CRD in files/ (a template of the release, test_crd_upgrade.py), kopf's in crds/."""
     source = sorted(p.name for p in (ROOT / "crds").glob("*.yaml"))
-    chart = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
-    assert chart == source, f"charts/tensorgrid-operator/crds has {chart}, crds/ has {source}"
-    for name in source:
-        assert filecmp.cmp(ROOT / "crds" / name, CHART / "crds" / name, shallow=False), (
-            f"charts/tensorgrid-operator/crds/{name} differs from crds/{name}: "
-            f"`ln -sf ../../../crds/{name} charts/tensorgrid-operator/crds/{name}`")
+    chart = {name: CHART / "crds" / name for name in sorted(p.name for p in (CHART / "crds").glob("*.yaml"))}
+    chart[TRAININGJOB_CRD] = CHART / "files" / TRAININGJOB_CRD
+    assert sorted(chart) == source, f"the chart has {sorted(chart)}, crds/ has {source}"
+    for name, path in chart.items():
+        assert path.is_symlink() and filecmp.cmp(ROOT / "crds" / name, path, shallow=False), (
+            f"{path.relative_to(ROOT)} differs from crds/{name}: `ln -sf ../../../crds/{name} {path.relative_to(ROOT)}`")
 
 
 def _documented(lines: list[str], i: int) -> bool:
@@ -352,18 +359,21 @@ def test_packaged_chart_holds_the_crds(tmp_path: pathlib.Path) -> None:
 
     (archive,) = tmp_path.glob("tensorgrid-operator-*.tgz")
     with tarfile.open(archive) as tar:
-        member = tar.getmember("tensorgrid-operator/crds/trainingjobs.tensorgrid.io.yaml")
+        member = tar.getmember(f"tensorgrid-operator/files/{TRAININGJOB_CRD}")
         assert member.isfile()
         data = tar.extractfile(member)
-        assert data is not None and data.read() == (ROOT / "crds" / "trainingjobs.tensorgrid.io.yaml").read_bytes()
+        assert data is not None and data.read() == (ROOT / "crds" / TRAININGJOB_CRD).read_bytes()
 
 
 
 
 def test_kubeflow_tfjob_ships_the_tfjob_crd_as_the_operators_own_and_turns_serving_on() -> None:
-    assert not [m for m in render({}) if m["kind"] == "CustomResourceDefinition"], "off by default"
+    def tfjob_crds(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [m for m in manifests if m["kind"] == "CustomResourceDefinition" and m["spec"]["group"] == "kubeflow.org"]
+
+    assert not tfjob_crds(render({})), "off by default"
     manifests = render(VALUE_SETS["kubeflow-tfjob"])
-    (crd,) = [m for m in manifests if m["kind"] == "CustomResourceDefinition"]
+    (crd,) = tfjob_crds(manifests)
     assert crd["metadata"]["name"] == "tfjobs.kubeflow.org"
     assert crd["metadata"]["annotations"] == {"tensorgrid.io/installed-by": "tensorgrid-operator",
                                               "helm.sh/resource-policy": "keep"}

@@ -51,7 +51,9 @@ def test_rendered_manifests_validate_on_the_api_server(controlplane: ControlPlan
 def test_install_notes_render(controlplane: ControlPlane) -> None:
     """What a user sees after `helm install`, rendered against the real API server."""
     _ensure_namespaces(controlplane, {RELEASE_NAMESPACE})
+    # Without the TrainingJob CRD, which the harness installed and owns (test_crd_upgrade.py installs the chart's).
     result = run_helm("install", "tg", str(CHART), "--dry-run=server", "--namespace", RELEASE_NAMESPACE,
-                      "--kubeconfig", controlplane.kubeconfig)
+                      "--set", "crds.install=false", "--kubeconfig", controlplane.kubeconfig)
     assert "It reconciles TrainingJobs (tensorgrid.io/v1, short name tj) in all namespaces." in result.stdout
     assert "service tg-tensorgrid-operator-metrics, port 8080" in result.stdout
+    assert "crds.install is false: this release installs no TrainingJob CRD" in result.stdout

@@ -174,10 +174,16 @@ patch one to remove the finalizer).
 {{- end }}
 {{- end }}
 
+{{/* "true" when the replicas elect the active one with kopf peering: peering.enabled, and no Lease
+leader election (leaderElection.enabled wins); "" otherwise. */}}
+{{- define "tensorgrid-operator.kopfPeering" -}}
+{{- if and .Values.peering.enabled (not .Values.leaderElection.enabled) }}true{{ end }}
+{{- end }}
+
 {{/* Validation of value combinations that cannot work. */}}
 {{- define "tensorgrid-operator.validate" -}}
-{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) }}
-{{- fail "replicas > 1 needs peering.enabled: true (otherwise every replica would act on every job)" }}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) (not .Values.leaderElection.enabled) }}
+{{- fail "replicas > 1 needs leaderElection.enabled or peering.enabled: true (otherwise every replica would act on every job)" }}
 {{- end }}
 {{- range .Values.watchNamespaces }}
 {{- if or (contains "*" .) (contains "?" .) (contains "!" .) (contains "," .) }}

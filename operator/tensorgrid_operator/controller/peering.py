@@ -20,6 +20,8 @@ def resolve_peering(settings: config.Settings) -> config.Settings:
     without an explicit ``--peering`` the operator runs standalone unless the object exists.
     """
     log = logging.getLogger("tensorgrid_operator")
+    if settings.leader_election_lease is not None:
+        return settings  # a Lease elects the active replica (controller.leadership says which)
     if settings.peering is None:
         log.info("running standalone (--standalone): this replica acts on every TrainingJob")
         return settings

@@ -31,6 +31,7 @@ from tensorgrid_operator import config
 from tensorgrid_operator.controller import activity
 from tensorgrid_operator.controller import index_readiness
 from tensorgrid_operator.controller import job_loop  # noqa: F401 - imported for kopf: it registers the job daemon
+from tensorgrid_operator.controller import leadership
 from tensorgrid_operator.controller import looplag
 from tensorgrid_operator.controller import peering
 from tensorgrid_operator.controller import state as state_lib
@@ -280,6 +281,18 @@ def run(settings: config.Settings) -> None:
     memo = state_lib.memo_for(settings)
     state = state_lib.state_of(memo)
     state.peer_identity, state.peer_priority = identity, priority
+    if settings.leader_election_lease is not None:
+        elector = leadership.wait_to_lead(settings, state, identity)
+        renewing = leadership.keep_renewing(settings, elector)
+        try:
+            _run_kopf(settings, priority, identity, memo)
+        finally:
+            leadership.step_down(elector, renewing)
+        return
+    _run_kopf(settings, priority, identity, memo)
+
+
+def _run_kopf(settings: config.Settings, priority: int, identity: str, memo: kopf.Memo) -> None:
     kopf.run(
         standalone=settings.peering is None,
         peering_name=settings.peering,

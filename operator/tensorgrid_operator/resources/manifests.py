@@ -74,6 +74,26 @@ def owner_reference(job: Mapping[str, Any]) -> Obj:
     }
 
 
+# Kubernetes' recommended labels (app.kubernetes.io/*), on every pod and Service the operator makes
+# (and their Deployments), for the tools that know no tensorgrid.io label (dashboards, cost reports,
+# policy engines). Never in a selector: the tensorgrid.io labels select, and a template's own
+# app.kubernetes.io values win on its pods.
+APP_NAME = "tensorgrid"
+MANAGED_BY = "tensorgrid-operator"
+
+
+def recommended_labels(job_name: str, component: str, app_name: str = APP_NAME) -> dict[str, str]:
+    """What the object runs (``app_name``), for which job (``instance``), in which role (``component``:
+    a replica type's task type, ``tensorboard``, ``ps-standby``), as part of tensorgrid, made by its operator."""
+    return {
+        "app.kubernetes.io/name": app_name,
+        "app.kubernetes.io/instance": job_name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": APP_NAME,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
 def replica_labels(job_name: str, key: spec_lib.ReplicaKey, chief: Optional[spec_lib.ReplicaKey]) -> dict[str, str]:
     labels = {
         spec_lib.LABEL_JOB_NAME: job_name,
@@ -255,7 +275,7 @@ def build_pod(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_lib.
     tmeta = template.get("metadata") or {}
     # Pod Security's restricted profile for every field the template leaves out (its own settings win).
     pod_spec: Obj = pod_security.with_restricted_defaults(template.get("spec") or {})
-    labels = dict(tmeta.get("labels") or {})
+    labels = {**recommended_labels(job_name, key.rtype.task_type), **(tmeta.get("labels") or {})}
     labels.update(replica_labels(job_name, key, spec_lib.chief_key(job_spec)))
     labels[spec_lib.LABEL_RESTART_EPOCH] = str(epoch)
     annotations = dict(tmeta.get("annotations") or {})
@@ -323,7 +343,8 @@ def build_service(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, key: spec_
         "metadata": {
             "name": spec_lib.pod_name(job_name, key),
             "namespace": meta["namespace"],
-            "labels": replica_labels(job_name, key, spec_lib.chief_key(job_spec)),
+            "labels": {**recommended_labels(job_name, key.rtype.task_type),
+                       **replica_labels(job_name, key, spec_lib.chief_key(job_spec))},
             "ownerReferences": [owner_reference(job)],
         },
         "spec": {

@@ -40,6 +40,7 @@ from tensorgrid_operator.resources import pod_security
 Obj = dict[str, Any]
 LABEL_STANDBY_OF = "tensorgrid.io/ps-standby-of"
 CONTAINER = "ps-standby"
+COMPONENT = "ps-standby"
 # The PS template's pod fields a standby keeps: where it may run and how it pulls its image.
 _POD_FIELDS = ("nodeSelector", "tolerations", "imagePullSecrets", "securityContext", "priorityClassName")
 _CONTAINER_FIELDS = ("image", "imagePullPolicy", "resources", "securityContext", "env")
@@ -52,10 +53,15 @@ def standby_labels(job_name: str, index: int) -> dict[str, str]:
     return {LABEL_STANDBY_OF: job_name, spec_lib.LABEL_REPLICA_INDEX: str(index)}
 
 
+def _labelled(job_name: str, index: int) -> dict[str, str]:
+    """The standby's labels and the recommended ones, on its objects and its pod (never in a selector)."""
+    return {**manifests.recommended_labels(job_name, COMPONENT), **standby_labels(job_name, index)}
+
+
 def _metadata(job: Mapping[str, Any], index: int) -> Obj:
     meta = job["metadata"]
     return {"name": ps_replication.standby_name(meta["name"], index), "namespace": meta["namespace"],
-            "labels": standby_labels(meta["name"], index), "ownerReferences": [manifests.owner_reference(job)]}
+            "labels": _labelled(meta["name"], index), "ownerReferences": [manifests.owner_reference(job)]}
 
 
 def _container(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, ps_main: Mapping[str, Any], index: int) -> Obj:
@@ -138,7 +144,7 @@ def deployment(job: Mapping[str, Any], job_spec: spec_lib.JobSpec, index: int, t
             "replicas": 1,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels},
+            "template": {"metadata": {"labels": _labelled(job_name, index)},
                          "spec": pod_security.with_restricted_defaults(pod_spec)},
         },
     }

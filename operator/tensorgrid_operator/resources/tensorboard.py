@@ -92,7 +92,8 @@ def _under(path: str, mount_path: str) -> bool:
 
 
 def _labels(job_name: str) -> dict[str, str]:
-    return {LABEL_TENSORBOARD_OF: job_name, "app.kubernetes.io/name": "tensorboard"}
+    return {**manifests.recommended_labels(job_name, "tensorboard", app_name="tensorboard"),
+            LABEL_TENSORBOARD_OF: job_name}
 
 
 def _metadata(job: Mapping[str, Any], labels: Mapping[str, str]) -> Obj:

@@ -40,6 +40,10 @@ def test_job_lifecycle(operator: Operator, namespace: Namespace) -> None:
         owner = pod["metadata"]["ownerReferences"][0]
         assert owner["kind"] == "TrainingJob" and owner["controller"] is True
     assert pods["mnist-worker-0"]["metadata"]["labels"]["tensorgrid.io/job-role"] == "chief"
+    # Kubernetes' recommended labels, as stored (tests/operator/resources/test_recommended_labels.py).
+    assert {p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods.values()} == {"ps", "worker"}
+    assert service["metadata"]["labels"]["app.kubernetes.io/instance"] == "mnist"
+    assert service["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tensorgrid-operator"
 
     # No nodes in this cluster: the scheduler says so, and the job must too.
     namespace.wait_state("mnist", "Unschedulable")

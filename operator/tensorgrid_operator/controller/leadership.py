@@ -1,0 +1,148 @@
+"""The operator under Lease leader election (``--leader-election LEASE``): only the Lease's holder runs kopf.
+
+Why it exists: ``cluster.leader_lease`` says who leads; this wires it around the operator. A replica
+first stands by until it holds the Lease: it serves /metrics (``tensorgrid_operator_active`` 0 and
+``tensorgrid_operator_lease_holder_info`` naming the holder) and its liveness endpoint, and logs who
+holds the Lease whenever that changes, so a standby says why it is idle. Holding it, it runs kopf
+(standalone: the Lease, not kopf's peering, keeps it alone) while a thread renews the Lease; a
+replica that cannot renew for ``renew_deadline`` stops at once (exit status 4, as Kubernetes'
+controllers stop on a lost lease) so that it never acts beside the next holder, and Kubernetes
+starts it again as a standby. Stopped (SIGTERM), it releases the Lease so a standby takes over within
+a retry period instead of the lease duration.
+"""
+
+from __future__ import annotations
+
+import http.server
+import logging
+import os
+import threading
+import time
+from typing import Any, Optional
+
+from tensorgrid_operator.cluster import kube
+from tensorgrid_operator.cluster import leader_lease
+from tensorgrid_operator import config
+from tensorgrid_operator import metrics
+from tensorgrid_operator.controller import state as state_lib
+
+# The exit status of a replica that lost the Lease while leading.
+EXIT_LOST_LEASE = 4
+
+log = logging.getLogger("tensorgrid_operator")
+
+
+def retry_seconds(settings: config.Settings) -> float:
+    """How often a standby tries the Lease and the holder renews it: client-go's 2 s of a 15 s lease."""
+    return settings.lease_duration_seconds * 2 / 15
+
+
+def renew_deadline_seconds(settings: config.Settings) -> float:
+    """How long the holder may fail to renew before it stops: client-go's 10 s of a 15 s lease, so it
+    stops before another replica may take the Lease over."""
+    return settings.lease_duration_seconds * 2 / 3
+
+
+class _Healthz(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        status = 200 if self.path.split("?")[0] == "/healthz" else 404
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(b"standing by for the Lease\n" if status == 200 else b"not found\n")
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        return
+
+
+def _serve_liveness(port: Optional[int]) -> Optional[http.server.ThreadingHTTPServer]:
+    """/healthz while standing by (kopf serves it once this replica leads): the probes keep a standby running."""
+    if port is None:
+        return None
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", port), _Healthz)
+    threading.Thread(target=server.serve_forever, name="standby liveness", daemon=True).start()
+    return server
+
+
+def _show_holder(lease: str, holder: str) -> None:
+    metrics.LEASE_HOLDER.clear()
+    if holder:
+        metrics.LEASE_HOLDER.labels(lease=lease, holder=holder).set(1)
+
+
+def wait_to_lead(settings: config.Settings, state: state_lib.OperatorState,
+                 identity: str) -> leader_lease.LeaseElector:
+    """Blocks until this replica holds the Lease, standing by meanwhile; returns its elector."""
+    assert settings.leader_election_lease is not None and settings.leader_election_namespace is not None
+    lease = f"{settings.leader_election_namespace}/{settings.leader_election_lease}"
+    elector = leader_lease.LeaseElector(kube.load_config(settings.kubeconfig), settings.leader_election_namespace,
+                                        settings.leader_election_lease, identity,
+                                        int(settings.lease_duration_seconds))
+    if settings.metrics_port is not None and state.metrics_server is None:
+        state.metrics_server = metrics.serve(settings.metrics_port)
+        log.info("metrics on :%d/metrics", state.metrics_server.port)
+    metrics.ACTIVE.set(0)
+    liveness = _serve_liveness(settings.liveness_port)
+    log.info("leader election on the Lease %s as %s: only its holder reconciles TrainingJobs", lease, identity)
+    said = None
+    try:
+        while True:
+            try:
+                decided = elector.attempt()
+            except Exception as e:  # noqa: BLE001 - the API server may be away for a while: try again
+                log.warning("standing by: could not read or write the Lease %s: %s", lease, e)
+            else:
+                _show_holder(lease, decided.holder)
+                if decided.lead:
+                    log.info("leading: %s %s; reconciling TrainingJobs", decided.reason, lease)
+                    return elector
+                if decided.holder != said:
+                    log.info("standing by, not reconciling: the Lease %s: %s", lease, decided.reason)
+                    said = decided.holder
+            time.sleep(retry_seconds(settings))
+    finally:
+        if liveness is not None:
+            liveness.shutdown()
+            liveness.server_close()
+
+
+def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector) -> threading.Event:
+    """Renews the Lease on a thread until the returned event is set; stops the process when the Lease is
+    lost or cannot be renewed within the renew deadline."""
+    lease = f"{elector.namespace}/{elector.name}"
+    stop = threading.Event()
+
+    def renew() -> None:
+        renewed = time.monotonic()
+        while not stop.wait(retry_seconds(settings)):
+            try:
+                decided = elector.attempt()
+            except Exception as e:  # noqa: BLE001 - retried until the deadline
+                log.warning("could not renew the Lease %s: %s", lease, e)
+            else:
+                if decided.lead:
+                    renewed = time.monotonic()
+                    continue
+                _show_holder(lease, decided.holder)
+                _lost(f"the Lease {lease} is no longer this replica's: {decided.reason}")
+            if time.monotonic() - renewed > renew_deadline_seconds(settings):
+                _lost(f"the Lease {lease} was not renewed for {renew_deadline_seconds(settings):.0f}s")
+
+    threading.Thread(target=renew, name="lease renewal", daemon=True).start()
+    return stop
+
+
+def _lost(why: str) -> None:
+    log.error("stopping at once, exit status %d: %s (Kubernetes starts this replica again, standing by)",
+              EXIT_LOST_LEASE, why)
+    metrics.ACTIVE.set(0)
+    logging.shutdown()
+    os._exit(EXIT_LOST_LEASE)
+
+
+def step_down(elector: leader_lease.LeaseElector, renewing: threading.Event) -> None:
+    """After kopf stopped: stop renewing and release the Lease, so a standby takes over at once."""
+    renewing.set()
+    if elector.release():
+        log.info("released the Lease %s/%s", elector.namespace, elector.name)
+    elector.close()

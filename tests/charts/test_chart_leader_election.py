@@ -1,0 +1,94 @@
+"""The chart's ``leaderElection``: the operator elects its active replica on a Lease, with exactly the RBAC it needs.
+
+On, the Deployment runs ``--leader-election`` in the release's namespace instead of kopf peering: no
+peering object and no kopf.dev permission, and a Role there grants what ``cluster/leader_lease.py``
+calls on Leases (derived from its code, compared both ways). On the control plane, an elector with
+the chart's ServiceAccount token creates, renews and releases the Lease under exactly that Role.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import kubernetes
+import pytest
+import yaml
+
+from chart_support import FULLNAME, RELEASE_NAMESPACE, VALUE_SETS, by_kind, one, render
+from kube_controlplane import ControlPlane
+from test_rbac import (OPERATOR, Triple, _compare, _request_of, _triple, granted, kopf_needs, operator_api_calls,
+                       operator_cluster_roles, owner_reference_needs)
+from test_uninstall import _token_kubeconfig
+
+ROLE = f"{FULLNAME}-leader-election"
+
+
+def lease_needs() -> set[Triple]:
+    """What leader_lease.py asks of the API server: each CoordinationV1Api method it calls on ``self._leases``."""
+    tree = ast.parse((OPERATOR / "cluster" / "leader_lease.py").read_text())
+    methods = {node.attr for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+               and node.value.attr == "_leases"}
+    assert methods == {"read_namespaced_lease", "create_namespaced_lease", "replace_namespaced_lease"}, methods
+    triples = {_triple(*_request_of(kubernetes.client.CoordinationV1Api, m), ("", "")) for m in methods}
+    return {t for t in triples if t is not None}
+
+
+def test_the_operator_elects_on_a_lease_instead_of_kopf_peering() -> None:
+    manifests = render(VALUE_SETS["leader-election"])
+    deployment = one(manifests, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--leader-election=tensorgrid-operator", f"--leader-election-namespace={RELEASE_NAMESPACE}",
+            "--lease-duration-seconds=20"} <= set(args)
+    assert not any(a.startswith(("--peering", "--standalone")) for a in args)
+    assert deployment["spec"]["replicas"] == 2 and "strategy" not in deployment["spec"]
+    assert not by_kind(manifests, "ClusterKopfPeering")
+    needed = operator_api_calls() | owner_reference_needs() | kopf_needs(False, peering=False)
+    _compare(granted(operator_cluster_roles(manifests)), needed, "ClusterRole")
+    role = one(manifests, "Role")
+    assert (role["metadata"]["name"], role["metadata"]["namespace"]) == (ROLE, RELEASE_NAMESPACE)
+    _compare(granted([role]), lease_needs(), "the leader-election Role")
+    assert [r.get("resourceNames") for r in role["rules"]] == [None, ["tensorgrid-operator"]]
+    binding = one(manifests, "RoleBinding")
+    assert binding["roleRef"]["name"] == ROLE and binding["subjects"][0]["name"] == FULLNAME
+    # Off (the default): kopf peering, no Role.
+    assert not by_kind(render({}), "Role") and by_kind(render({}), "ClusterKopfPeering")
+
+
+@pytest.mark.controlplane
+def test_the_charts_role_lets_the_operator_hold_and_release_its_lease(controlplane: ControlPlane,
+                                                                      tmp_path: pathlib.Path) -> None:
+    from tensorgrid_operator.cluster import kube
+    from tensorgrid_operator.cluster import leader_lease
+
+    cp = controlplane
+    if cp.kubectl("get", "namespace", RELEASE_NAMESPACE, check=False).returncode != 0:
+        cp.kubectl("create", "namespace", RELEASE_NAMESPACE)
+    objects = [m for m in render(VALUE_SETS["leader-election"])
+               if m["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    kubeconfig = tmp_path / "operator.kubeconfig"
+    _token_kubeconfig(cp, FULLNAME, kubeconfig)
+    elector = leader_lease.LeaseElector(kube.load_config(str(kubeconfig)), RELEASE_NAMESPACE, "tensorgrid-operator",
+                                        "replica-a", 20)
+    try:
+        assert elector.attempt().reason == "created the Lease"
+        assert elector.attempt().reason == "renewed the Lease"
+        assert elector.release()
+        holder = cp.kubectl("get", "lease", "tensorgrid-operator", "-n", RELEASE_NAMESPACE, "-o",
+                            "jsonpath={.spec.holderIdentity}").stdout
+        assert holder == ""
+        other = leader_lease.LeaseElector(kube.load_config(str(kubeconfig)), RELEASE_NAMESPACE, "someone-elses",
+                                          "replica-a", 20)
+        try:
+            with pytest.raises(kubernetes.client.exceptions.ApiException) as refused:
+                other.attempt()  # get and update are granted on the chart's Lease only
+            assert refused.value.status == 403
+        finally:
+            other.close()
+    finally:
+        elector.close()
+        cp.kubectl("delete", "lease", "tensorgrid-operator", "someone-elses", "-n", RELEASE_NAMESPACE,
+                   "--ignore-not-found")
+        cp.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=yaml.safe_dump_all(objects))

@@ -146,6 +146,13 @@ up() {
   # is gone for good, as a paused kind node is until the test resumes it; and the operator
   # runs on the control-plane node, as on a system node, so that losing a worker node never
   # takes the operator with it (its own pods would wait Kubernetes' 300 s to be evicted).
+  # A cluster set up by an older chart, whose TrainingJob CRD the release did not own: handed to
+  # the release as the chart's README says ("Upgrading"), or helm refuses the upgrade.
+  if [[ $reused == 1 ]] && kubectl get crd trainingjobs.tensorgrid.io > /dev/null 2>&1; then
+    kubectl label --overwrite crd trainingjobs.tensorgrid.io app.kubernetes.io/managed-by=Helm > /dev/null
+    kubectl annotate --overwrite crd trainingjobs.tensorgrid.io meta.helm.sh/release-name="$RELEASE" \
+      meta.helm.sh/release-namespace="$OPERATOR_NAMESPACE" > /dev/null
+  fi
   helm upgrade --install "$RELEASE" "$REPO/charts/tensorgrid-operator" --namespace "$OPERATOR_NAMESPACE" \
     --create-namespace --wait --timeout 5m \
     --set-json "networkPolicy.extraMetricsPeers=[{\"ipBlock\": {\"cidr\": \"$prometheus_cidr\"}}]" \

@@ -29,6 +29,7 @@ from tensorgrid.distributed import master as master_lib
 from tensorgrid.distributed.rpc import step_calls
 from tensorgrid.distributed.rpc import transport
 from tensorgrid.distributed.rpc import user_authority
+from tensorgrid.distributed.rpc.transport import call_watch
 from tensorgrid.distributed.rpc.transport import grpc_frames
 from tensorgrid.distributed.rpc.transport import peer_channel
 from tensorgrid.distributed.rpc.transport import tls
@@ -93,6 +94,9 @@ def _status(what: str, channel: peer_channel.PeerChannel, wait_for_ready: bool =
         return response
     except grpc.RpcError as e:
         if hasattr(e, "code") and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            # Silent on this connection: the next call dials again, reaching whatever the
+            # address leads to now (a replacement of a frozen peer; peer_channel.reconnect).
+            channel.reconnect()
             raise errors.UnavailableError(None, None, f"{what}: no answer within {STATUS_TIMEOUT_SECONDS:g} s") \
                 from None
         raise _as_op_error(e, what, channel) from None
@@ -231,8 +235,15 @@ class _Client:
 
     def _call_data_channel_once(self, what: str, call: step_calls.StepCall, request: message_lib.Message,
                                 tensors: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+        replaced = self._replaced_check()
         return self._reply_of(what, lambda: self._tx.call(self.host, self._data_port, call.method,
-                                                          request.SerializeToString(), tensors))
+                                                          request.SerializeToString(), tensors, replaced))
+
+    def _replaced_check(self) -> Optional[call_watch.ReplacedCheck]:
+        """For a call made now: whether the peer it reaches was replaced meanwhile (asked
+        by the call's wait when a probe of the peer's address was answered), or None
+        where this client does not know the peer's incarnation."""
+        return None
 
     def _reply_of(self, what: str, reply_of_call: Callable[[], tuple[int, bytes, list[wire.ReceivedTensor]]]
                   ) -> dict[str, Any]:
@@ -298,11 +309,32 @@ class WorkerClient(_Client):
         response = _status(f"GetStatus of {self.task} at {self.address}", self._channel, wait_for_ready)
         if not response.device:
             raise errors.InternalError(None, None, f"{self.task} reported no devices")
+        incarnation = int(response.device[0].incarnation)
+        if self._incarnation not in (0, incarnation):
+            # Another process answers at the address: pooled connections lead to the one it
+            # replaced, which may be frozen with them open (call_watch).
+            for port in {self._data_port, response.data_port} - {0}:
+                self._tx.data_client.forget(self.host, port)
         if response.data_port != self._data_port:
             self._data_port = response.data_port
             self._reachable = None
-        self._incarnation = int(response.device[0].incarnation)
+        self._incarnation = incarnation
         return self._incarnation
+
+    def _replaced_check(self) -> Optional[call_watch.ReplacedCheck]:
+        called = self._incarnation
+        if not called:
+            return None
+
+        def replaced() -> str:
+            try:
+                response = _status(f"GetStatus of {self.task} at {self.address}", self._channel)
+            except errors.OpError:
+                return ""  # no answer on gRPC either: the probe said something answers; wait on
+            now = int(response.device[0].incarnation) if response.device else called
+            return "" if now == called else (f"{self.task} at {self.address} is now another process "
+                                             f"(incarnation {now:016x}, not {called:016x})")
+        return replaced
 
     def devices(self) -> list[tuple[str, str]]:
         response = _status(f"GetStatus of {self.task}", self._channel)
@@ -376,7 +408,7 @@ class WorkerClient(_Client):
         monitoring.TENSORS_SENT.inc(len(items))
         what, port = f"PushTensors to {self.task}", self._data_port
         pending = self._tx.start_call(self.host, port, step_calls.PUSH_TENSORS.method,
-                                      request.SerializeToString(), items)
+                                      request.SerializeToString(), items, self._replaced_check())
 
         def finish() -> None:
             self._again_if_restarted(what, step_calls.PUSH_TENSORS, request, items, port,

@@ -42,6 +42,7 @@ import numpy as np
 from google.protobuf import message as message_lib
 
 from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import call_watch
 from tensorgrid.distributed.rpc.transport import data_channel
 from tensorgrid.distributed.rpc.transport import grpc_frames
 from tensorgrid.distributed.rpc.transport import tls
@@ -144,16 +145,17 @@ class Transport:
         if self.data_server is not None:
             self.data_server.serve_calls(handlers, self.pool, self.config.max_tensor_bytes)
 
-    def call(self, host: str, port: int, method: int, control: bytes,
-             tensors: Iterable[tuple[str, Any]] = ()) -> tuple[int, bytes, list[wire.ReceivedTensor]]:
+    def call(self, host: str, port: int, method: int, control: bytes, tensors: Iterable[tuple[str, Any]] = (),
+             replaced: Optional[call_watch.ReplacedCheck] = None) -> tuple[int, bytes, list[wire.ReceivedTensor]]:
         """``DataChannelClient.call`` with this transport's receive pool and limits."""
-        return self.data_client.call(host, port, method, control, tensors, self.pool, self.config.max_tensor_bytes)
+        return self.data_client.call(host, port, method, control, tensors, self.pool, self.config.max_tensor_bytes,
+                                     replaced=replaced)
 
-    def start_call(self, host: str, port: int, method: int, control: bytes,
-                   tensors: Iterable[tuple[str, Any]] = ()) -> data_channel.PendingCall:
+    def start_call(self, host: str, port: int, method: int, control: bytes, tensors: Iterable[tuple[str, Any]] = (),
+                   replaced: Optional[call_watch.ReplacedCheck] = None) -> data_channel.PendingCall:
         """``DataChannelClient.start_call`` with this transport's receive pool and limits."""
         return self.data_client.start_call(host, port, method, control, tensors, self.pool,
-                                           self.config.max_tensor_bytes)
+                                           self.config.max_tensor_bytes, replaced=replaced)
 
     def write_frames(
         self,

@@ -67,6 +67,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed.rpc.transport import buffers
+from tensorgrid.distributed.rpc.transport import call_watch
 from tensorgrid.distributed.rpc.transport import connection_slots
 from tensorgrid.distributed.rpc.transport import liveness
 from tensorgrid.distributed.rpc.transport import stream_io
@@ -470,71 +471,36 @@ class DataChannelClient:
         self._lock = threading.Lock()
 
     def call(self, host: str, port: int, method: int, control: bytes, tensors: Iterable[tuple[str, Any]],
-             pool: buffers.BufferPool, max_tensor_bytes: int) -> tuple[int, bytes, list[wire.ReceivedTensor]]:
+             pool: buffers.BufferPool, max_tensor_bytes: int, *,
+             replaced: Optional[call_watch.ReplacedCheck] = None) -> tuple[int, bytes, list[wire.ReceivedTensor]]:
         """Calls ``method`` of the data channel at ``host:port`` with ``control`` (opaque
         bytes for its handler) and ``tensors`` (sent straight from the arrays' buffers),
         and returns the reply: status (0: OK), control bytes (the error message if not
         OK) and tensors (received into arrays from ``pool``). Device arrays are staged to
         host memory from ``pool`` first. TransportError (UNAVAILABLE) if the connection
-        fails. The arrays may be reused once this returns.
+        fails, the peer stops answering, or ``replaced`` finds it replaced
+        (``call_watch``). The arrays may be reused once this returns.
         """
-        return self.start_call(host, port, method, control, tensors, pool, max_tensor_bytes).finish()
+        return self.start_call(host, port, method, control, tensors, pool, max_tensor_bytes,
+                               replaced=replaced).finish()
 
     def start_call(self, host: str, port: int, method: int, control: bytes, tensors: Iterable[tuple[str, Any]],
-                   pool: buffers.BufferPool, max_tensor_bytes: int) -> "PendingCall":
+                   pool: buffers.BufferPool, max_tensor_bytes: int, *,
+                   replaced: Optional[call_watch.ReplacedCheck] = None) -> "PendingCall":
         """``call``'s request sent; its ``finish`` waits for the reply. A thread can so
         have calls to several peers in flight at once without handing any to another
         thread (a step's pushes to each PS task). The arrays must stay unchanged until
         ``finish`` returns (a retry sends them again)."""
         headers, payloads = wire.encode_headers(pool.staged_tensors(tensors))
-        pending = PendingCall(self, (host, int(port)), method,
+        pending = PendingCall(self, self._watch(host, int(port), replaced), method,
                               [_CALL_REQUEST.pack(method, len(control), len(headers)) + control + headers, *payloads],
                               pool, max_tensor_bytes)
         pending.send(attempt=1)
         return pending
 
-    def _send_watched(self, sock: socket.socket, parts: list[Any], host: str, port: int) -> None:
-        """Sends ``parts`` (bytes, memoryviews) in order; while the peer takes none of
-        them for ``reply_probe_s``, it must answer a probe (``_check_alive``). Leaves
-        that timeout on ``sock`` for ``_await_reply``."""
-        sock.settimeout(self._liveness.reply_probe_s)
-        stalled = 0.0
-        pending = [view for view in map(stream_io.as_bytes, parts) if len(view)]
-        while pending:
-            try:
-                stream_io.send_some(sock, pending)
-                stalled = 0.0
-            except socket.timeout:
-                stalled += self._liveness.reply_probe_s
-                self._check_alive(host, port, f"the peer took no data for {stalled:.0f} s")
-
-    def _check_alive(self, host: str, port: int, symptom: str) -> None:
-        """TimeoutError naming the peer and ``symptom`` unless its data channel answers a
-        probe on a new connection within ``keepalive_timeout_s``: it is gone or frozen
-        without having closed the connection."""
-        reason = self.why_unreachable(host, port, timeout_s=self._liveness.keepalive_timeout_s)
-        if reason:
-            raise TimeoutError(f"{symptom}, and {reason}: the peer is gone or frozen")
-
-    def _await_reply(self, sock: socket.socket, host: str, port: int) -> bytes:
-        """The reply's fixed-size prefix, however long the step takes (as a gRPC call
-        without deadline), as long as the peer answers a probe on a new connection every
-        ``reply_probe_s`` (``_check_alive``; ``_send_watched`` set that timeout)."""
-        prefix = bytearray(_CALL_REPLY.size)
-        view = memoryview(prefix)
-        waited = 0.0
-        while len(view):
-            try:
-                received = sock.recv_into(view)
-            except socket.timeout:
-                waited += self._liveness.reply_probe_s
-                self._check_alive(host, port, f"no reply after {waited:.0f} s")
-                continue
-            if received == 0:
-                raise EOFError(f"connection closed with {len(view)} bytes of the reply still expected")
-            view = view[received:]
-        sock.settimeout(self._io_timeout_s)
-        return bytes(prefix)
+    def _watch(self, host: str, port: int, replaced: Optional[call_watch.ReplacedCheck]) -> call_watch.PeerWatch:
+        """The watch over a call's wait for its peer (``call_watch``)."""
+        return call_watch.PeerWatch(host, port, self.why_unreachable, self._liveness, replaced)
 
     def fetch(self, host: str, ref: tensor_pb2.DataChannelRef, into: memoryview, name: str = "") -> None:
         """Reads the payload of ``ref`` from ``host`` into ``into`` (exactly its size)."""
@@ -594,6 +560,15 @@ class DataChannelClient:
         self._checkin((host, port), sock, FETCH_MAGIC)
         return ""
 
+    def forget(self, host: str, port: int) -> None:
+        """Closes the idle pooled connections to ``host:port``: another process answers
+        there now (a new incarnation), and these lead to the one it replaced, which may
+        be frozen with its connections open, so a call on one would wait for good."""
+        with self._lock:
+            stale = [self._idle.pop((host, port, magic), []) for magic in (FETCH_MAGIC, CALL_MAGIC)]
+        for sock in (sock for sockets in stale for sock in sockets):
+            sock.close()
+
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, {}
@@ -642,10 +617,11 @@ class DataChannelClient:
 class PendingCall:
     """A data channel call whose request went out (``DataChannelClient.start_call``)."""
 
-    def __init__(self, client: DataChannelClient, address: tuple[str, int], method: int, parts: list[Any],
+    def __init__(self, client: DataChannelClient, watch: call_watch.PeerWatch, method: int, parts: list[Any],
                  pool: buffers.BufferPool, max_tensor_bytes: int) -> None:
         self._client = client
-        self._address = address
+        self._watch = watch
+        self._address = (watch.host, watch.port)
         self._method = method
         self._parts = parts
         self._pool = pool
@@ -657,10 +633,9 @@ class PendingCall:
     def send(self, attempt: int) -> None:
         """Sends the request on a pooled connection (attempt 1) or a new one (2); a
         failure to send is kept for ``finish``, which retries or raises it."""
-        client, (host, port) = self._client, self._address
-        self._sock, self._reused = client._checkout(self._address, CALL_MAGIC, fresh=attempt == 2)
+        self._sock, self._reused = self._client._checkout(self._address, CALL_MAGIC, fresh=attempt == 2)
         try:
-            client._send_watched(self._sock, self._parts, host, port)
+            self._watch.send(self._sock, self._parts)
         except (OSError, EOFError) as e:
             self._sock.close()
             self._failure = e
@@ -675,7 +650,8 @@ class PendingCall:
             try:
                 if self._failure is not None:
                     raise self._failure
-                code, control_bytes, header_bytes = _CALL_REPLY.unpack(client._await_reply(sock, host, port))
+                prefix = self._watch.await_reply(sock, _CALL_REPLY.size, client._io_timeout_s)
+                code, control_bytes, header_bytes = _CALL_REPLY.unpack(prefix)
                 replied = True
                 reply = stream_io.recv_exact(sock, control_bytes)
                 received = _receive_tensors(sock, stream_io.recv_exact(sock, header_bytes), self._pool,

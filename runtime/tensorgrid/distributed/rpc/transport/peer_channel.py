@@ -90,6 +90,23 @@ class PeerChannel:
         finally:
             self._end_call(current)
 
+    def reconnect(self) -> None:
+        """Opens a new channel for the calls from now on; the current one keeps the calls
+        begun on it and is closed when the last of them ends. For a peer that stopped
+        answering on its connection without closing it (a frozen process): gRPC keeps such
+        a connection (its keepalive did not drop it), while the peer's address may now lead
+        to its replacement, which only a new connection reaches."""
+        retired: Optional[_Channel] = None
+        with self._lock:
+            if self._closed:
+                return
+            retired, self._current = self._current, self._open()
+            if retired.calls:
+                self._replaced.append(retired)
+                retired = None
+        if retired is not None:
+            retired.channel.close()
+
     def _end_call(self, channel: _Channel) -> None:
         with self._lock:
             channel.calls -= 1

@@ -61,6 +61,10 @@ _PROBE_WINDOW = 8
 """How many slots a key not found in its home slot reads at once."""
 _SHARED_PROBE_MIN = 1024
 """From how many keys ``KeyIndex.find`` probes each distinct key of a batch once (below, every key)."""
+_SHARED_PROBE_MAX_SHARE = 0.75
+"""Past this share of distinct keys in a batch, ``KeyIndex.find`` probes the next big batches key by key..."""
+_SHARED_PROBE_RECHECK = 16
+"""...until this many have gone by; then it shares probes again, and measures the share again."""
 _SHARED_PROBE_MAX_BITS = 20
 """The largest scratch array of ``KeyIndex.find``: 2**20 positions (8 MiB), for batches of 256K ids or more."""
 
@@ -93,6 +97,10 @@ class KeyIndex:
 
     def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
         self._allocate(16)
+        self._distinct_share = 0.0
+        """The share of keys probed in the last batch ``find`` shared probes in (1.0: all distinct)."""
+        self._plain_batches = 0
+        """Big batches ``find`` has probed key by key since then."""
         if keys is not None and len(keys):
             self.insert(np.asarray(keys, np.int64), np.asarray(values, np.int64))
 
@@ -156,6 +164,11 @@ class KeyIndex:
         keys = np.ascontiguousarray(keys, np.int64).reshape(-1)
         if len(keys) < _SHARED_PROBE_MIN:
             return self._probe(keys)[1]
+        if self._distinct_share > _SHARED_PROBE_MAX_SHARE and self._plain_batches < _SHARED_PROBE_RECHECK:
+            # Batches of mostly distinct keys gain nothing from sharing probes and pay for its scratch
+            # array (about 15% more per batch): they are probed key by key until the next recheck.
+            self._plain_batches += 1
+            return self._probe(keys)[1]
         mixed = _mixed(keys)
         positions = np.arange(len(keys), dtype=np.int64)
         scratch_bits = min(_SHARED_PROBE_MAX_BITS, (4 * len(keys) - 1).bit_length())
@@ -164,6 +177,7 @@ class KeyIndex:
         last_writer[entry] = positions
         writer = np.take(last_writer, entry)
         probed = np.flatnonzero((writer == positions) | (np.take(keys, writer) != keys))
+        self._distinct_share, self._plain_batches = len(probed) / len(keys), 0
         found = np.empty(len(keys), np.int64)
         found[probed] = self._probe(keys[probed], _top_bits(mixed[probed], self._bits))[1]
         answered_by = writer

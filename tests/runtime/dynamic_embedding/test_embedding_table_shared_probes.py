@@ -97,3 +97,19 @@ def test_a_restored_table_answers_a_big_batch_as_the_saved_one_did() -> None:
     np.testing.assert_array_equal(restored.gather(batches[2], count=True), saved.gather(batches[2], count=True))
     for got, expected in zip(restored.export(["Adagrad"]), saved.export(["Adagrad"])):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_batches_of_distinct_keys_are_probed_key_by_key_until_repeated_keys_come_back() -> None:
+    rng = np.random.default_rng(17)
+    stored = rng.integers(-2**63, 2**63 - 1, 40_000, dtype=np.int64)
+    index = embedding_variable_kernels.KeyIndex(stored, np.arange(len(stored), dtype=np.int64))
+    recheck = embedding_variable_kernels._SHARED_PROBE_RECHECK
+    for round_ in range(recheck + 2):  # distinct keys: one shared batch, then key by key, then a recheck
+        batch = rng.permutation(len(stored))[:BATCH]
+        np.testing.assert_array_equal(index.find(stored[batch]), batch)
+        assert index._plain_batches == (round_ % (recheck + 1))
+    repeated = (rng.zipf(1.2, BATCH) - 1) % len(stored)
+    for _ in range(recheck + 2):  # repeated keys: shared again from the next recheck on
+        np.testing.assert_array_equal(index.find(stored[repeated]), repeated)
+    assert index._distinct_share < embedding_variable_kernels._SHARED_PROBE_MAX_SHARE
+    assert index._plain_batches == 0

@@ -59,6 +59,28 @@ _EMPTY, _DELETED = -1, -2
 """The value of a slot that holds no key: never used, or its key removed (values stored are >= 0)."""
 _PROBE_WINDOW = 8
 """How many slots a key not found in its home slot reads at once."""
+_SHARED_PROBE_MIN = 1024
+"""From how many keys ``KeyIndex.find`` probes each distinct key of a batch once (below, every key)."""
+_SHARED_PROBE_MAX_SHARE = 0.75
+"""Past this share of distinct keys in a batch, ``KeyIndex.find`` probes the next big batches key by key..."""
+_SHARED_PROBE_RECHECK = 16
+"""...until this many have gone by; then it shares probes again, and measures the share again."""
+_SHARED_PROBE_MAX_BITS = 20
+"""The largest scratch array of ``KeyIndex.find``: 2**20 positions (8 MiB), for batches of 256K ids or more."""
+
+
+def _mixed(keys: np.ndarray) -> np.ndarray:
+    """Fibonacci hashing's product ``key * 0x9E3779B97F4A7C15`` (uint64, wrapping) of each key."""
+    with np.errstate(over="ignore"):
+        mixed: np.ndarray = np.ascontiguousarray(keys, np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return mixed
+
+
+def _top_bits(mixed: np.ndarray, bits: int) -> np.ndarray:
+    """The top ``bits`` bits of each of the products ``mixed`` (shifted in place), as int64s."""
+    mixed >>= np.uint64(64 - bits)
+    top: np.ndarray = mixed.view(np.int64)  # below 2**bits: the same value as an int64, without a copy
+    return top
 
 
 class KeyIndex:
@@ -75,6 +97,10 @@ class KeyIndex:
 
     def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
         self._allocate(16)
+        self._distinct_share = 0.0
+        """The share of keys probed in the last batch ``find`` shared probes in (1.0: all distinct)."""
+        self._plain_batches = 0
+        """Big batches ``find`` has probed key by key since then."""
         if keys is not None and len(keys):
             self.insert(np.asarray(keys, np.int64), np.asarray(values, np.int64))
 
@@ -89,19 +115,16 @@ class KeyIndex:
         return self._count
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            mixed = np.ascontiguousarray(keys, np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        mixed >>= np.uint64(64 - self._bits)
-        home: np.ndarray = mixed.view(np.int64)  # below 2**bits: the same value as an int64, without a copy
-        return home
+        return _top_bits(_mixed(keys), self._bits)
 
-    def _probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _probe(self, keys: np.ndarray, home: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(the slot holding each of ``keys``, its value), -1 and -1 for a key not in the table.
 
         A key's search ends at its slot or at an empty one. The first round reads each key's home
-        slot (most keys are there); the keys left read the next ``_PROBE_WINDOW`` slots at once (one
-        or two cache lines), so a batch takes a few rounds of numpy calls, not one per probe."""
-        slots = self._home(keys)
+        slot (``home``, if the caller has them; most keys are there); the keys left read the next
+        ``_PROBE_WINDOW`` slots at once (one or two cache lines), so a batch takes a few rounds of
+        numpy calls, not one per probe."""
+        slots = self._home(keys) if home is None else home
         # numpy's fancy indexing of 2-D rows is several times slower than take.
         pairs = np.take(self._slots, slots, axis=0)
         values = pairs[:, 1]
@@ -129,8 +152,38 @@ class KeyIndex:
         return found_slots, found_values
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The value of each of ``keys``; -1 for a key not in the table."""
-        return self._probe(keys)[1]
+        """The value of each of ``keys``; -1 for a key not in the table.
+
+        A batch of ``_SHARED_PROBE_MIN`` keys or more probes each distinct key about once: the ids of
+        a training batch repeat (a Zipf batch of 16,384 holds about 4,300 distinct ids), and probing
+        the table is the costly part, a random memory access per key. A small scratch array, addressed
+        by other bits of the key's hash, takes each id's position (the last writer wins); an id whose
+        scratch entry holds a position of the same key copies that position's answer, and every other
+        id (the writer itself, or a key that shares the entry with another) is probed. Unlike
+        ``np.unique``, this costs no sort."""
+        keys = np.ascontiguousarray(keys, np.int64).reshape(-1)
+        if len(keys) < _SHARED_PROBE_MIN:
+            return self._probe(keys)[1]
+        if self._distinct_share > _SHARED_PROBE_MAX_SHARE and self._plain_batches < _SHARED_PROBE_RECHECK:
+            # Batches of mostly distinct keys gain nothing from sharing probes and pay for its scratch
+            # array (about 15% more per batch): they are probed key by key until the next recheck.
+            self._plain_batches += 1
+            return self._probe(keys)[1]
+        mixed = _mixed(keys)
+        positions = np.arange(len(keys), dtype=np.int64)
+        scratch_bits = min(_SHARED_PROBE_MAX_BITS, (4 * len(keys) - 1).bit_length())
+        entry = _top_bits(mixed.copy(), scratch_bits)
+        last_writer = np.empty(1 << scratch_bits, np.int64)
+        last_writer[entry] = positions
+        writer = np.take(last_writer, entry)
+        probed = np.flatnonzero((writer == positions) | (np.take(keys, writer) != keys))
+        self._distinct_share, self._plain_batches = len(probed) / len(keys), 0
+        found = np.empty(len(keys), np.int64)
+        found[probed] = self._probe(keys[probed], _top_bits(mixed[probed], self._bits))[1]
+        answered_by = writer
+        answered_by[probed] = probed
+        values: np.ndarray = np.take(found, answered_by)
+        return values
 
     def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
         """Adds ``keys`` (unique, none in the table yet) with their ``values`` (>= 0)."""

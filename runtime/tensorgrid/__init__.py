@@ -31,7 +31,7 @@ from tensorgrid.framework.indexed_slices import (
 from tensorgrid.framework.sparse_tensor import SparseTensor, SparseTensorValue
 from tensorgrid.framework.dtypes import (
     DType, as_dtype, bool_ as bool, double, float16, float32, float32_ref, float64, float64_ref, half,
-    int32, int32_ref, int64, int64_ref, resource, string, uint8, uint16, uint32, uint64,
+    int8, int16, int32, int32_ref, int64, int64_ref, resource, string, uint8, uint16, uint32, uint64,
 )
 from tensorgrid.framework.graph import (
     Graph, GraphKeys, Operation, Tensor, get_default_graph, get_default_session, reset_default_graph,
@@ -66,7 +66,7 @@ from tensorgrid.ops.init_ops import (
     variance_scaling_initializer, zeros_initializer,
 )
 from tensorgrid.ops.math_ops import (
-    abs, add, add_n, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
+    abs, add, add_n, arg_max, arg_min, argmax, argmin, cast, div, divide, equal, exp, floordiv, floormod, greater,
     greater_equal, less, less_equal, log, logical_and, logical_not, logical_or, matmul, maximum, minimum,
     mod, multiply, negative, not_equal, pow, range, reciprocal, reduce_max, reduce_mean, reduce_min, reduce_prod,
     reduce_sum, rsqrt, sign, sqrt, square, subtract, to_double, to_float, to_int32, to_int64, truediv,

@@ -8,6 +8,7 @@ from tensorgrid.estimator.canned.dnn import DNNClassifier, DNNRegressor
 from tensorgrid.estimator.canned.dnn_linear_combined import DNNLinearCombinedClassifier, DNNLinearCombinedRegressor
 from tensorgrid.estimator.canned.linear import LinearClassifier, LinearRegressor
 from tensorgrid.estimator import export
+from tensorgrid.estimator import inputs
 from tensorgrid.estimator.estimator import Estimator
 from tensorgrid.estimator.exporter import Exporter, FinalExporter, LatestExporter
 from tensorgrid.estimator.model_fn import EstimatorSpec, ModeKeys
@@ -19,5 +20,5 @@ from tensorgrid.estimator.warm_starting import WarmStartSettings
 __all__ = [
     "DNNClassifier", "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNRegressor", "Estimator",
     "EstimatorSpec", "EvalSpec", "Exporter", "FinalExporter", "LatestExporter", "LinearClassifier", "LinearRegressor", "ModeKeys", "RunConfig", "TrainSpec",
-    "VocabInfo", "WarmStartSettings", "export", "train_and_evaluate",
+    "VocabInfo", "WarmStartSettings", "export", "inputs", "train_and_evaluate",
 ]

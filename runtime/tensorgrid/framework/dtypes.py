@@ -95,6 +95,8 @@ float32 = DType("float32", np.float32, False, 1)
 float64 = DType("float64", np.float64, False, 2)
 int32 = DType("int32", np.int32, False, 3)
 int64 = DType("int64", np.int64, False, 9)
+int8 = DType("int8", np.int8, False, 6)
+int16 = DType("int16", np.int16, False, 5)
 uint8 = DType("uint8", np.uint8, False, 4)
 uint16 = DType("uint16", np.uint16, False, 17)
 uint32 = DType("uint32", np.uint32, False, 22)
@@ -107,7 +109,7 @@ resource = DType("resource", np.object_, False, 20)
 half = float16
 double = float64
 
-_NUMERIC = (float16, float32, float64, int32, int64, uint8, uint16, uint32, uint64, bool_)
+_NUMERIC = (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_)
 _BASES = (*_NUMERIC, string, resource)
 _REF_BY_BASE = {b: DType(b.name + "_ref", b.as_numpy_dtype, True, b.enum + 100) for b in _BASES}
 _BASE_BY_REF = {r: b for b, r in _REF_BY_BASE.items()}

@@ -345,6 +345,18 @@ def argmin(input: Any, axis: Any = None, name: Optional[str] = None, dimension: 
     return _arg_reduce("ArgMin", input, axis if axis is not None else dimension, name, output_type)
 
 
+def arg_max(input: Any, dimension: Any, output_type: Any = dtypes.int64,  # noqa: A002
+            name: Optional[str] = None) -> graph_lib.Tensor:
+    """TF1's raw ``ArgMax`` op (``tf.arg_max``): ``argmax`` with the op's own argument order."""
+    return _arg_reduce("ArgMax", input, dimension, name, output_type)
+
+
+def arg_min(input: Any, dimension: Any, output_type: Any = dtypes.int64,  # noqa: A002
+            name: Optional[str] = None) -> graph_lib.Tensor:
+    """TF1's raw ``ArgMin`` op (``tf.arg_min``): ``argmin`` with the op's own argument order."""
+    return _arg_reduce("ArgMin", input, dimension, name, output_type)
+
+
 def _arg_reduce(op_type: str, input_tensor: Any, axis: Any, name: Optional[str], output_type: Any) -> graph_lib.Tensor:
     x = op_util.to_tensor(input_tensor)
     out = dtypes.as_dtype(output_type)

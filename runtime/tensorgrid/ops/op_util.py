@@ -111,7 +111,8 @@ def check_dtype_in(op_type: str, t: graph_lib.Tensor, allowed: Sequence[dtypes.D
 
 
 FLOATS = (dtypes.float16, dtypes.float32, dtypes.float64)
-NUMBERS = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint8)
+NUMBERS = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
+           dtypes.uint8)
 INDICES = (dtypes.int32, dtypes.int64)
 
 

@@ -8,6 +8,8 @@ its tag is its name prefixed by the enclosing name scopes, as in TF1.
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import dtypes
@@ -20,6 +22,18 @@ for _op_type in ("ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSumm
     op_registry.register_op(_op_type)
     op_registry.NotDifferentiable(_op_type)
 
+_INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w.]")
+
+
+def _clean_tag(name: str) -> str:
+    """``name`` as a valid tag and scope name, as TF1's summaries make it: each character other than
+    a word character, ``-``, ``/`` and ``.`` becomes ``_`` and leading slashes go (``var.name``,
+    ``"W1:0"``, gives ``"W1_0"``)."""
+    cleaned = _INVALID_TAG_CHARACTERS.sub("_", name).lstrip("/")
+    if cleaned != name:
+        logging.getLogger(__name__).info("Summary name %s is illegal; using %s instead.", name, cleaned)
+    return cleaned
+
 
 def _scoped_summary(op_type: str, t: graph_lib.Tensor, name: str, family: Optional[str],
                     collections: Optional[Sequence[str]], extra_inputs: Sequence[Any] = (),
@@ -29,6 +43,8 @@ def _scoped_summary(op_type: str, t: graph_lib.Tensor, name: str, family: Option
     if not isinstance(name, str) or not name:
         raise ValueError(f"A summary needs a non-empty name, got {name!r}")
     graph = t.graph
+    name = _clean_tag(name)
+    family = _clean_tag(family) if family else family
     with graph.name_scope(f"{family}/{name}" if family else name) as scope:
         tag = f"{family}/{scope.rstrip('/')}" if family else scope.rstrip("/")
         inputs = [t] + [op_util.to_tensor(value, dtypes.float32) for value in extra_inputs]

@@ -14,6 +14,8 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DT_DOUBLE: _ClassVar[DataType]
     DT_INT32: _ClassVar[DataType]
     DT_UINT8: _ClassVar[DataType]
+    DT_INT16: _ClassVar[DataType]
+    DT_INT8: _ClassVar[DataType]
     DT_STRING: _ClassVar[DataType]
     DT_INT64: _ClassVar[DataType]
     DT_BOOL: _ClassVar[DataType]
@@ -26,6 +28,8 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DT_DOUBLE_REF: _ClassVar[DataType]
     DT_INT32_REF: _ClassVar[DataType]
     DT_UINT8_REF: _ClassVar[DataType]
+    DT_INT16_REF: _ClassVar[DataType]
+    DT_INT8_REF: _ClassVar[DataType]
     DT_STRING_REF: _ClassVar[DataType]
     DT_INT64_REF: _ClassVar[DataType]
     DT_BOOL_REF: _ClassVar[DataType]
@@ -39,6 +43,8 @@ DT_FLOAT: DataType
 DT_DOUBLE: DataType
 DT_INT32: DataType
 DT_UINT8: DataType
+DT_INT16: DataType
+DT_INT8: DataType
 DT_STRING: DataType
 DT_INT64: DataType
 DT_BOOL: DataType
@@ -51,6 +57,8 @@ DT_FLOAT_REF: DataType
 DT_DOUBLE_REF: DataType
 DT_INT32_REF: DataType
 DT_UINT8_REF: DataType
+DT_INT16_REF: DataType
+DT_INT8_REF: DataType
 DT_STRING_REF: DataType
 DT_INT64_REF: DataType
 DT_BOOL_REF: DataType

@@ -33,13 +33,14 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Callable, Optional
+
+from tensorgrid.distributed.rpc.ports import free_ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "tests", "runtime", "support", "ps_failover_program.py")
@@ -48,16 +49,6 @@ WARM_STEPS = 50
 # After a join or a leave is done, the stretch in which its pause is still looked for.
 SETTLE_SECONDS = 2.0
 EVENT_TIMEOUT_SECONDS = 120.0
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    found = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return found
 
 
 class Job:

@@ -23,26 +23,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Optional
 
+from tensorgrid.distributed.rpc.ports import free_ports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "tests", "runtime", "support", "ps_failover_program.py")
 REPORT = re.compile(r"worker:0 global step (\d+) examples (\d+) at ([\d.]+)")
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    found = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return found
 
 
 class Job:

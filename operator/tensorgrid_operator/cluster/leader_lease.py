@@ -115,21 +115,30 @@ class LeaseElector:
             return Verdict(False, "", "another replica wrote the Lease first")
         return decided
 
-    def release(self) -> bool:
+    def release(self) -> Optional[str]:
         """Hands the Lease back (an empty holder) if this replica holds it, so another takes over at once
-        instead of after the lease duration; whether it did. Errors are left to the Lease's expiry."""
-        try:
-            lease = self._read()
-            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return False
-            spec = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace,
-                                 "resourceVersion": lease["metadata"]["resourceVersion"]}, "spec": spec}
-            self._leases.replace_namespaced_lease(self.name, self.namespace, body, _preload_content=False).read()
-            return True
-        except (kube_exceptions.ApiException, OSError):
-            return False
+        instead of after the lease duration. None when it did, else why not: errors are left to the
+        Lease's expiry. A write another beat (409) is read again and retried a few times."""
+        for _ in range(3):
+            try:
+                lease = self._read()
+                if lease is None:
+                    return "there is no Lease"
+                holder = (lease.get("spec") or {}).get("holderIdentity")
+                if holder != self.identity:
+                    return f"{holder or 'nobody'} holds it"
+                spec = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+                body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": self.name, "namespace": self.namespace,
+                                     "resourceVersion": lease["metadata"]["resourceVersion"]}, "spec": spec}
+                self._leases.replace_namespaced_lease(self.name, self.namespace, body, _preload_content=False).read()
+                return None
+            except kube_exceptions.ApiException as e:
+                if e.status != 409:
+                    return f"the API server answered {e.status} {e.reason}"
+            except OSError as e:
+                return f"the API server is unreachable: {e}"
+        return "the Lease kept changing under the release (409 Conflict)"
 
     def _read(self) -> Optional[Obj]:
         try:

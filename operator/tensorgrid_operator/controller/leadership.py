@@ -106,9 +106,21 @@ def wait_to_lead(settings: config.Settings, state: state_lib.OperatorState,
             liveness.server_close()
 
 
-def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector) -> threading.Event:
-    """Renews the Lease on a thread until the returned event is set; stops the process when the Lease is
-    lost or cannot be renewed within the renew deadline."""
+class Renewal:
+    """The thread renewing the Lease: stopped (and waited for) before the Lease is released, so that a
+    renewal in flight cannot change the Lease under the release."""
+
+    def __init__(self, stop: threading.Event, thread: threading.Thread) -> None:
+        self._stop, self._thread = stop, thread
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+
+def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector) -> Renewal:
+    """Renews the Lease on a thread until stopped; stops the process when the Lease is lost or cannot be
+    renewed within the renew deadline."""
     lease = f"{elector.namespace}/{elector.name}"
     stop = threading.Event()
 
@@ -128,8 +140,9 @@ def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector)
             if time.monotonic() - renewed > renew_deadline_seconds(settings):
                 _lost(f"the Lease {lease} was not renewed for {renew_deadline_seconds(settings):.0f}s")
 
-    threading.Thread(target=renew, name="lease renewal", daemon=True).start()
-    return stop
+    thread = threading.Thread(target=renew, name="lease renewal", daemon=True)
+    thread.start()
+    return Renewal(stop, thread)
 
 
 def _lost(why: str) -> None:
@@ -140,9 +153,15 @@ def _lost(why: str) -> None:
     os._exit(EXIT_LOST_LEASE)
 
 
-def step_down(elector: leader_lease.LeaseElector, renewing: threading.Event) -> None:
-    """After kopf stopped: stop renewing and release the Lease, so a standby takes over at once."""
-    renewing.set()
-    if elector.release():
-        log.info("released the Lease %s/%s", elector.namespace, elector.name)
+def step_down(settings: config.Settings, elector: leader_lease.LeaseElector, renewing: Renewal) -> None:
+    """After kopf stopped: stop renewing (waiting out a renewal in flight) and release the Lease, so a
+    standby takes over at once; a release that fails leaves the Lease to expire, and says so."""
+    renewing.stop(timeout=renew_deadline_seconds(settings))
+    lease = f"{elector.namespace}/{elector.name}"
+    why = elector.release()
+    if why is None:
+        log.info("released the Lease %s", lease)
+    else:
+        log.warning("did not release the Lease %s (%s): a standby takes over once it expires, after %ss",
+                    lease, why, settings.lease_duration_seconds)
     elector.close()

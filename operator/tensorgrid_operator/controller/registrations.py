@@ -287,7 +287,7 @@ def run(settings: config.Settings) -> None:
         try:
             _run_kopf(settings, priority, identity, memo)
         finally:
-            leadership.step_down(elector, renewing)
+            leadership.step_down(settings, elector, renewing)
         return
     _run_kopf(settings, priority, identity, memo)
 

@@ -134,7 +134,7 @@ def test_a_standby_takes_an_unrenewed_lease_over_only_once_it_expired(controlpla
         assert _holder(controlplane, lease_namespace.name) == "standby"
         lost = holder.attempt()
         assert not lost.lead and lost.holder == "standby"
-        assert standby.release() and not holder.release()
+        assert standby.release() is None and holder.release() == "nobody holds it"
         assert holder.attempt().lead, "a released Lease is taken at once"
     finally:
         holder.close()

@@ -132,6 +132,10 @@ def as_dtype(type_value: Any) -> DType:
     """Converts a DType, name, enum, numpy dtype or python type into a ``DType``."""
     if isinstance(type_value, DType):
         return type_value
+    if isinstance(type_value, np.dtype):  # the common case (every tensor's dtype): one lookup
+        found = _BY_NUMPY.get(type_value)
+        if found is not None:
+            return found
     if isinstance(type_value, str):
         if type_value in _BY_NAME:
             return _BY_NAME[type_value]

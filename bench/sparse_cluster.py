@@ -76,7 +76,7 @@ def run_task(variant: str, model: str, rows: int, job: str, index: int, cluster_
     with tf.device(tf.train.replica_device_setter(worker_device=f"/job:worker/task:{index}", cluster=cluster)):
         feeds, loss, batches = sparse_training.build(tf, model, rows, stream=index)
         global_step = tf.train.get_or_create_global_step()
-        train_op = tf.train.AdagradOptimizer(sparse_training.LEARNING_RATE).minimize(loss, global_step=global_step)
+        train_op = sparse_training.train_op(tf, model, loss, global_step)
     feed_dicts = [dict(zip(feeds, batch)) for batch in batches]
     run_dir = pathlib.Path(run_dir_name)
     profile_dir = os.environ.get(PROFILE_ENV, "") if index == 0 else ""

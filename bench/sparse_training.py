@@ -6,6 +6,8 @@ Two models, each built the same way on both libraries:
   embedding table and a ``--rows`` x 1 wide table, each ``fixed_size_partitioner(2)``, 4 ids
   per example drawn with a heavy head, a 256-64-1 deep network, a wide
   ``embedding_lookup_sparse``, Adagrad), batch 256;
+- ``wide_deep_ftrl``: ``wide_deep`` with FTRL on the wide table and Adagrad on the rest, as
+  TF1's canned wide-and-deep model trains (issue 26's third case);
 - ``dlrm_like``: 26 categorical features, each with its own 16-wide table (sizes spaced
   geometrically from 1,000 to ``--rows`` rows; tables of 100,000 rows or more are
   ``fixed_size_partitioner(2)``), 13 dense features through a 13-64-16 bottom MLP, the 27
@@ -55,7 +57,7 @@ import sparse_cluster  # the distributed case
 RESULTS = BENCH / "results" / "sparse_training.json"
 BACKENDS = ("tensorgrid", "tensorflow")
 THREADS = ("default", "1thread")
-MODELS = ("wide_deep", "dlrm_like")
+MODELS = ("wide_deep", "wide_deep_ftrl", "dlrm_like")
 DATA_BATCHES = 16
 WARMUP_STEPS = 20
 LEARNING_RATE = 0.05
@@ -126,7 +128,7 @@ def dlrm_batches(largest: int, count: int, stream: int = 0) -> list[tuple[np.nda
 
 def build(tf: Any, model: str, rows: int, stream: int = 0) -> tuple[list[Any], Any, list[tuple[np.ndarray, ...]]]:
     """The model's feeds and loss, and ``DATA_BATCHES`` batches of data stream ``stream`` (a worker's)."""
-    if model == "wide_deep":
+    if model in ("wide_deep", "wide_deep_ftrl"):
         import wide_deep_click
 
         ids, cross, clicks, loss = wide_deep_click.build_model(tf, 0, vocabulary=rows)
@@ -138,6 +140,18 @@ def build(tf: Any, model: str, rows: int, stream: int = 0) -> tuple[list[Any], A
     raise ValueError(f"unknown model {model!r}: expected one of {MODELS}")
 
 
+def train_op(tf: Any, model: str, loss: Any, global_step: Any = None) -> Any:
+    """The model's training op: Adagrad on every variable, or for ``wide_deep_ftrl`` FTRL on the wide
+    table (``wide_weights``) and Adagrad on the rest, the global step counted once."""
+    if model != "wide_deep_ftrl":
+        return tf.train.AdagradOptimizer(LEARNING_RATE).minimize(loss, global_step=global_step)
+    trainable = tf.trainable_variables()
+    wide = [v for v in trainable if v.op.name.startswith("wide_weights")]
+    deep = [v for v in trainable if not v.op.name.startswith("wide_weights")]
+    return tf.group(tf.train.FtrlOptimizer(LEARNING_RATE, l1_regularization_strength=0.001).minimize(loss, var_list=wide),
+                    tf.train.AdagradOptimizer(LEARNING_RATE).minimize(loss, global_step=global_step, var_list=deep))
+
+
 # ----------------------------------------------------------------------------- one run (a child process)
 
 def run_inprocess(backend: str, model: str, threads: str, rows: int, steps: int) -> dict[str, Any]:
@@ -147,17 +161,17 @@ def run_inprocess(backend: str, model: str, threads: str, rows: int, steps: int)
         config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
     with tf.Graph().as_default():
         feeds, loss, batches = build(tf, model, rows)
-        train_op = tf.train.AdagradOptimizer(LEARNING_RATE).minimize(loss)
+        step_op = train_op(tf, model, loss)
         nodes = len(tf.get_default_graph().get_operations())
         with tf.Session(config=config) as sess:
             sess.run(tf.global_variables_initializer())
             feed_dicts = [dict(zip(feeds, batch)) for batch in batches]
             for step in range(WARMUP_STEPS):
-                sess.run(train_op, feed_dicts[step % DATA_BATCHES])
+                sess.run(step_op, feed_dicts[step % DATA_BATCHES])
             started = time.perf_counter()
             cpu_started = time.process_time()
             for step in range(steps):
-                sess.run(train_op, feed_dicts[step % DATA_BATCHES])
+                sess.run(step_op, feed_dicts[step % DATA_BATCHES])
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu_started
             final_loss = float(sess.run(loss, feed_dicts[0]))

@@ -206,7 +206,7 @@ def wire_payload(array: np.ndarray) -> memoryview:
     """
     if array.dtype != np.object_:
         if array.size:
-            return memoryview(array).cast("B")  # a view of a C-contiguous buffer, as the line below, faster
+            return memoryview(array).cast("B")  # type: ignore[arg-type]  # a view of the buffer, as below, faster
         return array.reshape(-1).view(np.uint8).data
     parts: list[bytes] = []
     for item in array.flat:

@@ -31,13 +31,13 @@ def test_hand_written_header_frames_are_protobufs(dtype: np.dtype) -> None:
 
 
 def test_encoded_headers_parse_back_with_their_shapes() -> None:
-    arrays = [np.arange(12, dtype=np.int64).reshape(3, 4), np.float32(2.5), np.zeros((0, 7), np.float16),
+    arrays: list[np.ndarray] = [np.arange(12, dtype=np.int64).reshape(3, 4), np.array(2.5, np.float32), np.zeros((0, 7), np.float16),
               np.array([b"a", "b\u00e9"], dtype=object), np.ones((5, 1), bool)]
     bundle, payloads = wire.encode_headers([(f"t{i}", a) for i, a in enumerate(arrays)])
     headers = list(wire.decode_headers(bundle, 1 << 20))
     assert len(headers) == len(arrays) == len(payloads)
     for i, (array, (header, dtype, shape)) in enumerate(zip(arrays, headers)):
-        assert (header.name, dtype, shape) == (f"t{i}", np.asarray(array).dtype, np.shape(array))
+        assert (header.name, dtype, shape) == (f"t{i}", array.dtype, array.shape)
         assert header.byte_size == len(payloads[i])
     assert bytes(payloads[0]) == arrays[0].tobytes()
 

@@ -5,8 +5,9 @@ module carries pushes and snapshots as ``protos/tensorgrid/v1/replication.proto`
 (its own service, registered on every task's gRPC server beside Master and Worker, so any
 task can hold a replica), gives a PS task its ``Replicator`` and the load of its replica
 at start (``PrimaryReplication``), runs a standby task that only holds a replica
-(``serve_standby``, ``tensorgrid ps-standby``), and makes a standby the PS itself, with the
-replica it holds loaded (``take_over``), when its PS is lost.
+(``serve_standby``, ``tensorgrid ps-standby``), makes a standby the PS itself, with the
+replica it holds loaded (``take_over``), when its PS is lost, and starts a promoted process that
+restarted as that PS again (``come_back_as_promoted``).
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class ReplicationClient:
             with self._channel.stub() as stub:
                 ack = stub.PushReplica(messages(), timeout=PUSH_TIMEOUT_S)
         except grpc.RpcError as e:
-            raise _op_error(e, f"PushReplica to {self.address}") from None
+            raise self._failed(e, "PushReplica to") from None
         return replication.Ack(int(ack.sequence), bool(ack.needs_full))
 
     def fetch(self, primary_task: str) -> Optional[replication.Snapshot]:
@@ -178,8 +179,18 @@ class ReplicationClient:
                                                         float(message.age_seconds), [])
                     snapshot.rows.append(_from_proto(message.rows))
         except grpc.RpcError as e:
-            raise _op_error(e, f"FetchReplica from {self.address}") from None
+            raise self._failed(e, "FetchReplica from") from None
         return snapshot
+
+    def _failed(self, e: grpc.RpcError, what: str) -> errors.OpError:
+        """The call's error; where the address reached this very task (a refusal by incarnation), the
+        next call opens a new connection, so a name that now leads to another task (a standby's
+        Service once its DNS no longer names this pod) is looked up again: gRPC keeps a connection
+        that works, and would keep calling itself."""
+        error = _op_error(e, f"{what} {self.address}")
+        if isinstance(error, errors.FailedPreconditionError):
+            self._channel.reconnect()
+        return error
 
     def close(self) -> None:
         self._channel.close()

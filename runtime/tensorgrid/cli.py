@@ -270,11 +270,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="seconds other tasks (the evaluator too) get to finish after the chief exits (default 30)")
     standby = sub.add_parser("ps-standby", help="hold the live replica of a PS task's state (a standby PS)")
     standby.add_argument("--address", required=True, help="host:port to listen at (the PS's "
-                                                          "TENSORGRID_PS_REPLICA_ADDRESS)")
+                                                          "TENSORGRID_PS_REPLICA_ADDRESS); once it took over, where "
+                                                          "the next standby it pushes its replica to comes up")
     standby.add_argument("--take-over-file", default=None,
                          help="a file that, once it names the PS task (--standby-for), makes the standby take over "
                               "as SIGUSR1 does (the operator's annotation tensorgrid.io/take-over, in a downward API "
-                              "volume); read every 0.25 s")
+                              "volume); read every 0.25 s. Naming it already at the start: this process is that PS "
+                              "restarted, and starts as it at once, loading its state from the next standby")
     standby.add_argument("--standby-for", default=None,
                          help="the PS task, e.g. /job:ps/replica:0/task:0 (default: $TENSORGRID_PS_STANDBY_FOR); on SIGUSR1 the standby takes over that PS's address "
                               "in TF_CONFIG's cluster as the PS, with the replica it holds loaded")

@@ -90,7 +90,7 @@ def test_a_promoted_standby_replicates_to_the_next_one_and_comes_back_as_the_ps(
             promoted.wait_for_output(f"a standby took over at {cluster.cluster['ps'][0]}", timeout=30)
             standbys.append(_standby(cluster, tmp_path, "standby2", standby_address, second_file))
             promoted.wait_for_output(PUSHED_WHOLE_STATE, timeout=60)
-            _wait_for_step(chief, losses[-1][1] + 30)  # pushes go on: the replica follows the steps
+            _wait_for_step(chief, losses[-1][1] + 20)  # pushes go on: the replica follows the steps
 
             # 2. The promoted process ends and starts again with its file still naming ps:0: it is ps:0.
             restarted = TaskProcess("ps-standby", 0, standby_address, cluster.cluster,
@@ -99,7 +99,7 @@ def test_a_promoted_standby_replicates_to_the_next_one_and_comes_back_as_the_ps(
             losses.append(_lose(promoted, chief, lambda: restarted.start(wait=False, command=promoted.process.args)))
             restarted.wait_for_output(f"from its live replica on the standby of {PS0}", timeout=5)
             _wait_for_count(restarted, PUSHED_WHOLE_STATE, 1)  # standby 2 now holds this incarnation's state
-            _wait_for_step(chief, losses[-1][1] + 30)
+            _wait_for_step(chief, losses[-1][1] + 20)
 
             # 3. The same PS is lost again: standby 2 takes over with the replica it holds.
             losses.append(_lose(restarted, chief, lambda: second_file.write_text(PS0)))

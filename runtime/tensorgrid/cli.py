@@ -12,7 +12,10 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from tensorgrid.distributed.rpc import server as server_lib
 
 # How often ``ps-standby --take-over-file`` reads its file, and how long it waits after a take
 # over that failed (the address still taken) before it tries again.
@@ -72,13 +75,19 @@ def _server(args: argparse.Namespace) -> int:
 def _ps_standby(args: argparse.Namespace) -> int:
     """Holds the live replica of one PS task's state until SIGTERM or SIGINT; on SIGUSR1 (or once
     ``--take-over-file`` names its PS) takes over the PS's address in TF_CONFIG's cluster as that
-    PS, with the replica loaded, and serves as it until it stops (as ``tensorgrid server`` does)."""
+    PS, with the replica loaded, and serves as it until it stops (as ``tensorgrid server`` does).
+    Started with the take-over file naming its PS already, it is that PS restarted (the process
+    that took over ended; on Kubernetes the pod's container restarted) and starts as it at once."""
     from tensorgrid.distributed.rpc import replication_service
 
     try:
         standby_for = args.standby_for or replication_service.standby_task(os.environ)
+        if args.take_over_file and replication_service.take_over_request(args.take_over_file) == standby_for:
+            server = replication_service.come_back_as_promoted(
+                standby_for, replication_service.promotion_cluster(os.environ), args.address)
+            return _serve_promoted(server, [])
         rpc_server, store = replication_service.serve_standby(args.address, standby_for)
-    except (ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError, OSError) as e:
         print(f"tensorgrid ps-standby: {e}", file=sys.stderr)
         return 2
     woken = threading.Event()
@@ -114,7 +123,7 @@ def _ps_standby(args: argparse.Namespace) -> int:
             return 128 + received[-1]
         try:
             server = replication_service.take_over(rpc_server, store, standby_for,
-                                                   replication_service.promotion_cluster(os.environ))
+                                                   replication_service.promotion_cluster(os.environ), args.address)
         except ValueError as e:  # told to take over without the cluster: it stays a standby
             logging.getLogger("tensorgrid.replication").error("The standby of %s cannot take over: %s", standby_for, e)
             continue
@@ -125,7 +134,12 @@ def _ps_standby(args: argparse.Namespace) -> int:
             continue
         break
     del store  # loaded into the server: the copy held goes
+    return _serve_promoted(server, received)
 
+
+def _serve_promoted(server: "server_lib.Server", received: list[int]) -> int:
+    """Serves as the PS a standby became until it stops: 0 when training ended, 128 + the signal
+    (SIGTERM, SIGINT) that stopped it. ``received``: the signals the standby had received."""
     def stop_server(signum: int, frame: object) -> None:
         received.append(signum)
         server.request_stop(f"received signal {signum}")
@@ -134,7 +148,7 @@ def _ps_standby(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop_server)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # it took over already
     server.wait_until_stopped()
-    return 128 + received[-1] if received[-1] != signal.SIGUSR1 else 0
+    return 128 + received[-1] if received and received[-1] != signal.SIGUSR1 else 0
 
 
 def _local(args: argparse.Namespace, command: Sequence[str]) -> int:
@@ -256,11 +270,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="seconds other tasks (the evaluator too) get to finish after the chief exits (default 30)")
     standby = sub.add_parser("ps-standby", help="hold the live replica of a PS task's state (a standby PS)")
     standby.add_argument("--address", required=True, help="host:port to listen at (the PS's "
-                                                          "TENSORGRID_PS_REPLICA_ADDRESS)")
+                                                          "TENSORGRID_PS_REPLICA_ADDRESS); once it took over, where "
+                                                          "the next standby it pushes its replica to comes up")
     standby.add_argument("--take-over-file", default=None,
                          help="a file that, once it names the PS task (--standby-for), makes the standby take over "
                               "as SIGUSR1 does (the operator's annotation tensorgrid.io/take-over, in a downward API "
-                              "volume); read every 0.25 s")
+                              "volume); read every 0.25 s. Naming it already at the start: this process is that PS "
+                              "restarted, and starts as it at once, loading its state from the next standby")
     standby.add_argument("--standby-for", default=None,
                          help="the PS task, e.g. /job:ps/replica:0/task:0 (default: $TENSORGRID_PS_STANDBY_FOR); on SIGUSR1 the standby takes over that PS's address "
                               "in TF_CONFIG's cluster as the PS, with the replica it holds loaded")

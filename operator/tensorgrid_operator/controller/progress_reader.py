@@ -58,7 +58,8 @@ async def update_progress(operator: running_operator.RunningOperator, key: JobKe
         # A merge patch: keys the new progress no longer has are deleted by naming them null.
         patch["progress"] = {name: new.get(name) for name in set(old or {}) | set(new)}
     starts = ps_starts.report(status, [
-        ps_starts.PSStart(target.ps_replica, target.pod, target.uid, reading.started_from_replica)
+        ps_starts.PSStart(target.ps_replica, target.pod, target.uid, reading.started_from_replica,
+                          target.container_restarts)
         for target, reading in zip(targets, readings)
         if target.ps_replica and reading.started_from_replica is not None], now)
     patch.update(starts.patch(status))

@@ -66,6 +66,8 @@ class Target:
     uid: str = ""
     ps_replica: str = ""
     """The PS replica the pod runs (``ps-0``); empty for the chief."""
+    container_restarts: int = 0
+    """The restarts of the pod's main container (a PS restarted in its pod is a new start of it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +111,11 @@ def scrape_targets(job_spec: spec_lib.JobSpec, pods: Sequence[Mapping[str, Any]]
         if view.key == chief or view.key.rtype is spec_lib.ReplicaType.PS:
             host = f"[{ip}]" if ":" in ip else ip
             ps_replica = view.key.short_name if view.key.rtype is spec_lib.ReplicaType.PS else ""
-            targets.append(Target(view.name, f"http://{host}:{port[view.key.rtype]}/metrics", view.uid, ps_replica))
+            main = manifests.main_container(pod.get("spec") or {}) or {}
+            restarts = sum(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses")
+                           or [] if s.get("name") == main.get("name"))
+            targets.append(Target(view.name, f"http://{host}:{port[view.key.rtype]}/metrics", view.uid, ps_replica,
+                                  restarts))
     return sorted(targets, key=lambda t: t.pod)
 
 

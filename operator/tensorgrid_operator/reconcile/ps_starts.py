@@ -9,10 +9,12 @@ The runtime says which on the PS's metrics page, once the start's load has ended
 operator reads it with the progress (``reconcile.progress``, ``controller.progress_reader``)
 and writes here what it found:
 
-- ``status.parameterServerStarts``: per PS replica, its last pod seen (name and uid) and how its
-  state began: ``Initial`` (the first pod recorded, started empty: nothing to recover),
-  ``LiveReplica`` (it loaded the live replica) or ``Checkpoint`` (it started empty after an
-  earlier pod of that PS was recorded: the checkpoint fallback);
+- ``status.parameterServerStarts``: per PS replica, its last pod seen (name and uid; and
+  ``containerRestarts``, its main container's restarts then: a container restarted in the same
+  pod, as the PS a standby became restarts, is a new start of that PS too) and how its state
+  began: ``Initial`` (the first pod recorded, started empty: nothing to recover), ``LiveReplica``
+  (it loaded the live replica) or ``Checkpoint`` (it started empty after an earlier pod, or
+  process, of that PS was recorded: the checkpoint fallback);
 - on a new pod that loaded a replica, or fell back: the condition ``PSStateRecovered``
   (True, ``LoadedLiveReplica``; False, ``RestoredCheckpoint``) and an Event of that reason
   (Normal; Warning). A first pod that started empty sets neither: nothing was lost.
@@ -47,6 +49,9 @@ class PSStart:
     pod: str
     uid: str
     from_replica: bool
+    container_restarts: int = 0
+    """The restarts of the pod's main container when read (its ``status.containerStatuses[].restartCount``):
+    a new count is a new process, so a new start, in the same pod."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +89,14 @@ def report(old_status: Mapping[str, Any], seen: Sequence[PSStart], now: datetime
     fell_back: list[str] = []
     for start in sorted(seen, key=lambda s: s.replica):
         earlier = recorded.get(start.replica)
-        if earlier is not None and earlier.get("podUID") == start.uid:
+        if earlier is not None and earlier.get("podUID") == start.uid \
+                and int(earlier.get("containerRestarts") or 0) == start.container_restarts:
             continue
         source = _source(earlier, start.from_replica)
         recorded[start.replica] = {"replica": start.replica, "pod": start.pod, "podUID": start.uid,
                                    "source": source, "time": cond_lib.format_time(now)}
+        if start.container_restarts:
+            recorded[start.replica]["containerRestarts"] = start.container_restarts
         if source == LIVE_REPLICA:
             loaded.append(start.pod)
         elif source == CHECKPOINT:
@@ -96,8 +104,8 @@ def report(old_status: Mapping[str, Any], seen: Sequence[PSStart], now: datetime
     events: list[tuple[str, str, str]] = []
     loaded_message = (f"{', '.join(loaded)} loaded {'its' if len(loaded) == 1 else 'their'} predecessor's state "
                       f"from the live replica: at most the replica's lag (maxLagSeconds) of updates lost")
-    fell_back_message = (f"{', '.join(fell_back)} started empty after an earlier pod of that parameter server "
-                         f"(no live replica could be loaded, or replication is off): the chief restores the last "
+    fell_back_message = (f"{', '.join(fell_back)} started empty after an earlier pod (or process) of that parameter "
+                         f"server (no live replica could be loaded, or replication is off): the chief restores the last "
                          f"checkpoint, or initializes the model where there is none; the updates since are lost")
     if loaded:
         events.append(("Normal", LOADED_LIVE_REPLICA, loaded_message))

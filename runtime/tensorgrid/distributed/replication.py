@@ -80,9 +80,12 @@ class ReplicationSettings:
     """``TENSORGRID_PS_REPLICA_ADDRESS``: the standby task holding this PS's replica (default: the ring)."""
 
     @classmethod
-    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "ReplicationSettings":
+    def from_env(cls, env: Optional[Mapping[str, str]] = None,
+                 standby_address: Optional[str] = None) -> "ReplicationSettings":
+        """The settings ``env`` (default: this process's) gives; ``standby_address``, for a PS that a
+        standby became (``Promotion``): its holder where ``TENSORGRID_PS_REPLICA_ADDRESS`` names none."""
         env = os.environ if env is None else env
-        address = env.get(REPLICA_ADDRESS_ENV, "") or None
+        address = env.get(REPLICA_ADDRESS_ENV, "") or standby_address
         switch = env.get(REPLICATION_ENV, "") or ("1" if address else "0")
         if switch not in ("0", "1"):
             raise ValueError(f"{REPLICATION_ENV}={switch!r}: valid values are '1' (replicate) and '0' (do not)")
@@ -255,15 +258,29 @@ def _apply(variables: dict[VariableKey, tuple[np.ndarray, int]], piece: Rows) ->
 
 
 class ReplicaStore:
-    """The replicas this task holds, by primary task; every task has one (any may be a holder)."""
+    """The replicas this task holds, by primary task; every task has one (any may be a holder).
 
-    def __init__(self) -> None:
+    ``owner_incarnation``: the incarnation of the task whose store this is (0: a standby, which is
+    no primary). A push or a fetch from that incarnation is refused: the holder's address reached
+    the primary itself (a standby's Service whose DNS still names the pod that took over), and a
+    task holding its own replica would lose it with itself."""
+
+    def __init__(self, owner_incarnation: int = 0) -> None:
         self._lock = threading.Lock()
         self._replicas: dict[str, _HeldReplica] = {}
+        self.owner_incarnation = owner_incarnation
+
+    def _refuse_own(self, incarnation: int, what: str, task: str) -> None:
+        if self.owner_incarnation and incarnation == self.owner_incarnation:
+            raise errors.FailedPreconditionError(
+                None, None, f"{what} of {task} reached {task} itself (incarnation {incarnation:016x}): a task never "
+                            f"holds its own replica; its holder's address must name another task (a standby)")
 
     def apply(self, push: Push, pieces: Iterable[Rows]) -> Ack:
         """Applies one push: a full one replaces the replica of its primary; a delta is
-        refused (``needs_full``) unless the replica held is of the same primary incarnation."""
+        refused (``needs_full``) unless the replica held is of the same primary incarnation.
+        ``errors.FailedPreconditionError`` for a push of this store's own task."""
+        self._refuse_own(push.primary_incarnation, "a push of the replica", push.primary_task)
         if push.full:
             variables: dict[VariableKey, tuple[np.ndarray, int]] = {}
             for piece in pieces:
@@ -281,8 +298,10 @@ class ReplicaStore:
             held.sequence, held.applied_at = push.sequence, time.monotonic()
         return Ack(push.sequence)
 
-    def snapshot(self, primary_task: str) -> Optional[Snapshot]:
-        """A copy of the replica of ``primary_task``, or None when this task holds none."""
+    def snapshot(self, primary_task: str, requester_incarnation: int = 0) -> Optional[Snapshot]:
+        """A copy of the replica of ``primary_task``, or None when this task holds none;
+        ``errors.FailedPreconditionError`` when the requester (0: not said) is this store's own task."""
+        self._refuse_own(requester_incarnation, "a fetch of the replica", primary_task)
         with self._lock:
             held = self._replicas.get(primary_task)
             if held is None:
@@ -323,11 +342,21 @@ class Restored:
 
 @dataclasses.dataclass(frozen=True)
 class Promotion:
-    """A standby that took over its PS's address (``tensorgrid ps-standby``, SIGUSR1): what it
-    loaded from the replica it held (None: it held none, so it started empty). The PS it became
-    keeps no replica: its holder was this standby."""
+    """A standby that became its PS (``tensorgrid ps-standby``: SIGUSR1, or its take-over file).
 
+    The PS it became keeps a live replica again, on the next standby of that PS: the one that comes
+    up at ``standby_address`` (on Kubernetes the operator starts it behind the same Service), unless
+    ``TENSORGRID_PS_REPLICA_ADDRESS`` names another. Until one answers there, the PS's pushes fail
+    (or are refused, where the address still reaches the PS itself) and are retried; its steps do
+    not wait meanwhile."""
+
+    standby_address: str
+    """Where the standby served its replica: where the next standby of this PS comes up."""
     restored: Optional[Restored]
+    """What it loaded from the replica it held (None: it held none, so it started empty)."""
+    restarted: bool = False
+    """The promoted process restarted (its take-over file still names its PS): it held no replica,
+    and loads its state from the next standby's replica, as any restarted PS loads its own."""
 
 
 def _variable_maker(name: str, value: np.ndarray, backend: Any) -> Callable[[], resources_lib.Variable]:
@@ -391,6 +420,7 @@ class Replicator:
         self._replicated_as_of = time.monotonic()
         self._updates_pushed = 0
         self._reachable = True
+        self._failing_with: Optional[type] = None  # the error class of the pushes failing now (said once each)
         self._closed = threading.Event()
         self.pushed_bytes = 0
         self._lag_seconds = monitoring.PS_REPLICA_LAG_SECONDS.labels(task)
@@ -435,12 +465,14 @@ class Replicator:
             try:
                 ack = self._peer.push(Push(self.task, self._incarnation, self._sequence, full), pieces)
             except errors.OpError as e:
-                if self._reachable:
+                if type(e) is not self._failing_with:
                     log.warning("%s: cannot push its replica to %s (%s); retrying, steps do not wait meanwhile",
                                 self.task, self.holder, e.message)
+                    self._failing_with = type(e)
                 self._set_reachable(False)
                 self._lag_seconds.set(self.lag_seconds)
                 return False
+            self._failing_with = None
             if ack.needs_full:
                 log.info("%s: %s holds no replica of this incarnation: pushing the whole state", self.task, self.holder)
                 self._tracker.require_full()

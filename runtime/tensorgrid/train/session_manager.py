@@ -7,7 +7,9 @@ deliberate:
 - A chief that finds the model already initialized (the parameter servers kept
   running while the chief restarted) uses it as it is: it does not roll a live
   model back to its last checkpoint. A checkpoint is restored only when variables
-  are missing, e.g. after a parameter server restarted. A peer that cannot be
+  are missing, e.g. after a parameter server restarted, or when its global step is
+  past the live one (a restarted parameter server loaded a live replica older than
+  the checkpoint: the newest state wins, and the log says which). A peer that cannot be
   reached while the chief checks (UnavailableError, AbortedError: a restarted
   task) says nothing about the model, so the error is raised, not read as "not
   initialized"; ``MonitoredSession`` retries the session's creation with backoff.
@@ -59,7 +61,16 @@ class SessionManager:
         sess = self._new_session(master, config)
         global_ready_op = self._ready_for_local_init_op if self._ready_for_local_init_op is not None else self._ready_op
         ready, _ = self._model_ready(sess, global_ready_op, peers_must_answer=True)
-        if ready and self._ready_op is not None:
+        newer = self._newer_checkpoint(sess, saver, checkpoint_dir, checkpoint_filename_with_path) \
+            if ready and self._ready_op is not None else None
+        if newer is not None:
+            path, live_step, saved_step = newer
+            log.warning("The model on the parameter servers is at global step %d, the checkpoint %s at %d (a "
+                        "restarted parameter server loaded an older live replica): restoring the checkpoint, the "
+                        "newest", live_step, path, saved_step)
+            saver.restore(sess, path)
+            self.last_preparation = "restored"
+        elif ready and self._ready_op is not None:
             self.last_preparation = "live"
             log.info("Model is already initialized on the parameter servers (none restarted, or a restarted one "
                      "loaded its live replica): using it without restoring")
@@ -146,6 +157,27 @@ class SessionManager:
         log.info("Restoring the model from checkpoint %s", latest)
         saver.restore(sess, latest)
         return True
+
+    def _newer_checkpoint(self, sess: Any, saver: Any, checkpoint_dir: Optional[str],
+                          path: Optional[str]) -> Optional[tuple[str, int, int]]:
+        """(the checkpoint, the live global step, the checkpoint's) when the latest checkpoint's
+        global step is past the live model's; None otherwise, or with no saver, checkpoint or
+        global step to compare."""
+        from tensorgrid.train import checkpoint_management
+        from tensorgrid.train import training_util
+
+        step = training_util.get_global_step(self._graph)
+        if saver is None or step is None:
+            return None
+        path = path or (checkpoint_management.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None)
+        if path is None:
+            return None
+        try:
+            saved = int(checkpoint_management.load_variable(path, step.op.name))
+        except (errors.OpError, KeyError, ValueError, OSError):  # no global step saved there: nothing to compare
+            return None
+        live = int(sess.run(step))
+        return (path, live, saved) if saved > live else None
 
     def _try_run_local_init_op(self, sess: Any, peers_must_answer: bool = False) -> tuple[bool, str]:
         if self._local_init_op is None:

@@ -51,10 +51,12 @@ class ReplicaAck(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., needs_full: _Optional[bool] = ...) -> None: ...
 
 class FetchReplicaRequest(_message.Message):
-    __slots__ = ("primary_task",)
+    __slots__ = ("primary_task", "requester_incarnation")
     PRIMARY_TASK_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_INCARNATION_FIELD_NUMBER: _ClassVar[int]
     primary_task: str
-    def __init__(self, primary_task: _Optional[str] = ...) -> None: ...
+    requester_incarnation: int
+    def __init__(self, primary_task: _Optional[str] = ..., requester_incarnation: _Optional[int] = ...) -> None: ...
 
 class ReplicaSnapshot(_message.Message):
     __slots__ = ("primary_incarnation", "sequence", "age_seconds", "rows")

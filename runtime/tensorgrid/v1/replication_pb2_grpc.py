@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class ReplicationStub:
-    """Missing associated documentation comment in .proto file."""
+    """A push whose primary_incarnation is the holder's own (the holder's address reaches the
+    primary itself) is refused with FAILED_PRECONDITION: a task never holds its own replica.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -47,7 +49,9 @@ class ReplicationStub:
 
 
 class ReplicationServicer:
-    """Missing associated documentation comment in .proto file."""
+    """A push whose primary_incarnation is the holder's own (the holder's address reaches the
+    primary itself) is refused with FAILED_PRECONDITION: a task never holds its own replica.
+    """
 
     def PushReplica(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
@@ -83,7 +87,9 @@ def add_ReplicationServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Replication:
-    """Missing associated documentation comment in .proto file."""
+    """A push whose primary_incarnation is the holder's own (the holder's address reaches the
+    primary itself) is refused with FAILED_PRECONDITION: a task never holds its own replica.
+    """
 
     @staticmethod
     def PushReplica(request_iterator,

@@ -5,8 +5,9 @@ module carries pushes and snapshots as ``protos/tensorgrid/v1/replication.proto`
 (its own service, registered on every task's gRPC server beside Master and Worker, so any
 task can hold a replica), gives a PS task its ``Replicator`` and the load of its replica
 at start (``PrimaryReplication``), runs a standby task that only holds a replica
-(``serve_standby``, ``tensorgrid ps-standby``), and makes a standby the PS itself, with the
-replica it holds loaded (``take_over``), when its PS is lost.
+(``serve_standby``, ``tensorgrid ps-standby``), makes a standby the PS itself, with the
+replica it holds loaded (``take_over``), when its PS is lost, and starts a promoted process that
+restarted as that PS again (``come_back_as_promoted``).
 """
 
 from __future__ import annotations
@@ -100,12 +101,18 @@ class ReplicationServicer:
         if push is None or not push.primary_task:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a push must name its primary_task in its first message")
         assert push is not None
-        ack = self._store.apply(push, pieces)
+        try:
+            ack = self._store.apply(push, pieces)
+        except errors.FailedPreconditionError as e:  # the primary itself: its holder's address reached it
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, e.message)
         return replication_pb2.ReplicaAck(sequence=ack.sequence, needs_full=ack.needs_full)
 
     def FetchReplica(self, request: replication_pb2.FetchReplicaRequest,  # noqa: N802
                      context: grpc.ServicerContext) -> Iterator[bytes]:
-        snapshot = self._store.snapshot(request.primary_task)
+        try:
+            snapshot = self._store.snapshot(request.primary_task, int(request.requester_incarnation))
+        except errors.FailedPreconditionError as e:  # the asker itself: its holder's address reached it
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, e.message)
         if snapshot is None:
             return
         for piece in snapshot.rows:
@@ -124,14 +131,19 @@ def _op_error(e: grpc.RpcError, what: str) -> errors.OpError:
     details = e.details() if hasattr(e, "details") else str(e)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return errors.InvalidArgumentError(None, None, f"{what}: {details}")
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return errors.FailedPreconditionError(None, None, f"{what}: {details}")
     return errors.UnavailableError(None, None, f"{what}: {code.name if code else 'error'}: {details}")
 
 
 class ReplicationClient:
-    """``replication.ReplicaPeer`` on gRPC: the calls of a primary to its replica holder."""
+    """``replication.ReplicaPeer`` on gRPC: the calls of a primary to its replica holder.
+    ``incarnation``: the primary's, sent with its fetches (its pushes carry it anyway), so a holder
+    address that reaches the primary itself is refused by incarnation, not guessed from addresses."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, incarnation: int = 0) -> None:
         self.address = address
+        self._incarnation = incarnation
         user_authority.ensure_for([address])
         self._channel = peer_channel.PeerChannel(address, tls.from_env(), grpc_frames.grpc_options(
             grpc_frames.channel_options()), REPLICATION_SERVICE)
@@ -151,23 +163,34 @@ class ReplicationClient:
             with self._channel.stub() as stub:
                 ack = stub.PushReplica(messages(), timeout=PUSH_TIMEOUT_S)
         except grpc.RpcError as e:
-            raise _op_error(e, f"PushReplica to {self.address}") from None
+            raise self._failed(e, "PushReplica to") from None
         return replication.Ack(int(ack.sequence), bool(ack.needs_full))
 
     def fetch(self, primary_task: str) -> Optional[replication.Snapshot]:
         snapshot: Optional[replication.Snapshot] = None
         try:
             with self._channel.stub() as stub:
-                for raw in stub.FetchReplica(replication_pb2.FetchReplicaRequest(primary_task=primary_task),
-                                             timeout=FETCH_TIMEOUT_S):
+                request = replication_pb2.FetchReplicaRequest(primary_task=primary_task,
+                                                              requester_incarnation=self._incarnation)
+                for raw in stub.FetchReplica(request, timeout=FETCH_TIMEOUT_S):
                     message = replication_pb2.ReplicaSnapshot.FromString(raw)
                     if snapshot is None:
                         snapshot = replication.Snapshot(int(message.primary_incarnation), int(message.sequence),
                                                         float(message.age_seconds), [])
                     snapshot.rows.append(_from_proto(message.rows))
         except grpc.RpcError as e:
-            raise _op_error(e, f"FetchReplica from {self.address}") from None
+            raise self._failed(e, "FetchReplica from") from None
         return snapshot
+
+    def _failed(self, e: grpc.RpcError, what: str) -> errors.OpError:
+        """The call's error; where the address reached this very task (a refusal by incarnation), the
+        next call opens a new connection, so a name that now leads to another task (a standby's
+        Service once its DNS no longer names this pod) is looked up again: gRPC keeps a connection
+        that works, and would keep calling itself."""
+        error = _op_error(e, f"{what} {self.address}")
+        if isinstance(error, errors.FailedPreconditionError):
+            self._channel.reconnect()
+        return error
 
     def close(self) -> None:
         self._channel.close()
@@ -177,20 +200,28 @@ class PrimaryReplication:
     """A PS task's replica: loaded from its holder before the task's first step, then kept live.
 
     Until the load ends, the task's steps wait (``Worker.before_step``): the chief must not
-    find the variables uninitialized and initialize or restore them meanwhile.
+    find the variables uninitialized and initialize or restore them meanwhile. ``taken_over``: a
+    standby that became this PS loaded the replica it held already; only the pushes start.
     """
 
     def __init__(self, server: server_lib.Server, holder: str, address: str,
-                 settings: replication.ReplicationSettings) -> None:
+                 settings: replication.ReplicationSettings,
+                 taken_over: Optional[replication.Promotion] = None) -> None:
         self._server = server
         self._settings = settings
         self._holder = holder
-        self._client = ReplicationClient(address)
+        self._client = ReplicationClient(address, server.worker.incarnation)
         self._loaded = threading.Event()
         self.restored: Optional[replication.Restored] = None
         self.replicator = replication.Replicator(server.task, server.worker.incarnation, server.worker.resources,
                                                  self._client, holder, settings)
         server.worker.before_step = self._before_step
+        if taken_over is not None:
+            self.restored = taken_over.restored
+            monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0 if self.restored is None else 1)
+            self._loaded.set()
+            self.replicator.start()
+            return
         threading.Thread(target=self._load_then_replicate, daemon=True, name="ps-replica-load").start()
 
     def _before_step(self) -> None:
@@ -214,28 +245,37 @@ class PrimaryReplication:
 
 
 def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
-    """The replica of ``server``'s state when it is a PS with a holder (the ring, or
-    ``TENSORGRID_PS_REPLICA_ADDRESS``), else None (and None for a standby that took over)."""
-    if server.promotion is not None:
-        restored = server.promotion.restored
-        monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0 if restored is None else 1)
-        log.warning("%s: a standby took over at %s (%s): no live replica of its state now, a restart restores "
-                    "the checkpoint", server.task, server.address,
+    """The replica of ``server``'s state when it is a PS with a holder (the ring,
+    ``TENSORGRID_PS_REPLICA_ADDRESS``, or for a standby that became this PS the next standby at
+    its address), else None."""
+    promotion = server.promotion
+    settings = replication.ReplicationSettings.from_env(
+        standby_address=None if promotion is None else promotion.standby_address)
+    taken_over = promotion if promotion is not None and not promotion.restarted else None
+    if taken_over is not None:
+        restored = taken_over.restored
+        log.warning("%s: a standby took over at %s (%s)", server.task, server.address,
                     "it held no replica: started empty" if restored is None else
                     f"loaded {restored.variables} variables from the replica it held, {restored.age_seconds:.2f} s old")
-        return None
-    settings = replication.ReplicationSettings.from_env()
+    elif promotion is not None:
+        log.warning("%s: this process took over as %s before it restarted (its take-over file still names it): it "
+                    "comes back as %s, not as a standby, loading its state from the live replica on the next standby "
+                    "(%s), else the chief restores the checkpoint", server.task, server.task, server.task,
+                    settings.replica_address)
     holder = replication.replica_holder(server.cluster, server.job_name, server.task_index, settings)
     if holder is None:
         if server.job_name == "ps":
-            monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0)
+            if taken_over is None:
+                monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0)
+            else:
+                monitoring.PS_STARTED_FROM_REPLICA.labels(server.task).set(0 if taken_over.restored is None else 1)
             log.info("%s: no live replica of its state (%s): a restart restores the checkpoint", server.task,
                      "a single PS and no " + replication.REPLICA_ADDRESS_ENV if settings.enabled
                      else replication.REPLICATION_ENV + " is not 1")
         return None
     log.info("%s: keeping a live replica of its state on %s at %s (max lag %g s)", server.task, holder[0],
              holder[1], settings.max_lag_s)
-    return PrimaryReplication(server, holder[0], holder[1], settings)
+    return PrimaryReplication(server, holder[0], holder[1], settings, taken_over)
 
 
 def serve_standby(address: str, standby_for: str,
@@ -312,24 +352,31 @@ def promotion_cluster(env: Any) -> cluster_lib.ClusterSpec:
     return spec
 
 
-def take_over(rpc_server: grpc.Server, store: replication.ReplicaStore, standby_for: str,
-              cluster: cluster_lib.ClusterSpec) -> server_lib.Server:
-    """The standby becomes ``standby_for`` (``/job:ps/replica:0/task:<i>``): its Replication server
-    stops (freeing the port, which may be the PS's own once a Service points here), a full server of
-    that task starts at the PS's address in ``cluster`` with the replica held loaded before it serves
-    (empty when it held none: then the chief restores the checkpoint, as for a new PS). ValueError
-    (still serving as a standby) when ``cluster`` has no such PS; ``TakeOverError`` when the PS
-    could not start (its Replication server stopped, the replica still in ``store``)."""
-    from tensorgrid.distributed.rpc import server as server_lib
-
+def _ps_index(standby_for: str, cluster: cluster_lib.ClusterSpec) -> int:
+    """The index of the PS ``standby_for`` names; ValueError when ``cluster`` has no such PS."""
     found = re.fullmatch(r"/job:ps/replica:0/task:(\d+)", standby_for)
     if found is None or int(found.group(1)) not in cluster.task_indices("ps"):
         raise ValueError(f"the standby of {standby_for!r} cannot take over: the PS tasks of the cluster are "
                          f"{[cluster_lib.task_name('ps', i) for i in cluster.task_indices('ps')]}")
-    server = server_lib.Server(cluster, "ps", int(found.group(1)), start=False)  # binds nothing yet
+    return int(found.group(1))
+
+
+def take_over(rpc_server: grpc.Server, store: replication.ReplicaStore, standby_for: str,
+              cluster: cluster_lib.ClusterSpec, standby_address: str) -> server_lib.Server:
+    """The standby at ``standby_address`` becomes ``standby_for`` (``/job:ps/replica:0/task:<i>``): its
+    Replication server stops (freeing the port, which may be the PS's own once a Service points here), a
+    full server of that task starts at the PS's address in ``cluster`` with the replica held loaded
+    before it serves (empty when it held none: then the chief restores the checkpoint, as for a new PS),
+    and pushes its replica to the next standby that comes up at ``standby_address``
+    (``replication.Promotion``). ValueError (still serving as a standby) when ``cluster`` has no such
+    PS; ``TakeOverError`` when the PS could not start (its Replication server stopped, the replica
+    still in ``store``)."""
+    from tensorgrid.distributed.rpc import server as server_lib
+
+    server = server_lib.Server(cluster, "ps", _ps_index(standby_for, cluster), start=False)  # binds nothing yet
     rpc_server.stop(grace=None).wait()
     try:
-        server.promotion = replication.Promotion(replication.restore_from_replica(
+        server.promotion = replication.Promotion(standby_address, replication.restore_from_replica(
             server.worker.resources, backend_lib.for_device("CPU"), HeldReplica(store), server.task, "this standby",
             0.0))
         server.start()
@@ -341,3 +388,18 @@ def take_over(rpc_server: grpc.Server, store: replication.ReplicaStore, standby_
 class TakeOverError(RuntimeError):
     """A standby stopped serving its replica to take over, and could not start as its PS: it
     still holds the replica (``serve_standby`` with that store serves it again)."""
+
+
+def come_back_as_promoted(standby_for: str, cluster: cluster_lib.ClusterSpec, standby_address: str) -> server_lib.Server:
+    """A standby process that had taken over ``standby_for`` and restarted (a container restart: its
+    take-over file still names the PS) starts as that PS again, not as a standby that would take over
+    empty: its state comes from the live replica it pushed to the next standby (at ``standby_address``,
+    or ``TENSORGRID_PS_REPLICA_ADDRESS``), as a restarted PS loads its own, else the chief restores the
+    checkpoint. ValueError when ``cluster`` has no such PS; the server's own errors (its address taken)
+    when it cannot start."""
+    from tensorgrid.distributed.rpc import server as server_lib
+
+    server = server_lib.Server(cluster, "ps", _ps_index(standby_for, cluster), start=False)
+    server.promotion = replication.Promotion(standby_address, None, restarted=True)
+    server.start()
+    return server

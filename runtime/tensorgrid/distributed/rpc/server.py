@@ -102,7 +102,7 @@ class Server:
                                         worker_for=self._peer, limits=self.limits)
         self.shards = shard_queue.ShardService()
         """The data sets of ``dynamic_shards`` this task hands out (task 0's only: ``shard_calls.host_task``)."""
-        self.replica_store = replication.ReplicaStore()
+        self.replica_store = replication.ReplicaStore(self.worker.incarnation)
         """Replicas of other tasks' state this task holds (the next PS's, in the ring)."""
         self.replication: Optional[replication_service.PrimaryReplication] = None
         """This PS's own replica on another task (None: it has none)."""

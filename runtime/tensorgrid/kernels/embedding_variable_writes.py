@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 import numpy as np
 
 from tensorgrid.kernels import context
 from tensorgrid.kernels.registry import register_kernel
-
-if TYPE_CHECKING:
-    from tensorgrid.kernels import embedding_variable_kernels
 
 EVERYTHING = (0, 0)
 """The baseline that asks for the whole table (it matches no table)."""
@@ -128,9 +125,19 @@ def merge_keyed(keys: np.ndarray, columns: list[np.ndarray], removed: np.ndarray
     return merged_keys[order], merged
 
 
+class ChangeTrackedTable(Protocol):
+    """What ``KvResourceChangedKeys`` asks of a table (``embedding_variable_kernels.EmbeddingTable``, which
+    imports this module)."""
+
+    def evict(self, global_step: int) -> None: ...
+
+    def changes_since(self, since: tuple[int, ...], slot_names: list[str]
+                      ) -> tuple[tuple[int, int], bool, np.ndarray, bool, list[np.ndarray]]: ...
+
+
 @register_kernel("KvResourceChangedKeys", host_only=True)
 def _changed_keys(k: context.KernelContext, step: context.StepContext,
-                  table: "embedding_variable_kernels.EmbeddingTable", global_step: Any, since: Any) -> Any:
+                  table: ChangeTrackedTable, global_step: Any, since: Any) -> Any:
     """``baseline, whole, removed keys, whether the pending counts are included``, then ``KvResourceExport``'s
     arrays: the whole table when ``whole``, else the changed keys' (and the pending counts only when
     they changed, else empty). Evicts first, as an export does, so the eviction is in the answer."""

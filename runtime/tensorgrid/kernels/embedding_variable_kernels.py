@@ -503,6 +503,11 @@ class EmbeddingTable:
         bloom = [] if self._bloom is None else [self._bloom.exported() if with_pending else empty]
         return [keys, self._values[rows], self._freqs[rows], self._versions[rows], pending, counts, *bloom, *slots]
 
+    def initial_state(self) -> tuple[np.ndarray, dict[str, float]]:
+        """(the initializer's rows new keys start from, each optimizer slot's value for new keys)."""
+        with self.lock:
+            return self._check_initialized(), dict(self._slot_initial)
+
     def changes_since(self, since: tuple[int, ...], slot_names: list[str]
                       ) -> tuple[tuple[int, int], bool, np.ndarray, bool, list[np.ndarray]]:
         """(baseline now, whole, keys removed, pending counts included, ``export``'s arrays of the keys changed

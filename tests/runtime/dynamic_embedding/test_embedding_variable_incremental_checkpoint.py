@@ -94,3 +94,27 @@ def test_restoring_a_delta_gives_the_table_back(tmp_path: Any):
             assert checkpoint_format.read_index(again).delta is None
             for name, value in _entries(again).items():
                 np.testing.assert_array_equal(value, saved[name], err_msg=name)
+
+
+def test_a_delta_restores_into_another_part_count_as_the_full_save_does(tmp_path: Any):
+    with tf.Graph().as_default():
+        _, ids, train = _model(2, tf.CounterFilter(filter_freq=2))
+        incremental, full = tf.train.Saver(incremental=True), tf.train.Saver()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for step, batch in enumerate(_batches()[:5]):
+                sess.run(train, {ids: batch})
+                delta = incremental.save(sess, str(tmp_path / "inc" / "model"), global_step=step)
+            whole = full.save(sess, str(tmp_path / "full" / "model"), global_step=4)
+    assert checkpoint_format.read_index(delta).delta is not None
+    restored = []
+    for path in (delta, whole):
+        with tf.Graph().as_default():
+            _model(3, tf.CounterFilter(filter_freq=2))
+            saver = tf.train.Saver()
+            with tf.Session() as sess:
+                saver.restore(sess, path)
+                restored.append(_entries(saver.save(sess, str(tmp_path / "three" / "model"))))
+    assert sorted(restored[0]) == sorted(restored[1]) and "emb/part_2-keys" in restored[0]
+    for name, value in restored[1].items():
+        np.testing.assert_array_equal(restored[0][name], value, err_msg=name)

@@ -306,7 +306,8 @@ class EmbeddingTable:
         with self.lock:
             return {"keys": self._index.nbytes() + self._pending.nbytes() + self._keys.nbytes,
                     "filter": self._bloom.nbytes() if self._bloom is not None else 0,
-                    "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes,
+                    "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes
+                    + self._writes.nbytes(),
                     "slots": sum(slot.nbytes for slot in self._slots.values())}
 
     def check_definition(self, dim: int, value_dtype: Any) -> None:

@@ -19,6 +19,7 @@ replica holder): what remains, then the changed keys, keys ascending as ``KvReso
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import secrets
 from typing import Any, Optional, Protocol
@@ -58,7 +59,7 @@ class KeyWrites:
         self._pending_version = 0
         self._row_versions: Optional[np.ndarray] = None
         self._tracked_from = 0
-        self._removals: list[tuple[int, np.ndarray]] = []
+        self._removals: collections.deque[tuple[int, np.ndarray]] = collections.deque()
         self._removed_count = 0
 
     def wrote_whole(self) -> None:
@@ -93,9 +94,14 @@ class KeyWrites:
         self._removed_count += keys.size
         kept = max(_MIN_REMOVALS_KEPT, 2 * table_size)
         while self._removed_count > kept and len(self._removals) > 1:
-            version, dropped = self._removals.pop(0)
+            version, dropped = self._removals.popleft()
             self._removed_count -= dropped.size
             self._tracked_from = max(self._tracked_from, version)  # older baselines can no longer list removals
+
+    def nbytes(self) -> int:
+        """The row versions and the removal log (0 until a reader first asked)."""
+        rows = 0 if self._row_versions is None else self._row_versions.nbytes
+        return rows + sum(keys.nbytes for _, keys in self._removals)
 
     def changed_since(self, incarnation: int, version: int
                       ) -> tuple[tuple[int, int], Optional[KeyChanges]]:

@@ -40,8 +40,8 @@ class WirePeer:
         return self.store.snapshot(primary_task)
 
 
-def _model(parts: int) -> tuple[Any, Any, Any, list[Any]]:
-    option = tf.EmbeddingVariableOption(filter_option=tf.CounterFilter(filter_freq=2),
+def _model(parts: int, filter_option: Any = None) -> tuple[Any, Any, Any, list[Any]]:
+    option = tf.EmbeddingVariableOption(filter_option=filter_option or tf.CounterFilter(filter_freq=2),
                                         evict_option=tf.GlobalStepEvict(steps_to_live=2), evict_every_n_steps=2)
     ev = tf.get_embedding_variable("emb", DIM, ev_option=option,
                                    partitioner=tf.fixed_size_partitioner(parts) if parts > 1 else None)
@@ -52,7 +52,8 @@ def _model(parts: int) -> tuple[Any, Any, Any, list[Any]]:
     exports = []
     for part in (list(ev) if parts > 1 else [ev]):
         specs = [(tf.int64, [None]), (tf.float32, [None, DIM]), (tf.int64, [None]), (tf.int64, [None]),
-                 (tf.int64, [None]), (tf.int64, [None])] + [(tf.float32, [None, DIM])] * len(part.slots)
+                 (tf.int64, [None]), (tf.int64, [None])] + [(tf.int64, [None])] * bool(part.bloom_filter_counters) \
+            + [(tf.float32, [None, DIM])] * len(part.slots)
         with tf.get_default_graph().colocate_with(part.op):  # global step -1: the export evicts nothing
             exports.append(op_util.make_op("KvResourceExport", [part.handle, tf.constant(-1, tf.int64)], specs,
                                            "KvResourceExport", {"slot_names": [s.name for s in part.slots]}).outputs)
@@ -77,18 +78,21 @@ def _held_table(peer: Any, name: str) -> dict[str, np.ndarray]:
 
 
 def _assert_same_table(held: dict[str, np.ndarray], exported: list[np.ndarray], slot: str) -> None:
-    keys, values, freqs, versions, pending, counts, slot_values = exported
+    keys, values, freqs, versions, pending, counts, *bloom, slot_values = exported
     for name, expected in (("keys", keys), ("values", values), ("freqs", freqs), ("versions", versions),
-                           ("pending_keys", pending), ("pending_counts", counts), (f"slot:{slot}", slot_values)):
+                           ("pending_keys", pending), ("pending_counts", counts), (f"slot:{slot}", slot_values),
+                           *(("bloom_counters", counters) for counters in bloom)):
         np.testing.assert_array_equal(held[name], expected, err_msg=name)
 
 
-def test_pushes_carry_the_changed_and_evicted_keys_and_the_replica_loads_into_the_same_table():
+@pytest.mark.parametrize("filter_option", [None, tf.CBFFilter(filter_freq=2, max_element_size=64,
+                                                              false_positive_probability=0.01)])
+def test_pushes_carry_the_changed_and_evicted_keys_and_the_replica_loads_into_the_same_table(filter_option: Any):
     server = tf.train.Server.create_local_server()
     try:
         graph = tf.Graph()
         with graph.as_default():
-            ids, train, _, (export,) = _model(1)
+            ids, train, _, (export,) = _model(1, filter_option)
             init = tf.global_variables_initializer()
         with tf.Session(server.target, graph=graph) as sess:
             sess.run(init)
@@ -113,8 +117,9 @@ def test_pushes_carry_the_changed_and_evicted_keys_and_the_replica_loads_into_th
             assert restored is not None and restored.tables == 1
             ((_, _, table),) = [item for item in fresh.items() if item[1] == "emb"]
             loaded = table.export(["Adagrad"])
-            for name, a, b in zip(("keys", "values", "freqs", "versions", "pending", "counts", "slot"), loaded,
-                                  expected):
+            assert len(loaded) == len(expected)
+            for name, a, b in zip(("keys", "values", "freqs", "versions", "pending", "counts", "bloom or slot",
+                                   "slot"), loaded, expected):
                 np.testing.assert_array_equal(a, b, err_msg=name)
     finally:
         server.stop()

@@ -564,6 +564,7 @@ class EmbeddingTable:
             for name, initial, slot in zip(slot_names, slot_initial, slots):
                 self._slot_initial[name] = initial
                 self._slots[name] = np.array(slot, self.value_dtype).reshape(n, self.dim)
+            self._writes.wrote_whole()  # a reader that asked since ``initialize`` saw it empty
 
 
 def _grown(array: np.ndarray, capacity: int) -> np.ndarray:

@@ -13,6 +13,13 @@ same address fetches its state from the holder's ``ReplicaStore`` before it runs
 (``restore_from_replica``); where no holder answers, it starts empty and the chief's
 checkpoint path takes over, as before.
 
+An embedding variable's table (``tf.get_embedding_variable``, a resource of its own type) is
+replicated by its keys: each push carries the keys stored or updated since the last acknowledged
+push with all their columns (row, frequency, version, slots) and the keys evicted since, from
+the table's change tracking (``kernels/embedding_variable_writes.py``); the counts of keys not
+yet admitted travel whole when they changed. The holder keeps the table as arrays by key and a
+restarted primary makes the table again from them, as a checkpoint restore would.
+
 Protocol-free: the calls to the holder go through ``ReplicaPeer``;
 ``rpc/replication_service.py`` binds them to gRPC and wires this into a task's server.
 """
@@ -24,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Union
 
 import numpy as np
 
@@ -32,6 +39,8 @@ from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.execution import resources as resources_lib
 from tensorgrid.framework import errors
+from tensorgrid.kernels import embedding_variable_kernels
+from tensorgrid.kernels import embedding_variable_writes
 
 log = logging.getLogger("tensorgrid.replication")
 
@@ -158,6 +167,80 @@ def _listed(key: VariableKey, values: np.ndarray, shape: tuple[int, ...], rows: 
             for start in range(0, rows.size, step)]
 
 
+@dataclasses.dataclass
+class TableRows:
+    """Some keys of one embedding variable table with all their columns, and what else changed in
+    it (``ReplicaTableRows`` in the proto names the ``arrays``)."""
+
+    key: VariableKey
+    arrays: dict[str, np.ndarray]
+    whole: bool = False
+    """The held table is replaced, starting with this piece."""
+    definition: Optional[dict[str, Any]] = None
+    """With ``whole``: the table's options and its slots' initial values (``_definition``)."""
+    pending_included: bool = False
+
+
+Piece = Union[Rows, TableRows]
+"""What a push or a snapshot carries: rows of a variable, or keys of a table."""
+
+_TABLE_HEAD = ("removed_keys", "pending_keys", "pending_counts", "bloom_counters", "defaults")
+"""The arrays of a table piece that are not columns of its keys."""
+
+
+def piece_bytes(piece: Piece) -> int:
+    if isinstance(piece, TableRows):
+        return sum(array.nbytes for array in piece.arrays.values())
+    return int(piece.values.nbytes)
+
+
+def _definition(table: embedding_variable_kernels.EmbeddingTable, slot_initial: dict[str, float]) -> dict[str, Any]:
+    return {"name": table.name, "dim": table.dim, "value_dtype": table.value_dtype.name,
+            "filter_freq": table.filter_freq, "steps_to_live": table.steps_to_live,
+            "l2_weight_threshold": table.l2_weight_threshold,
+            "default_value_no_permission": table.default_value_no_permission, "max_entries": table.max_entries,
+            "evict_every_n_steps": table.evict_every_n_steps, "bloom_filter_shape": list(table.bloom_filter_shape),
+            "slot_initial": slot_initial}
+
+
+def _split_table(key: VariableKey, keys: np.ndarray, columns: dict[str, np.ndarray], head: dict[str, np.ndarray],
+                 whole: bool, definition: Optional[dict[str, Any]], pending_included: bool) -> list[TableRows]:
+    """A table's changed ``keys`` (and ``columns``) in pieces of at most ``PIECE_BYTES`` of columns; the
+    first piece also carries ``head`` (removed keys, pending counts, defaults) and the flags."""
+    row_bytes = 8 + sum(array.nbytes // max(len(array), 1) for array in columns.values())
+    step = max(PIECE_BYTES // row_bytes, 1)
+    pieces = []
+    for start in range(0, max(len(keys), 1), step):
+        chunk = {"keys": keys[start:start + step], **{n: a[start:start + step] for n, a in columns.items()}}
+        pieces.append(TableRows(key, {**head, **chunk}, whole, definition, pending_included) if start == 0
+                      else TableRows(key, chunk))
+    return pieces
+
+
+def _table_changes(key: VariableKey, table: embedding_variable_kernels.EmbeddingTable, since: Baseline
+                   ) -> tuple[Baseline, list[TableRows]]:
+    """The table's new baseline and the pieces of what changed in it after ``since`` (none: nothing did)."""
+    defaults, slot_initial = table.initial_state()
+    slots = sorted(slot_initial)
+    baseline, whole, removed, pending, arrays = table.changes_since(since, slots)
+    keys, values, freqs, versions, pending_keys, pending_counts, *rest = arrays
+    bloom = {"bloom_counters": rest.pop(0)} if table.bloom_filter_shape[0] else {}
+    if not (whole or keys.size or removed.size or pending):
+        return baseline, []
+    head = {"removed_keys": removed, **({"defaults": defaults} if whole else {}),
+            **({"pending_keys": pending_keys, "pending_counts": pending_counts, **bloom} if pending else {})}
+    columns = {"values": values, "freqs": freqs, "versions": versions,
+               **{f"slot:{slot}": array for slot, array in zip(slots, rest)}}
+    return baseline, _split_table(key, keys, columns, head, whole, _definition(table, slot_initial) if whole else None,
+                                  pending)
+
+
+def _tables(resources: resources_lib.ResourceManager
+            ) -> list[tuple[VariableKey, embedding_variable_kernels.EmbeddingTable]]:
+    return [((container, name), resource) for container, name, resource in resources.items()
+            if isinstance(resource, embedding_variable_kernels.EmbeddingTable) and resource.initialized]
+
+
 def _variables(resources: resources_lib.ResourceManager) -> list[tuple[VariableKey, resources_lib.Variable]]:
     return [((container, name), resource) for container, name, resource in resources.items()
             if isinstance(resource, resources_lib.Variable) and resource.initialized]
@@ -182,12 +265,14 @@ class DeltaTracker:
         self._full_needed = True
 
     def changes(self, resources: resources_lib.ResourceManager
-                ) -> tuple[bool, list[Rows], dict[VariableKey, tuple[Baseline, int]]]:
-        """(whether this is a full push, the rows to push, what to ``commit`` once acknowledged:
-        each variable's new baseline and update count)."""
+                ) -> tuple[bool, list[Piece], dict[VariableKey, tuple[Baseline, int]]]:
+        """(whether this is a full push, the rows and keys to push, what to ``commit`` once
+        acknowledged: each variable's and table's new baseline and update count)."""
         current = _variables(resources)
-        full = self._full_needed or bool(set(self._baselines) - {key for key, _ in current})
-        pieces: list[Rows] = []
+        tables = _tables(resources)
+        full = self._full_needed or bool(set(self._baselines) - {key for key, _ in current}
+                                         - {key for key, _ in tables})
+        pieces: list[Piece] = []
         pushed: dict[VariableKey, tuple[Baseline, int]] = {}
         for key, variable in current:
             updates = variable.updates
@@ -206,6 +291,12 @@ class DeltaTracker:
             else:
                 values = np.asarray(variable.backend.to_numpy(buffer[variable.backend.asarray(rows)]))
                 pieces += _listed(key, values, tuple(buffer.shape), rows, updates)
+        for key, table in tables:
+            before = embedding_variable_writes.EVERYTHING if full else self._baselines.get(
+                key, embedding_variable_writes.EVERYTHING)
+            baseline, table_pieces = _table_changes(key, table, before)
+            pushed[key] = (baseline, 0)
+            pieces += table_pieces
         return full, pieces, pushed
 
     def commit(self, pushed: dict[VariableKey, tuple[Baseline, int]]) -> None:
@@ -237,16 +328,64 @@ class _HeldReplica:
     sequence: int
     applied_at: float
     variables: dict[VariableKey, tuple[np.ndarray, int]]
+    tables: dict[VariableKey, "HeldTable"] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
 class Snapshot:
-    """A replica as fetched: who pushed it, how old it is, and its variables' rows."""
+    """A replica as fetched: who pushed it, how old it is, and its variables' rows and tables' keys."""
 
     primary_incarnation: int
     sequence: int
     age_seconds: float
-    rows: list[Rows]
+    rows: list[Piece]
+
+
+@dataclasses.dataclass
+class HeldTable:
+    """A replicated embedding variable table: its definition and arrays by key (keys ascending)."""
+
+    definition: dict[str, Any]
+    arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    def apply(self, piece: TableRows) -> bool:
+        """Applies ``piece`` (removed keys first, then the changed keys); False when its columns are not
+        this table's (the replica must be sent whole)."""
+        given = piece.arrays
+        columns = sorted(n for n in given if n not in _TABLE_HEAD and n != "keys")
+        if "keys" not in self.arrays:
+            self.arrays.update((n, given[n].copy()) for n in ["keys", *columns])
+        elif "keys" in given:
+            held_columns = sorted(n for n in self.arrays if n not in _TABLE_HEAD and n != "keys")
+            if columns != held_columns:
+                return False
+            keys, merged = embedding_variable_writes.merge_keyed(
+                self.arrays["keys"], [self.arrays[n] for n in columns],
+                given.get("removed_keys", np.zeros(0, np.int64)), given["keys"], [given[n] for n in columns])
+            self.arrays["keys"] = keys
+            self.arrays.update(zip(columns, merged))
+        self.arrays.update((n, given[n].copy()) for n in _TABLE_HEAD if n in given and n != "removed_keys")
+        return True
+
+    def pieces(self, key: VariableKey) -> list[TableRows]:
+        """The whole table, as pieces of a snapshot."""
+        head = {n: self.arrays[n] for n in _TABLE_HEAD if n in self.arrays}
+        columns = {n: a for n, a in self.arrays.items() if n not in _TABLE_HEAD and n != "keys"}
+        return _split_table(key, self.arrays.get("keys", np.zeros(0, np.int64)), columns, head, True,
+                            self.definition, True)
+
+
+def _apply_piece(variables: dict[VariableKey, tuple[np.ndarray, int]], tables: dict[VariableKey, HeldTable],
+                 piece: Piece) -> bool:
+    """Applies a piece to a replica's variables or tables; False when it cannot apply (a table's keys
+    for a table not held whole, or of other columns): the replica must be sent whole."""
+    if isinstance(piece, Rows):
+        _apply(variables, piece)
+        return True
+    if piece.whole:
+        tables[piece.key] = HeldTable(piece.definition or {})
+    held = tables.get(piece.key)
+    return held is not None and held.apply(piece)
 
 
 def _apply(variables: dict[VariableKey, tuple[np.ndarray, int]], piece: Rows) -> None:
@@ -276,25 +415,26 @@ class ReplicaStore:
                 None, None, f"{what} of {task} reached {task} itself (incarnation {incarnation:016x}): a task never "
                             f"holds its own replica; its holder's address must name another task (a standby)")
 
-    def apply(self, push: Push, pieces: Iterable[Rows]) -> Ack:
+    def apply(self, push: Push, pieces: Iterable[Piece]) -> Ack:
         """Applies one push: a full one replaces the replica of its primary; a delta is
-        refused (``needs_full``) unless the replica held is of the same primary incarnation.
+        refused (``needs_full``) unless the replica held is of the same primary incarnation
+        (and holds the tables it changes: else that replica is dropped, and asked for whole).
         ``errors.FailedPreconditionError`` for a push of this store's own task."""
         self._refuse_own(push.primary_incarnation, "a push of the replica", push.primary_task)
         if push.full:
-            variables: dict[VariableKey, tuple[np.ndarray, int]] = {}
-            for piece in pieces:
-                _apply(variables, piece)
+            replica = _HeldReplica(push.primary_incarnation, push.sequence, time.monotonic(), {})
+            if not all([_apply_piece(replica.variables, replica.tables, piece) for piece in pieces]):
+                return Ack(push.sequence, needs_full=True)
             with self._lock:
-                self._replicas[push.primary_task] = _HeldReplica(push.primary_incarnation, push.sequence,
-                                                                 time.monotonic(), variables)
+                self._replicas[push.primary_task] = replica
             return Ack(push.sequence)
         with self._lock:
             held = self._replicas.get(push.primary_task)
             if held is None or held.incarnation != push.primary_incarnation:
                 return Ack(push.sequence, needs_full=True)
-            for piece in pieces:
-                _apply(held.variables, piece)
+            if not all([_apply_piece(held.variables, held.tables, piece) for piece in pieces]):
+                del self._replicas[push.primary_task]
+                return Ack(push.sequence, needs_full=True)
             held.sequence, held.applied_at = push.sequence, time.monotonic()
         return Ack(push.sequence)
 
@@ -307,10 +447,14 @@ class ReplicaStore:
             if held is None:
                 return None
             copies = {key: (value.copy(), updates) for key, (value, updates) in held.variables.items()}
+            tables = [piece for key, table in sorted(held.tables.items()) for piece in table.pieces(key)]
+            tables = [TableRows(p.key, {n: a.copy() for n, a in p.arrays.items()}, p.whole, p.definition,
+                                p.pending_included) for p in tables]
             age = time.monotonic() - held.applied_at
             incarnation, sequence = held.incarnation, held.sequence
-        rows = [piece for key, (value, updates) in sorted(copies.items()) for piece in _whole(key, value, updates)]
-        return Snapshot(incarnation, sequence, age, rows)
+        rows: list[Piece] = [piece for key, (value, updates) in sorted(copies.items())
+                             for piece in _whole(key, value, updates)]
+        return Snapshot(incarnation, sequence, age, rows + list(tables))
 
     def primaries(self) -> list[str]:
         with self._lock:
@@ -322,7 +466,7 @@ class ReplicaStore:
 class ReplicaPeer(Protocol):
     """The calls a primary makes to its replica holder (gRPC in ``rpc/replication_service.py``)."""
 
-    def push(self, push: Push, pieces: list[Rows]) -> Ack:
+    def push(self, push: Push, pieces: list[Piece]) -> Ack:
         """Sends one push; an ``errors.OpError`` when the holder cannot be reached."""
 
     def fetch(self, primary_task: str) -> Optional[Snapshot]:
@@ -338,6 +482,8 @@ class Restored:
     nbytes: int
     age_seconds: float
     global_step: Optional[int]
+    tables: int = 0
+    """Embedding variable tables loaded."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,6 +514,23 @@ def _variable_maker(name: str, value: np.ndarray, backend: Any) -> Callable[[], 
     return make
 
 
+def _load_table(resources: resources_lib.ResourceManager, key: VariableKey, held: HeldTable) -> None:
+    """Makes the table ``key`` (or finds the one the graph made) and fills it with ``held``, as a restore does."""
+    d = held.definition
+    counters, hashes, counter_type = d["bloom_filter_shape"]
+    table: embedding_variable_kernels.EmbeddingTable = resources.lookup_or_create(
+        key[0], key[1], embedding_variable_kernels.EmbeddingTable,
+        lambda: embedding_variable_kernels.EmbeddingTable(
+            d["name"], d["dim"], d["value_dtype"], d["filter_freq"], d["steps_to_live"], d["l2_weight_threshold"],
+            d["default_value_no_permission"], d["max_entries"], d["evict_every_n_steps"],
+            (counters, hashes, counter_type)))
+    a, slots = held.arrays, sorted(d["slot_initial"])
+    bloom = [a.get("bloom_counters", np.zeros(0, np.int64))] if table.bloom_filter_shape[0] else []
+    table.restore(a["defaults"], [a["keys"], a["values"], a["freqs"], a["versions"], a["pending_keys"],
+                                  a["pending_counts"], *bloom, *(a[f"slot:{slot}"] for slot in slots)],
+                  slots, [d["slot_initial"][slot] for slot in slots])
+
+
 def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any, peer: ReplicaPeer,
                          primary_task: str, holder: str, wait_s: float) -> Optional[Restored]:
     """Loads the replica of ``primary_task`` from ``peer`` into ``resources`` (variables of
@@ -387,8 +550,12 @@ def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any,
         log.info("%s: %s holds no replica of it: starting empty", primary_task, holder)
         return None
     values: dict[VariableKey, tuple[np.ndarray, int]] = {}
+    tables: dict[VariableKey, HeldTable] = {}
     for piece in snapshot.rows:
-        _apply(values, piece)
+        if not _apply_piece(values, tables, piece):
+            log.warning("%s: the replica on %s is not whole (keys of table %s/%s without the table): starting empty",
+                        primary_task, holder, *piece.key)
+            return None
     step = None
     for (container, name), (value, updates) in values.items():
         variable: resources_lib.Variable = resources.lookup_or_create(
@@ -398,10 +565,14 @@ def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any,
         variable.written.wrote_whole()  # readers that kept a baseline (a saver) take it whole
         if name == "global_step":
             step = int(value)
-    restored = Restored(len(values), sum(v.nbytes for v, _ in values.values()), snapshot.age_seconds, step)
-    log.info("%s: restored %d variables (%d bytes%s) from its live replica on %s, %.2f s old",
-             primary_task, restored.variables, restored.nbytes,
-             "" if step is None else f", global step {step}", holder, restored.age_seconds)
+    for key, table in tables.items():
+        _load_table(resources, key, table)
+    restored = Restored(len(values), sum(v.nbytes for v, _ in values.values())
+                        + sum(a.nbytes for t in tables.values() for a in t.arrays.values()), snapshot.age_seconds,
+                        step, len(tables))
+    log.info("%s: restored %d variables%s (%d bytes%s) from its live replica on %s, %.2f s old",
+             primary_task, restored.variables, f" and {len(tables)} embedding variable tables" if tables else "",
+             restored.nbytes, "" if step is None else f", global step {step}", holder, restored.age_seconds)
     return restored
 
 
@@ -478,7 +649,7 @@ class Replicator:
                 self._tracker.require_full()
                 self._set_reachable(True)
                 return False
-            sent = sum(piece.values.nbytes for piece in pieces)
+            sent = sum(piece_bytes(piece) for piece in pieces)
             self.pushed_bytes += sent
             self._bytes.inc(sent)
             if full:

@@ -33,6 +33,7 @@ import numpy as np
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
 from tensorgrid.kernels import counting_bloom_filter
+from tensorgrid.kernels import embedding_variable_writes
 from tensorgrid.kernels import hash_functions
 from tensorgrid.kernels import numpy_backend
 from tensorgrid.kernels.registry import register_kernel
@@ -266,6 +267,8 @@ class EmbeddingTable:
         self.default_value_no_permission = default_value_no_permission
         self.lock = threading.Lock()
         self._defaults: Optional[np.ndarray] = None
+        self._writes = embedding_variable_writes.KeyWrites()
+        """What changed since a reader's baseline (incremental checkpoints, live replicas)."""
         self._clear()
 
     def _clear(self) -> None:
@@ -303,7 +306,8 @@ class EmbeddingTable:
         with self.lock:
             return {"keys": self._index.nbytes() + self._pending.nbytes() + self._keys.nbytes,
                     "filter": self._bloom.nbytes() if self._bloom is not None else 0,
-                    "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes,
+                    "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes
+                    + self._writes.nbytes(),
                     "slots": sum(slot.nbytes for slot in self._slots.values())}
 
     def check_definition(self, dim: int, value_dtype: Any) -> None:
@@ -321,6 +325,7 @@ class EmbeddingTable:
         with self.lock:
             self._clear()
             self._defaults = defaults.astype(self.value_dtype)
+            self._writes.wrote_whole()
 
     def _check_initialized(self) -> np.ndarray:
         defaults = self._defaults
@@ -352,6 +357,7 @@ class EmbeddingTable:
         self._keys[rows] = keys
         self._touched[rows] = self._tick
         self._index.insert(keys, rows)
+        self._writes.wrote_rows(rows)
         return rows
 
     def _admit(self, keys: np.ndarray, count: bool, defaults: np.ndarray) -> np.ndarray:
@@ -395,8 +401,11 @@ class EmbeddingTable:
             all_stored = bool(stored.all())
             if count:
                 np.add.at(self._freqs, rows if all_stored else rows[stored], 1)
+                self._writes.wrote_rows(rows if all_stored else rows[stored])
             if not all_stored:
                 rows[~stored] = self._admit(flat[~stored], count, defaults)
+                if count:
+                    self._writes.wrote_pending()
             reads = rows >= 0
             if reads.all():
                 out = np.take(self._values, rows, axis=0)
@@ -411,6 +420,7 @@ class EmbeddingTable:
     def _remove_rows(self, rows: np.ndarray) -> None:
         self._index.remove(self._keys[rows])
         self._free_rows = np.concatenate([self._free_rows, rows])
+        self._writes.removed(self._keys[rows], len(self._index))
 
     def _evict_least_recently_updated(self, count: int) -> None:
         """Drops the ``count`` keys updated (or, if never updated, stored) longest ago."""
@@ -421,6 +431,7 @@ class EmbeddingTable:
         if slot not in self._slot_initial:
             self._slot_initial[slot] = initial
             self._slots[slot] = np.full(self._values.shape, initial, self.value_dtype)
+            self._writes.wrote_whole()  # every key's slot value is new
         return self._slots[slot]
 
     def rows_to_update(self, keys: np.ndarray, grads: np.ndarray, version: int) -> tuple[np.ndarray, np.ndarray]:
@@ -438,6 +449,7 @@ class EmbeddingTable:
             self._versions[unique_rows] = version
         self._touched[unique_rows] = self._tick
         self._tick += 1
+        self._writes.wrote_rows(unique_rows)
         return unique_rows, summed
 
     def values(self) -> np.ndarray:
@@ -481,12 +493,37 @@ class EmbeddingTable:
         (int64; only for a table with one), then one array per slot."""
         with self.lock:
             keys, rows = self._index.items()
-            pending, counts = self._pending.items()
-            slots = [self._slots[name][rows] if name in self._slots
-                     else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
-            bloom = [self._bloom.exported()] if self._bloom is not None else []
-            return [keys, self._values[rows], self._freqs[rows], self._versions[rows],
-                    pending, counts, *bloom, *slots]
+            return self._exported(keys, rows, slot_names, with_pending=True)
+
+    def _exported(self, keys: np.ndarray, rows: np.ndarray, slot_names: list[str], with_pending: bool
+                  ) -> list[np.ndarray]:
+        slots = [self._slots[name][rows] if name in self._slots
+                 else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
+        empty = np.zeros(0, np.int64)
+        pending, counts = self._pending.items() if with_pending else (empty, empty)
+        bloom = [] if self._bloom is None else [self._bloom.exported() if with_pending else empty]
+        return [keys, self._values[rows], self._freqs[rows], self._versions[rows], pending, counts, *bloom, *slots]
+
+    def initial_state(self) -> tuple[np.ndarray, dict[str, float]]:
+        """(the initializer's rows new keys start from, each optimizer slot's value for new keys)."""
+        with self.lock:
+            return self._check_initialized(), dict(self._slot_initial)
+
+    def changes_since(self, since: tuple[int, ...], slot_names: list[str]
+                      ) -> tuple[tuple[int, int], bool, np.ndarray, bool, list[np.ndarray]]:
+        """(baseline now, whole, keys removed, pending counts included, ``export``'s arrays of the keys changed
+        after the baseline ``since``, or of the whole table when ``whole``): embedding_variable_writes."""
+        self._check_initialized()
+        with self.lock:
+            token, changes = self._writes.changed_since(since[0], since[1])
+            if changes is None:
+                keys, rows = self._index.items()
+                return token, True, np.zeros(0, np.int64), True, self._exported(keys, rows, slot_names, True)
+            rows = changes.rows[changes.rows < self._rows_used]
+            rows = rows[self._index.find(self._keys[rows]) == rows]  # rows freed since hold no key
+            rows = rows[np.argsort(self._keys[rows])]
+            return token, False, changes.removed, changes.pending_changed, self._exported(
+                self._keys[rows], rows, slot_names, changes.pending_changed)
 
     def restore(self, defaults: np.ndarray, arrays: list[np.ndarray], slot_names: list[str],
                 slot_initial: list[float]) -> None:
@@ -527,6 +564,7 @@ class EmbeddingTable:
             for name, initial, slot in zip(slot_names, slot_initial, slots):
                 self._slot_initial[name] = initial
                 self._slots[name] = np.array(slot, self.value_dtype).reshape(n, self.dim)
+            self._writes.wrote_whole()  # a reader that asked since ``initialize`` saw it empty
 
 
 def _grown(array: np.ndarray, capacity: int) -> np.ndarray:

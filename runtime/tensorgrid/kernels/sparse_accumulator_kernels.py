@@ -29,8 +29,10 @@ Shape = Optional[tuple[Optional[int], ...]]
 class SparseConditionalAccumulator(data_flow_kernels.GradientAccumulator):
     """Rows of IndexedSlices gradients for the current global step; stale gradients are dropped."""
 
-    def __init__(self, name: str, shape: Shape, reduction: str) -> None:
+    def __init__(self, name: str, shape: Shape, reduction: str, indices_are_keys: bool = False) -> None:
         super().__init__(name, shape, reduction)
+        self.indices_are_keys = indices_are_keys
+        """The indices are an embedding variable's ids (any int64), not rows: no range to check."""
         self._parts: list[tuple[Any, Any]] = []
         self._row_shape: Optional[tuple[int, ...]] = None
 
@@ -43,7 +45,7 @@ class SparseConditionalAccumulator(data_flow_kernels.GradientAccumulator):
         if values.ndim < 1 or values.shape[0] != indices.shape[0]:
             fail(f"values must have one row per index: {indices.shape[0]} indices, values of shape "
                  f"{list(values.shape)}")
-        if indices.size and int(indices.min()) < 0:
+        if indices.size and int(indices.min()) < 0 and not self.indices_are_keys:
             fail(f"indices must be >= 0, got {int(indices.min())}")
         expected = self.shape
         if dense_shape is not None:
@@ -59,7 +61,7 @@ class SparseConditionalAccumulator(data_flow_kernels.GradientAccumulator):
                     e is not None and e != v for e, v in zip(expected[1:], values.shape[1:])):
                 fail(f"values of shape {list(values.shape)} do not fit the accumulator's shape {list(expected)}")
             rows = expected[0]
-            if rows is not None and indices.size and int(indices.max()) >= rows:
+            if rows is not None and indices.size and int(indices.max()) >= rows and not self.indices_are_keys:
                 fail(f"index {int(indices.max())} is out of range for {rows} rows")
         if self._row_shape is not None and tuple(values.shape[1:]) != self._row_shape:
             fail(f"rows of shape {list(values.shape[1:])} after rows of shape {list(self._row_shape)} this step")
@@ -112,7 +114,8 @@ def _sparse_accumulator(k: context.KernelContext, step: context.StepContext) -> 
     name = k.attrs["shared_name"] or k.name
     return step.resources.lookup_or_create(
         k.attrs["container"], name, SparseConditionalAccumulator,
-        lambda: SparseConditionalAccumulator(name, k.attrs["shape"], k.attrs["reduction_type"]))
+        lambda: SparseConditionalAccumulator(name, k.attrs["shape"], k.attrs["reduction_type"],
+                                             k.attrs.get("indices_are_keys", False)))
 
 
 @register_kernel("SparseAccumulatorApplyGradient", host_only=True)

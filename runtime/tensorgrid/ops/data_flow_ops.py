@@ -218,8 +218,12 @@ class ConditionalAccumulator:
         self._handle = op_util.make_tensor(
             self._RESOURCE_OP, [], dtypes.resource, [], name,
             {"dtype": self._dtype.name, "shape": self._shape.as_tuple_or_none(), "reduction_type": reduction_type,
-             "container": graph.current_container, "shared_name": shared_name or ""},
+             "container": graph.current_container, "shared_name": shared_name or "", **self._resource_attrs()},
         )
+
+    def _resource_attrs(self) -> dict[str, Any]:
+        """Attributes of the resource op beyond TF's (none here)."""
+        return {}
 
     @property
     def accumulator_ref(self) -> graph_lib.Tensor:
@@ -272,8 +276,18 @@ class SparseConditionalAccumulator(ConditionalAccumulator):
     _RESOURCE_OP = "SparseConditionalAccumulator"
 
     def __init__(self, dtype: Any, shape: Any = None, shared_name: Optional[str] = None,
-                 name: str = "sparse_conditional_accumulator", reduction_type: str = "MEAN") -> None:
+                 name: str = "sparse_conditional_accumulator", reduction_type: str = "MEAN", *,
+                 indices_are_keys: bool = False) -> None:
+        """TF's arguments, and tensorgrid's ``indices_are_keys``: the indices are an embedding variable's
+        64-bit ids (any int64, negative ones too), not rows of a table of ``shape[0]`` rows; what
+        ``SyncReplicasOptimizer`` uses for a ``tf.get_embedding_variable`` table."""
+        if not isinstance(indices_are_keys, bool):
+            raise TypeError(f"indices_are_keys must be True or False, got {indices_are_keys!r}")
+        self._indices_are_keys = indices_are_keys
         super().__init__(dtype, shape, shared_name, name, reduction_type)
+
+    def _resource_attrs(self) -> dict[str, Any]:
+        return {"indices_are_keys": self._indices_are_keys}
 
     def apply_indexed_slices_grad(self, grad: Any, local_step: Any = 0, name: Optional[str] = None) -> graph_lib.Operation:
         """Applies an IndexedSlices gradient computed at ``local_step``."""

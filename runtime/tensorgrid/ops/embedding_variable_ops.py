@@ -45,12 +45,12 @@ _TABLE_KEY_DTYPES = (dtypes.int64, dtypes.int32, dtypes.string)
 _SPARSE_APPLY_OPS = ("KvResourceSparseApplyGradientDescent", "KvResourceSparseApplyAdagrad",
                      "KvResourceSparseApplyAdam", "KvResourceSparseApplyFtrl")
 for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvResourceGather", "KvVariableSize",
-                 "KvResourceExport", "KvResourceImport", *_SPARSE_APPLY_OPS):
+                 "KvResourceExport", "KvResourceImport", "KvResourceChangedKeys", *_SPARSE_APPLY_OPS):
     op_registry.register_op(_op_type, stateful=True)
 op_registry.register_op("KvPartitionOfKeys")
 op_registry.register_op("KvStringToKey")
 for _op_type in ("KvVarHandleOp", "InitializeKvVariableOp", "KvVariableSize", "KvResourceExport", "KvResourceImport",
-                 "KvPartitionOfKeys", "KvStringToKey", *_SPARSE_APPLY_OPS):
+                 "KvResourceChangedKeys", "KvPartitionOfKeys", "KvStringToKey", *_SPARSE_APPLY_OPS):
     op_registry.NotDifferentiable(_op_type)
 
 

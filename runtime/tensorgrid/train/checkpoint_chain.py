@@ -3,7 +3,9 @@
 An incremental save (``Saver(incremental=True)``) writes a delta: a checkpoint of the same format
 whose index (version 2) names the full checkpoint its chain starts from and the checkpoint its
 changes apply to. A delta holds a tensor whole under its name, or only some rows of it as two
-tensors, ``<name>:rows`` (int64 indices of the first dimension) and ``<name>:row_values``. This
+tensors, ``<name>:rows`` (int64 indices of the first dimension) and ``<name>:row_values``, or, for
+the tensors of an embedding variable (one entry per key of its ``NAME-keys``), the keys changed and
+removed since the previous checkpoint and the changed keys' entries of each column. This
 module follows the chain back to the full checkpoint, checks every link, and applies the deltas
 in order; ``Saver.restore``, ``tf.train.load_checkpoint`` and ``NewCheckpointReader`` read through
 it, so a delta restores like any checkpoint. (docs/checkpoint-format.md, "Incremental checkpoints".)
@@ -18,11 +20,18 @@ import numpy as np
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
+from tensorgrid.kernels import embedding_variable_writes
 from tensorgrid.train import checkpoint_format
 
 ROWS_SUFFIX = ":rows"
 ROW_VALUES_SUFFIX = ":row_values"
 """Checkpoint keys are op names, which never hold a ':', so these cannot clash with a variable's key."""
+CHANGED_KEYS_SUFFIX = ":changed_keys"
+REMOVED_KEYS_SUFFIX = ":removed_keys"
+"""On a keys tensor ``K`` (an embedding variable's ``NAME-keys``): the keys stored or updated since the
+previous checkpoint of the chain, and the keys removed (evicted) since."""
+CHANGED_ROWS_OF = ":changed_rows_of:"
+"""``<column>:changed_rows_of:<K>``: a column's entries (one per key of ``K``) for ``K``'s changed keys."""
 
 
 def read_chain(prefix: str) -> list[checkpoint_format.Index]:
@@ -89,22 +98,54 @@ class LogicalCheckpoint:
     def read(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """The named tensors (every one in ``tensors``), read, checked and brought up to date."""
         names = list(names)
+        keys_of = {column: keys_name for delta in self.chain[1:] for column, _, keys_name in
+                   (n.partition(CHANGED_ROWS_OF) for n in delta.tensors if CHANGED_ROWS_OF in n) if column in names}
+        """Column -> the keys tensor its changed entries are keyed by (read too: the merge needs it)."""
+        reading = names + sorted(set(keys_of.values()) - set(names))
         full = self.chain[0]
-        values = checkpoint_format.read_tensors(full, [n for n in names if n in full.tensors])
+        values = checkpoint_format.read_tensors(full, [n for n in reading if n in full.tensors])
         for delta in self.chain[1:]:
-            whole = [n for n in names if n in delta.tensors]
-            by_rows = [n for n in names if n + ROWS_SUFFIX in delta.tensors]
+            whole = [n for n in reading if n in delta.tensors]
+            by_rows = [n for n in reading if n + ROWS_SUFFIX in delta.tensors]
+            keyed = [n for n in reading if n + CHANGED_KEYS_SUFFIX in delta.tensors]
             got = checkpoint_format.read_tensors(
-                delta, whole + [n + s for n in by_rows for s in (ROWS_SUFFIX, ROW_VALUES_SUFFIX)])
+                delta, whole + [n + s for n in by_rows for s in (ROWS_SUFFIX, ROW_VALUES_SUFFIX)]
+                + [k + s for k in keyed for s in (CHANGED_KEYS_SUFFIX, REMOVED_KEYS_SUFFIX)]
+                + [c + CHANGED_ROWS_OF + k for c, k in keys_of.items() if c + CHANGED_ROWS_OF + k in delta.tensors])
             values.update((n, got[n]) for n in whole)
             for name in by_rows:
                 values[name] = _apply_rows(delta, name, values.get(name), got[name + ROWS_SUFFIX],
                                            got[name + ROW_VALUES_SUFFIX])
-        return values
+            for keys_name in keyed:
+                columns = [c for c, k in keys_of.items() if k == keys_name and c + CHANGED_ROWS_OF + k in delta.tensors]
+                values.update(_apply_keyed(delta, keys_name, columns, values, got))
+        return {name: values[name] for name in names if name in values}
 
 
 def _is_row_part(name: str) -> bool:
-    return name.endswith(ROWS_SUFFIX) or name.endswith(ROW_VALUES_SUFFIX)
+    return (name.endswith((ROWS_SUFFIX, ROW_VALUES_SUFFIX, CHANGED_KEYS_SUFFIX, REMOVED_KEYS_SUFFIX))
+            or CHANGED_ROWS_OF in name)
+
+
+def _apply_keyed(delta: checkpoint_format.Index, keys_name: str, columns: list[str], values: dict[str, np.ndarray],
+                 got: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The keys tensor ``keys_name`` and its ``columns`` with the delta's removed and changed keys applied."""
+    where = f"changed keys of {keys_name} in delta checkpoint {delta.prefix}"
+    missing = [n for n in [keys_name, *columns] if n not in values]
+    if missing:
+        raise errors.DataLossError(None, None, f"The {where} apply to {', '.join(missing)}, which no earlier "
+                                               "checkpoint of its chain has")
+    changed = got[keys_name + CHANGED_KEYS_SUFFIX]
+    entries = [got[c + CHANGED_ROWS_OF + keys_name] for c in columns]
+    for column, old, new in zip(columns, (values[c] for c in columns), entries):
+        if len(old) != len(values[keys_name]) or len(new) != len(changed) or old.shape[1:] != new.shape[1:]:
+            raise errors.DataLossError(
+                None, None, f"The {where} do not fit {column}: {len(new)} entries of shape {list(new.shape[1:])} for "
+                            f"{len(changed)} keys, the column has {len(old)} of shape {list(old.shape[1:])} for "
+                            f"{len(values[keys_name])} keys")
+    keys, merged = embedding_variable_writes.merge_keyed(values[keys_name], [values[c] for c in columns],
+                                                         got[keys_name + REMOVED_KEYS_SUFFIX], changed, entries)
+    return {keys_name: keys, **dict(zip(columns, merged))}
 
 
 def _apply_rows(delta: checkpoint_format.Index, name: str, value: np.ndarray | None, rows: np.ndarray,

@@ -39,6 +39,7 @@ from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import math_ops
 from tensorgrid.ops import op_util
+from tensorgrid.train import checkpoint_chain
 from tensorgrid.train import training_util
 
 _PER_KEY = ("keys", "values", "freqs", "versions", "keys_filtered", "freqs_filtered")
@@ -66,6 +67,39 @@ class _Table:
     bloom_feed_by_part: dict[int, graph_lib.Tensor] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass
+class TableChanges:
+    """The ``KvResourceChangedKeys`` op of one table (or part) that an incremental save runs, fed its baseline."""
+
+    prefix: str
+    """The name its entries start with (``NAME`` of ``NAME-keys``)."""
+    names: list[str]
+    """Its checkpoint entries, in ``checkpoint_names``'s order."""
+    since: graph_lib.Tensor
+    fetches: list[graph_lib.Tensor]
+
+    def checkpoint_tensors(self, result: list[Any], full: bool) -> dict[str, np.ndarray]:
+        """What a save writes for it from the op's ``result``: every entry when the table came whole,
+        else the keys changed and removed and the changed keys' entries (checkpoint_chain)."""
+        _, whole, removed, pending_included, *arrays = result
+        named = dict(zip(self.names, arrays))
+        if bool(whole):
+            return named
+        if full:  # asked for EVERYTHING, which no baseline matches
+            raise RuntimeError(f"Saver: a full save got the changed keys of {self.prefix} instead of all of it")
+        keys_name = f"{self.prefix}-keys"
+        tensors = {keys_name + checkpoint_chain.CHANGED_KEYS_SUFFIX: named[keys_name],
+                   keys_name + checkpoint_chain.REMOVED_KEYS_SUFFIX: removed}
+        pending_names = {f"{self.prefix}-{part}" for part in ("keys_filtered", "freqs_filtered", _BLOOM)}
+        for name, array in named.items():
+            if name in pending_names:
+                if bool(pending_included):
+                    tensors[name] = array
+            elif name != keys_name:
+                tensors[name + checkpoint_chain.CHANGED_ROWS_OF + keys_name] = array
+        return tensors
+
+
 def _saved_prefixes(index: Any, name: str) -> list[str]:
     """The names ``name``'s parts were saved under: ``[name]`` unpartitioned, else ``name/part_<i>`` in order."""
     if f"{name}-keys" in index.tensors:
@@ -79,8 +113,11 @@ def _saved_prefixes(index: Any, name: str) -> list[str]:
 class EmbeddingVariableSaveables:
     """The export and import ops of some embedding variables, built once with the Saver."""
 
-    def __init__(self, evs: list[embedding_variable_ops.EmbeddingVariable], graph: graph_lib.Graph) -> None:
+    def __init__(self, evs: list[embedding_variable_ops.EmbeddingVariable], graph: graph_lib.Graph,
+                 incremental: bool = False) -> None:
+        """``incremental``: also build the ops an incremental save asks for the keys changed (``changes``)."""
         self.names: list[str] = []
+        self.changes: list[TableChanges] = []
         self.save_tensors: list[graph_lib.Tensor] = []
         self._tables: dict[str, _Table] = {}
         imports = []
@@ -97,6 +134,13 @@ class EmbeddingVariableSaveables:
                 export = op_util.make_op("KvResourceExport", [ev.handle, step], specs, "KvResourceExport",
                                          {"slot_names": slot_names})
                 feeds = [array_ops.placeholder(dtype, shape, name="restore_value") for dtype, shape in specs]
+                if incremental:
+                    since = array_ops.placeholder(dtypes.int64, [2], name="changed_since")
+                    changed = op_util.make_op(
+                        "KvResourceChangedKeys", [ev.handle, step, since],
+                        [(dtypes.int64, [2]), (dtypes.bool_, []), (dtypes.int64, [None]), (dtypes.bool_, []), *specs],
+                        "KvResourceChangedKeys", {"slot_names": slot_names})
+                    self.changes.append(TableChanges(ev.op.name, checkpoint_names(ev), since, changed.outputs))
                 imports.append(op_util.make_op(
                     "KvResourceImport", [ev.handle, ev.initial_rows, *feeds], [], "KvResourceImport",
                     {"slot_names": slot_names, "slot_initial_values": [slot.initial_value for slot in ev.slots]}))

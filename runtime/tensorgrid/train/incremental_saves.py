@@ -8,7 +8,10 @@ after ``full_save_every`` deltas, and whenever a delta could not follow the chai
 a delta beside the full checkpoint (checkpoint_chain): the bytes follow the rows touched.
 
 A partitioned variable's parts give their rows at their offsets in the logical tensor, so a
-delta, like a full checkpoint, restores into any number of parts.
+delta, like a full checkpoint, restores into any number of parts. An embedding variable (each
+part of one) is read by a ``KvResourceChangedKeys`` op the same way: it evicts, as a save does,
+then hands back the keys stored or updated since the baseline with all their entries, and the
+keys removed since (kernels/embedding_variable_writes.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tensorgrid.ops import array_ops
 from tensorgrid.ops import changed_rows_ops
 from tensorgrid.train import checkpoint_chain
 from tensorgrid.train import checkpoint_format
+from tensorgrid.train import embedding_variable_saver
 
 
 @dataclasses.dataclass
@@ -44,8 +48,11 @@ class _Part:
 class IncrementalSaves:
     """The ops and the chain state of one incremental Saver."""
 
-    def __init__(self, entries: list[Any], as_ref: Any, full_save_every: int) -> None:
-        """``entries`` are the Saver's ``_Saved`` (name, parts, full_shape, slices); built in its name scope."""
+    def __init__(self, entries: list[Any], as_ref: Any, full_save_every: int,
+                 tables: list[embedding_variable_saver.TableChanges]) -> None:
+        """``entries`` are the Saver's ``_Saved`` (name, parts, full_shape, slices), ``tables`` its embedding
+        variables' changed-keys ops; built in its name scope."""
+        self._tables = tables
         if isinstance(full_save_every, bool) or not isinstance(full_save_every, int) or full_save_every < 1:
             raise ValueError(f"full_save_every must be a positive number of deltas between full saves, "
                              f"got {full_save_every!r}")
@@ -65,6 +72,7 @@ class IncrementalSaves:
                 by_rows = row_split and (ref.shape.ndims is None or ref.shape.ndims > 0)
                 self._parts.append(_Part(entry.name, first_row, by_rows, since, outputs))
         self._baselines: Optional[list[tuple[int, int]]] = None
+        """Each part's, then each table's."""
         self._chain: list[str] = []
         """The full checkpoint and the deltas after it that this saver wrote, oldest first."""
 
@@ -83,8 +91,14 @@ class IncrementalSaves:
                 feeds[part.since] = everything
             else:
                 feeds[part.since] = np.asarray(self._baselines[i], dtype=np.int64)
-        results = sess.run([part.fetches for part in self._parts], feeds)
+        for i, table in enumerate(self._tables, start=len(self._parts)):
+            feeds[table.since] = everything if full or self._baselines is None else np.asarray(
+                self._baselines[i], dtype=np.int64)
+        results, table_results = sess.run([[part.fetches for part in self._parts],
+                                           [table.fetches for table in self._tables]], feeds)
         tensors = self._tensors(results, full)
+        for table, table_result in zip(self._tables, table_results):
+            tensors.update(table.checkpoint_tensors(table_result, full))
         if full:
             checkpoint_format.write_checkpoint(checkpoint_file, tensors)
             self._chain = [checkpoint_file]
@@ -94,7 +108,7 @@ class IncrementalSaves:
             checkpoint_format.write_checkpoint(checkpoint_file, tensors, delta=delta)
             self._chain.append(checkpoint_file)
         # Only once the file is committed: a failed save leaves the baselines, so the next one has every change.
-        self._baselines = [(int(r[0][0]), int(r[0][1])) for r in results]
+        self._baselines = [(int(r[0][0]), int(r[0][1])) for r in [*results, *table_results]]
         return full
 
     def _tensors(self, results: list[Any], full: bool) -> dict[str, np.ndarray]:

@@ -249,13 +249,10 @@ class Saver:
         if isinstance(var_list, (list, tuple, set)):
             evs = [v for v in var_list if isinstance(v, embedding_variable_ops.EmbeddingVariable)]
             var_list = [v for v in var_list if not isinstance(v, embedding_variable_ops.EmbeddingVariable)]
-            if evs and self._incremental:
-                raise ValueError(
-                    f"Saver(incremental=True) saves the rows of Variables and partitioned variables; the embedding "
-                    f"variables {', '.join(ev.name for ev in evs)} need a Saver without incremental")
             if evs:
                 with graph.as_default(), graph.control_dependencies(None), graph.name_scope(self._name or "save"):
-                    self._embedding_variables = embedding_variable_saver.EmbeddingVariableSaveables(evs, graph)
+                    self._embedding_variables = embedding_variable_saver.EmbeddingVariableSaveables(
+                        evs, graph, incremental=self._incremental)
         names_to_vars = _names_to_variables(var_list)
         self._built = True
         if not names_to_vars and self._embedding_variables is not None:
@@ -285,7 +282,8 @@ class Saver:
             self._restore_op = control_flow_ops.group(*assigns, name="restore_all")
             if self._incremental:
                 self._incremental_saves = incremental_saves.IncrementalSaves(
-                    self._entries, _as_ref, self._full_save_every)
+                    self._entries, _as_ref, self._full_save_every,
+                    self._embedding_variables.changes if self._embedding_variables is not None else [])
 
     @property
     def last_checkpoints(self) -> list[str]:

@@ -2,7 +2,8 @@
 
 Each worker pushes its gradients into one ConditionalAccumulator per variable (on
 that variable's PS; a SparseConditionalAccumulator for an IndexedSlices gradient, so
-an embedding table's update carries only the rows the batches touched) tagged with the step it computed them at; accumulators drop
+an embedding table's update carries only the rows the batches touched; for a ``tf.get_embedding_variable``
+table, keyed by the ids the batches looked up) tagged with the step it computed them at; accumulators drop
 gradients older than the current step. The chief's queue runner waits until
 ``replicas_to_aggregate`` gradients are in every accumulator, applies their mean
 with the wrapped optimizer, bumps the global step, and puts one token per replica
@@ -23,6 +24,7 @@ from tensorgrid.framework import indexed_slices
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import control_flow_ops
 from tensorgrid.ops import data_flow_ops
+from tensorgrid.ops import embedding_variable_ops
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import optimizer as optimizer_lib
@@ -93,8 +95,10 @@ class SyncReplicasOptimizer(optimizer_lib.Optimizer):
                     accumulator: data_flow_ops.ConditionalAccumulator
                     if isinstance(grad, indexed_slices.IndexedSlices):
                         # Only the rows the replicas touched travel and are averaged, row by row.
+                        # An embedding variable's gradient is keyed by its 64-bit ids, not by rows.
                         accumulator = data_flow_ops.SparseConditionalAccumulator(
-                            grad.dtype, shape=var.get_shape(), shared_name=var.name + "/grad_accum")
+                            grad.dtype, shape=var.get_shape(), shared_name=var.name + "/grad_accum",
+                            indices_are_keys=isinstance(var, embedding_variable_ops.EmbeddingVariable))
                         train_ops.append(accumulator.apply_indexed_slices_grad(grad, local_step=self._local_step))
                         aggregated_grads.append(accumulator.take_indexed_slices_grad(self._replicas_to_aggregate))
                     else:

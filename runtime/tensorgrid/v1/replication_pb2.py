@@ -24,23 +24,31 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ftensorgrid/v1/replication.proto\x12\rtensorgrid.v1\"\xa1\x01\n\x0bReplicaRows\x12\x11\n\tcontainer\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x64type\x18\x03 \x01(\t\x12\r\n\x05shape\x18\x04 \x03(\x03\x12\x0c\n\x04rows\x18\x05 \x03(\x03\x12\x11\n\trow_start\x18\x06 \x01(\x03\x12\x11\n\trow_count\x18\x07 \x01(\x03\x12\x0e\n\x06values\x18\x08 \x01(\x0c\x12\x0f\n\x07updates\x18\t \x01(\x03\"\x8b\x01\n\x0cReplicaBatch\x12\x14\n\x0cprimary_task\x18\x01 \x01(\t\x12\x1b\n\x13primary_incarnation\x18\x02 \x01(\x06\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x0c\n\x04\x66ull\x18\x04 \x01(\x08\x12(\n\x04rows\x18\x05 \x03(\x0b\x32\x1a.tensorgrid.v1.ReplicaRows\"2\n\nReplicaAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x12\n\nneeds_full\x18\x02 \x01(\x08\"J\n\x13\x46\x65tchReplicaRequest\x12\x14\n\x0cprimary_task\x18\x01 \x01(\t\x12\x1d\n\x15requester_incarnation\x18\x02 \x01(\x06\"\x7f\n\x0fReplicaSnapshot\x12\x1b\n\x13primary_incarnation\x18\x01 \x01(\x06\x12\x10\n\x08sequence\x18\x02 \x01(\x04\x12\x13\n\x0b\x61ge_seconds\x18\x03 \x01(\x01\x12(\n\x04rows\x18\x04 \x01(\x0b\x32\x1a.tensorgrid.v1.ReplicaRows2\xac\x01\n\x0bReplication\x12G\n\x0bPushReplica\x12\x1b.tensorgrid.v1.ReplicaBatch\x1a\x19.tensorgrid.v1.ReplicaAck(\x01\x12T\n\x0c\x46\x65tchReplica\x12\".tensorgrid.v1.FetchReplicaRequest\x1a\x1e.tensorgrid.v1.ReplicaSnapshot0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ftensorgrid/v1/replication.proto\x12\rtensorgrid.v1\"\xa1\x01\n\x0bReplicaRows\x12\x11\n\tcontainer\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x64type\x18\x03 \x01(\t\x12\r\n\x05shape\x18\x04 \x03(\x03\x12\x0c\n\x04rows\x18\x05 \x03(\x03\x12\x11\n\trow_start\x18\x06 \x01(\x03\x12\x11\n\trow_count\x18\x07 \x01(\x03\x12\x0e\n\x06values\x18\x08 \x01(\x0c\x12\x0f\n\x07updates\x18\t \x01(\x03\":\n\x0cReplicaArray\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xf9\x01\n\x10ReplicaTableRows\x12\x11\n\tcontainer\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05whole\x18\x03 \x01(\x08\x12\x12\n\ndefinition\x18\x04 \x01(\t\x12\x18\n\x10pending_included\x18\x05 \x01(\x08\x12;\n\x06\x61rrays\x18\x06 \x03(\x0b\x32+.tensorgrid.v1.ReplicaTableRows.ArraysEntry\x1aJ\n\x0b\x41rraysEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.tensorgrid.v1.ReplicaArray:\x02\x38\x01\"\xbc\x01\n\x0cReplicaBatch\x12\x14\n\x0cprimary_task\x18\x01 \x01(\t\x12\x1b\n\x13primary_incarnation\x18\x02 \x01(\x06\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x0c\n\x04\x66ull\x18\x04 \x01(\x08\x12(\n\x04rows\x18\x05 \x03(\x0b\x32\x1a.tensorgrid.v1.ReplicaRows\x12/\n\x06tables\x18\x06 \x03(\x0b\x32\x1f.tensorgrid.v1.ReplicaTableRows\"2\n\nReplicaAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x12\n\nneeds_full\x18\x02 \x01(\x08\"J\n\x13\x46\x65tchReplicaRequest\x12\x14\n\x0cprimary_task\x18\x01 \x01(\t\x12\x1d\n\x15requester_incarnation\x18\x02 \x01(\x06\"\xaf\x01\n\x0fReplicaSnapshot\x12\x1b\n\x13primary_incarnation\x18\x01 \x01(\x06\x12\x10\n\x08sequence\x18\x02 \x01(\x04\x12\x13\n\x0b\x61ge_seconds\x18\x03 \x01(\x01\x12(\n\x04rows\x18\x04 \x01(\x0b\x32\x1a.tensorgrid.v1.ReplicaRows\x12.\n\x05table\x18\x05 \x01(\x0b\x32\x1f.tensorgrid.v1.ReplicaTableRows2\xac\x01\n\x0bReplication\x12G\n\x0bPushReplica\x12\x1b.tensorgrid.v1.ReplicaBatch\x1a\x19.tensorgrid.v1.ReplicaAck(\x01\x12T\n\x0c\x46\x65tchReplica\x12\".tensorgrid.v1.FetchReplicaRequest\x1a\x1e.tensorgrid.v1.ReplicaSnapshot0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tensorgrid.v1.replication_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_REPLICATABLEROWS_ARRAYSENTRY']._loaded_options = None
+  _globals['_REPLICATABLEROWS_ARRAYSENTRY']._serialized_options = b'8\001'
   _globals['_REPLICAROWS']._serialized_start=51
   _globals['_REPLICAROWS']._serialized_end=212
-  _globals['_REPLICABATCH']._serialized_start=215
-  _globals['_REPLICABATCH']._serialized_end=354
-  _globals['_REPLICAACK']._serialized_start=356
-  _globals['_REPLICAACK']._serialized_end=406
-  _globals['_FETCHREPLICAREQUEST']._serialized_start=408
-  _globals['_FETCHREPLICAREQUEST']._serialized_end=482
-  _globals['_REPLICASNAPSHOT']._serialized_start=484
-  _globals['_REPLICASNAPSHOT']._serialized_end=611
-  _globals['_REPLICATION']._serialized_start=614
-  _globals['_REPLICATION']._serialized_end=786
+  _globals['_REPLICAARRAY']._serialized_start=214
+  _globals['_REPLICAARRAY']._serialized_end=272
+  _globals['_REPLICATABLEROWS']._serialized_start=275
+  _globals['_REPLICATABLEROWS']._serialized_end=524
+  _globals['_REPLICATABLEROWS_ARRAYSENTRY']._serialized_start=450
+  _globals['_REPLICATABLEROWS_ARRAYSENTRY']._serialized_end=524
+  _globals['_REPLICABATCH']._serialized_start=527
+  _globals['_REPLICABATCH']._serialized_end=715
+  _globals['_REPLICAACK']._serialized_start=717
+  _globals['_REPLICAACK']._serialized_end=767
+  _globals['_FETCHREPLICAREQUEST']._serialized_start=769
+  _globals['_FETCHREPLICAREQUEST']._serialized_end=843
+  _globals['_REPLICASNAPSHOT']._serialized_start=846
+  _globals['_REPLICASNAPSHOT']._serialized_end=1021
+  _globals['_REPLICATION']._serialized_start=1024
+  _globals['_REPLICATION']._serialized_end=1196
 # @@protoc_insertion_point(module_scope)

@@ -78,6 +78,68 @@ def _from_proto(message: replication_pb2.ReplicaRows) -> replication.Rows:
                             int(message.row_start), count)
 
 
+def _array_from_proto(message: replication_pb2.ReplicaArray, where: str) -> np.ndarray:
+    try:
+        dtype = np.dtype(message.dtype)
+    except TypeError:
+        raise errors.InvalidArgumentError(None, None, f"{where}: unknown dtype {message.dtype!r}") from None
+    shape = tuple(int(d) for d in message.shape)
+    if any(d < 0 for d in shape) or len(message.data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        raise errors.InvalidArgumentError(
+            None, None, f"{where}: {len(message.data)} bytes do not hold an array of shape {list(shape)} and dtype "
+                        f"{dtype.name}")
+    return np.frombuffer(message.data, dtype).reshape(shape).copy()
+
+
+_TABLE_KEYED = ("keys", "values", "freqs", "versions")
+_DEFINITION_FIELDS = ("name", "dim", "value_dtype", "filter_freq", "steps_to_live", "l2_weight_threshold",
+                      "default_value_no_permission", "max_entries", "evict_every_n_steps", "bloom_filter_shape",
+                      "slot_initial")
+
+
+def _table_to_proto(piece: replication.TableRows) -> replication_pb2.ReplicaTableRows:
+    arrays = {name: replication_pb2.ReplicaArray(dtype=array.dtype.name, shape=list(array.shape),
+                                                 data=np.ascontiguousarray(array).tobytes())
+              for name, array in piece.arrays.items()}
+    return replication_pb2.ReplicaTableRows(
+        container=piece.key[0], name=piece.key[1], whole=piece.whole,
+        definition="" if piece.definition is None else json.dumps(piece.definition, sort_keys=True),
+        pending_included=piece.pending_included, arrays=arrays)
+
+
+def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replication.TableRows:
+    """The table piece of ``message``; InvalidArgumentError naming the table when its parts disagree."""
+    where = f"replica keys of embedding variable table {message.container}/{message.name}"
+    arrays = {name: _array_from_proto(array, f"{where}, array {name!r}") for name, array in message.arrays.items()}
+    keys = arrays.get("keys")
+    columns = [n for n in arrays if n in _TABLE_KEYED[1:] or n.startswith("slot:")]
+    if (keys is None and columns) or (keys is not None and keys.ndim != 1) or any(
+            len(arrays[n]) != len(keys) for n in columns if keys is not None):
+        raise errors.InvalidArgumentError(
+            None, None, f"{where}: the columns {sorted(columns)} do not have one entry per key of 'keys' "
+                        f"({'absent' if keys is None else list(keys.shape)})")
+    definition = None
+    if message.whole:
+        try:
+            definition = json.loads(message.definition)
+        except json.JSONDecodeError as e:
+            raise errors.InvalidArgumentError(None, None, f"{where}: its definition is not JSON ({e})") from None
+        missing = [f for f in _DEFINITION_FIELDS if not isinstance(definition, dict) or f not in definition]
+        needed = [n for n in ("keys", "defaults", "pending_keys", "pending_counts") if n not in arrays]
+        if missing or needed:
+            raise errors.InvalidArgumentError(
+                None, None, f"{where}: a whole table needs the definition fields {missing} and arrays {needed}")
+    return replication.TableRows((message.container, message.name), arrays, message.whole, definition,
+                                 message.pending_included)
+
+
+def _piece_message(piece: replication.Piece) -> dict[str, Any]:
+    """The fields of a ``ReplicaBatch`` or ``ReplicaSnapshot`` carrying ``piece``."""
+    if isinstance(piece, replication.TableRows):
+        return {"table": _table_to_proto(piece)}
+    return {"rows": _to_proto(piece)}
+
+
 class ReplicationServicer:
     """Serves the replicas of a task's ``ReplicaStore``."""
 
@@ -86,7 +148,7 @@ class ReplicationServicer:
 
     def PushReplica(self, frames: Iterator[bytes], context: grpc.ServicerContext) -> replication_pb2.ReplicaAck:  # noqa: N802
         push: Optional[replication.Push] = None
-        pieces: list[replication.Rows] = []
+        pieces: list[replication.Piece] = []
         try:
             for raw in frames:
                 batch = replication_pb2.ReplicaBatch.FromString(raw)
@@ -94,6 +156,7 @@ class ReplicationServicer:
                     push = replication.Push(batch.primary_task, int(batch.primary_incarnation), int(batch.sequence),
                                             batch.full)
                 pieces += [_from_proto(rows) for rows in batch.rows]
+                pieces += [_table_from_proto(table) for table in batch.tables]
         except errors.OpError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
         except Exception as e:  # noqa: BLE001 - a malformed message: answered, the server goes on
@@ -118,7 +181,7 @@ class ReplicationServicer:
         for piece in snapshot.rows:
             yield replication_pb2.ReplicaSnapshot(
                 primary_incarnation=snapshot.primary_incarnation, sequence=snapshot.sequence,
-                age_seconds=snapshot.age_seconds, rows=_to_proto(piece)).SerializeToString()
+                age_seconds=snapshot.age_seconds, **_piece_message(piece)).SerializeToString()
 
 
 def handler(store: replication.ReplicaStore) -> grpc.GenericRpcHandler:
@@ -148,17 +211,18 @@ class ReplicationClient:
         self._channel = peer_channel.PeerChannel(address, tls.from_env(), grpc_frames.grpc_options(
             grpc_frames.channel_options()), REPLICATION_SERVICE)
 
-    def push(self, push: replication.Push, pieces: list[replication.Rows]) -> replication.Ack:
-        def batch(rows: list[replication_pb2.ReplicaRows]) -> bytes:
+    def push(self, push: replication.Push, pieces: list[replication.Piece]) -> replication.Ack:
+        def batch(**piece: Any) -> bytes:
             data: bytes = replication_pb2.ReplicaBatch(
                 primary_task=push.primary_task, primary_incarnation=push.primary_incarnation, sequence=push.sequence,
-                full=push.full, rows=rows).SerializeToString()
+                full=push.full, **{"tables" if name == "table" else name: [message] for name, message in piece.items()}
+            ).SerializeToString()
             return data
 
         def messages() -> Iterator[bytes]:
-            yield batch([])
+            yield batch()
             for piece in pieces:
-                yield batch([_to_proto(piece)])
+                yield batch(**_piece_message(piece))
         try:
             with self._channel.stub() as stub:
                 ack = stub.PushReplica(messages(), timeout=PUSH_TIMEOUT_S)
@@ -177,7 +241,8 @@ class ReplicationClient:
                     if snapshot is None:
                         snapshot = replication.Snapshot(int(message.primary_incarnation), int(message.sequence),
                                                         float(message.age_seconds), [])
-                    snapshot.rows.append(_from_proto(message.rows))
+                    snapshot.rows.append(_table_from_proto(message.table) if message.HasField("table")
+                                         else _from_proto(message.rows))
         except grpc.RpcError as e:
             raise self._failed(e, "FetchReplica from") from None
         return snapshot
@@ -332,7 +397,7 @@ class HeldReplica:
     def fetch(self, primary_task: str) -> Optional[replication.Snapshot]:
         return self._store.snapshot(primary_task)
 
-    def push(self, push: replication.Push, pieces: list[replication.Rows]) -> replication.Ack:
+    def push(self, push: replication.Push, pieces: list[replication.Piece]) -> replication.Ack:
         raise errors.FailedPreconditionError(None, None, f"{push.primary_task}: a standby's own replica takes no push")
 
 

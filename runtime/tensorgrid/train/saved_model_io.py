@@ -2,19 +2,23 @@
 
 An exported model is a directory another process loads into a session and runs by its
 signatures, without the program that built it. TensorFlow's ``saved_model.pb`` (a protobuf
-MetaGraphDef) is neither written nor read here; tensorgrid's directory holds:
+of MetaGraphDefs) is neither written nor read here; tensorgrid's directory holds:
 
-- ``saved_model.json``: ``{"format": "tensorgrid.SavedModel:1", "tags": [...], "signature_def":
-  {key: {"inputs": {name: TensorInfo}, "outputs": {...}, "method_name"}}, "main_op": name | null}``,
-  a TensorInfo being ``{"name": "x:0", "dtype": "float32", "shape": [null, 2] | null}``;
-- ``saved_model.meta``: the graph and its collections (``train/meta_graph.py``'s JSON meta graph,
-  devices cleared);
-- ``variables/variables.index`` and ``.data``: a ``tf.train.Saver`` checkpoint of its variables
-  (docs/checkpoint-format.md);
+- ``saved_model.json``: ``{"format": "tensorgrid.SavedModel:2", "meta_graphs": [{"tags": [...],
+  "graph": "saved_model_0.meta", "signature_def": {key: {"inputs": {name: TensorInfo}, "outputs":
+  {...}, "method_name"}}, "main_op": name | null}, ...]}``, one meta graph per tag set (an Estimator
+  exports its TRAIN graph as ``train``, EVAL as ``eval``, PREDICT as ``serve``), a TensorInfo being
+  ``{"name": "x:0", "dtype": "float32", "shape": [null, 2] | null}``;
+- ``saved_model_<i>.meta``: each meta graph's graph and collections (``train/meta_graph.py``'s JSON
+  meta graph, devices cleared; a TRAIN graph's train op in the ``saved_model_train_op`` collection);
+- ``variables/variables.index`` and ``.data``: a ``tf.train.Saver`` checkpoint of the variables of
+  the first meta graph written (docs/checkpoint-format.md), which the others' variables are among;
 - ``assets.extra/``: the files the exporter was given as ``assets_extra``.
 
-``load`` imports the graph into the session's, restores the variables, runs the main op (the
-tables' and local variables' initializers) and returns the signatures, as TensorFlow's loader does.
+The first format (``tensorgrid.SavedModel:1``: one meta graph, its tags and signatures at the top
+of the manifest, its graph in ``saved_model.meta``) is still read. ``load`` imports the graph of
+the requested tags into the session's, restores its variables, runs the main op (the tables' and
+local variables' initializers) and returns the signatures, as TensorFlow's loader does.
 """
 
 from __future__ import annotations
@@ -28,18 +32,27 @@ from tensorgrid.framework import graph as graph_lib
 from tensorgrid.train import meta_graph
 from tensorgrid.train import saver as saver_lib
 
-FORMAT = "tensorgrid.SavedModel:1"
+FORMAT = "tensorgrid.SavedModel:2"
+SINGLE_GRAPH_FORMAT = "tensorgrid.SavedModel:1"
+"""The first format, still read: one meta graph, in ``SINGLE_GRAPH_FILENAME``."""
 MANIFEST_FILENAME = "saved_model.json"
-META_GRAPH_FILENAME = "saved_model.meta"
+SINGLE_GRAPH_FILENAME = "saved_model.meta"
 VARIABLES_DIRECTORY = "variables"
 VARIABLES_FILENAME = "variables"
 EXTRA_ASSETS_DIRECTORY = "assets.extra"
 SERVING = "serve"
 TRAINING = "train"
+EVAL = "eval"
+TRAIN_OP_KEY = "saved_model_train_op"
+"""The collection that holds a TRAIN meta graph's train op (TensorFlow's ``constants.TRAIN_OP_KEY``)."""
 DEFAULT_SERVING_SIGNATURE_DEF_KEY = "serving_default"
+DEFAULT_TRAIN_SIGNATURE_DEF_KEY = "train"
+DEFAULT_EVAL_SIGNATURE_DEF_KEY = "eval"
 PREDICT_METHOD_NAME = "tensorflow/serving/predict"
 CLASSIFY_METHOD_NAME = "tensorflow/serving/classify"
 REGRESS_METHOD_NAME = "tensorflow/serving/regress"
+SUPERVISED_TRAIN_METHOD_NAME = "tensorflow/supervised/training"
+SUPERVISED_EVAL_METHOD_NAME = "tensorflow/supervised/eval"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +74,8 @@ class SignatureDef:
     inputs: dict[str, TensorInfo]
     outputs: dict[str, TensorInfo]
     method_name: str
-    """``tensorflow/serving/predict``, ``.../classify`` or ``.../regress``."""
+    """``tensorflow/serving/predict``, ``.../classify``, ``.../regress``, ``tensorflow/supervised/training``
+    or ``.../eval``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,37 +104,73 @@ def variables_prefix(export_dir: Any) -> str:
     return os.path.join(_path(export_dir), VARIABLES_DIRECTORY, VARIABLES_FILENAME)
 
 
+class SavedModelWriter:
+    """Writes a saved model of one or more meta graphs, each under its own tag set (TensorFlow's
+    ``SavedModelBuilder``): the variables are saved with the first meta graph added, so that one
+    must hold every variable of the others (an Estimator adds its TRAIN graph first)."""
+
+    def __init__(self, export_dir: str) -> None:
+        if os.path.exists(export_dir):
+            raise ValueError(f"Export directory already exists, and isn't empty. Please choose a different export "
+                             f"directory, or delete all the contents of the specified directory: {export_dir}")
+        self._export_dir = export_dir
+        self._meta_graphs: list[dict[str, Any]] = []
+        os.makedirs(os.path.join(export_dir, VARIABLES_DIRECTORY))
+
+    def add_meta_graph(self, session: Any, tags: Sequence[str], signature_def_map: dict[str, SignatureDef],
+                       main_op: Optional[graph_lib.Operation] = None, saver: Optional[saver_lib.Saver] = None,
+                       train_op: Any = None) -> None:
+        """Adds the session's graph under ``tags`` (a tag set not added yet) with its signatures; the
+        first graph added also saves its variables' values in the session. ``train_op`` (a TRAIN
+        graph's) joins the ``saved_model_train_op`` collection, for a loader to run."""
+        tag_set = sorted(set(tags))
+        if not tag_set:
+            raise ValueError("A meta graph needs at least one tag, e.g. tf.saved_model.tag_constants.SERVING")
+        for added in self._meta_graphs:
+            if sorted(set(added["tags"])) == tag_set:
+                raise ValueError(f"A meta graph with tags {tag_set} was already added to {self._export_dir}")
+        for key, signature in signature_def_map.items():
+            if not isinstance(signature, SignatureDef):
+                raise TypeError(f"signature_def_map[{key!r}] must be a SignatureDef, got {type(signature).__name__}")
+        graph = session.graph
+        graph_filename = f"saved_model_{len(self._meta_graphs)}.meta"
+        with graph.as_default():
+            if train_op is not None:
+                graph.add_to_collection(TRAIN_OP_KEY, train_op)
+            if not self._meta_graphs and graph.get_collection(graph_lib.GraphKeys.GLOBAL_VARIABLES):
+                if saver is None:
+                    saver = saver_lib.Saver(allow_empty=True)
+                saver.save(session, variables_prefix(self._export_dir), write_meta_graph=False, write_state=False)
+            meta_graph.export_meta_graph(os.path.join(self._export_dir, graph_filename), graph=graph,
+                                         clear_devices=True)
+        self._meta_graphs.append({
+            "tags": list(tags), "graph": graph_filename,
+            "signature_def": {key: dataclasses.asdict(signature) for key, signature in signature_def_map.items()},
+            "main_op": main_op.name if main_op is not None else None})
+
+    def save(self) -> None:
+        """Writes the manifest, which makes the directory a saved model (``contains_saved_model``)."""
+        if not self._meta_graphs:
+            raise ValueError(f"No meta graph was added to the saved model at {self._export_dir}")
+        with open(os.path.join(self._export_dir, MANIFEST_FILENAME), "w", encoding="utf-8") as f:
+            json.dump({"format": FORMAT, "meta_graphs": self._meta_graphs}, f, indent=1)
+
+
 def save(export_dir: str, session: Any, tags: Sequence[str], signature_def_map: dict[str, SignatureDef],
          main_op: Optional[graph_lib.Operation] = None, saver: Optional[saver_lib.Saver] = None) -> None:
     """Writes the session's graph, its variables' values in the session and the signatures to
-    ``export_dir`` (which must not exist yet)."""
-    if os.path.exists(export_dir):
-        raise ValueError(f"Export directory already exists, and isn't empty. Please choose a different export "
-                         f"directory, or delete all the contents of the specified directory: {export_dir}")
-    for key, signature in signature_def_map.items():
-        if not isinstance(signature, SignatureDef):
-            raise TypeError(f"signature_def_map[{key!r}] must be a SignatureDef, got {type(signature).__name__}")
-    os.makedirs(os.path.join(export_dir, VARIABLES_DIRECTORY))
-    graph = session.graph
-    with graph.as_default():
-        if saver is None:
-            saver = saver_lib.Saver(allow_empty=True)
-        if graph.get_collection(graph_lib.GraphKeys.GLOBAL_VARIABLES):
-            saver.save(session, variables_prefix(export_dir), write_meta_graph=False, write_state=False)
-        meta_graph.export_meta_graph(os.path.join(export_dir, META_GRAPH_FILENAME), graph=graph,
-                                     clear_devices=True)
-    manifest = {"format": FORMAT, "tags": list(tags),
-                "signature_def": {key: dataclasses.asdict(signature) for key, signature in signature_def_map.items()},
-                "main_op": main_op.name if main_op is not None else None}
-    with open(os.path.join(export_dir, MANIFEST_FILENAME), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
+    ``export_dir`` (which must not exist yet): a saved model of one meta graph."""
+    writer = SavedModelWriter(export_dir)
+    writer.add_meta_graph(session, tags, signature_def_map, main_op, saver)
+    writer.save()
 
 
 def _path(export_dir: Any) -> str:
     return os.fsdecode(export_dir) if isinstance(export_dir, (bytes, os.PathLike)) else str(export_dir)
 
 
-def _read_manifest(export_dir: str) -> dict[str, Any]:
+def _read_meta_graphs(export_dir: str) -> list[dict[str, Any]]:
+    """The manifest's meta graphs (a first-format manifest read as one)."""
     path = os.path.join(export_dir, MANIFEST_FILENAME)
     if not os.path.isfile(path):
         if os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
@@ -129,10 +179,14 @@ def _read_manifest(export_dir: str) -> dict[str, Any]:
         raise OSError(f"SavedModel file does not exist at: {export_dir}/{{{MANIFEST_FILENAME}}}")
     with open(path, encoding="utf-8") as f:
         manifest: dict[str, Any] = json.load(f)
+    if manifest.get("format") == SINGLE_GRAPH_FORMAT:
+        return [{"tags": manifest["tags"], "graph": SINGLE_GRAPH_FILENAME, "signature_def": manifest["signature_def"],
+                 "main_op": manifest["main_op"]}]
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path} is not a tensorgrid saved model: format {manifest.get('format')!r}, "
-                         f"expected {FORMAT!r}")
-    return manifest
+                         f"expected {FORMAT!r} or {SINGLE_GRAPH_FORMAT!r}")
+    meta_graphs: list[dict[str, Any]] = manifest["meta_graphs"]
+    return meta_graphs
 
 
 def _signature(stored: dict[str, Any], prefix: str) -> SignatureDef:
@@ -147,18 +201,21 @@ def load(sess: Any, tags: Sequence[str], export_dir: Any, import_scope: Optional
     """Loads the model of ``export_dir`` saved with exactly ``tags`` into ``sess``'s graph (under
     ``import_scope``): its variables restored and its main op run, ready for its signatures."""
     export_dir = _path(export_dir)
-    manifest = _read_manifest(export_dir)
-    if sorted(set(tags)) != sorted(set(manifest["tags"])):
-        raise RuntimeError(f"MetaGraphDef associated with tags {sorted(set(tags))} could not be found in SavedModel. "
-                           f"To inspect available tag-sets in the SavedModel, the saved one is: "
-                           f"{sorted(set(manifest['tags']))}")
+    meta_graphs = _read_meta_graphs(export_dir)
+    wanted = sorted(set(tags))
+    found = [stored for stored in meta_graphs if sorted(set(stored["tags"])) == wanted]
+    if not found:
+        available = [sorted(set(stored["tags"])) for stored in meta_graphs]
+        raise RuntimeError(f"MetaGraphDef associated with tags {wanted} could not be found in SavedModel, with "
+                           f"available tags {available}")
+    stored_graph = found[0]
     with sess.graph.as_default():
-        saver = meta_graph.import_meta_graph(os.path.join(export_dir, META_GRAPH_FILENAME),
+        saver = meta_graph.import_meta_graph(os.path.join(export_dir, stored_graph["graph"]),
                                              import_scope=import_scope)
         if saver is not None:
             saver.restore(sess, variables_prefix(export_dir))
         prefix = f"{import_scope}/" if import_scope else ""
-        if manifest["main_op"]:
-            sess.run(sess.graph.get_operation_by_name(prefix + manifest["main_op"]))
-    signatures = {key: _signature(stored, prefix) for key, stored in manifest["signature_def"].items()}
-    return SavedModelMetaGraph(list(manifest["tags"]), signatures)
+        if stored_graph["main_op"]:
+            sess.run(sess.graph.get_operation_by_name(prefix + stored_graph["main_op"]))
+    signatures = {key: _signature(stored, prefix) for key, stored in stored_graph["signature_def"].items()}
+    return SavedModelMetaGraph(list(stored_graph["tags"]), signatures)

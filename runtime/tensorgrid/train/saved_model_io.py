@@ -8,7 +8,9 @@ of MetaGraphDefs) is neither written nor read here; tensorgrid's directory holds
   "graph": "saved_model_0.meta", "signature_def": {key: {"inputs": {name: TensorInfo}, "outputs":
   {...}, "method_name"}}, "main_op": name | null}, ...]}``, one meta graph per tag set (an Estimator
   exports its TRAIN graph as ``train``, EVAL as ``eval``, PREDICT as ``serve``), a TensorInfo being
-  ``{"name": "x:0", "dtype": "float32", "shape": [null, 2] | null}``;
+  ``{"name": "x:0", "dtype": "float32", "shape": [null, 2] | null, "coo_sparse": null}``, or for a
+  SparseTensor ``{"name": "", ..., "coo_sparse": {"values_tensor_name", "indices_tensor_name",
+  "dense_shape_tensor_name"}}`` (TensorFlow's COO encoding);
 - ``saved_model_<i>.meta``: each meta graph's graph and collections (``train/meta_graph.py``'s JSON
   meta graph, devices cleared; a TRAIN graph's train op in the ``saved_model_train_op`` collection);
 - ``variables/variables.index`` and ``.data``: a ``tf.train.Saver`` checkpoint of the variables of
@@ -29,6 +31,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.framework import sparse_tensor
 from tensorgrid.train import meta_graph
 from tensorgrid.train import saver as saver_lib
 
@@ -56,15 +59,27 @@ SUPERVISED_EVAL_METHOD_NAME = "tensorflow/supervised/eval"
 
 
 @dataclasses.dataclass(frozen=True)
+class CooSparse:
+    """The three tensors of a SparseTensor a signature names (TensorFlow's ``TensorInfo.CooSparse``)."""
+
+    values_tensor_name: str
+    indices_tensor_name: str
+    dense_shape_tensor_name: str
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorInfo:
-    """A tensor a signature names (TensorFlow's ``TensorInfo`` of a dense tensor)."""
+    """A tensor a signature names (TensorFlow's ``TensorInfo``): a dense tensor by ``name``, a SparseTensor
+    by its components (``coo_sparse``, with ``name`` empty, as in TensorFlow)."""
 
     name: str
-    """The tensor's name in the loaded graph, ``op:index``."""
+    """The tensor's name in the loaded graph, ``op:index``; empty for a SparseTensor."""
     dtype: str
-    """Its dtype's name, ``float32``, ``string``, ..."""
+    """Its dtype's name (a SparseTensor's values'), ``float32``, ``string``, ..."""
     shape: Optional[list[Optional[int]]]
     """Its static shape, None in a dimension not known (None for an unknown rank)."""
+    coo_sparse: Optional[CooSparse] = None
+    """A SparseTensor's components; None for a dense tensor."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,12 +101,32 @@ class SavedModelMetaGraph:
     signature_def: dict[str, SignatureDef]
 
 
-def tensor_info(tensor: graph_lib.Tensor) -> TensorInfo:
-    """The TensorInfo of a dense tensor (``tf.saved_model.utils.build_tensor_info``)."""
+def tensor_info(tensor: Any) -> TensorInfo:
+    """The TensorInfo of a dense tensor or a SparseTensor (``tf.saved_model.utils.build_tensor_info``)."""
+    shape = tensor.get_shape() if isinstance(tensor, (graph_lib.Tensor, sparse_tensor.SparseTensor)) else None
+    known = None if shape is None or shape.ndims is None else shape.as_list()
+    if isinstance(tensor, sparse_tensor.SparseTensor):
+        coo = CooSparse(tensor.values.name, tensor.indices.name, tensor.dense_shape.name)
+        return TensorInfo("", tensor.dtype.name, known, coo)
     if not isinstance(tensor, graph_lib.Tensor):
-        raise TypeError(f"a signature names dense tensors only, got {tensor!r} ({type(tensor).__name__})")
-    shape = tensor.get_shape()
-    return TensorInfo(tensor.name, tensor.dtype.name, None if shape.ndims is None else shape.as_list())
+        raise TypeError(f"a signature names Tensors and SparseTensors, got {tensor!r} ({type(tensor).__name__})")
+    return TensorInfo(tensor.name, tensor.dtype.name, known)
+
+
+def tensor_from_tensor_info(info: TensorInfo, graph: Optional[graph_lib.Graph] = None,
+                            import_scope: Optional[str] = None) -> Any:
+    """The Tensor or SparseTensor a TensorInfo names in ``graph`` (the default graph), under
+    ``import_scope`` (``tf.saved_model.utils.get_tensor_from_tensor_info``)."""
+    graph = graph or graph_lib.get_default_graph()
+    prefix = f"{import_scope}/" if import_scope else ""
+    if info.coo_sparse is not None:
+        coo = info.coo_sparse
+        return sparse_tensor.SparseTensor(graph.get_tensor_by_name(prefix + coo.indices_tensor_name),
+                                          graph.get_tensor_by_name(prefix + coo.values_tensor_name),
+                                          graph.get_tensor_by_name(prefix + coo.dense_shape_tensor_name))
+    if not info.name:
+        raise ValueError(f"Invalid TensorInfo.encoding: {info!r} names neither a tensor nor a SparseTensor")
+    return graph.get_tensor_by_name(prefix + info.name)
 
 
 def contains_saved_model(export_dir: Any) -> bool:
@@ -190,10 +225,15 @@ def _read_meta_graphs(export_dir: str) -> list[dict[str, Any]]:
 
 
 def _signature(stored: dict[str, Any], prefix: str) -> SignatureDef:
-    def infos(part: dict[str, Any]) -> dict[str, TensorInfo]:
-        return {key: TensorInfo(prefix + info["name"], info["dtype"], info["shape"]) for key, info in part.items()}
+    def info_of(info: dict[str, Any]) -> TensorInfo:
+        coo = info.get("coo_sparse")
+        if coo is not None:
+            return TensorInfo("", info["dtype"], info["shape"], CooSparse(**{
+                field: prefix + name for field, name in coo.items()}))
+        return TensorInfo(prefix + info["name"], info["dtype"], info["shape"])
 
-    return SignatureDef(infos(stored["inputs"]), infos(stored["outputs"]), stored["method_name"])
+    return SignatureDef({key: info_of(info) for key, info in stored["inputs"].items()},
+                        {key: info_of(info) for key, info in stored["outputs"].items()}, stored["method_name"])
 
 
 def load(sess: Any, tags: Sequence[str], export_dir: Any, import_scope: Optional[str] = None,

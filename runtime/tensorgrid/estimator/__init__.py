@@ -16,7 +16,7 @@ from tensorgrid.estimator.exporter import Exporter, FinalExporter, LatestExporte
 from tensorgrid.estimator.model_fn import EstimatorSpec, ModeKeys
 from tensorgrid.estimator.run_config import RunConfig
 from tensorgrid.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
-from tensorgrid.estimator.vocab_remapping import VocabInfo
+from tensorgrid.train.vocab_remapping import VocabInfo
 from tensorgrid.estimator.warm_starting import WarmStartSettings
 
 experimental = types.SimpleNamespace(build_raw_supervised_input_receiver_fn=export.build_raw_supervised_input_receiver_fn)

@@ -151,18 +151,18 @@ def build_raw_supervised_input_receiver_fn(
     if overlap:
         raise ValueError(f"Features and labels must have distinct keys. Found overlapping keys: {overlap}")
 
-    def placeholders(tensors: Any, single_name: str) -> tuple[Any, dict[str, Any]]:
+    def placeholders(tensors: Any, what: str, single_key: str) -> tuple[Any, dict[str, Any]]:
+        """Placeholders like ``tensors`` (as given: a dict or one tensor), and the same by receiver key."""
         if isinstance(tensors, dict):
-            made = {key: _placeholder_like(tensor, f"{single_name} {key!r}", default_batch_size)
+            made = {key: _placeholder_like(tensor, f"{what} {key!r}", default_batch_size)
                     for key, tensor in tensors.items()}
             return made, dict(made)
-        made_one = _placeholder_like(tensors, single_name, default_batch_size)
-        return made_one, {SINGLE_RECEIVER_DEFAULT_NAME if single_name == "features" else SINGLE_LABEL_DEFAULT_NAME:
-                          made_one}
+        made_one = _placeholder_like(tensors, what, default_batch_size)
+        return made_one, {single_key: made_one}
 
     def supervised_input_receiver_fn() -> SupervisedInputReceiver:
-        receiver_features, feature_receivers = placeholders(features, "features")
-        receiver_labels, label_receivers = placeholders(labels, "labels")
+        receiver_features, feature_receivers = placeholders(features, "features", SINGLE_RECEIVER_DEFAULT_NAME)
+        receiver_labels, label_receivers = placeholders(labels, "labels", SINGLE_LABEL_DEFAULT_NAME)
         return SupervisedInputReceiver(receiver_features, receiver_labels, {**feature_receivers, **label_receivers})
 
     return supervised_input_receiver_fn

@@ -41,3 +41,13 @@ def test_an_unknown_mode_beside_known_ones_is_refused_by_name(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"\['training'\] are not tf.estimator.ModeKeys"):
         estimator.experimental_export_all_saved_models(str(tmp_path / "export"), {
             tf.estimator.ModeKeys.PREDICT: receiver_fn, "training": receiver_fn})
+
+
+def test_single_tensors_are_received_as_input_and_label_with_the_default_batch_size() -> None:
+    tf = tensorgrid
+    with tf.Graph().as_default():
+        receiver_fn = tf.estimator.experimental.build_raw_supervised_input_receiver_fn(
+            tf.placeholder(tf.float32, [None, 2]), tf.placeholder(tf.int64, [None, 1]), default_batch_size=5)
+        receiver = receiver_fn()
+    assert sorted(receiver.receiver_tensors) == ["input", "label"]
+    assert receiver.features.get_shape().as_list() == [5, 2] and receiver.labels.dtype == tf.int64

@@ -81,6 +81,7 @@ from tensorgrid.ops.parsing_ops import (
     FixedLenFeature, FixedLenSequenceFeature, VarLenFeature, decode_raw, parse_example, parse_single_example,
     parse_single_sequence_example,
 )
+from tensorgrid.ops.parsing_ops import SparseFeature
 from tensorgrid.ops.string_ops import (
     as_string, string_to_hash_bucket, string_to_hash_bucket_fast, string_to_hash_bucket_strong,
 )
@@ -167,7 +168,7 @@ io = _types.SimpleNamespace(
     TFRecordCompressionType=_tf_record_io.TFRecordCompressionType,
     tf_record_iterator=_tf_record_io.tf_record_iterator,
     FixedLenFeature=FixedLenFeature, FixedLenSequenceFeature=FixedLenSequenceFeature, VarLenFeature=VarLenFeature,
-    parse_example=parse_example, parse_single_example=parse_single_example,
+    SparseFeature=SparseFeature, parse_example=parse_example, parse_single_example=parse_single_example,
     parse_single_sequence_example=parse_single_sequence_example, decode_raw=decode_raw, gfile=_gfile.io_gfile)
 """``tf.io``: TFRecord files, parsing tf.train.Example records, raw bytes, files (``tf.io.gfile``)."""
 gfile = _gfile.tf1_gfile

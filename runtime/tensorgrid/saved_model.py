@@ -24,6 +24,9 @@ signature_constants = types.SimpleNamespace(
     REGRESS_METHOD_NAME=saved_model_io.REGRESS_METHOD_NAME, CLASSIFY_INPUTS="inputs", CLASSIFY_OUTPUT_CLASSES="classes",
     CLASSIFY_OUTPUT_SCORES="scores", REGRESS_INPUTS="inputs", REGRESS_OUTPUTS="outputs")
 """``tf.saved_model.signature_constants``: the keys and method names of the signatures."""
+utils = types.SimpleNamespace(build_tensor_info=saved_model_io.tensor_info,
+                              get_tensor_from_tensor_info=saved_model_io.tensor_from_tensor_info)
+"""``tf.saved_model.utils``: a signature's TensorInfo of a Tensor or SparseTensor, and back."""
 
 __all__ = ["DEFAULT_SERVING_SIGNATURE_DEF_KEY", "SERVING", "TRAINING", "contains_saved_model", "load", "loader",
-           "signature_constants", "tag_constants"]
+           "signature_constants", "tag_constants", "utils"]

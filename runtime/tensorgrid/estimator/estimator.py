@@ -49,6 +49,11 @@ from tensorgrid.train import training_util
 log = logging.getLogger("tensorgrid.estimator")
 
 ModeKeys = model_fn_lib.ModeKeys
+_EXPORT_TAGS = {ModeKeys.TRAIN: [saved_model_io.TRAINING], ModeKeys.EVAL: [saved_model_io.EVAL],
+                ModeKeys.PREDICT: [saved_model_io.SERVING]}
+"""The tags of each mode's exported meta graph, in the order they are written (TRAIN has the most variables)."""
+_SIGNATURE_KEYS = {ModeKeys.TRAIN: saved_model_io.DEFAULT_TRAIN_SIGNATURE_DEF_KEY,
+                   ModeKeys.EVAL: saved_model_io.DEFAULT_EVAL_SIGNATURE_DEF_KEY}
 _MODEL_FN_ARGS = {"features", "labels", "mode", "params", "self", "config"}
 
 
@@ -304,37 +309,50 @@ class Estimator:
                            assets_extra: Optional[dict[str, str]] = None, as_text: bool = False,
                            checkpoint_path: Optional[str] = None,
                            experimental_mode: str = ModeKeys.PREDICT) -> bytes:
-        """Writes the PREDICT graph over ``serving_input_receiver_fn``'s input, with the latest
-        checkpoint's (or ``checkpoint_path``'s) variables and a signature per export output, to a new
-        ``export_dir_base/<timestamp>`` in tensorgrid's saved-model format (``train/saved_model_io.py``,
-        JSON whatever ``as_text``); ``assets_extra`` maps paths under ``assets.extra`` to files to copy
-        there. Returns that directory, as bytes (as TensorFlow does)."""
+        """Writes the graph of ``experimental_mode`` (PREDICT, the serving graph, by default) over
+        ``serving_input_receiver_fn``'s input, with the latest checkpoint's (or ``checkpoint_path``'s)
+        variables and its signatures, to a new ``export_dir_base/<timestamp>`` in tensorgrid's
+        saved-model format (``train/saved_model_io.py``, JSON whatever ``as_text``); ``assets_extra``
+        maps paths under ``assets.extra`` to files to copy there. Returns that directory, as bytes
+        (as TensorFlow does)."""
         if serving_input_receiver_fn is None:
             raise ValueError("An input_receiver_fn must be defined.")
-        if experimental_mode != ModeKeys.PREDICT:
-            raise ValueError(f"experimental_mode={experimental_mode!r}: tensorgrid exports the serving graph "
-                             f"({ModeKeys.PREDICT!r}) only")
+        return self._export_all_saved_models(export_dir_base, {experimental_mode: serving_input_receiver_fn},
+                                             assets_extra, checkpoint_path)
+
+    def experimental_export_all_saved_models(self, export_dir_base: Any,
+                                             input_receiver_fn_map: dict[str, Callable[[], Any]],
+                                             assets_extra: Optional[dict[str, str]] = None, as_text: bool = False,
+                                             checkpoint_path: Optional[str] = None) -> bytes:
+        """One saved model with a meta graph per mode of ``input_receiver_fn_map`` (ModeKeys to receiver
+        fns: a ``SupervisedInputReceiver``'s for TRAIN and EVAL, tagged ``train`` and ``eval``, a
+        ``ServingInputReceiver``'s for PREDICT, tagged ``serve``); the variables are saved with the
+        first of TRAIN, EVAL, PREDICT, as in TensorFlow."""
+        return self._export_all_saved_models(export_dir_base, input_receiver_fn_map, assets_extra, checkpoint_path)
+
+    def _export_all_saved_models(self, export_dir_base: Any, input_receiver_fn_map: dict[str, Callable[[], Any]],
+                                 assets_extra: Optional[dict[str, str]], checkpoint_path: Optional[str]) -> bytes:
+        unknown = sorted(str(mode) for mode in input_receiver_fn_map if mode not in _EXPORT_TAGS)
+        if unknown:
+            raise ValueError(f"No valid modes for exporting: {unknown} are not tf.estimator.ModeKeys; valid modes "
+                             f"are {sorted(_EXPORT_TAGS)}")
+        modes = [mode for mode in _EXPORT_TAGS if input_receiver_fn_map.get(mode)]
+        if not modes:
+            raise ValueError(f"No valid modes for exporting found. Got {list(input_receiver_fn_map)}; give a "
+                             f"receiver fn for any of {list(_EXPORT_TAGS)}")
         checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if not checkpoint_path and self._warm_start_settings is not None:
+            checkpoint_path = os.fsdecode(self._warm_start_settings.ckpt_to_initialize_from)
+            if os.path.isdir(checkpoint_path):
+                checkpoint_path = checkpoint_management.latest_checkpoint(checkpoint_path)
         if not checkpoint_path:
             raise ValueError(f"Couldn't find trained model at {self._model_dir}.")
         export_dir = _timestamped_export_dir(os.fsdecode(export_dir_base))
         temp_dir = os.path.join(os.path.dirname(export_dir), "temp-" + os.path.basename(export_dir))
-        with graph_lib.Graph().as_default() as graph:
-            self._set_seed()
-            training_util.get_or_create_global_step(graph)
-            receiver = serving_input_receiver_fn()
-            if not isinstance(receiver, export_lib.ServingInputReceiver):
-                raise TypeError(f"serving_input_receiver_fn must return a ServingInputReceiver, got {receiver!r}")
-            spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
-            outputs = export_output.export_outputs_with_default(spec.export_outputs, spec.predictions)
-            signatures = export_output.signature_defs(outputs, receiver.receiver_tensors,
-                                                      receiver.receiver_tensors_alternatives)
-            saver = spec.scaffold.saver or saver_lib.Saver(allow_empty=True)
-            main_op = spec.scaffold.local_init_op or control_flow_ops.group(
-                variables.local_variables_initializer(), lookup_ops.tables_initializer(), name="legacy_init_op")
-            with session_lib.Session(graph=graph) as session:
-                saver.restore(session, checkpoint_path)
-                saved_model_io.save(temp_dir, session, [saved_model_io.SERVING], signatures, main_op, saver)
+        writer = saved_model_io.SavedModelWriter(temp_dir)
+        for mode in modes:
+            self._add_meta_graph_for_mode(writer, input_receiver_fn_map[mode], checkpoint_path, mode)
+        writer.save()
         for destination, source in (assets_extra or {}).items():
             target = os.path.join(temp_dir, saved_model_io.EXTRA_ASSETS_DIRECTORY, destination)
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -342,6 +360,39 @@ class Estimator:
         os.rename(temp_dir, export_dir)
         log.info("SavedModel written to: %s", export_dir)
         return os.fsencode(export_dir)
+
+    def _add_meta_graph_for_mode(self, writer: saved_model_io.SavedModelWriter, receiver_fn: Callable[[], Any],
+                                 checkpoint_path: str, mode: str) -> None:
+        """Builds the model_fn's graph of ``mode`` over the receiver's tensors, restores the checkpoint
+        into it and adds it to ``writer`` under the mode's tags, with its signatures."""
+        with graph_lib.Graph().as_default() as graph:
+            self._set_seed()
+            training_util.get_or_create_global_step(graph)
+            receiver = receiver_fn()
+            if not isinstance(receiver, (export_lib.ServingInputReceiver, export_lib.SupervisedInputReceiver)):
+                raise TypeError(f"the receiver fn of mode {mode!r} must return a ServingInputReceiver or a "
+                                f"SupervisedInputReceiver, got {receiver!r}")
+            spec = self._call_model_fn(receiver.features, getattr(receiver, "labels", None), mode)
+            if mode == ModeKeys.PREDICT:
+                outputs = export_output.export_outputs_with_default(spec.export_outputs, spec.predictions)
+            else:
+                output_class = export_output.TrainOutput if mode == ModeKeys.TRAIN else export_output.EvalOutput
+                outputs = {_SIGNATURE_KEYS[mode]: output_class(loss=spec.loss, predictions=spec.predictions,
+                                                               metrics=spec.eval_metric_ops)}
+            signatures = export_output.signature_defs(outputs, receiver.receiver_tensors,
+                                                      getattr(receiver, "receiver_tensors_alternatives", None))
+            saver = spec.scaffold.saver or saver_lib.Saver(allow_empty=True)
+            main_op = spec.scaffold.local_init_op or control_flow_ops.group(
+                variables.local_variables_initializer(), lookup_ops.tables_initializer(), name="legacy_init_op")
+            with session_lib.Session(graph=graph) as session:
+                try:
+                    saver.restore(session, checkpoint_path)
+                except errors.NotFoundError as error:
+                    raise ValueError(f"Could not load all requested variables from checkpoint. Please make sure "
+                                     f"your model_fn does not expect variables that were not saved in the "
+                                     f"checkpoint. Encountered error with mode `{mode}` while restoring checkpoint "
+                                     f"from: `{checkpoint_path}`: {error}") from error
+                writer.add_meta_graph(session, _EXPORT_TAGS[mode], signatures, main_op, saver, train_op=spec.train_op)
 
     def export_savedmodel(self, export_dir_base: Any, serving_input_receiver_fn: Callable[[], Any],
                           assets_extra: Optional[dict[str, str]] = None, as_text: bool = False,

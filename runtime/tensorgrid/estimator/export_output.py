@@ -1,10 +1,14 @@
-"""``tf.estimator.export``'s outputs: what a PREDICT ``EstimatorSpec`` offers a served model, by signature.
+"""``tf.estimator.export``'s outputs: what a PREDICT ``EstimatorSpec`` offers a served model, by signature,
+and what an exported TRAIN or EVAL graph offers.
 
 A model_fn's ``export_outputs`` maps signature keys to ``PredictOutput`` (any named tensors),
 ``ClassificationOutput`` (scores and class names of one serialized ``tf.train.Example`` input)
 or ``RegressionOutput`` (one value per example of that input); each becomes a ``SignatureDef``
 over the serving input receiver's tensors when ``export_saved_model`` writes the model. The
 rules (which signatures need a single string input, the default key) are TensorFlow's.
+``TrainOutput`` and ``EvalOutput`` are the one signature of an exported TRAIN or EVAL graph: its
+loss, predictions and metrics, named as TensorFlow names them (``loss``, ``predictions/<key>``,
+``metrics/<name>/value`` and ``metrics/<name>/update_op``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any, Optional
 
 from tensorgrid.framework import dtypes
 from tensorgrid.framework import graph as graph_lib
+from tensorgrid.ops import constant_op
 from tensorgrid.train import saved_model_io
 
 log = logging.getLogger("tensorgrid.estimator")
@@ -98,6 +103,91 @@ class PredictOutput(ExportOutput):
             {key: saved_model_io.tensor_info(tensor) for key, tensor in receiver_tensors.items()},
             {key: saved_model_io.tensor_info(tensor) for key, tensor in self.outputs.items()},
             saved_model_io.PREDICT_METHOD_NAME)
+
+
+class _SupervisedOutput(ExportOutput):
+    """The loss, predictions and metrics of a TRAIN or EVAL graph, as one signature's outputs: a single
+    loss or prediction tensor is named ``loss`` or ``predictions``, a dict's keys are prefixed with
+    ``loss/`` or ``predictions/`` (unless they start with that name already); each metric's
+    ``(value, update_op)`` gives ``metrics/<name>/value`` and ``metrics/<name>/update_op`` (an
+    update Operation is fetched through an empty constant that depends on it, as in TensorFlow)."""
+
+    METHOD_NAME = ""
+
+    def __init__(self, loss: Any = None, predictions: Any = None, metrics: Any = None) -> None:
+        self.loss = _prefixed(_named_tensors(loss, "loss"), "loss") if loss is not None else {}
+        self.predictions = (_prefixed(_named_tensors(predictions, "predictions"), "predictions")
+                            if predictions is not None else {})
+        self.metrics = _metric_outputs(metrics) if metrics is not None else {}
+
+    def as_signature_def(self, receiver_tensors: Any) -> saved_model_io.SignatureDef:
+        if not isinstance(receiver_tensors, dict):
+            receiver_tensors = {"input": receiver_tensors}
+        if not receiver_tensors:
+            raise ValueError(f"{self.METHOD_NAME} `inputs` cannot be None or empty.")
+        outputs = {**self.loss, **self.predictions, **self.metrics}
+        return saved_model_io.SignatureDef(
+            {key: saved_model_io.tensor_info(tensor) for key, tensor in receiver_tensors.items()},
+            {key: saved_model_io.tensor_info(tensor) for key, tensor in outputs.items()}, self.METHOD_NAME)
+
+
+class TrainOutput(_SupervisedOutput):
+    """The signature of an exported TRAIN graph (``tensorflow/supervised/training``)."""
+
+    METHOD_NAME = saved_model_io.SUPERVISED_TRAIN_METHOD_NAME
+
+
+class EvalOutput(_SupervisedOutput):
+    """The signature of an exported EVAL graph (``tensorflow/supervised/eval``)."""
+
+    METHOD_NAME = saved_model_io.SUPERVISED_EVAL_METHOD_NAME
+
+
+def _output_key(key: Any, what: str) -> str:
+    """A string key; a tuple of strings (a multi-head model's) joined by '/'."""
+    if isinstance(key, tuple):
+        key = "/".join(key)
+    if not isinstance(key, str):
+        raise ValueError(f"{what} output key must be a string; got {key}.")
+    return key
+
+
+def _named_tensors(outputs: Any, single_name: str) -> dict[str, graph_lib.Tensor]:
+    if not isinstance(outputs, dict):
+        outputs = {single_name: outputs}
+    named = {}
+    for key, tensor in outputs.items():
+        key = _output_key(key, single_name)
+        if not isinstance(tensor, graph_lib.Tensor):
+            raise ValueError(f"{single_name} output value must be a Tensor; got {tensor}.")
+        named[key] = tensor
+    return named
+
+
+def _prefixed(outputs: dict[str, graph_lib.Tensor], prefix: str) -> dict[str, graph_lib.Tensor]:
+    return {key if key.startswith(prefix) else f"{prefix}/{key}": tensor for key, tensor in outputs.items()}
+
+
+def _metric_outputs(metrics: Any) -> dict[str, graph_lib.Tensor]:
+    if not isinstance(metrics, dict):
+        metrics = {"metrics": metrics}
+    outputs = {}
+    for key, pair in metrics.items():
+        key = _output_key(key, "metrics")
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ValueError(f"metric {key} must be a (value, update_op) tuple; got {pair}.")
+        value, update = pair
+        key = key if key.startswith("metrics") else f"metrics/{key}"
+        if not isinstance(value, graph_lib.Tensor):
+            raise ValueError(f"{key} output value must be a Tensor; got {value}.")
+        if not isinstance(update, (graph_lib.Tensor, graph_lib.Operation)):
+            raise ValueError(f"{key} update_op must be a Tensor or Operation; got {update}.")
+        if isinstance(update, graph_lib.Operation):
+            with update.graph.control_dependencies([update]):
+                update = constant_op.constant([], name="metric_op_wrapper")
+        outputs[f"{key}/value"] = value
+        outputs[f"{key}/update_op"] = update
+    return outputs
 
 
 def export_outputs_with_default(export_outputs: Optional[dict[str, Any]], predictions: Any) -> dict[str, ExportOutput]:

@@ -6,6 +6,9 @@ a dense key must hold exactly its shape's number of values (or be missing and ha
 default), a sequence key a multiple of its item size, a sparse key anything; a value
 list of another kind than the key's dtype is an error, as in TensorFlow. Errors name the
 key and the example's index in the batch.
+
+``ParseSparseFeature`` merges a SparseFeature's parsed index and value lists into one
+SparseTensor: per example, the n-th index of each index key positions the n-th value.
 """
 
 from __future__ import annotations
@@ -135,6 +138,45 @@ def _parse_example(k: context.KernelContext, step: context.StepContext, serializ
         dense.append(value[0] if single else value)
     outputs = [s[0] for s in sparse] + [s[1] for s in sparse] + [s[2] for s in sparse] + dense
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+@register_kernel("ParseSparseFeature", host_only=True)
+def _parse_sparse_feature(k: context.KernelContext, step: context.StepContext, value_indices: Any, values: Any,
+                          value_shape: Any, *index_parts: Any) -> Any:
+    """(indices, values, dense_shape) of a SparseFeature: an index key's list and the value key's list of
+    each example must be as long (InvalidArgumentError otherwise), each index within its size (TensorFlow
+    does not check: it gives indices outside the dense shape)."""
+    attrs = k.attrs
+    single = bool(attrs["single"])
+    sizes = [int(size) for size in attrs["sizes"]]
+    value_indices = np.asarray(value_indices, dtype=np.int64)
+    batch = 1 if single else int(np.asarray(value_shape)[0])
+    value_rows = np.zeros(len(value_indices), np.int64) if single else value_indices[:, 0]
+    value_counts = np.bincount(value_rows, minlength=batch)
+    columns = []
+    for position, (index_key, size) in enumerate(zip(attrs["index_keys"], sizes)):
+        indices = np.asarray(index_parts[2 * position], dtype=np.int64)
+        ids = np.asarray(index_parts[2 * position + 1], dtype=np.int64)
+        rows = np.zeros(len(indices), np.int64) if single else indices[:, 0]
+        counts = np.bincount(rows, minlength=batch)
+        for example in np.flatnonzero(counts != value_counts):
+            raise errors.InvalidArgumentError(
+                None, None, f"SparseFeature {attrs['key']}: example {example} has {counts[example]} values of "
+                f"index key {index_key} but {value_counts[example]} of value key {attrs['value_key']}; they must be "
+                "as many")
+        outside = np.flatnonzero((ids < 0) | (ids >= size))
+        if len(outside):
+            raise errors.InvalidArgumentError(
+                None, None, f"SparseFeature {attrs['key']}: index {ids[outside[0]]} of key {index_key} (example "
+                f"{rows[outside[0]]}) is outside [0, {size})")
+        columns.append(ids)
+    indices = np.stack(columns if single else [value_rows, *columns], axis=1).reshape(-1, len(columns) + (0 if single else 1))
+    values = np.asarray(values)
+    if not attrs["already_sorted"] and len(indices):
+        order = np.lexsort(indices.T[::-1])
+        indices, values = indices[order], values[order]
+    dense_shape = np.array(sizes if single else [batch, *sizes], np.int64)
+    return indices, values, dense_shape
 
 
 def _parse_sequence_record(record: Any) -> Any:

@@ -5,7 +5,11 @@ kind, as in TF: ``FixedLenFeature(shape, dtype, default_value)`` (a dense tensor
 a default, a required key), ``VarLenFeature(dtype)`` (a SparseTensor of each example's
 list) and ``FixedLenSequenceFeature(shape, dtype, allow_missing=True, default_value)``
 (a dense tensor of each example's list of ``shape``-sized items, padded to the longest
-in the batch). The dtypes are those an Example can hold: int64, float32 and string.
+in the batch), ``SparseFeature(index_key, value_key, dtype, size, already_sorted)`` (a
+SparseTensor of dense shape ``[batch, *size]`` whose entries are the values of ``value_key``
+at the positions in the int64 lists of ``index_key``, one key per dimension; it is parsed as
+VarLenFeatures of those keys, then merged by a ``ParseSparseFeature`` op).
+The dtypes are those an Example can hold: int64, float32 and string.
 One ``ParseExample`` op parses the batch (``kernels/parsing_kernels.py``); bad data is an
 InvalidArgumentError naming the key and the example, bad specs a ValueError naming
 the key.
@@ -28,6 +32,8 @@ from tensorgrid.ops import op_util
 
 op_registry.register_op("ParseExample")
 op_registry.NotDifferentiable("ParseExample")
+op_registry.register_op("ParseSparseFeature")
+op_registry.NotDifferentiable("ParseSparseFeature")
 op_registry.register_op("ParseSingleSequenceExample")
 op_registry.NotDifferentiable("ParseSingleSequenceExample")
 
@@ -44,6 +50,17 @@ class FixedLenFeature(collections.namedtuple("FixedLenFeature", ["shape", "dtype
 
 class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
     """A feature of any length per example, parsed into a SparseTensor."""
+
+
+class SparseFeature(collections.namedtuple(
+        "SparseFeature", ["index_key", "value_key", "dtype", "size", "already_sorted"])):
+    """A SparseTensor of dense shape ``[batch, *size]`` built from two features of each example: the
+    positions (``index_key``, int64; a list of keys, one per dimension, when ``size`` is a list) and
+    the values (``value_key``) at those positions; entries are sorted unless ``already_sorted``."""
+
+    def __new__(cls, index_key: Any, value_key: str, dtype: Any, size: Any,
+                already_sorted: bool = False) -> "SparseFeature":
+        return super().__new__(cls, index_key, value_key, dtype, size, already_sorted)
 
 
 class FixedLenSequenceFeature(collections.namedtuple(
@@ -87,7 +104,65 @@ def _default(key: str, dtype: dtypes.DType, value: Any, shape: list[int], sequen
     return array_ops.reshape(default, wanted)
 
 
+def _sparse_feature_parts(key: str, feature: SparseFeature) -> tuple[list[str], list[int]]:
+    """The index keys of a SparseFeature and the size along each; ValueError naming what is wrong."""
+    index_keys = [feature.index_key] if isinstance(feature.index_key, str) else list(feature.index_key)
+    sizes = [feature.size] if isinstance(feature.size, (int, np.integer)) else list(feature.size)
+    if not index_keys or not all(isinstance(index_key, str) for index_key in index_keys):
+        raise ValueError(f"SparseFeature {key!r}: index_key must be a string or a non-empty list of strings, "
+                         f"got {feature.index_key!r}")
+    if len(sizes) != len(index_keys) or not all(isinstance(size, (int, np.integer)) and size > 0 for size in sizes):
+        raise ValueError(f"SparseFeature {key!r}: size must give a positive int per index key {index_keys}, "
+                         f"got {feature.size!r}")
+    if not isinstance(feature.value_key, str):
+        raise ValueError(f"SparseFeature {key!r}: value_key must be a string, got {feature.value_key!r}")
+    return index_keys, [int(size) for size in sizes]
+
+
+def _parse_with_sparse_features(serialized: Any, features: dict[Any, Any], single: bool,
+                                name: Optional[str]) -> dict[str, Any]:
+    """Parses the SparseFeatures' index and value keys as VarLenFeatures beside the other features, then
+    merges each SparseFeature's parts (the parts not asked for themselves are left out)."""
+    plain = {key: feature for key, feature in features.items() if not isinstance(feature, SparseFeature)}
+    composite = {key: feature for key, feature in features.items() if isinstance(feature, SparseFeature)}
+    parts: dict[str, tuple[list[str], list[int]]] = {}
+    needed: dict[str, VarLenFeature] = {}
+    for key, feature in sorted(composite.items()):
+        index_keys, sizes = _sparse_feature_parts(key, feature)
+        parts[key] = (index_keys, sizes)
+        wanted = [(index_key, VarLenFeature(dtypes.int64)) for index_key in index_keys]
+        wanted.append((feature.value_key, VarLenFeature(_dtype_of(key, feature))))
+        for part_key, part in wanted:
+            for other in (plain.get(part_key), needed.get(part_key)):
+                if other is not None and not (isinstance(other, VarLenFeature) and
+                                              dtypes.as_dtype(other.dtype).base_dtype == part.dtype):
+                    raise ValueError(f"SparseFeature {key!r} reads {part_key!r} as {part}, which the spec also "
+                                     f"asks for as {other}")
+            needed[part_key] = part
+    parsed = _parse(serialized, {**plain, **needed}, single, name)
+    result = {key: parsed[key] for key in plain}
+    graph = op_util.graph_of(next(iter(parsed.values())).values)
+    for key, feature in sorted(composite.items()):
+        index_keys, sizes = parts[key]
+        values = parsed[feature.value_key]
+        indexes = [parsed[index_key] for index_key in index_keys]
+        with graph.name_scope(f"SparseFeature_{key}"):
+            op = op_util.make_op(
+                "ParseSparseFeature",
+                [values.indices, values.values, values.dense_shape,
+                 *[tensor for index in indexes for tensor in (index.indices, index.values)]],
+                [(dtypes.int64, [None, len(sizes) + (0 if single else 1)]), (values.dtype, [None]),
+                 (dtypes.int64, [len(sizes) + (0 if single else 1)])],
+                "ParseSparseFeature",
+                {"key": key, "index_keys": index_keys, "value_key": feature.value_key, "sizes": sizes,
+                 "already_sorted": bool(feature.already_sorted), "single": single})
+        result[key] = sparse_tensor.SparseTensor(*op.outputs)
+    return result
+
+
 def _parse(serialized: Any, features: Any, single: bool, name: Optional[str]) -> dict[str, Any]:
+    if isinstance(features, dict) and any(isinstance(feature, SparseFeature) for feature in features.values()):
+        return _parse_with_sparse_features(serialized, features, single, name)
     if not isinstance(features, dict) or not features:
         raise ValueError(f"features must be a non-empty dict of feature key to FixedLenFeature, VarLenFeature or "
                          f"FixedLenSequenceFeature, got {features!r}")
@@ -111,7 +186,7 @@ def _parse(serialized: Any, features: Any, single: bool, name: Optional[str]) ->
                 continue
             if not isinstance(feature, (FixedLenFeature, FixedLenSequenceFeature)):
                 raise ValueError(f"Unsupported feature type for {key!r}: {feature!r}; valid are FixedLenFeature, "
-                                 "VarLenFeature and FixedLenSequenceFeature")
+                                 "VarLenFeature, SparseFeature and FixedLenSequenceFeature")
             sequence = isinstance(feature, FixedLenSequenceFeature)
             if isinstance(feature, FixedLenSequenceFeature) and not feature.allow_missing:
                 raise ValueError(f"Unsupported: FixedLenSequenceFeature {key!r} requires allow_missing to be True")

@@ -49,6 +49,8 @@ from tensorgrid.train.session_manager import SessionManager
 from tensorgrid.train.supervisor import Supervisor
 from tensorgrid.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from tensorgrid.train.sync_replicas_optimizer import SyncReplicasOptimizer
+from tensorgrid.train.vocab_remapping import VocabInfo
+from tensorgrid.train.warm_starting_util import warm_start
 
 # The records of input files: tf.train.Example and its parts (TensorFlow's field numbers).
 from tensorgrid.v1.example_pb2 import (

@@ -15,7 +15,7 @@ import pytest
 import estimator_oracle
 import tensorgrid
 import warm_start_vocab_programs
-from tensorgrid.estimator import vocab_remapping
+from tensorgrid.train import vocab_remapping
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""``tf.estimator.VocabInfo``: warm-starting a variable whose rows (or columns) follow a vocabulary that
-changed between the old model and the new one.
+"""``tf.train.VocabInfo`` (also ``tf.estimator.VocabInfo``): warm-starting a variable whose rows (or
+columns) follow a vocabulary that changed between the old model and the new one.
 
 A row of an embedding or of linear weights belongs to a vocabulary entry, not to a position: when the
 new vocabulary reorders, adds or drops entries, each new row must take the old row of the same entry.
@@ -32,14 +32,14 @@ from tensorgrid.ops import op_util
 from tensorgrid.ops import state_ops
 from tensorgrid.train import checkpoint_management
 
-log = logging.getLogger("tensorgrid.estimator")
+log = logging.getLogger("tensorgrid.train")
 
 
 class VocabInfo(collections.namedtuple("VocabInfo", [
         "new_vocab", "new_vocab_size", "num_oov_buckets", "old_vocab", "old_vocab_size", "backup_initializer",
         "axis"])):
-    """How a warm-started variable's vocabulary changed (``tf.estimator.VocabInfo``): the new and old
-    vocabulary files, how many of their entries count, the new variable's OOV buckets, the
+    """How a warm-started variable's vocabulary changed (``tf.train.VocabInfo``, ``tf.estimator.VocabInfo``): the
+    new and old vocabulary files, how many of their entries count, the new variable's OOV buckets, the
     initializer of rows (columns) with no old value, and the axis the vocabulary indexes (0 or 1)."""
 
     def __new__(cls, new_vocab: Any, new_vocab_size: int, num_oov_buckets: int, old_vocab: Any,
@@ -136,5 +136,5 @@ def remapping_assigns(name: str, parts: list[Any], info: VocabInfo, checkpoint: 
 def vocab_info_for(name: str, var_name_to_vocab_info: dict[str, Any]) -> Optional[VocabInfo]:
     info = var_name_to_vocab_info.get(name)
     if info is not None and not isinstance(info, VocabInfo):
-        raise TypeError(f"var_name_to_vocab_info[{name!r}] must be a tf.estimator.VocabInfo, got {info!r}")
+        raise TypeError(f"var_name_to_vocab_info[{name!r}] must be a tf.train.VocabInfo, got {info!r}")
     return info

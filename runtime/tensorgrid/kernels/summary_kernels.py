@@ -138,8 +138,8 @@ def _histogram_proto(values: np.ndarray, name: str = "HistogramSummary") -> byte
     squares added in order, and the non-empty buckets with each run of empty ones as one."""
     values = np.asarray(values)
     converted = values.astype(np.float64).reshape(-1)
-    if values.dtype.itemsize <= 4 and values.dtype.kind == "f" and values.dtype != np.float16:
-        converted = _flush_denormals(converted, _FLOAT32_TINY)  # float32 (or bfloat16) widened under DAZ
+    if values.dtype == np.float32:
+        converted = _flush_denormals(converted, _FLOAT32_TINY)  # widened under DAZ: a float32 denormal is 0
     _check_finite(converted, name)
     seen = _flush_denormals(converted, _FLOAT64_TINY)  # what comparisons and sums see under DAZ
     counts = np.zeros(len(_BUCKET_LIMITS), np.float64)

@@ -204,9 +204,14 @@ class RandomShuffleQueue(FIFOQueue):
         return len(self._items) > (0 if self._closed else self.min_after_dequeue)
 
     def _take_one(self) -> tuple[Any, ...]:
-        index = int(self._rng.integers(len(self._items)))
-        item = self._items[index]
-        del self._items[index]
+        # The last element moves into the taken one's place, as TensorFlow's queue does: O(1),
+        # where deleting from the middle of the deque moved half of it on every take.
+        items = self._items
+        index = int(self._rng.integers(len(items)))
+        item = items[index]
+        last = items.pop()
+        if index < len(items):
+            items[index] = last
         return item
 
 

@@ -13,6 +13,7 @@ SparseTensor: per example, the n-th index of each index key positions the n-th v
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import numpy as np
@@ -55,13 +56,15 @@ def _values(features: Any, key: str, dtype_name: str, index: int) -> Optional[li
     return list(getattr(feature, kind).value)
 
 
+_NUMPY_DTYPE = {"int64": np.int64, "float32": np.float32}
+
+
 def _array(values: list[Any], dtype_name: str) -> np.ndarray:
-    numpy_dtype = dtypes.as_dtype(dtype_name).as_numpy_dtype
     if dtype_name == "string":
         array = np.empty(len(values), dtype=object)
         array[:] = values
         return array
-    return np.asarray(values, dtype=numpy_dtype)
+    return np.asarray(values, dtype=_NUMPY_DTYPE[dtype_name])
 
 
 def _sparse(examples: list[Any], key: str, dtype_name: str, single: bool) -> tuple[np.ndarray, ...]:
@@ -77,7 +80,7 @@ def _sparse(examples: list[Any], key: str, dtype_name: str, single: bool) -> tup
 
 def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int],
            default: Optional[np.ndarray]) -> np.ndarray:
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     out = []
     for i, features in enumerate(examples):
         values = _values(features, key, dtype_name, i)
@@ -86,13 +89,15 @@ def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int],
                 raise errors.InvalidArgumentError(
                     None, None, f"Name: <unknown>, Feature: {key} (data type: {_DTYPE_OF_KIND[_KIND_OF_DTYPE[dtype_name]]}) "
                     f"is required but could not be found (example {i}).")
-            out.append(np.asarray(default).reshape(shape))
+            out.append(np.array(default).reshape(shape))  # a copy: never the default input itself
             continue
         if len(values) != size:
             raise errors.InvalidArgumentError(
                 None, None, f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {dtype_name} values != expected.  "
                 f"Values size: {len(values)} but output shape: {shape}")
         out.append(_array(values, dtype_name).reshape(shape))
+    if len(out) == 1:  # one example (parse_single_example, once per record of a queue pipeline)
+        return out[0].reshape([1, *shape])
     return np.stack(out) if out else np.zeros([0, *shape], dtype=dtypes.as_dtype(dtype_name).as_numpy_dtype)
 
 

@@ -8,6 +8,8 @@ TensorBoard's and TensorFlow's readers. The few fields needed are encoded here b
 
 from __future__ import annotations
 
+import functools
+import math
 import struct
 import sys
 from typing import Any, Iterator
@@ -43,49 +45,121 @@ def double_field(field: int, value: float) -> bytes:
     return b"" if packed == bytes(8) else varint(field << 3 | 1) + packed
 
 
-def _default_bucket_limits() -> np.ndarray:
-    """TensorFlow's histogram buckets: +-1e-12 growing by 10% up to 1e20, zero, +-DBL_MAX."""
+def _positive_bucket_limits() -> np.ndarray:
+    """TensorFlow's positive histogram limits: 1e-12 growing by 10% (each the last times 1.1,
+    rounded as C++ rounds it) up to 1e20, then DBL_MAX."""
     positive = []
     v = 1.0e-12
     while v < 1.0e20:
         positive.append(v)
         v *= 1.1
     positive.append(_DOUBLE_MAX)
-    return np.array([-p for p in reversed(positive)] + [0.0] + positive)
+    return np.array(positive)
 
 
-_BUCKET_LIMITS = _default_bucket_limits()
+_POSITIVE_LIMITS = _positive_bucket_limits()
+_BUCKET_LIMITS = np.concatenate([-_POSITIVE_LIMITS[::-1], [0.0], _POSITIVE_LIMITS])
+# A finite double's sign, exponent and first _CELL_MANTISSA_BITS mantissa bits name its cell:
+# a range of values less than 1/64 wide relative to its ends, so narrower than the 10% between
+# two limits, and holding at most one of them.
+_CELL_MANTISSA_BITS = 6
+_CELL_SHIFT = np.uint64(52 - _CELL_MANTISSA_BITS)
+
+
+@functools.cache
+def _cell_tables() -> tuple[np.ndarray, np.ndarray]:
+    """For each cell: how many limits are <= its lowest value, and the next limit (+inf if
+    none): a value of the cell is then past that many limits, plus one if it is >= the next."""
+    cells = np.arange(1 << (64 - int(_CELL_SHIFT)), dtype=np.uint64) << _CELL_SHIFT
+    negative = cells >= np.uint64(1 << 63)
+    # a negative cell's lowest value has every bit below the cell's set (the largest magnitude)
+    lowest = np.where(negative, cells | np.uint64((1 << int(_CELL_SHIFT)) - 1), cells).view(np.float64)
+    with np.errstate(invalid="ignore"):
+        below = np.searchsorted(_BUCKET_LIMITS, np.nan_to_num(lowest, nan=np.inf), side="right")
+    next_limit = np.append(_BUCKET_LIMITS, np.inf)[below]
+    return below.astype(np.int32), next_limit
+
+
+def _bucket_indices(values: np.ndarray) -> np.ndarray:
+    """For each finite float64 value, how many limits are <= it: the bucket TensorFlow's
+    ``std::upper_bound`` puts it in, the same as ``np.searchsorted(_BUCKET_LIMITS, values,
+    side="right")`` without a binary search per value (each value's cell, from its bits,
+    holds the answer up to one comparison)."""
+    below, next_limit = _cell_tables()
+    cells = values.view(np.uint64) >> _CELL_SHIFT
+    indices: np.ndarray = below[cells] + (values >= next_limit[cells])
+    return indices
+
+
+# TensorFlow's CPU threads run with denormals flushed: a denormal operand counts as a zero of
+# its sign (DAZ: in comparisons, sums, and float32 -> float64 conversions) and a denormal result
+# becomes zero (FTZ). The histogram is computed as those threads compute it.
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+_FLOAT64_TINY = float(np.finfo(np.float64).tiny)
+# every double at least this large is a multiple of 2**-1021, and so is any sum of them: a
+# running sum of such values is zero or normal, never denormal, and needs no flushing
+_SUMMAND_FLOOR = 2.0**-969
+
+
+def _flush_denormals(values: np.ndarray, tiny: float) -> np.ndarray:
+    """``values`` with each value below ``tiny`` in magnitude replaced by a zero of its sign."""
+    denormal = np.abs(values) < tiny
+    return np.where(denormal, values * 0.0, values) if denormal.any() else values
 
 
 def _sequential_sum(values: np.ndarray) -> float:
-    """The sum added in order, one value at a time (as TensorFlow's histogram does): the
-    same last bits, where numpy's pairwise sum may differ."""
-    return float(np.cumsum(values)[-1]) if values.size else 0.0
+    """The sum added in order, one value at a time, as TensorFlow's histogram adds it (the same
+    last bits, where numpy's pairwise sum may differ), a denormal running sum flushed to zero."""
+    if not values.size:
+        return 0.0
+    magnitudes = np.abs(values)
+    if not np.any((magnitudes > 0) & (magnitudes < _SUMMAND_FLOOR)):
+        return float(np.cumsum(values)[-1])
+    total = 0.0
+    for value in values.tolist():  # values so small that a running sum may be denormal: rare
+        total += value
+        if abs(total) < _FLOAT64_TINY:
+            total = math.copysign(0.0, total)
+    return total
 
 
-def _histogram_proto(values: np.ndarray) -> bytes:
-    values = values.astype(np.float64).reshape(-1)
-    if values.size and not np.all(np.isfinite(values)):
-        raise errors.InvalidArgumentError(None, None, "Nan in summary histogram: the values must be finite")
-    counts = np.bincount(np.searchsorted(_BUCKET_LIMITS, values, side="right"), minlength=len(_BUCKET_LIMITS))
-    low = float(values.min()) if values.size else _DOUBLE_MAX
-    high = float(values.max()) if values.size else -_DOUBLE_MAX
-    out = [double_field(1, low), double_field(2, high), double_field(3, float(values.size)),
-           double_field(4, _sequential_sum(values)), double_field(5, _sequential_sum(values * values))]
-    limits: list[float] = []
-    buckets: list[float] = []
-    i = 0
-    while i < len(_BUCKET_LIMITS):  # runs of empty buckets collapse into one, as TensorFlow encodes them
-        end, count = _BUCKET_LIMITS[i], counts[i]
-        i += 1
-        if count <= 0:
-            while i < len(_BUCKET_LIMITS) and counts[i] <= 0:
-                end, count = _BUCKET_LIMITS[i], counts[i]
-                i += 1
-        limits.append(float(end))
-        buckets.append(float(count))
-    out.append(length_delimited(6, struct.pack(f"<{len(limits)}d", *limits)))
-    out.append(length_delimited(7, struct.pack(f"<{len(buckets)}d", *buckets)))
+def _check_finite(values: np.ndarray, name: str) -> None:
+    """TensorFlow's histogram refuses NaN and infinities, naming the first one it meets."""
+    if np.isfinite(values).all():
+        return
+    first = values[np.argmin(np.isfinite(values))]
+    what = "Nan in summary histogram" if np.isnan(first) else "Infinity in Histogram"
+    raise errors.InvalidArgumentError(None, None, f"{what} for: {name}")
+
+
+def _histogram_proto(values: np.ndarray, name: str = "HistogramSummary") -> bytes:
+    """A serialized ``HistogramProto`` of ``values``, field for field TensorFlow's: min and max
+    (the first of equal extremes, as ``std::min`` keeps it), count, the sum and the sum of
+    squares added in order, and the non-empty buckets with each run of empty ones as one."""
+    values = np.asarray(values)
+    converted = values.astype(np.float64).reshape(-1)
+    if values.dtype == np.float32:
+        converted = _flush_denormals(converted, _FLOAT32_TINY)  # widened under DAZ: a float32 denormal is 0
+    _check_finite(converted, name)
+    seen = _flush_denormals(converted, _FLOAT64_TINY)  # what comparisons and sums see under DAZ
+    counts = np.zeros(len(_BUCKET_LIMITS), np.float64)
+    if seen.size:
+        # a value of exactly DBL_MAX is past the last limit: TensorFlow's own count overflows there
+        counts += np.bincount(_bucket_indices(seen), minlength=len(_BUCKET_LIMITS) + 1)[:len(_BUCKET_LIMITS)]
+        low, high = float(converted[np.argmin(seen)]), float(converted[np.argmax(seen)])
+    else:
+        low, high = _DOUBLE_MAX, -_DOUBLE_MAX
+    with np.errstate(over="ignore"):
+        squares = seen * seen
+    squares[squares < _FLOAT64_TINY] = 0.0  # FTZ: a denormal square is zero
+    out = [double_field(1, low), double_field(2, high), double_field(3, float(seen.size)),
+           double_field(4, _sequential_sum(seen)), double_field(5, _sequential_sum(squares))]
+    # every non-empty bucket, and of each run of empty buckets only its last limit (count 0),
+    # as TensorFlow's EncodeToProto collapses them
+    empty = counts <= 0
+    keep = ~empty | np.append(~empty[1:], True)
+    out.append(length_delimited(6, _BUCKET_LIMITS[keep].astype("<f8").tobytes()))
+    out.append(length_delimited(7, counts[keep].astype("<f8").tobytes()))
     return b"".join(out)
 
 
@@ -111,7 +185,7 @@ def scalar_summary(tag: Any, value: float) -> bytes:
 
 @register_kernel("HistogramSummary", host_only=True)
 def _histogram_summary(k: context.KernelContext, step: context.StepContext, values: Any) -> Any:
-    histogram = _histogram_proto(k.backend.to_numpy(values))
+    histogram = _histogram_proto(k.backend.to_numpy(values), k.name)
     entry = length_delimited(1, _text(k.attrs["tag"])) + length_delimited(5, histogram)
     return np.array(length_delimited(1, entry), dtype=object)
 

@@ -77,7 +77,7 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
         policy = job_spec.replica_specs[key.rtype].restart_policy
         rule = None if succeeded else pod_failure_policy.first_match(
             job_spec.replica_specs[key.rtype].pod_failure_policy,
-            pod_failure_policy.FailedPod(short, view.container_exit_codes, view.conditions))
+            pod_failure_policy.FailedPod(short, view.container_exit_codes, view.pod_conditions))
         if rule is not None and rule.action is pod_failure_policy.Action.FAIL_JOB:
             # The job's Failed condition and its event (job_outcome, finish) say it, naming the rule.
             _record(work, key, view, cond_lib.FAILED, pod_failure_policy.REASON, rule.message, event=False)

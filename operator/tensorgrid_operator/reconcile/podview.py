@@ -71,7 +71,7 @@ class PodView:
     container_exit_codes: tuple[tuple[str, int], ...] = ()
     """(name, exit code) of every terminated container, init containers first: what a podFailurePolicy's
     onExitCodes reads."""
-    conditions: tuple[tuple[str, str], ...] = ()
+    pod_conditions: tuple[tuple[str, str], ...] = ()
     """(type, status) of every pod condition: what a podFailurePolicy's onPodConditions reads."""
 
     @property
@@ -223,6 +223,6 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
         termination_message=str(terminated.get("message") or ""),
         finished_at=_time_or_none(terminated.get("finishedAt")),
         container_exit_codes=_container_exit_codes(pod),
-        conditions=tuple((str(c.get("type") or ""), str(c.get("status") or ""))
+        pod_conditions=tuple((str(c.get("type") or ""), str(c.get("status") or ""))
                          for c in (pod.get("status") or {}).get("conditions") or []),
     )

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 from typing import Any, Mapping, Optional, TypeVar
 
+from tensorgrid_operator.api import pod_failure_policy as pod_failure_policy_lib
 from tensorgrid_operator.api import ps_replication as ps_replication_lib
 
 GROUP = "tensorgrid.io"
@@ -107,6 +108,8 @@ class ReplicaSpec:
     """Worker only: the fewest replicas the job may be scaled to (``kubectl scale``); ``None``: no bound."""
     max_replicas: Optional[int] = None
     """Worker only: the most replicas the job may be scaled to; ``None``: no bound but the job's cap."""
+    pod_failure_policy: pod_failure_policy_lib.PodFailurePolicy = pod_failure_policy_lib.PodFailurePolicy()
+    """Rules deciding a failed pod's fate before ``restart_policy`` and the exit-code table (none: those alone)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +240,11 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
         if rtype is not ReplicaType.PS and entry.get("replication") is not None:
             raise ValueError(f"spec.replicaSpecs.{rtype.value}.replication: only spec.replicaSpecs.PS takes "
                              f"replication (the parameter servers' state)")
-        replica_specs[rtype] = ReplicaSpec(replicas, policy, entry.get("template") or {}, *bounds)
+        template = entry.get("template") or {}
+        failure_policy = pod_failure_policy_lib.parse(entry.get("podFailurePolicy"),
+                                                      f"spec.replicaSpecs.{rtype.value}.podFailurePolicy",
+                                                      _container_names(template))
+        replica_specs[rtype] = ReplicaSpec(replicas, policy, template, *bounds, pod_failure_policy=failure_policy)
     total = sum(r.replicas for r in replica_specs.values())
     if total > MAX_REPLICAS:
         counts = " + ".join(f"{t.value} {s.replicas}" for t, s in replica_specs.items() if s.replicas)
@@ -259,6 +266,13 @@ def parse_spec(raw: Mapping[str, Any]) -> JobSpec:
                    synchronous=bool(raw.get("synchronous", False)),
                    ps_replication=ps_replication_lib.parse((raw_replicas.get(ReplicaType.PS.value) or {}).get(
                        "replication"), replica_specs[ReplicaType.PS].replicas if ReplicaType.PS in replica_specs else 0))
+
+
+def _container_names(template: Mapping[str, Any]) -> list[str]:
+    """The names of a pod template's containers and init containers."""
+    pod_spec = template.get("spec") or {}
+    return [str(c.get("name")) for key in ("containers", "initContainers") for c in pod_spec.get(key) or []
+            if isinstance(c, Mapping) and c.get("name")]
 
 
 def _tensorboard(raw: Mapping[str, Any]) -> TensorBoardSpec:

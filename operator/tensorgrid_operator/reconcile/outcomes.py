@@ -16,6 +16,7 @@ import datetime
 from typing import Any, Mapping, Optional, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
+from tensorgrid_operator.api import pod_failure_policy
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import plans
 from tensorgrid_operator.reconcile import podview
@@ -74,7 +75,24 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
             continue
         succeeded = view.phase == "Succeeded"
         policy = job_spec.replica_specs[key.rtype].restart_policy
-        if not succeeded and view.disrupted and policy is not spec_lib.RestartPolicy.NEVER:
+        rule = None if succeeded else pod_failure_policy.first_match(
+            job_spec.replica_specs[key.rtype].pod_failure_policy,
+            pod_failure_policy.FailedPod(short, view.container_exit_codes, view.pod_conditions))
+        if rule is not None and rule.action is pod_failure_policy.Action.FAIL_JOB:
+            # The job's Failed condition and its event (job_outcome, finish) say it, naming the rule.
+            _record(work, key, view, cond_lib.FAILED, pod_failure_policy.REASON, rule.message, event=False)
+            continue
+        if rule is not None and rule.action is pod_failure_policy.Action.IGNORE:
+            work.delete_pod(view)
+            entry = work.back_off(short, pod_failure_policy.REASON, rule.message)
+            message = (f"{rule.message}: recreating {view.name}, not counted against backoffLimit; "
+                       f"{policies.retry_note(entry, work.now)}")
+            cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, pod_failure_policy.REASON, message,
+                                   work.now)
+            work.event("Normal", pod_failure_policy.REASON, message)
+            work.plan.transitions.append(plans.Transition("restarted", pod_failure_policy.REASON, key.rtype.value))
+            continue
+        if rule is None and not succeeded and view.disrupted and policy is not spec_lib.RestartPolicy.NEVER:
             # Recreated alone, as a deleted pod is; the runtime reconnects to a new PS.
             work.delete_pod(view)
             work.event("Normal", "ReplicaDisrupted",
@@ -82,7 +100,8 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
                        f"not counted against backoffLimit")
             work.plan.transitions.append(plans.Transition("restarted", RESTART_DISRUPTED, key.rtype.value))
             continue
-        collateral = policies.collateral_of_ps_loss(key, policy, succeeded, work.ps_loss, work.now)
+        collateral = "" if rule is not None else policies.collateral_of_ps_loss(key, policy, succeeded, work.ps_loss,
+                                                                                work.now)
         if collateral:
             # A worker that failed because its parameter server went away: recreated, not counted.
             work.delete_pod(view)
@@ -92,7 +111,13 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
             work.event("Normal", "ReplicaRestarting", message)
             work.plan.transitions.append(plans.Transition("restarted", RESTART_PS_LOST, key.rtype.value))
             continue
-        retry, why = policies.retry_verdict(policy, succeeded, view.exit_code, policies.decides_success(job_spec, key))
+        if rule is not None and rule.action is pod_failure_policy.Action.RETRY:
+            retry, why = True, f"{rule.message}: retried whatever restartPolicy {policy.value} says"
+        else:
+            retry, why = policies.retry_verdict(policy, succeeded, view.exit_code,
+                                                policies.decides_success(job_spec, key))
+            if rule is not None:  # Count: the built-in verdict, but no disruption or collateral exemption
+                why = f"{rule.message}: counted; {why}"
         if retry and work.total_restarts() >= limit:
             _record(work, key, view, cond_lib.FAILED, "BackoffLimitExceeded",
                     f"{why}, but the job already used its {limit} retries (backoffLimit)")
@@ -110,20 +135,24 @@ def observe_outcomes(work: plans.Work, job_spec: spec_lib.JobSpec, desired: Mapp
         message = f"restarting {view.name}: {why} ({budget}; {policies.retry_note(entry, work.now)})"
         if key.rtype is RT.PS:
             message += f"; {PS_RECOVERY}"
-        cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, "ReplicaRestarting", message, work.now)
-        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, "ReplicaRestarting", message, work.now)
-        work.event("Warning", "ReplicaRestarting", message)
-        work.plan.transitions.append(plans.Transition("restarted", view.reason or "Error", key.rtype.value))
+        reason = "ReplicaRestarting" if rule is None else pod_failure_policy.REASON
+        cond_lib.set_condition(work.conditions, cond_lib.RESTARTING, True, reason, message, work.now)
+        cond_lib.set_condition(work.conditions, cond_lib.RUNNING, False, reason, message, work.now)
+        work.event("Warning", reason, message)
+        work.plan.transitions.append(plans.Transition(
+            "restarted", (view.reason or "Error") if rule is None else pod_failure_policy.REASON, key.rtype.value))
 
 
 def _record(work: plans.Work, key: spec_lib.ReplicaKey, view: podview.PodView, outcome: str, reason: str,
-            message: str) -> None:
+            message: str, event: bool = True) -> None:
     record: Obj = {"replica": key.short_name, "type": key.rtype.value, "index": key.index, "outcome": outcome,
                    "reason": reason, "message": message,
                    "finishedTime": cond_lib.format_time(work.now)}
     if view.exit_code is not None:
         record["exitCode"] = view.exit_code
     work.finished[key.short_name] = record
+    if not event:
+        return
     if outcome == cond_lib.FAILED:
         work.event("Warning", "ReplicaFailed", f"{view.name} failed: {message}")
     else:
@@ -131,6 +160,10 @@ def _record(work: plans.Work, key: spec_lib.ReplicaKey, view: podview.PodView, o
 
 
 def job_outcome(work: plans.Work, job_spec: spec_lib.JobSpec) -> Optional[tuple[str, str, str]]:
+    """(condition, reason, message) of the job when it ends now; ``None`` while it goes on."""
+    for record in sorted(work.finished.values(), key=lambda r: (r["type"], r["index"])):
+        if record["outcome"] == cond_lib.FAILED and record["reason"] == pod_failure_policy.REASON:
+            return cond_lib.FAILED, pod_failure_policy.REASON, record["message"]  # FailJob: whatever the type
     for record in sorted(work.finished.values(), key=lambda r: (r["type"], r["index"])):
         if record["outcome"] == cond_lib.FAILED and RT(record["type"]) in policies.FATAL_TYPES:
             reason = "BackoffLimitExceeded" if record["reason"] == "BackoffLimitExceeded" else "ReplicaFailed"

@@ -68,6 +68,11 @@ class PodView:
     figures, ``progress.final_progress``); empty while it runs."""
     finished_at: Optional[datetime.datetime] = None
     """When the main container ended; ``None`` while it runs."""
+    container_exit_codes: tuple[tuple[str, int], ...] = ()
+    """(name, exit code) of every terminated container, init containers first: what a podFailurePolicy's
+    onExitCodes reads."""
+    pod_conditions: tuple[tuple[str, str], ...] = ()
+    """(type, status) of every pod condition: what a podFailurePolicy's onPodConditions reads."""
 
     @property
     def active(self) -> bool:
@@ -144,6 +149,16 @@ def _exit(pod: Mapping[str, Any]) -> tuple[Optional[int], str]:
     return None, str(status.get("reason") or "")
 
 
+def _container_exit_codes(pod: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    status = pod.get("status") or {}
+    ended = []
+    for cs in list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or []):
+        terminated = (cs.get("state") or {}).get("terminated") or {}
+        if "exitCode" in terminated:
+            ended.append((str(cs.get("name") or ""), int(terminated["exitCode"])))
+    return tuple(ended)
+
+
 def _stuck(pod: Mapping[str, Any]) -> tuple[str, str]:
     status = pod.get("status") or {}
     if status.get("phase", "Pending") != "Pending":
@@ -207,4 +222,7 @@ def view_pod(pod: Mapping[str, Any]) -> PodView:
                                if phase == "Pending"),
         termination_message=str(terminated.get("message") or ""),
         finished_at=_time_or_none(terminated.get("finishedAt")),
+        container_exit_codes=_container_exit_codes(pod),
+        pod_conditions=tuple((str(c.get("type") or ""), str(c.get("status") or ""))
+                         for c in (pod.get("status") or {}).get("conditions") or []),
     )

@@ -32,6 +32,7 @@ import functools
 from typing import Any, Iterable, Mapping, Sequence
 
 from tensorgrid_operator.api import conditions as cond_lib
+from tensorgrid_operator.api import pod_failure_policy
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import finished_replicas
 from tensorgrid_operator.reconcile import jobstatus
@@ -136,7 +137,9 @@ def reconcile(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], service
     outcome = outcomes.job_outcome(work, job_spec)
     if outcome is not None:
         ctype, reason, message = outcome
-        outcomes.finish(work, job_spec, views, own_services, ctype, reason, message)
+        # FailJob fails the whole job at once, as a Job's podFailurePolicy does: its running pods stop.
+        outcomes.finish(work, job_spec, views, own_services, ctype, reason, message,
+                        stop_all=reason == pod_failure_policy.REASON)
         _close_kueue_group(work, owned)
         return jobstatus.conclude(work, old_status, job_spec, views)
 

@@ -363,11 +363,26 @@ class CompiledFunction:
             return backend if kernel_registry.has_gpu_kernel(op.type) else host
 
         self.plan = Plan(graph, [], outputs, targets, {}, place)
+        from tensorgrid.execution import call_program  # it builds on this module's Plan
+
+        self.program = call_program.CallProgram(self.plan) if self.plan.straight_order is not None else None
+        """The plan flattened for calls in a loop; None where it has asynchronous kernels (a
+        Recv), which the dataflow loop of ``Plan.run`` runs."""
+        self._last_context: tuple[Any, StepContext] = (None, StepContext(step_id=0, resources=None))  # type: ignore[arg-type]
 
     def __call__(self, step: kernel_context.StepContext, args: Sequence[Any]) -> list[Any]:
-        call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
-                           cancelled=step.cancelled, args=args, recompute=self.recompute or step.recompute)
-        return self.plan.run(call, [])
+        if self.program is None:
+            call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                               cancelled=step.cancelled, args=args, recompute=self.recompute or step.recompute)
+            return self.plan.run(call, [])
+        # A loop calls its body with the same step a thousand times: the call's context is made
+        # once per calling step. Its ``args`` stay empty: the program puts them in the _Arg slots.
+        last_step, call = self._last_context
+        if last_step is not step:
+            call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                               cancelled=step.cancelled, recompute=self.recompute or step.recompute)
+            self._last_context = (step, call)
+        return self.program.run(call, args)
 
 
 class FunctionLibrary:

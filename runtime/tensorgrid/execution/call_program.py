@@ -47,7 +47,7 @@ class CallProgram:
         if plan.straight_order is None:
             raise ValueError("a CallProgram runs plans without asynchronous kernels; this one has some")
         self._plan = plan
-        self._order: list[executor._Node] = plan.straight_order
+        self._order: list[Any] = plan.straight_order  # the plan's nodes
         self._function: Optional[Callable[[executor.StepContext, Sequence[Any]], list[Any]]] = None
         self._lock = threading.Lock()
         self.run: Callable[[executor.StepContext, Sequence[Any]], list[Any]] = self._first_run
@@ -88,8 +88,9 @@ class CallProgram:
 
     def _compile(self, constants: dict[int, Any]) -> Callable[[executor.StepContext, Sequence[Any]], list[Any]]:
         arg_kernel = kernel_registry.get_kernel(func_graph.ARG_OP_TYPE)
-        bound: dict[str, Any] = {"_outputs": _outputs, "_ARRAY_TYPES": _ARRAY_TYPES, "_fetch_result": executor._fetch_result,
-                                 "_gather": executor.Plan._gather_inputs, "_annotate": executor._annotate,
+        bound: dict[str, Any] = {"_outputs": _outputs, "_ARRAY_TYPES": _ARRAY_TYPES,
+                                 "fetch_result": executor.fetch_result, "_gather": executor.Plan.gather_inputs,
+                                 "annotate": executor.annotate,
                                  "_cancelled_before_start": _cancelled_before_start}
         lines = ["    if step.cancelled.is_set():", "        raise _cancelled_before_start(step)"]
         ops: list[Any] = []
@@ -130,8 +131,8 @@ class CallProgram:
                 lines.append(f"        {names}, = _outputs({call}, {node.num_outputs})")
         bound["_ops"] = ops
         fetched = ", ".join(
-            f"_fetch_result(v{slot}, True)" if may_alias
-            else f"(v{slot} if isinstance(v{slot}, _ARRAY_TYPES) else _fetch_result(v{slot}, False))"
+            f"fetch_result(v{slot}, True)" if may_alias
+            else f"(v{slot} if isinstance(v{slot}, _ARRAY_TYPES) else fetch_result(v{slot}, False))"
             for slot, may_alias in zip(self._plan.fetch_slots, self._plan.fetch_may_alias))
         source = "\n".join([
             f"def call(step, args, {', '.join(f'{name}={name}' for name in bound)}):",
@@ -143,7 +144,7 @@ class CallProgram:
             "        pass",
             "    except BaseException as exc:  # annotated and re-raised, as Plan.run does",
             "        step.cancelled.set()",
-            "        raise _annotate(exc, _ops[at]) from exc",
+            "        raise annotate(exc, _ops[at]) from exc",
             f"    return [{fetched}]",
         ])
         namespace: dict[str, Any] = dict(bound)

@@ -261,7 +261,7 @@ class Plan:
                 outstanding -= 1
                 if failure is not None:
                     step.cancelled.set()
-                    raise _annotate(failure, nodes[index].ctx.op)
+                    raise annotate(failure, nodes[index].ctx.op)
                 store(nodes[index], result, values)
                 remaining -= 1
                 for c in nodes[index].consumers:
@@ -274,7 +274,7 @@ class Plan:
                 if node.plain_inputs:
                     inputs = [values[s] for s in node.input_slots]
                 else:
-                    inputs = self._gather_inputs(node, values, copies)
+                    inputs = self.gather_inputs(node, values, copies)
                 if node.is_async:
                     outstanding += 1
                     node.kernel(node.ctx, step, _completion(completions, node.index), *inputs)
@@ -282,7 +282,7 @@ class Plan:
                 result = node.kernel(node.ctx, step, *inputs)
             except BaseException as exc:  # annotated and re-raised
                 step.cancelled.set()
-                raise _annotate(exc, node.ctx.op) from exc
+                raise annotate(exc, node.ctx.op) from exc
             if node.num_outputs == 1:
                 values[node.output_slot] = result
             else:
@@ -293,7 +293,7 @@ class Plan:
                 if pending[c] == 0:
                     ready.append(c)
         return [
-            _fetch_result(values[slot], may_alias)
+            fetch_result(values[slot], may_alias)
             for slot, may_alias in zip(self.fetch_slots, self.fetch_may_alias)
         ]
 
@@ -309,22 +309,22 @@ class Plan:
         for node in order:  # the node step of run, inlined in both loops: no call per node
             try:
                 inputs = ([values[s] for s in node.input_slots] if node.plain_inputs
-                          else self._gather_inputs(node, values, copies))
+                          else self.gather_inputs(node, values, copies))
                 result = node.kernel(node.ctx, step, *inputs)
             except BaseException as exc:  # annotated and re-raised
                 step.cancelled.set()
-                raise _annotate(exc, node.ctx.op) from exc
+                raise annotate(exc, node.ctx.op) from exc
             if node.num_outputs == 1:
                 values[node.output_slot] = result
             else:
                 self._store(node, result, values)
         return [
-            _fetch_result(values[slot], may_alias)
+            fetch_result(values[slot], may_alias)
             for slot, may_alias in zip(self.fetch_slots, self.fetch_may_alias)
         ]
 
     @staticmethod
-    def _gather_inputs(node: _Node, values: list[Any], copies: dict[tuple[int, int], Any]) -> list[Any]:
+    def gather_inputs(node: _Node, values: list[Any], copies: dict[tuple[int, int], Any]) -> list[Any]:
         inputs = [values[s] for s in node.input_slots]
         for i, value in enumerate(inputs):
             target = node.convert[i]
@@ -363,11 +363,26 @@ class CompiledFunction:
             return backend if kernel_registry.has_gpu_kernel(op.type) else host
 
         self.plan = Plan(graph, [], outputs, targets, {}, place)
+        from tensorgrid.execution import call_program  # it builds on this module's Plan
+
+        self.program = call_program.CallProgram(self.plan) if self.plan.straight_order is not None else None
+        """The plan flattened for calls in a loop; None where it has asynchronous kernels (a
+        Recv), which the dataflow loop of ``Plan.run`` runs."""
+        self._last_context: tuple[Any, StepContext] = (None, StepContext(step_id=0, resources=None))  # type: ignore[arg-type]
 
     def __call__(self, step: kernel_context.StepContext, args: Sequence[Any]) -> list[Any]:
-        call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
-                           cancelled=step.cancelled, args=args, recompute=self.recompute or step.recompute)
-        return self.plan.run(call, [])
+        if self.program is None:
+            call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                               cancelled=step.cancelled, args=args, recompute=self.recompute or step.recompute)
+            return self.plan.run(call, [])
+        # A loop calls its body with the same step a thousand times: the call's context is made
+        # once per calling step. Its ``args`` stay empty: the program puts them in the _Arg slots.
+        last_step, call = self._last_context
+        if last_step is not step:
+            call = StepContext(step_id=step.step_id, resources=step.resources, rendezvous=step.rendezvous,
+                               cancelled=step.cancelled, recompute=self.recompute or step.recompute)
+            self._last_context = (step, call)
+        return self.program.run(call, args)
 
 
 class FunctionLibrary:
@@ -417,7 +432,7 @@ def _may_share_a_variables_memory(fetch: graph_lib.Tensor) -> bool:
     return False
 
 
-def _fetch_result(value: Any, may_alias: bool) -> Any:
+def fetch_result(value: Any, may_alias: bool) -> Any:
     read = getattr(value, "read", None)
     if callable(read):
         value = read()
@@ -429,7 +444,7 @@ def _fetch_result(value: Any, may_alias: bool) -> Any:
     return copy() if callable(copy) else value
 
 
-def _annotate(exc: BaseException, op: graph_lib.Operation) -> BaseException:
+def annotate(exc: BaseException, op: graph_lib.Operation) -> BaseException:
     """Names the failing op in the error, and maps plain Python errors to OpErrors."""
     where = f"[[node {op.name} ({op.type}) on {op.device or 'the local device'}]]"
     if isinstance(exc, errors.OpError):

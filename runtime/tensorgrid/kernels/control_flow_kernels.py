@@ -9,7 +9,7 @@ A call runs it with a step context that carries the call's arguments.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -35,6 +35,8 @@ def _function(k: context.KernelContext, step: context.StepContext, attr_name: st
 
 
 def _truth(k: context.KernelContext, value: Any, what: str) -> bool:
+    if type(value) is np.bool_:  # what a comparison on the host makes: a boolean scalar already
+        return bool(value)
     array = k.backend.to_numpy(value)
     if array.shape != () or array.dtype != np.bool_:
         raise errors.InvalidArgumentError(
@@ -57,22 +59,37 @@ def _if(k: context.KernelContext, step: context.StepContext, pred: Any, *args: A
     return _results(_function(k, step, branch, recompute=bool(k.attrs.get("gradient", False)))(step, args))
 
 
+def _shape_invariants(k: context.KernelContext) -> list[tuple[int, Sequence[Optional[int]]]]:
+    """(loop variable, its shape invariant) for each loop variable whose shape is checked."""
+    checked = k.state.get("checked shape invariants")
+    if checked is None:
+        checked = k.state["checked shape invariants"] = [
+            (i, tuple(shape)) for i, shape in enumerate(k.attrs["shape_invariants"]) if shape is not None]
+    return checked
+
+
 def _run_loop(k: context.KernelContext, step: context.StepContext, loop_vars: list[Any], captured: Sequence[Any],
               history: list[list[Any]] | None = None) -> list[Any]:
     replay = history is not None
     cond, body = _function(k, step, "cond", replay), _function(k, step, "body", replay)
-    invariants = k.attrs["shape_invariants"]
-    while _truth(k, cond(step, [*loop_vars, *captured])[0], "the loop condition"):
-        if step.cancelled.is_set():
+    invariants = _shape_invariants(k)
+    cancelled = step.cancelled
+    captured = list(captured)
+    while True:
+        keep_going = cond(step, loop_vars + captured)[0]
+        if not (keep_going if type(keep_going) is np.bool_ else _truth(k, keep_going, "the loop condition")):
+            break
+        if cancelled.is_set():
             raise errors.CancelledError(None, None, f"{k.name}: the step was cancelled")
         if history is not None:
             history.append(loop_vars)
-        loop_vars = body(step, [*loop_vars, *captured])
-        for i, (value, shape) in enumerate(zip(loop_vars, invariants)):
-            if shape is not None and (len(value.shape) != len(shape) or
-                                      any(d is not None and d != v for d, v in zip(shape, value.shape))):
+        loop_vars = body(step, loop_vars + captured)
+        for i, shape in invariants:
+            value_shape = loop_vars[i].shape
+            if value_shape != shape and (len(value_shape) != len(shape) or
+                                         any(d is not None and d != v for d, v in zip(shape, value_shape))):
                 raise errors.InvalidArgumentError(
-                    None, None, f"{k.name}: loop variable {i} has shape {list(value.shape)} after an iteration, "
+                    None, None, f"{k.name}: loop variable {i} has shape {list(value_shape)} after an iteration, "
                     f"outside its shape invariant {list(shape)}")
     return loop_vars
 

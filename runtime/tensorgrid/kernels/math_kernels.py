@@ -16,6 +16,7 @@ def _binary(op_type: str, fn_name: str) -> None:
         return getattr(k.xp, fn_name)(x, y)
 
     kernel.__name__ = f"_{fn_name}"
+    kernel.xp_function = fn_name  # type: ignore[attr-defined]  # exactly xp.<fn_name>: a CallProgram calls it directly
     register_kernel(op_type)(kernel)
 
 
@@ -24,6 +25,7 @@ def _unary(op_type: str, fn_name: str) -> None:
         return getattr(k.xp, fn_name)(x)
 
     kernel.__name__ = f"_{fn_name}"
+    kernel.xp_function = fn_name  # type: ignore[attr-defined]  # exactly xp.<fn_name>: a CallProgram calls it directly
     register_kernel(op_type)(kernel)
 
 

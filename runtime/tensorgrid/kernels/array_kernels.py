@@ -13,6 +13,7 @@ import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import index_ranges
 from tensorgrid.kernels.registry import register_kernel
 
 
@@ -199,11 +200,8 @@ def _squeeze(k: context.KernelContext, step: context.StepContext, x: Any) -> Any
 
 
 def _check_indices(indices: Any, limit: int, what: str) -> None:
-    if indices.size == 0:
-        return
-    low, high = int(indices.min()), int(indices.max())
-    if low < 0 or high >= limit:
-        bad = low if low < 0 else high
+    bad = index_ranges.first_bad_index(indices, limit)
+    if bad is not None:
         raise errors.InvalidArgumentError(None, None, f"{what} index {bad} is not in [0, {limit})")
 
 

@@ -48,9 +48,18 @@ class Backend(abc.ABC):
     def scatter_add(self, target: Any, indices: Any, updates: Any) -> None:
         """``target[indices] += updates`` with repeated indices accumulated."""
 
+    def take_rows(self, table: Any, rows: Any) -> Any:
+        """A new array of the rows ``rows`` (a 1-D index array) of ``table``'s first dimension."""
+        return table[rows]
+
+    def put_rows(self, table: Any, rows: Any, values: Any) -> None:
+        """``table[rows] = values`` for distinct ``rows`` (a 1-D index array)."""
+        table[rows] = values
+
     def unique_sums(self, indices: Any, rows: Any) -> tuple[Any, Any]:
         """(the distinct values of the 1-D ``indices``, sorted; the sum of the ``rows`` of each):
-        the deduplication of a sparse gradient before a sparse update."""
+        the deduplication of a sparse gradient before a sparse update. Both are new arrays
+        that the caller may overwrite."""
         unique, inverse = self.xp.unique(indices, return_inverse=True)
         sums = self.xp.zeros((unique.shape[0],) + rows.shape[1:], dtype=rows.dtype)
         self.scatter_add(sums, inverse.reshape(-1), rows)

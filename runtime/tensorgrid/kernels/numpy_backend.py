@@ -39,6 +39,19 @@ class NumpyBackend(backend.Backend):
         unique, sums = sorted_segment_sums(indices, updates)
         target[unique] += sums
 
+    def take_rows(self, table: Any, rows: Any) -> Any:
+        return table.take(rows, axis=0)  # 2-4x faster than table[rows] for a few hundred rows
+
+    def put_rows(self, table: Any, rows: Any, values: Any) -> None:
+        row_bytes = table.itemsize * (table.size // table.shape[0]) if table.shape[0] else 0
+        if (row_bytes >= WHOLE_ROW_WRITES_FROM_BYTES and table.flags.c_contiguous
+                and values.flags.c_contiguous and values.dtype == table.dtype):
+            whole_row = np.dtype((np.void, row_bytes))
+            by_row = table.reshape(table.shape[0], -1).view(whole_row).reshape(-1)
+            by_row[rows] = values.reshape(values.shape[0], -1).view(whole_row).reshape(-1)
+        else:
+            table[rows] = values
+
     def unique_sums(self, indices: Any, rows: Any) -> tuple[Any, Any]:
         return sorted_segment_sums(np.asarray(indices).reshape(-1), np.asarray(rows))
 
@@ -49,6 +62,12 @@ class NumpyBackend(backend.Backend):
 _blas_threads: Optional[int] = None
 """The limit ``limit_threads`` last set: the BLAS pool is one per process, as TF's default
 intra-op pool is one per process (sized by whoever creates it first)."""
+
+
+WHOLE_ROW_WRITES_FROM_BYTES = 128
+"""Rows of at least this many bytes are written as one opaque element each (a 1-D view of
+the table with one np.void element per row), 15-25% faster than numpy's fancy assignment of
+2-D rows at 64 floats; narrower rows gain nothing."""
 
 
 SORTED_SUMS_FROM_ROW_SIZE = 8
@@ -67,26 +86,28 @@ def sorted_segment_sums(indices: np.ndarray, rows: np.ndarray) -> tuple[np.ndarr
     """
     if indices.size == 0:
         return indices.copy(), rows[:0].copy()
+    # take() rather than fancy indexing: the same rows, several times faster for these sizes.
     order = np.argsort(indices, kind="stable")
-    ordered_indices = indices[order]
+    ordered_indices = indices.take(order)
     starts_run = np.empty(ordered_indices.shape, dtype=bool)
     starts_run[0] = True
     np.not_equal(ordered_indices[1:], ordered_indices[:-1], out=starts_run[1:])
-    starts = starts_run.nonzero()[0]
-    ordered_rows = rows[order]
+    starts = np.flatnonzero(starts_run)
+    ordered_rows = rows.take(order, axis=0)
     if starts.size == indices.size:
         return ordered_indices, ordered_rows
     lengths = np.empty_like(starts)
     np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
     lengths[-1] = indices.size - starts[-1]
-    sums = ordered_rows[starts]
+    sums = ordered_rows.take(starts, axis=0)
     repeated = lengths > 1
-    repeated_runs = repeated.nonzero()[0]
-    repeated_lengths = lengths[repeated_runs]
+    repeated_runs = np.flatnonzero(repeated)
     run_starts = np.zeros(repeated_runs.size, dtype=np.intp)
-    np.cumsum(repeated_lengths[:-1], out=run_starts[1:])
-    sums[repeated_runs] = np.add.reduceat(ordered_rows[np.repeat(repeated, lengths)], run_starts, axis=0)
-    return ordered_indices[starts], sums
+    np.cumsum(lengths.take(repeated_runs[:-1]), out=run_starts[1:])
+    # reduceat costs per run, so only the runs of repeated indices go through it.
+    repeated_rows = ordered_rows.compress(np.repeat(repeated, lengths), axis=0)
+    sums[repeated_runs] = np.add.reduceat(repeated_rows, run_starts, axis=0)
+    return ordered_indices.take(starts), sums
 
 
 def limit_threads(count: int) -> None:

@@ -114,7 +114,8 @@ def _sparse_ftrl(k: context.KernelContext, var: Any, accum: Any, linear: Any, gr
         training_kernels.check_shapes(k, w, accum=a, linear=lin)
         training_kernels.check_row_indices(k, w, grad, indices)
         rows, g = training_kernels.summed_rows(k, indices, grad)
-        w_rows, a_rows, lin_rows = w[rows], a[rows], lin[rows]
+        backend = k.backend
+        w_rows, a_rows, lin_rows = backend.take_rows(w, rows), backend.take_rows(a, rows), backend.take_rows(lin, rows)
         new_accum = a_rows + g * g
         g_linear = g if l2_shrinkage is None else g + (2 * l2_shrinkage) * w_rows
         if w.ndim == 1:
@@ -127,9 +128,9 @@ def _sparse_ftrl(k: context.KernelContext, var: Any, accum: Any, linear: Any, gr
             lin_rows = lin_rows + (g_linear - (power(new_accum) - power(a_rows)) / lr * w_rows)
         root = _ftrl_root(k, lr_power)
         quadratic = root(new_accum) / lr + 2 * l2
-        w[rows] = (xp.maximum(xp.minimum(lin_rows, l1), -l1) - lin_rows) / quadratic
-        a[rows] = new_accum
-        lin[rows] = lin_rows
+        backend.put_rows(w, rows, (xp.maximum(xp.minimum(lin_rows, l1), -l1) - lin_rows) / quadratic)
+        backend.put_rows(a, rows, new_accum)
+        backend.put_rows(lin, rows, lin_rows)
         var.updates += 1
         row_writes.wrote_rows(k, rows, var, accum, linear)
     return var
@@ -196,10 +197,12 @@ def _sparse_apply_proximal_adagrad(k: context.KernelContext, step: context.StepC
         training_kernels.check_shapes(k, w, accum=a)
         training_kernels.check_row_indices(k, w, grad, indices)
         rows, g = training_kernels.summed_rows(k, indices, grad)
-        a_rows = a[rows] + g * g
-        a[rows] = a_rows
+        backend = k.backend
+        a_rows = backend.take_rows(a, rows) + g * g
+        backend.put_rows(a, rows, a_rows)
         alpha = lr / xp.sqrt(a_rows)
-        w[rows] = training_kernels.proximal_step(k, w[rows] - g * alpha, alpha, l1, l2)
+        w_rows = training_kernels.proximal_step(k, backend.take_rows(w, rows) - g * alpha, alpha, l1, l2)
+        backend.put_rows(w, rows, w_rows)
         var.updates += 1
         row_writes.wrote_rows(k, rows, var, accum)
     return var

@@ -22,6 +22,7 @@ from typing import Any
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
+from tensorgrid.kernels import index_ranges
 from tensorgrid.kernels import row_writes
 from tensorgrid.kernels.registry import register_kernel
 
@@ -207,16 +208,15 @@ def check_row_indices(k: context.KernelContext, var: Any, grad: Any, indices: An
             f"grad must hold one row of var {list(var.shape)} per index: grad shape {list(grad.shape)}, "
             f"{indices.shape[0]} indices (op {k.name})",
         )
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        if low < 0 or high >= var.shape[0]:
-            bad = low if low < 0 else high
-            raise errors.InvalidArgumentError(
-                None, None, f"Index {bad} in indices is out of range [0, {var.shape[0]}) (op {k.name})")
+    bad = index_ranges.first_bad_index(indices, var.shape[0])
+    if bad is not None:
+        raise errors.InvalidArgumentError(
+            None, None, f"Index {bad} in indices is out of range [0, {var.shape[0]}) (op {k.name})")
 
 
 def summed_rows(k: context.KernelContext, indices: Any, rows: Any) -> tuple[Any, Any]:
-    """(unique indices, the sum of the rows of each): repeated indices add up, as TF's optimizers do."""
+    """(unique indices, the sum of the rows of each): repeated indices add up, as TF's optimizers do.
+    Both are new arrays: a sparse update may compute in them in place."""
     return k.backend.unique_sums(indices, rows)
 
 
@@ -229,12 +229,23 @@ def _sparse_apply_momentum(k: context.KernelContext, step: context.StepContext, 
         check_shapes(k, w, accum=a)
         check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
-        a_rows = a[rows] * momentum + g
-        a[rows] = a_rows
+        # accum = accum * momentum + g; var -= g * lr + accum * momentum * lr (Nesterov) or accum * lr,
+        # on the rows alone, each computed in place in the arrays this update owns.
+        xp, backend = k.xp, k.backend
+        a_rows = backend.take_rows(a, rows)
+        xp.multiply(a_rows, momentum, out=a_rows)
+        xp.add(a_rows, g, out=a_rows)
+        backend.put_rows(a, rows, a_rows)
         if k.attrs["use_nesterov"]:
-            w[rows] -= g * lr + a_rows * momentum * lr
+            xp.multiply(g, lr, out=g)
+            step_rows = xp.multiply(a_rows, momentum)
+            xp.multiply(step_rows, lr, out=step_rows)
+            xp.add(g, step_rows, out=g)
         else:
-            w[rows] -= a_rows * lr
+            xp.multiply(a_rows, lr, out=g)
+        w_rows = backend.take_rows(w, rows)
+        xp.subtract(w_rows, g, out=w_rows)
+        backend.put_rows(w, rows, w_rows)
         var.updates += 1
         row_writes.wrote_rows(k, rows, var, accum)
     return var
@@ -249,11 +260,22 @@ def _sparse_apply_adagrad(k: context.KernelContext, step: context.StepContext, v
         check_shapes(k, w, accum=a)
         check_row_indices(k, w, grad, indices)
         rows, g = summed_rows(k, indices, grad)
-        a_rows = a[rows]
+        # accum += g * g; var -= g * lr / sqrt(accum), on the rows alone, each computed in place
+        # in the arrays this update owns (the summed rows, the gathered rows).
+        xp, backend = k.xp, k.backend
+        a_rows = backend.take_rows(a, rows)
         if k.attrs["update_slots"]:
-            a_rows += g * g
-            a[rows] = a_rows
-        w[rows] -= g * lr / k.xp.sqrt(a_rows)
+            squares = xp.multiply(g, g)
+            xp.add(a_rows, squares, out=a_rows)
+            backend.put_rows(a, rows, a_rows)
+            root = xp.sqrt(a_rows, out=squares)
+        else:
+            root = xp.sqrt(a_rows)
+        xp.multiply(g, lr, out=g)
+        xp.divide(g, root, out=g)
+        w_rows = backend.take_rows(w, rows)
+        xp.subtract(w_rows, g, out=w_rows)
+        backend.put_rows(w, rows, w_rows)
         var.updates += 1
         row_writes.wrote_rows(k, rows, var, accum)
     return var

@@ -18,8 +18,9 @@ Variants, interleaved in a rotating order within each repeat:
 as tasks on different machines do; TLS then encrypts them. Every worker draws 16 batches
 first (its own stream) and cycles them; after 20 warm-up steps every worker counts its
 steps in one common window (``--duration`` seconds). Reported per variant: the median and
-min-max over the runs of worker steps/s (the sum over workers), and the CPU milliseconds of
-every task per worker step.
+min-max over the runs of worker steps/s (the sum over workers), the CPU milliseconds of
+every task per worker step, and the context switches of all tasks' threads per worker step (how
+often a step's work waits for, or hands over to, another thread: what costs most on a busy machine).
 
 ``TENSORGRID_BENCH_PROFILE=DIR`` profiles worker 0's step loop during the window with
 cProfile (``DIR/<variant>-<model>-worker0.prof``): where a worker's Python time goes.
@@ -145,8 +146,10 @@ def run_once(variant: str, model: str, rows: int, duration: float, tcp: bool, ti
         (run_dir / "go.tmp").rename(run_dir / "go")
         time.sleep(max(0.0, start_at - time.time()))
         cpu_before = [training._cpu_seconds(p.pid) for p in processes]
+        switches_before = [context_switches(p.pid) for p in processes]
         time.sleep(max(0.0, start_at + duration - time.time()))
         cpu = [training._cpu_seconds(p.pid) - before for p, before in zip(processes, cpu_before)]
+        switches = [context_switches(p.pid) - before for p, before in zip(processes, switches_before)]
         wide_deep_wire.wait_for(run_dir, [f"result-{i}.json" for i in range(WORKERS)], deadline, processes)
         results = [json.loads((run_dir / f"result-{i}.json").read_text()) for i in range(WORKERS)]
     finally:
@@ -158,7 +161,26 @@ def run_once(variant: str, model: str, rows: int, duration: float, tcp: bool, ti
     steps = sum(r["steps"] for r in results)
     return {"variant": variant, "worker_steps_per_s": sum(r["steps"] / r["seconds"] for r in results),
             "cpu_ms_per_worker_step": {f"{job}{index}": seconds / max(1, steps) * 1e3
-                                       for (job, index), seconds in zip(tasks, cpu)}}
+                                       for (job, index), seconds in zip(tasks, cpu)},
+            "context_switches_per_worker_step": sum(switches) / max(1, steps)}
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of every thread of a process so far (Linux
+    /proc; 0 elsewhere or once it exited): how often a step's work waits for, or hands over to,
+    another thread."""
+    total = 0
+    try:
+        threads = list(pathlib.Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for thread in threads:
+        try:
+            status = (thread / "status").read_text()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return total
 
 
 def measure(model: str, variants: list[str], rows: int, duration: float, repeats: int, tcp: bool) -> dict[str, Any]:
@@ -178,6 +200,8 @@ def measure(model: str, variants: list[str], rows: int, duration: float, repeats
         summary[variant] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates),
                             "cpu_ms_per_worker_step": {task: statistics.median(r["cpu_ms_per_worker_step"][task]
                                                                                for r in results) for task in tasks},
+                            "context_switches_per_worker_step": statistics.median(
+                                r["context_switches_per_worker_step"] for r in results),
                             "runs": rates}
     best_tf = max((summary[v]["median"] for v in variants if backend_of(v) == "tensorflow"), default=None)
     for variant in variants:
@@ -192,5 +216,6 @@ def table(model: str, summary: dict[str, Any]) -> str:
         cpu = ", ".join(f"{task} {ms:.2f}" for task, ms in figures["cpu_ms_per_worker_step"].items())
         ratio = f"  **{figures['vs_best_tf']:.2f}** of best TF" if "vs_best_tf" in figures else ""
         lines.append(f"{model:10s} {variant:21s} {figures['median']:7.1f} ({figures['min']:.1f}-{figures['max']:.1f})"
-                     f" worker steps/s; CPU ms/step {cpu}{ratio}")
+                     f" worker steps/s; CPU ms/step {cpu}; context switches/step "
+                     f"{figures['context_switches_per_worker_step']:.0f}{ratio}")
     return "\n".join(lines)

@@ -187,7 +187,7 @@ class Namespace:
             if pod["status"].get("phase") == "Pending":
                 self.set_phase(name, "Running")
 
-    def wait_pods(self, job: str, names: set[str], timeout: float = 30) -> dict[str, dict[str, Any]]:
+    def wait_pods(self, job: str, names: set[str], timeout: float = 90) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
 
         def ready() -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operator_sim import Sim, make_job
+from operator_sim import Sim, make_job, started
 from tensorgrid_operator.api import conditions
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.reconcile import plans
@@ -17,14 +17,6 @@ from tensorgrid_operator.resources import manifests
 
 CRD = pathlib.Path(__file__).resolve().parents[3] / "crds" / "trainingjobs.tensorgrid.io.yaml"
 
-
-def started(job: dict[str, Any]) -> Sim:
-    sim = Sim(job)
-    sim.step()
-    sim.run_all()
-    sim.step()
-    assert sim.status["state"] == "Running", sim.status
-    return sim
 
 
 def queued(job: dict[str, Any], queue: str = "team-a", **labels: str) -> dict[str, Any]:

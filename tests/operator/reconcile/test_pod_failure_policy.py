@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import pytest
 
+import operator_sim
 from operator_sim import Sim, make_job
 from tensorgrid_operator.api import pod_failure_policy as pfp
 from tensorgrid_operator.api import spec as spec_lib
@@ -123,12 +124,7 @@ def started(rules: list[dict[str, Any]], restart_policy: str = "ExitCode", backo
                    run_policy={"backoffLimit": backoff_limit})
     for entry in job["spec"]["replicaSpecs"].values():
         entry["podFailurePolicy"] = {"rules": rules}
-    sim = Sim(job)
-    sim.step()
-    sim.run_all()
-    sim.step()
-    assert sim.status["state"] == "Running", sim.status
-    return sim
+    return operator_sim.started(job)
 
 
 def restart_reasons(sim: Sim) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import pytest
 
-from operator_sim import Sim, make_job
+from operator_sim import Sim, make_job, started
 from tensorgrid_operator.api import conditions
 from tensorgrid_operator.api import exitcodes
 from tensorgrid_operator.api import spec as spec_lib
@@ -19,15 +19,6 @@ from tensorgrid_operator.reconcile import plans
 
 FIRST_DELAY = policies.RetryDelay().initial_seconds  # before a failed replica is created again
 
-
-def started(job: dict[str, Any]) -> Sim:
-    """A job whose pods were created and all run."""
-    sim = Sim(job)
-    sim.step()
-    sim.run_all()
-    sim.step()
-    assert sim.status["state"] == "Running", sim.status
-    return sim
 
 
 # --- ExitCode table ------------------------------------------------------------------

@@ -163,3 +163,13 @@ class Sim:
 
     def event_reasons(self) -> list[str]:
         return [e.reason for e in self.events]
+
+
+def started(job: dict[str, Any]) -> Sim:
+    """A simulated job whose pods were created and all run: state Running."""
+    sim = Sim(job)
+    sim.step()
+    sim.run_all()
+    sim.step()
+    assert sim.status["state"] == "Running", sim.status
+    return sim

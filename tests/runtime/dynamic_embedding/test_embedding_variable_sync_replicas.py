@@ -11,6 +11,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
+import sync_sparse_reference
+
 import tensorgrid as tf
 
 LR = 0.5
@@ -82,20 +84,7 @@ def _train_sync(embedding_variable: bool, parts: int = 1) -> np.ndarray:
 
 def _one_worker_applying_the_mean() -> np.ndarray:
     """Per step and row: the mean over the replicas that touched the row of their summed row gradients."""
-    table = INITIAL.copy()
-    for feeds in FEEDS:
-        sums: dict[int, np.ndarray] = {}
-        counts: dict[int, int] = {}
-        for looked, grads in feeds:
-            touched: dict[int, np.ndarray] = {}
-            for row, grad in zip(looked, np.asarray(grads, np.float32)):
-                touched[row] = touched.get(row, 0) + grad
-            for row, grad in touched.items():
-                sums[row] = sums.get(row, 0) + grad
-                counts[row] = counts.get(row, 0) + 1
-        for row, total in sums.items():
-            table[row] -= LR * total / counts[row]
-    return table
+    return sync_sparse_reference.expected_table(INITIAL, LR, FEEDS)
 
 
 @pytest.mark.timeout(60)

@@ -17,6 +17,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+import sync_sparse_reference
+
 import tensorgrid as tf
 from cluster_processes import LocalCluster
 
@@ -188,20 +190,7 @@ def _train_sync(lib: Any, target: str, partitioned: bool, feeds_per_step: Any, c
 
 def _expected_table(feeds_per_step: Any) -> np.ndarray:
     """Per step and row: the mean over the replicas that touched the row of their summed row gradients."""
-    table = INITIAL.copy()
-    for feeds in feeds_per_step:
-        sums: dict[int, np.ndarray] = {}
-        counts: dict[int, int] = {}
-        for ids, upstream in feeds:
-            touched: dict[int, np.ndarray] = {}
-            for row, grad in zip(ids, np.asarray(upstream, np.float32)):
-                touched[row] = touched.get(row, 0) + grad
-            for row, grad in touched.items():
-                sums[row] = sums.get(row, 0) + grad
-                counts[row] = counts.get(row, 0) + 1
-        for row, total in sums.items():
-            table[row] -= LR * total / counts[row]
-    return table
+    return sync_sparse_reference.expected_table(INITIAL, LR, feeds_per_step)
 
 
 @pytest.mark.timeout(60)

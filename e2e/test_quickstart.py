@@ -15,6 +15,8 @@ EXAMPLES = {
     "async": ("digits-async", "digits-async-worker-0"),
     "sync": ("digits-sync", "digits-sync-worker-0"),
     "chief": ("digits-chief", "digits-chief-chief-0"),
+    # A TF1 program with tf.app.flags and tf.train.Supervisor, unchanged (issue 24: started by the operator).
+    "supervisor": ("digits-supervisor", "digits-supervisor-worker-0"),
 }
 
 

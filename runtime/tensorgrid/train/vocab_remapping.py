@@ -11,9 +11,9 @@ columns instead (a multi-class output layer over class names) and the rows are t
 The variable must have rank 2, as in TensorFlow.
 A partitioned variable is remapped whole, then each part takes its slice.
 
-The values are computed here, from the checkpoint and the vocabulary files, when the graph is built;
-the graph gets one assign per variable (or part), which the warm start runs once, when the model is
-first initialized.
+The arguments, the vocabulary files and the shapes are checked when the graph is built; the values
+are computed from the checkpoint and the vocabulary files when the assign runs (``warm_start_reads``),
+once, when the model is first initialized, so a big table does not make a big graph.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import numpy as np
 from tensorgrid.framework import dtypes
 from tensorgrid.ops import array_ops
 from tensorgrid.ops import indexing_ops
-from tensorgrid.ops import op_util
 from tensorgrid.ops import state_ops
 from tensorgrid.train import checkpoint_management
+from tensorgrid.train import warm_start_reads
 
 log = logging.getLogger("tensorgrid.train")
 
@@ -64,19 +64,16 @@ def _vocabulary(path: Any, size: int, which: str) -> list[str]:
     return entries[:size]
 
 
-def remapped_value(info: VocabInfo, old_value: np.ndarray, full_shape: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The new variable's value taken from ``old_value`` by vocabulary entry, and the mask of the
-    elements that took one (the others are the backup initializer's)."""
+def check_remapping(info: VocabInfo, old_shape: list[int], full_shape: list[int]) -> None:
+    """ValueError unless ``info`` can remap a checkpoint tensor of ``old_shape`` into a variable of
+    ``full_shape`` (its arguments, its vocabulary files' sizes, the ranks and the other axis)."""
     if not (info.new_vocab and info.new_vocab_size and info.old_vocab):
         raise ValueError(f"Invalid args: Must provide all of [current_vocab_path, current_vocab_size, prev_ckpt, "
                          f"prev_vocab_path}}; got {info!r}")
     if info.num_oov_buckets < 0:
         raise ValueError(f"VocabInfo: num_oov_buckets must be >= 0, but received {info.num_oov_buckets}")
-    new_entries = _vocabulary(info.new_vocab, info.new_vocab_size, "new")
-    old_entries = _vocabulary(info.old_vocab, info.old_vocab_size, "old")
-    old_index: dict[str, int] = {}
-    for index, entry in enumerate(old_entries):
-        old_index.setdefault(entry, index)
+    _vocabulary(info.new_vocab, info.new_vocab_size, "new")
+    _vocabulary(info.old_vocab, info.old_vocab_size, "old")
     axis = info.axis
     if len(full_shape) != 2:
         raise ValueError(f"VocabInfo: only a variable of rank 2 (rows or columns by vocabulary entry) can be "
@@ -86,11 +83,25 @@ def remapped_value(info: VocabInfo, old_value: np.ndarray, full_shape: list[int]
         raise ValueError(f"VocabInfo: the variable's shape {full_shape} does not have new_vocab_size "
                          f"({info.new_vocab_size}) + num_oov_buckets ({info.num_oov_buckets}) = {expected} along "
                          f"axis {axis}")
+    moved_old = [old_shape[axis]] + [d for i, d in enumerate(old_shape) if i != axis] if len(old_shape) == 2 else []
+    moved_new = [full_shape[axis]] + [d for i, d in enumerate(full_shape) if i != axis]
+    if moved_old[1:] != moved_new[1:]:
+        raise ValueError(f"VocabInfo: the checkpoint's tensor of shape {list(old_shape)} and the "
+                         f"variable of shape {full_shape} differ in more than axis {axis}, the vocabulary's")
+
+
+def remapped_value(info: VocabInfo, old_value: np.ndarray, full_shape: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The new variable's value taken from ``old_value`` by vocabulary entry, and the mask of the
+    elements that took one (the others are the backup initializer's)."""
+    check_remapping(info, list(np.shape(old_value)), full_shape)
+    new_entries = _vocabulary(info.new_vocab, info.new_vocab_size, "new")
+    old_entries = _vocabulary(info.old_vocab, info.old_vocab_size, "old")
+    old_index: dict[str, int] = {}
+    for index, entry in enumerate(old_entries):
+        old_index.setdefault(entry, index)
+    axis = info.axis
     old = np.moveaxis(np.asarray(old_value), axis, 0)
     moved_shape = [full_shape[axis]] + [d for i, d in enumerate(full_shape) if i != axis]
-    if old.shape[1:] != tuple(moved_shape[1:]):
-        raise ValueError(f"VocabInfo: the checkpoint's tensor of shape {list(np.asarray(old_value).shape)} and the "
-                         f"variable of shape {full_shape} differ in more than axis {axis}, the vocabulary's")
     value = np.zeros(moved_shape, dtype=old.dtype)
     found = np.zeros(moved_shape, dtype=bool)
     for new_position, entry in enumerate(new_entries):
@@ -103,32 +114,33 @@ def remapped_value(info: VocabInfo, old_value: np.ndarray, full_shape: list[int]
 
 def remapping_assigns(name: str, parts: list[Any], info: VocabInfo, checkpoint: str, previous: str) -> list[Any]:
     """One assign per part of the variable ``name``: its remapped slice where the old model had the
-    entry, the backup initializer's value (zeros without one) elsewhere."""
+    entry, the backup initializer's value (zeros without one) elsewhere. The checkpoint and the
+    vocabularies are checked now and read when the assign runs (``warm_start_reads``)."""
     shapes = dict(checkpoint_management.list_variables(checkpoint))
     if previous not in shapes:
         raise ValueError(f"Tensor {previous} is not found in {checkpoint} checkpoint (to warm-start {name}); "
                          f"it has {sorted(shapes)}")
     slice_info = parts[0]._get_save_slice_info()
     full_shape = list(slice_info.full_shape) if slice_info is not None else parts[0].get_shape().as_list()
-    value, found = remapped_value(info, checkpoint_management.load_variable(checkpoint, previous), full_shape)
+    check_remapping(info, list(shapes[previous]), full_shape)
     log.info("Warm-starting variable: %s; current_vocab: %s current_vocab_size: %s prev_vocab: %s "
              "prev_vocab_size: %s current_oov: %s prev_tensor: %s initializer: %s", name, info.new_vocab,
              info.new_vocab_size, info.old_vocab, info.old_vocab_size if info.old_vocab_size > 0 else "All",
              info.num_oov_buckets, previous, info.backup_initializer or "zero-initialized")
+
+    def whole_remapped() -> tuple[np.ndarray, np.ndarray]:
+        return remapped_value(info, checkpoint_management.load_variable(checkpoint, previous), full_shape)
+
     assigns = []
     for part in parts:
-        part_info = part._get_save_slice_info()
-        shape = part.get_shape().as_list()
-        offset = list(part_info.var_offset) if part_info is not None else [0] * len(shape)
-        window = tuple(slice(start, start + size) for start, size in zip(offset, shape))
         dtype = part.dtype.base_dtype
-        loaded = op_util.to_tensor(value[window].astype(dtype.as_numpy_dtype))
+        loaded, found = warm_start_reads.read_when_run(part, full_shape, whole_remapped, [dtype, dtypes.bool_],
+                                                       name="read_remapped_checkpoint_value")
         if info.backup_initializer is None:
             new_value: Any = loaded
         else:
-            backup = info.backup_initializer(shape, dtype=dtype)
-            new_value = indexing_ops.where(op_util.to_tensor(found[window], dtype=dtypes.bool_), loaded,
-                                           array_ops.identity(backup))
+            backup = info.backup_initializer(part.get_shape().as_list(), dtype=dtype)
+            new_value = indexing_ops.where(found, loaded, array_ops.identity(backup))
         assigns.append(state_ops.assign(part, new_value))
     return assigns
 

@@ -11,9 +11,9 @@ variables with a VocabInfo are warm-started.
 
 ``warm_start`` does what TensorFlow's does: it replaces the initializers of the selected variables
 (each part of a partitioned one), so that whatever runs them (``global_variables_initializer``, a
-Scaffold, a MonitoredTrainingSession) gives the checkpoint's values. The values are read from the
-checkpoint when ``warm_start`` is called and become constants of the graph (TensorFlow reads them
-when the initializer runs).
+Scaffold, a MonitoredTrainingSession) gives the checkpoint's values. The checkpoint's names and
+shapes are checked when ``warm_start`` is called; the values are read when the initializer runs
+(``warm_start_reads``), as TensorFlow reads them, so a big table does not make a big graph.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import os
 from typing import Any, Optional
 
 from tensorgrid.framework import graph as graph_lib
-from tensorgrid.ops import op_util
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import checkpoint_management
 from tensorgrid.train import vocab_remapping
+from tensorgrid.train import warm_start_reads
 
 log = logging.getLogger("tensorgrid.train")
 
@@ -128,17 +128,17 @@ def variables_to_warm_start(checkpoint: str, vars_to_warm_start: Any, var_name_t
 
 
 def _checkpoint_assigns(variable: WarmStartedVariable, checkpoint: str) -> list[Any]:
-    """One assign per part of the checkpoint tensor's slice that part holds."""
+    """One assign per part of the checkpoint tensor's slice that part holds, read when it runs."""
     log.info("Warm-starting variable: %s; prev_var_name: %s", variable.name, variable.previous_name)
-    value = checkpoint_management.load_variable(checkpoint, variable.previous_name)
+
+    def whole_value() -> tuple[Any, ...]:
+        return (checkpoint_management.load_variable(checkpoint, variable.previous_name),)
+
     assigns = []
     for part in variable.parts:
-        slice_info = part._get_save_slice_info()
-        shape = part.get_shape().as_list()
-        offset = list(slice_info.var_offset) if slice_info is not None else [0] * len(shape)
-        window = tuple(slice(start, start + size) for start, size in zip(offset, shape))
-        part_value = value[window].astype(part.dtype.base_dtype.as_numpy_dtype)
-        assigns.append(state_ops.assign(part, op_util.to_tensor(part_value), name="warm_start_assign"))
+        value, = warm_start_reads.read_when_run(part, full_shape(variable.parts), whole_value, [part.dtype.base_dtype],
+                                                name="read_checkpoint_value")
+        assigns.append(state_ops.assign(part, value, name="warm_start_assign"))
     return assigns
 
 

@@ -26,7 +26,7 @@ restore into another part count use the one function.
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -242,10 +242,14 @@ class EmbeddingTable:
         self._remove_rows(rows[np.argpartition(self._touched[rows], count - 1)[:count]])
 
     def ensure_slot(self, slot: str, initial: float) -> np.ndarray:
+        """The rows of the optimizer slot ``slot``, made on its first use with every key at ``initial``.
+
+        Making it is not a change of every key: an export names the slots the graph's optimizers keep,
+        and gives a slot not made yet at its initial value, so every key not updated since holds
+        the value the previous save or replica push gave it (only the keys updated are written)."""
         if slot not in self._slot_initial:
             self._slot_initial[slot] = initial
             self._slots[slot] = np.full(self._values.shape, initial, self.value_dtype)
-            self._writes.wrote_whole()  # every key's slot value is new
         return self._slots[slot]
 
     def rows_to_update(self, keys: np.ndarray, grads: np.ndarray, version: int) -> tuple[np.ndarray, np.ndarray]:
@@ -302,17 +306,19 @@ class EmbeddingTable:
                 self._evicted_at_step = max(global_step, 0)
                 self._updates_since_eviction = 0
 
-    def export(self, slot_names: list[str]) -> list[np.ndarray]:
+    def export(self, slot_names: list[str], slot_initial: Sequence[float] = ()) -> list[np.ndarray]:
         """keys, values, freqs, versions, keys not yet admitted, their counts, the Bloom filter's counters
-        (int64; only for a table with one), then one array per slot."""
+        (int64; only for a table with one), then one array per slot: a slot no update has made yet
+        holds its initial value (``slot_initial``, by position; 0 where not given) for every key."""
         with self.lock:
             keys, rows = self._index.items()
-            return self._exported(keys, rows, slot_names, with_pending=True)
+            return self._exported(keys, rows, slot_names, True, slot_initial)
 
-    def _exported(self, keys: np.ndarray, rows: np.ndarray, slot_names: list[str], with_pending: bool
-                  ) -> list[np.ndarray]:
+    def _exported(self, keys: np.ndarray, rows: np.ndarray, slot_names: list[str], with_pending: bool,
+                  slot_initial: Sequence[float]) -> list[np.ndarray]:
         slots = [self._slots[name][rows] if name in self._slots
-                 else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
+                 else np.full((len(rows), self.dim), slot_initial[i] if i < len(slot_initial) else 0.0,
+                              self.value_dtype) for i, name in enumerate(slot_names)]
         empty = np.zeros(0, np.int64)
         pending, counts = self._pending.items() if with_pending else (empty, empty)
         bloom = [] if self._bloom is None else [self._bloom.exported() if with_pending else empty]
@@ -323,7 +329,7 @@ class EmbeddingTable:
         with self.lock:
             return self._check_initialized(), dict(self._slot_initial)
 
-    def changes_since(self, since: tuple[int, ...], slot_names: list[str]
+    def changes_since(self, since: tuple[int, ...], slot_names: list[str], slot_initial: Sequence[float] = ()
                       ) -> tuple[tuple[int, int], bool, np.ndarray, bool, list[np.ndarray]]:
         """(baseline now, whole, keys removed, pending counts included, ``export``'s arrays of the keys changed
         after the baseline ``since``, or of the whole table when ``whole``): embedding_variable_writes."""
@@ -332,12 +338,12 @@ class EmbeddingTable:
             token, changes = self._writes.changed_since(since[0], since[1])
             if changes is None:
                 keys, rows = self._index.items()
-                return token, True, np.zeros(0, np.int64), True, self._exported(keys, rows, slot_names, True)
+                return token, True, np.zeros(0, np.int64), True, self._exported(keys, rows, slot_names, True, slot_initial)
             rows = changes.rows[changes.rows < self._rows_used]
             rows = rows[self._index.find(self._keys[rows]) == rows]  # rows freed since hold no key
             rows = rows[np.argsort(self._keys[rows])]
             return token, False, changes.removed, changes.pending_changed, self._exported(
-                self._keys[rows], rows, slot_names, changes.pending_changed)
+                self._keys[rows], rows, slot_names, changes.pending_changed, slot_initial)
 
     def restore(self, defaults: np.ndarray, arrays: list[np.ndarray], slot_names: list[str],
                 slot_initial: list[float]) -> None:
@@ -501,7 +507,7 @@ def _partition_of_keys(k: context.KernelContext, step: context.StepContext, keys
 def _export(k: context.KernelContext, step: context.StepContext, table: EmbeddingTable, global_step: Any) -> Any:
     table._check_initialized()
     table.evict(int(global_step))
-    return tuple(table.export(list(k.attrs["slot_names"])))
+    return tuple(table.export(list(k.attrs["slot_names"]), list(k.attrs.get("slot_initial_values", ()))))
 
 
 @register_kernel("KvResourceImport", host_only=True)

@@ -11,9 +11,10 @@ skew of real categorical features), the same values are saved twice:
 - ``full``: a plain ``Saver``: the whole table, its slot and the global step.
 
 With ``--embedding-variable`` the table is a ``tf.get_embedding_variable`` of ``--dim`` columns in
-``--parts`` parts, its ``--rows`` keys stored and trained once first (before the first save, so
-that it has its Adagrad slot: the update that adds a slot to a table makes its next delta whole); a
-delta then holds the keys updated since, with their rows, frequencies, versions and Adagrad slot.
+``--parts`` parts, its ``--rows`` keys stored by a lookup before the first save, and not trained:
+the first update after that save adds the Adagrad slot to every key (at its initial value, which the
+full save already holds), and a delta holds only the keys updated since, with their rows,
+frequencies, versions and Adagrad slot.
 
 Each figure is the median of ``--repeats`` rounds (each round trains ``--steps`` more steps, then
 saves both ways). The delta is restored once at the end (full + every delta) and compared with the
@@ -94,9 +95,9 @@ def main() -> None:
         full = tf.train.Saver(max_to_keep=None)
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
-            if args.embedding_variable:  # train every key once: the table holds --rows keys and its slot
+            if args.embedding_variable:  # look every key up once: the table holds --rows keys, no slot yet
                 for start in range(0, args.rows, 65536):
-                    sess.run(train, {ids: np.arange(start, min(start + 65536, args.rows))})
+                    sess.run(loss, {ids: np.arange(start, min(start + 65536, args.rows))})
             base, base_seconds = _timed_save(incremental, sess, os.path.join(directory, "incremental"), 0)
             print(f"first save (full, by the incremental saver): {_bytes_of(base) / 1e6:.1f} MB in {base_seconds:.2f} s")
             touched: set[int] = set()

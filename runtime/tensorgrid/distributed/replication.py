@@ -185,7 +185,14 @@ Piece = Union[Rows, TableRows]
 """What a push or a snapshot carries: rows of a variable, or keys of a table."""
 
 _TABLE_HEAD = ("removed_keys", "pending_keys", "pending_counts", "bloom_counters", "defaults")
-"""The arrays of a table piece that are not columns of its keys."""
+"""The arrays of a table piece that are not columns of its keys..."""
+_SLOT_INITIAL = "slot_initial:"
+"""...nor are these, the first piece of a change's: ``slot_initial:SLOT``, the initial value of each
+optimizer slot (one value), which a holder gives every key of a slot made after it took the table."""
+
+
+def _is_column(name: str) -> bool:
+    return name != "keys" and name not in _TABLE_HEAD and not name.startswith(_SLOT_INITIAL)
 
 
 def piece_bytes(piece: Piece) -> int:
@@ -228,6 +235,7 @@ def _table_changes(key: VariableKey, table: embedding_variable_kernels.Embedding
     if not (whole or keys.size or removed.size or pending):
         return baseline, []
     head = {"removed_keys": removed, **({"defaults": defaults} if whole else {}),
+            **({} if whole else {_SLOT_INITIAL + slot: np.array([slot_initial[slot]], np.float64) for slot in slots}),
             **({"pending_keys": pending_keys, "pending_counts": pending_counts, **bloom} if pending else {})}
     columns = {"values": values, "freqs": freqs, "versions": versions,
                **{f"slot:{slot}": array for slot, array in zip(slots, rest)}}
@@ -352,11 +360,12 @@ class HeldTable:
         """Applies ``piece`` (removed keys first, then the changed keys); False when its columns are not
         this table's (the replica must be sent whole)."""
         given = piece.arrays
-        columns = sorted(n for n in given if n not in _TABLE_HEAD and n != "keys")
+        columns = sorted(n for n in given if _is_column(n))
         if "keys" not in self.arrays:
             self.arrays.update((n, given[n].copy()) for n in ["keys", *columns])
         elif "keys" in given:
-            held_columns = sorted(n for n in self.arrays if n not in _TABLE_HEAD and n != "keys")
+            self._add_slots(given)
+            held_columns = sorted(n for n in self.arrays if _is_column(n))
             if columns != held_columns:
                 return False
             keys, merged = embedding_variable_writes.merge_keyed(
@@ -367,10 +376,24 @@ class HeldTable:
         self.arrays.update((n, given[n].copy()) for n in _TABLE_HEAD if n in given and n != "removed_keys")
         return True
 
+    def _add_slots(self, given: dict[str, np.ndarray]) -> None:
+        """Adds the slots ``given`` names (``slot_initial:SLOT``) that the table held lacks, every key at
+        the slot's initial value: the first update made them after the table came whole, and a key it
+        did not update holds that value."""
+        slot_initial = dict(self.definition.get("slot_initial", {}))
+        for name in sorted(n for n in given if n.startswith(_SLOT_INITIAL)):
+            slot = name[len(_SLOT_INITIAL):]
+            if f"slot:{slot}" not in self.arrays:
+                initial = float(given[name].reshape(-1)[0])
+                self.arrays[f"slot:{slot}"] = np.full(
+                    (len(self.arrays["keys"]), self.definition["dim"]), initial, self.definition["value_dtype"])
+                slot_initial[slot] = initial
+        self.definition = {**self.definition, "slot_initial": slot_initial}
+
     def pieces(self, key: VariableKey) -> list[TableRows]:
         """The whole table, as pieces of a snapshot."""
         head = {n: self.arrays[n] for n in _TABLE_HEAD if n in self.arrays}
-        columns = {n: a for n, a in self.arrays.items() if n not in _TABLE_HEAD and n != "keys"}
+        columns = {n: a for n, a in self.arrays.items() if _is_column(n)}
         return _split_table(key, self.arrays.get("keys", np.zeros(0, np.int64)), columns, head, True,
                             self.definition, True)
 

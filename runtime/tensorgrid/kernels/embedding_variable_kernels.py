@@ -26,13 +26,14 @@ restore into another part count use the one function.
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from tensorgrid.framework import errors
 from tensorgrid.kernels import context
 from tensorgrid.kernels import counting_bloom_filter
+from tensorgrid.kernels import embedding_key_index
 from tensorgrid.kernels import embedding_variable_writes
 from tensorgrid.kernels import hash_functions
 from tensorgrid.kernels import numpy_backend
@@ -56,199 +57,12 @@ def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
     return (mixed % np.uint64(num_partitions)).astype(np.int32)
 
 
-_EMPTY, _DELETED = -1, -2
-"""The value of a slot that holds no key: never used, or its key removed (values stored are >= 0)."""
-_PROBE_WINDOW = 8
-"""How many slots a key not found in its home slot reads at once."""
-_SHARED_PROBE_MIN = 1024
-"""From how many keys ``KeyIndex.find`` probes each distinct key of a batch once (below, every key)."""
-_SHARED_PROBE_MAX_SHARE = 0.75
-"""Past this share of distinct keys in a batch, ``KeyIndex.find`` probes the next big batches key by key..."""
-_SHARED_PROBE_RECHECK = 16
-"""...until this many have gone by; then it shares probes again, and measures the share again."""
-_SHARED_PROBE_MAX_BITS = 20
-"""The largest scratch array of ``KeyIndex.find``: 2**20 positions (8 MiB), for batches of 256K ids or more."""
-
-
-def _mixed(keys: np.ndarray) -> np.ndarray:
-    """Fibonacci hashing's product ``key * 0x9E3779B97F4A7C15`` (uint64, wrapping) of each key."""
-    with np.errstate(over="ignore"):
-        mixed: np.ndarray = np.ascontiguousarray(keys, np.int64).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    return mixed
-
-
-def _top_bits(mixed: np.ndarray, bits: int) -> np.ndarray:
-    """The top ``bits`` bits of each of the products ``mixed`` (shifted in place), as int64s."""
-    mixed >>= np.uint64(64 - bits)
-    top: np.ndarray = mixed.view(np.int64)  # below 2**bits: the same value as an int64, without a copy
-    return top
-
-
-class KeyIndex:
-    """A hash table from int64 keys to int64 values >= 0 (a row, or a count), in one numpy array:
-    open addressing with linear probing, every operation on a whole batch of keys at once, so a
-    batch of ids costs a few numpy calls and about one random memory access per id (a sorted array
-    and ``np.searchsorted`` cost about twenty, measured slower on a million keys).
-
-    Each slot is a (key, value) pair of int64s side by side, the value ``_EMPTY`` or ``_DELETED``
-    when the slot holds no key, so a probe reads one 16-byte pair (separate arrays of keys, values
-    and states cost three random accesses). A key's first slot is Fibonacci hashing's top bits of
-    ``key * 0x9E3779B97F4A7C15``, so it does not follow ``partition_of_keys``'s low bits. The table
-    doubles past half full (deleted slots count)."""
-
-    def __init__(self, keys: Optional[np.ndarray] = None, values: Optional[np.ndarray] = None) -> None:
-        self._allocate(16)
-        self._distinct_share = 0.0
-        """The share of keys probed in the last batch ``find`` shared probes in (1.0: all distinct)."""
-        self._plain_batches = 0
-        """Big batches ``find`` has probed key by key since then."""
-        if keys is not None and len(keys):
-            self.insert(np.asarray(keys, np.int64), np.asarray(values, np.int64))
-
-    def _allocate(self, capacity: int) -> None:
-        self._bits = capacity.bit_length() - 1
-        self._slots = np.zeros((capacity, 2), np.int64)
-        self._slots[:, 1] = _EMPTY
-        self._count = 0
-        self._deleted = 0
-
-    def __len__(self) -> int:
-        return self._count
-
-    def _home(self, keys: np.ndarray) -> np.ndarray:
-        return _top_bits(_mixed(keys), self._bits)
-
-    def _probe(self, keys: np.ndarray, home: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-        """(the slot holding each of ``keys``, its value), -1 and -1 for a key not in the table.
-
-        A key's search ends at its slot or at an empty one. The first round reads each key's home
-        slot (``home``, if the caller has them; most keys are there); the keys left read the next
-        ``_PROBE_WINDOW`` slots at once (one or two cache lines), so a batch takes a few rounds of
-        numpy calls, not one per probe."""
-        slots = self._home(keys) if home is None else home
-        # numpy's fancy indexing of 2-D rows is several times slower than take.
-        pairs = np.take(self._slots, slots, axis=0)
-        values = pairs[:, 1]
-        hit = (values >= 0) & (pairs[:, 0] == keys)
-        found_slots = np.where(hit, slots, -1)
-        found_values = np.where(hit, values, -1)
-        going_on = ~hit & (values != _EMPTY)
-        probing = np.flatnonzero(going_on)
-        keys, slots = keys[probing], slots[probing] + 1
-        mask = len(self._slots) - 1
-        offsets = np.arange(_PROBE_WINDOW)
-        while len(probing):
-            at = (slots[:, None] + offsets) & mask
-            window = np.take(self._slots, at.reshape(-1), axis=0).reshape(len(probing), _PROBE_WINDOW, 2)
-            values = window[:, :, 1]
-            hit = (values >= 0) & (window[:, :, 0] == keys[:, None])
-            ended = hit | (values == _EMPTY)
-            first = ended.argmax(axis=1)
-            each = np.arange(len(probing))
-            found = hit[each, first]
-            found_slots[probing[found]] = at[each[found], first[found]]
-            found_values[probing[found]] = values[each[found], first[found]]
-            going_on = ~ended[each, first]
-            probing, keys, slots = probing[going_on], keys[going_on], slots[going_on] + _PROBE_WINDOW
-        return found_slots, found_values
-
-    def find(self, keys: np.ndarray) -> np.ndarray:
-        """The value of each of ``keys``; -1 for a key not in the table.
-
-        A batch of ``_SHARED_PROBE_MIN`` keys or more probes each distinct key about once: the ids of
-        a training batch repeat (a Zipf batch of 16,384 holds about 4,300 distinct ids), and probing
-        the table is the costly part, a random memory access per key. A small scratch array, addressed
-        by other bits of the key's hash, takes each id's position (the last writer wins); an id whose
-        scratch entry holds a position of the same key copies that position's answer, and every other
-        id (the writer itself, or a key that shares the entry with another) is probed. Unlike
-        ``np.unique``, this costs no sort."""
-        keys = np.ascontiguousarray(keys, np.int64).reshape(-1)
-        if len(keys) < _SHARED_PROBE_MIN:
-            return self._probe(keys)[1]
-        if self._distinct_share > _SHARED_PROBE_MAX_SHARE and self._plain_batches < _SHARED_PROBE_RECHECK:
-            # Batches of mostly distinct keys gain nothing from sharing probes and pay for its scratch
-            # array (about 15% more per batch): they are probed key by key until the next recheck.
-            self._plain_batches += 1
-            return self._probe(keys)[1]
-        mixed = _mixed(keys)
-        positions = np.arange(len(keys), dtype=np.int64)
-        scratch_bits = min(_SHARED_PROBE_MAX_BITS, (4 * len(keys) - 1).bit_length())
-        entry = _top_bits(mixed.copy(), scratch_bits)
-        last_writer = np.empty(1 << scratch_bits, np.int64)
-        last_writer[entry] = positions
-        writer = np.take(last_writer, entry)
-        probed = np.flatnonzero((writer == positions) | (np.take(keys, writer) != keys))
-        self._distinct_share, self._plain_batches = len(probed) / len(keys), 0
-        found = np.empty(len(keys), np.int64)
-        found[probed] = self._probe(keys[probed], _top_bits(mixed[probed], self._bits))[1]
-        answered_by = writer
-        answered_by[probed] = probed
-        values: np.ndarray = np.take(found, answered_by)
-        return values
-
-    def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Adds ``keys`` (unique, none in the table yet) with their ``values`` (>= 0)."""
-        if len(values) and int(values.min()) < 0:
-            raise ValueError(f"KeyIndex values must be >= 0 (a negative value marks a free slot), got {values.min()}")
-        if 2 * (self._count + self._deleted + len(keys)) > len(self._slots):
-            old_keys, old_values = self.items()
-            capacity = len(self._slots)
-            while 2 * (self._count + len(keys)) > capacity:
-                capacity *= 2
-            self._allocate(capacity)
-            keys, values = np.concatenate([old_keys, keys]), np.concatenate([old_values, values])
-        mask = len(self._slots) - 1
-        slots = self._home(keys)
-        waiting = np.arange(len(keys))
-        claims = np.empty(len(self._slots), np.int64)
-        while len(waiting):
-            at = slots[waiting]
-            held = self._slots[at, 1]
-            free = held < 0
-            # Of the keys reaching one free slot, one takes it (the last claim written); the others probe on.
-            claims[at[free]] = waiting[free]
-            winners = free & (claims[at] == waiting)
-            taken = at[winners]
-            self._deleted -= int(np.count_nonzero(held[winners] == _DELETED))
-            self._slots[taken, 0] = keys[waiting[winners]]
-            self._slots[taken, 1] = values[waiting[winners]]
-            waiting = waiting[~winners]
-            slots[waiting] = (at[~winners] + 1) & mask
-        self._count += len(keys)
-
-    def assign(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Sets the values (>= 0) of ``keys`` (all in the table)."""
-        self._slots[self._probe(keys)[0], 1] = values
-
-    def remove(self, keys: np.ndarray) -> None:
-        """Drops ``keys`` (all in the table)."""
-        slots = self._probe(keys)[0]
-        self._slots[slots, 1] = _DELETED
-        self._count -= len(slots)
-        self._deleted += len(slots)
-
-    def items(self) -> tuple[np.ndarray, np.ndarray]:
-        """(keys ascending, their values)."""
-        full = self._slots[self._slots[:, 1] >= 0]
-        order = np.argsort(full[:, 0])
-        return full[order, 0], full[order, 1]
-
-    def values(self) -> np.ndarray:
-        """Every value, in no particular order."""
-        column: np.ndarray = self._slots[:, 1]
-        values: np.ndarray = column[column >= 0]
-        return values
-
-    def nbytes(self) -> int:
-        return int(self._slots.nbytes)
-
-
 class EmbeddingTable:
     """The rows, slots, frequencies and versions of one embedding variable, by key.
 
-    Rows live in arrays (grown by doubling, freed rows reused); a ``KeyIndex`` maps keys to rows and
-    another holds the lookup counts of keys not yet admitted, so a batch is handled by a few numpy
-    calls, not a Python step per id."""
+    Rows live in arrays (grown by doubling, freed rows reused); an ``embedding_key_index.KeyIndex``
+    maps keys to rows and another holds the lookup counts of keys not yet admitted, so a batch is
+    handled by a few numpy calls, not a Python step per id."""
 
     def __init__(self, name: str, dim: int, value_dtype: Any, filter_freq: int, steps_to_live: int,
                  l2_weight_threshold: float, default_value_no_permission: float, max_entries: int = 0,
@@ -272,8 +86,8 @@ class EmbeddingTable:
         self._clear()
 
     def _clear(self) -> None:
-        self._index = KeyIndex()
-        self._pending = KeyIndex()
+        self._index = embedding_key_index.KeyIndex()
+        self._pending = embedding_key_index.KeyIndex()
         """Keys seen but not yet admitted, with their lookup counts (a table without a Bloom filter)."""
         counters, hashes, counter_type = self.bloom_filter_shape
         self._bloom = counting_bloom_filter.CountingBloomFilter(counters, hashes, counter_type) if counters else None
@@ -428,10 +242,14 @@ class EmbeddingTable:
         self._remove_rows(rows[np.argpartition(self._touched[rows], count - 1)[:count]])
 
     def ensure_slot(self, slot: str, initial: float) -> np.ndarray:
+        """The rows of the optimizer slot ``slot``, made on its first use with every key at ``initial``.
+
+        Making it is not a change of every key: an export names the slots the graph's optimizers keep,
+        and gives a slot not made yet at its initial value, so every key not updated since holds
+        the value the previous save or replica push gave it (only the keys updated are written)."""
         if slot not in self._slot_initial:
             self._slot_initial[slot] = initial
             self._slots[slot] = np.full(self._values.shape, initial, self.value_dtype)
-            self._writes.wrote_whole()  # every key's slot value is new
         return self._slots[slot]
 
     def rows_to_update(self, keys: np.ndarray, grads: np.ndarray, version: int) -> tuple[np.ndarray, np.ndarray]:
@@ -488,17 +306,19 @@ class EmbeddingTable:
                 self._evicted_at_step = max(global_step, 0)
                 self._updates_since_eviction = 0
 
-    def export(self, slot_names: list[str]) -> list[np.ndarray]:
+    def export(self, slot_names: list[str], slot_initial: Sequence[float] = ()) -> list[np.ndarray]:
         """keys, values, freqs, versions, keys not yet admitted, their counts, the Bloom filter's counters
-        (int64; only for a table with one), then one array per slot."""
+        (int64; only for a table with one), then one array per slot: a slot no update has made yet
+        holds its initial value (``slot_initial``, by position; 0 where not given) for every key."""
         with self.lock:
             keys, rows = self._index.items()
-            return self._exported(keys, rows, slot_names, with_pending=True)
+            return self._exported(keys, rows, slot_names, True, slot_initial)
 
-    def _exported(self, keys: np.ndarray, rows: np.ndarray, slot_names: list[str], with_pending: bool
-                  ) -> list[np.ndarray]:
+    def _exported(self, keys: np.ndarray, rows: np.ndarray, slot_names: list[str], with_pending: bool,
+                  slot_initial: Sequence[float]) -> list[np.ndarray]:
         slots = [self._slots[name][rows] if name in self._slots
-                 else np.zeros((len(rows), self.dim), self.value_dtype) for name in slot_names]
+                 else np.full((len(rows), self.dim), slot_initial[i] if i < len(slot_initial) else 0.0,
+                              self.value_dtype) for i, name in enumerate(slot_names)]
         empty = np.zeros(0, np.int64)
         pending, counts = self._pending.items() if with_pending else (empty, empty)
         bloom = [] if self._bloom is None else [self._bloom.exported() if with_pending else empty]
@@ -509,7 +329,7 @@ class EmbeddingTable:
         with self.lock:
             return self._check_initialized(), dict(self._slot_initial)
 
-    def changes_since(self, since: tuple[int, ...], slot_names: list[str]
+    def changes_since(self, since: tuple[int, ...], slot_names: list[str], slot_initial: Sequence[float] = ()
                       ) -> tuple[tuple[int, int], bool, np.ndarray, bool, list[np.ndarray]]:
         """(baseline now, whole, keys removed, pending counts included, ``export``'s arrays of the keys changed
         after the baseline ``since``, or of the whole table when ``whole``): embedding_variable_writes."""
@@ -518,12 +338,12 @@ class EmbeddingTable:
             token, changes = self._writes.changed_since(since[0], since[1])
             if changes is None:
                 keys, rows = self._index.items()
-                return token, True, np.zeros(0, np.int64), True, self._exported(keys, rows, slot_names, True)
+                return token, True, np.zeros(0, np.int64), True, self._exported(keys, rows, slot_names, True, slot_initial)
             rows = changes.rows[changes.rows < self._rows_used]
             rows = rows[self._index.find(self._keys[rows]) == rows]  # rows freed since hold no key
             rows = rows[np.argsort(self._keys[rows])]
             return token, False, changes.removed, changes.pending_changed, self._exported(
-                self._keys[rows], rows, slot_names, changes.pending_changed)
+                self._keys[rows], rows, slot_names, changes.pending_changed, slot_initial)
 
     def restore(self, defaults: np.ndarray, arrays: list[np.ndarray], slot_names: list[str],
                 slot_initial: list[float]) -> None:
@@ -554,13 +374,13 @@ class EmbeddingTable:
             self._keys = np.array(keys, np.int64)
             self._touched = np.zeros(n, np.int64)
             self._rows_used = n
-            self._index = KeyIndex(keys, np.arange(n, dtype=np.int64))
+            self._index = embedding_key_index.KeyIndex(keys, np.arange(n, dtype=np.int64))
             if self._bloom is not None and bloom_counters is not None:
                 if len(bloom_counters):
                     self._bloom.load(np.asarray(bloom_counters, np.int64))
                 self._bloom.add(np.asarray(pending, np.int64), np.asarray(counts, np.int64))
             else:
-                self._pending = KeyIndex(pending, counts)
+                self._pending = embedding_key_index.KeyIndex(pending, counts)
             for name, initial, slot in zip(slot_names, slot_initial, slots):
                 self._slot_initial[name] = initial
                 self._slots[name] = np.array(slot, self.value_dtype).reshape(n, self.dim)
@@ -687,7 +507,7 @@ def _partition_of_keys(k: context.KernelContext, step: context.StepContext, keys
 def _export(k: context.KernelContext, step: context.StepContext, table: EmbeddingTable, global_step: Any) -> Any:
     table._check_initialized()
     table.evict(int(global_step))
-    return tuple(table.export(list(k.attrs["slot_names"])))
+    return tuple(table.export(list(k.attrs["slot_names"]), list(k.attrs.get("slot_initial_values", ()))))
 
 
 @register_kernel("KvResourceImport", host_only=True)

@@ -9,8 +9,10 @@ each row keeps the version of its last change (an update, a lookup counting its 
 storing) and each removal is logged with its version, so "what changed since version v" has an
 exact answer for any number of readers, each with its own baseline. As for variables, rows are
 tracked (8 bytes a row) only from the first question on: before that, for a baseline of another
-table object, or after a change of the whole table (initialize, restore, a new slot), the answer
-is "all of it". The counts of keys not yet admitted (and a Bloom filter's counters) are not
+table object, or after a change of the whole table (initialize, restore), the answer is "all of
+it". An optimizer slot made by the first update is not such a change: every key not updated holds
+the slot's initial value, which an export gives for a slot not made yet, so only the keys updated
+are new to a reader. The counts of keys not yet admitted (and a Bloom filter's counters) are not
 tracked per key: they travel whole, in the answers whose baseline is older than their last change.
 
 ``merge_keyed`` applies such a change to a table's arrays keyed by key (a checkpoint's chain, a
@@ -22,7 +24,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import secrets
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -137,7 +139,7 @@ class ChangeTrackedTable(Protocol):
 
     def evict(self, global_step: int) -> None: ...
 
-    def changes_since(self, since: tuple[int, ...], slot_names: list[str]
+    def changes_since(self, since: tuple[int, ...], slot_names: list[str], slot_initial: Sequence[float] = ()
                       ) -> tuple[tuple[int, int], bool, np.ndarray, bool, list[np.ndarray]]: ...
 
 
@@ -149,5 +151,6 @@ def _changed_keys(k: context.KernelContext, step: context.StepContext,
     they changed, else empty). Evicts first, as an export does, so the eviction is in the answer."""
     table.evict(int(global_step))
     baseline, whole, removed, pending, arrays = table.changes_since(
-        tuple(int(v) for v in np.asarray(since).reshape(2)), list(k.attrs["slot_names"]))
+        tuple(int(v) for v in np.asarray(since).reshape(2)), list(k.attrs["slot_names"]),
+        list(k.attrs.get("slot_initial_values", ())))
     return (np.asarray(baseline, np.int64), np.asarray(whole), removed, np.asarray(pending), *arrays)

@@ -124,6 +124,7 @@ class EmbeddingVariableSaveables:
         global_step = training_util.get_global_step(graph)
         for ev in evs:
             slot_names = [slot.name for slot in ev.slots]
+            slot_attrs = {"slot_names": slot_names, "slot_initial_values": [slot.initial_value for slot in ev.slots]}
             dim = ev.embedding_dim
             specs = [(dtypes.int64, [None]), (ev.dtype, [None, dim]), (dtypes.int64, [None]), (dtypes.int64, [None]),
                      (dtypes.int64, [None]), (dtypes.int64, [None])] + \
@@ -131,19 +132,17 @@ class EmbeddingVariableSaveables:
             with graph.colocate_with(ev.op):
                 step = (array_ops.constant(-1, dtype=dtypes.int64) if global_step is None
                         else math_ops.cast(global_step, dtypes.int64))
-                export = op_util.make_op("KvResourceExport", [ev.handle, step], specs, "KvResourceExport",
-                                         {"slot_names": slot_names})
+                export = op_util.make_op("KvResourceExport", [ev.handle, step], specs, "KvResourceExport", slot_attrs)
                 feeds = [array_ops.placeholder(dtype, shape, name="restore_value") for dtype, shape in specs]
                 if incremental:
                     since = array_ops.placeholder(dtypes.int64, [2], name="changed_since")
                     changed = op_util.make_op(
                         "KvResourceChangedKeys", [ev.handle, step, since],
                         [(dtypes.int64, [2]), (dtypes.bool_, []), (dtypes.int64, [None]), (dtypes.bool_, []), *specs],
-                        "KvResourceChangedKeys", {"slot_names": slot_names})
+                        "KvResourceChangedKeys", slot_attrs)
                     self.changes.append(TableChanges(ev.op.name, checkpoint_names(ev), since, changed.outputs))
                 imports.append(op_util.make_op(
-                    "KvResourceImport", [ev.handle, ev.initial_rows, *feeds], [], "KvResourceImport",
-                    {"slot_names": slot_names, "slot_initial_values": [slot.initial_value for slot in ev.slots]}))
+                    "KvResourceImport", [ev.handle, ev.initial_rows, *feeds], [], "KvResourceImport", slot_attrs))
             self.names.extend(checkpoint_names(ev))
             self.save_tensors.extend(export.outputs)
             info = ev.partition_info

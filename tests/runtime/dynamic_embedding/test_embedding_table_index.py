@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorgrid.kernels import embedding_variable_kernels
+from tensorgrid.kernels import embedding_key_index
 
 
 def test_the_key_index_agrees_with_a_dict_through_inserts_removals_and_growth() -> None:
     rng = np.random.default_rng(7)
-    index = embedding_variable_kernels.KeyIndex()
+    index = embedding_key_index.KeyIndex()
     reference: dict[int, int] = {}
     # Keys that collide on purpose (multiples of a large power of two), and extreme values.
     pool = np.concatenate([np.arange(300, dtype=np.int64) << 40, rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64),
@@ -39,7 +39,7 @@ def test_the_key_index_agrees_with_a_dict_through_inserts_removals_and_growth() 
 
 
 def test_a_chain_of_colliding_keys_wraps_past_the_last_slot_and_is_found_after_removals() -> None:
-    index = embedding_variable_kernels.KeyIndex()  # 16 slots: 7 keys keep it under half full
+    index = embedding_key_index.KeyIndex()  # 16 slots: 7 keys keep it under half full
     candidates = np.arange(1, 5000, dtype=np.int64)
     last_slot = candidates[index._home(candidates) == 15]
     chained, absent = last_slot[:7], last_slot[7:10]  # all start at the last slot: slots 15, 0, 1, ..., 5

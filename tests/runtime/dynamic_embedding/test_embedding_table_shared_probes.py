@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tensorgrid.kernels import embedding_key_index
 from tensorgrid.kernels import embedding_variable_kernels
 
 BATCH = 4096
@@ -17,20 +18,20 @@ BATCH = 4096
 
 def _keys_sharing_a_scratch_entry(count: int, batch: int) -> np.ndarray:
     """``count`` distinct keys whose scratch entry (for a batch of ``batch`` ids) is the same."""
-    bits = min(embedding_variable_kernels._SHARED_PROBE_MAX_BITS, (4 * batch - 1).bit_length())
+    bits = min(embedding_key_index._SHARED_PROBE_MAX_BITS, (4 * batch - 1).bit_length())
     candidates = np.arange(1, 400_000, dtype=np.int64)
-    entries = embedding_variable_kernels._top_bits(embedding_variable_kernels._mixed(candidates), bits)
+    entries = embedding_key_index._top_bits(embedding_key_index._mixed(candidates), bits)
     sharing = candidates[entries == entries[0]][:count]
     assert len(sharing) == count
     return sharing
 
 
 def test_a_big_batch_of_repeated_absent_and_colliding_keys_finds_what_a_dict_holds() -> None:
-    assert BATCH >= embedding_variable_kernels._SHARED_PROBE_MIN
+    assert BATCH >= embedding_key_index._SHARED_PROBE_MIN
     rng = np.random.default_rng(3)
     stored = rng.integers(-2**63, 2**63 - 1, 3000, dtype=np.int64)
     colliding = _keys_sharing_a_scratch_entry(6, BATCH)
-    index = embedding_variable_kernels.KeyIndex()
+    index = embedding_key_index.KeyIndex()
     reference = {int(k): i for i, k in enumerate(stored.tolist())}
     index.insert(stored, np.arange(len(stored), dtype=np.int64))
     index.insert(colliding[:3], np.array([7000, 7001, 7002], np.int64))  # colliding[3:] stay absent
@@ -78,7 +79,7 @@ def test_a_table_fed_big_batches_ends_as_one_that_probes_every_id(monkeypatch: p
     # New keys arrive in every batch, hot ones repeat (admitted within a batch on their third lookup).
     batches = [((rng.zipf(1.2, BATCH) - 1) % 5000 + 1000 * step).astype(np.int64) * 7919 for step in range(5)]
     shared = _run(_table(max_entries), batches)
-    monkeypatch.setattr(embedding_variable_kernels, "_SHARED_PROBE_MIN", 10**9)
+    monkeypatch.setattr(embedding_key_index, "_SHARED_PROBE_MIN", 10**9)
     every_id = _run(_table(max_entries), batches)
     assert len(shared) == len(every_id)
     for got, expected in zip(shared, every_id):
@@ -102,8 +103,8 @@ def test_a_restored_table_answers_a_big_batch_as_the_saved_one_did() -> None:
 def test_batches_of_distinct_keys_are_probed_key_by_key_until_repeated_keys_come_back() -> None:
     rng = np.random.default_rng(17)
     stored = rng.integers(-2**63, 2**63 - 1, 40_000, dtype=np.int64)
-    index = embedding_variable_kernels.KeyIndex(stored, np.arange(len(stored), dtype=np.int64))
-    recheck = embedding_variable_kernels._SHARED_PROBE_RECHECK
+    index = embedding_key_index.KeyIndex(stored, np.arange(len(stored), dtype=np.int64))
+    recheck = embedding_key_index._SHARED_PROBE_RECHECK
     for round_ in range(recheck + 2):  # distinct keys: one shared batch, then key by key, then a recheck
         batch = rng.permutation(len(stored))[:BATCH]
         np.testing.assert_array_equal(index.find(stored[batch]), batch)
@@ -111,5 +112,5 @@ def test_batches_of_distinct_keys_are_probed_key_by_key_until_repeated_keys_come
     repeated = (rng.zipf(1.2, BATCH) - 1) % len(stored)
     for _ in range(recheck + 2):  # repeated keys: shared again from the next recheck on
         np.testing.assert_array_equal(index.find(stored[repeated]), repeated)
-    assert index._distinct_share < embedding_variable_kernels._SHARED_PROBE_MAX_SHARE
+    assert index._distinct_share < embedding_key_index._SHARED_PROBE_MAX_SHARE
     assert index._plain_batches == 0

@@ -63,7 +63,7 @@ derives the same set from the code and compares both ways):
   and PodDisruptionBudget;
 - kopf (controller/): list and watch TrainingJobs, pods and Services; patch
   TrainingJobs (its finalizer); create Events (kopf.event); list, watch and patch
-  the peering object; list and watch CRDs and, when given namespaces, namespaces.
+  the peering object (kopf peering only); list and watch CRDs and, when given namespaces, namespaces.
 */}}
 {{- define "tensorgrid-operator.namespacedRules" -}}
 - apiGroups: ["tensorgrid.io"]
@@ -175,9 +175,14 @@ patch one to remove the finalizer).
 {{- end }}
 
 {{/* "true" when the replicas elect the active one with kopf peering: peering.enabled, and no Lease
-leader election (leaderElection.enabled wins); "" otherwise. */}}
+leader election (leaderElection.enabled, the default, wins); "" otherwise. */}}
 {{- define "tensorgrid-operator.kopfPeering" -}}
 {{- if and .Values.peering.enabled (not .Values.leaderElection.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* The Lease the replicas elect the active one on: leaderElection.leaseName, or the release's full name. */}}
+{{- define "tensorgrid-operator.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (include "tensorgrid-operator.fullname" .) }}
 {{- end }}
 
 {{/* Validation of value combinations that cannot work. */}}

@@ -141,3 +141,34 @@ def test_the_charts_role_lets_the_operator_hold_and_release_its_lease(controlpla
         cp.kubectl("delete", "lease", "tensorgrid-operator", "someone-elses", "-n", RELEASE_NAMESPACE,
                    "--ignore-not-found")
         cp.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=yaml.safe_dump_all(objects))
+
+
+@pytest.mark.controlplane
+def test_an_upgrade_that_changes_how_replicas_elect_replaces_them_at_once(controlplane: ControlPlane) -> None:
+    """A release whose pods elect with kopf peering (the chart's default before the Lease), upgraded to the Lease:
+    old and new pods would not see each other, so that upgrade uses the Recreate strategy; the next one, or one
+    that keeps the election, rolls as usual. The chart reads the running Deployment (``lookup``, which
+    ``helm template --dry-run=server`` answers from the API server, as an upgrade does)."""
+    cp = controlplane
+    if cp.kubectl("get", "namespace", RELEASE_NAMESPACE, check=False).returncode != 0:
+        cp.kubectl("create", "namespace", RELEASE_NAMESPACE)
+
+    def strategy(values: dict[str, Any]) -> Any:
+        deployment = one(render(values, "--dry-run=server", "--kubeconfig", cp.kubeconfig), "Deployment")
+        return deployment["spec"].get("strategy")
+
+    def running(values: dict[str, Any]) -> None:
+        cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(one(render(values), "Deployment")))
+
+    recreate = {"type": "Recreate"}
+    try:
+        assert strategy({}) is None  # a first install: nothing runs yet
+        running(VALUE_SETS["kopf-peering"])
+        assert strategy({}) == recreate
+        assert strategy(VALUE_SETS["kopf-peering"]) is None
+        running({})
+        assert strategy({}) is None
+        assert strategy({"leaderElection": {"leaseName": "another-lease"}}) == recreate
+        assert strategy(VALUE_SETS["kopf-peering"]) == recreate
+    finally:
+        cp.kubectl("delete", "deployment", FULLNAME, "-n", RELEASE_NAMESPACE, "--ignore-not-found")

@@ -185,6 +185,29 @@ leader election (leaderElection.enabled, the default, wins); "" otherwise. */}}
 {{- .Values.leaderElection.leaseName | default (include "tensorgrid-operator.fullname" .) }}
 {{- end }}
 
+{{/* The operator's argument saying how its replicas elect the active one: the Lease, kopf peering, or none. */}}
+{{- define "tensorgrid-operator.electionArg" -}}
+{{- if .Values.leaderElection.enabled }}--leader-election={{ include "tensorgrid-operator.leaseName" . }}
+{{- else if .Values.peering.enabled }}--peering={{ .Values.peering.name }}
+{{- else }}--standalone
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when the Deployment the release runs now (read from the cluster; nothing under `helm template`)
+elects differently: kopf peering before and the Lease now (this chart's default changed), another Lease
+name, or the reverse. Old and new replicas would not see each other, so a rolling update would let
+both act until the old pod ends: that one upgrade replaces the pods with the Recreate strategy instead.
+*/}}
+{{- define "tensorgrid-operator.electionChanged" -}}
+{{- $running := lookup "apps/v1" "Deployment" .Release.Namespace (include "tensorgrid-operator.fullname" .) }}
+{{- if $running }}
+{{- $args := list }}
+{{- range $running.spec.template.spec.containers }}{{ if eq .name "operator" }}{{ $args = .args | default list }}{{ end }}{{ end }}
+{{- if not (has (include "tensorgrid-operator.electionArg" .) $args) }}true{{ end }}
+{{- end }}
+{{- end }}
+
 {{/* Validation of value combinations that cannot work. */}}
 {{- define "tensorgrid-operator.validate" -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.peering.enabled) (not .Values.leaderElection.enabled) }}

@@ -9,8 +9,9 @@ replica that finds another holder in the Lease, or cannot renew it for ``renew_d
 once (exit status 4, as Kubernetes' controllers stop on a lost lease) so that it never acts beside
 the next holder, and Kubernetes starts it again as a standby. The deadline is kept by a thread of
 its own: a renewal whose connection hangs (an API server cut off without a reset) cannot hold the
-replica past it, and each call to the API server gives up after ``request_timeout_seconds``. Stopped (SIGTERM), it releases the Lease so a standby takes over within
-a retry period instead of the lease duration.
+replica past it, and each call to the API server gives up after ``request_timeout_seconds``.
+Stopped (SIGTERM), it releases the Lease so a standby takes over within a retry period instead of
+the lease duration.
 """
 
 from __future__ import annotations

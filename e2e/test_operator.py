@@ -36,13 +36,11 @@ def _helm_replicas(count: int) -> None:
 
 @pytest.fixture
 def chart_operator_stopped() -> Iterator[None]:
-    """No operator of the chart runs, and no peering object exists, as before `helm install`."""
-    peering = kubectl("get", "clusterkopfpeering", "tensorgrid-operator", "-o", "yaml").stdout
+    """No operator of the chart runs, as before `helm install`. The chart elects its active replica on a
+    Lease (leaderElection, its default), so there is no kopf peering object either."""
     kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_DEPLOYMENT}", "--replicas=0")
     wait_for("the chart's operator to stop", lambda: not _operator_pods(), 120)
-    kubectl("delete", "clusterkopfpeering", "tensorgrid-operator")
     yield
-    kubectl("apply", "-f", "-", stdin=peering)
     kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_DEPLOYMENT}", "--replicas=1")
     wait_for("the chart's operator to run again", lambda: len(_operator_pods()) == 1, 180)
 
@@ -80,14 +78,14 @@ def test_killing_the_active_operator_replica_mid_job(ns: Namespace, two_operator
     assert len(pods_before) == 3, pods_before
 
     def active() -> str:
-        """The replica that is not paused in favour of another (kopf peering)."""
+        """The replica holding the chart's Lease (named after the release, as its Deployment is): its
+        identity begins with its pod's name."""
         replicas = _operator_pods()
-        paused = [p for p in replicas if "Pausing operations in favour of" in
-                  kubectl("-n", OPERATOR_NAMESPACE, "logs", p, check=False).stdout.split("Resuming operations")[-1]]
-        candidates = [p for p in replicas if p not in paused]
-        return candidates[0] if len(replicas) == 2 and len(candidates) == 1 else ""
+        holder = kubectl("-n", OPERATOR_NAMESPACE, "get", "lease", OPERATOR_DEPLOYMENT, "-o",
+                         "jsonpath={.spec.holderIdentity}", check=False).stdout.split("/")[0]
+        return holder if len(replicas) == 2 and holder in replicas else ""
 
-    victim = wait_for("one active and one paused operator replica", active, 120)
+    victim = wait_for("one operator replica holding the Lease, the other standing by", active, 120)
     kubectl("-n", OPERATOR_NAMESPACE, "delete", "pod", victim, "--grace-period=0", "--force")
 
     job = ns.wait_state("digits-async", ("Succeeded", "Failed"), JOB_TIMEOUT)

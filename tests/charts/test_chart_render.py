@@ -37,22 +37,23 @@ def test_every_object_is_labelled_and_placed(name: str) -> None:
 def test_defaults() -> None:
     manifests = render({})
     kinds = sorted(m["kind"] for m in manifests)
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
-                     "CustomResourceDefinition", "Deployment", "Service",
-                     "ServiceAccount"]  # the operator's, and edit and view (aggregated); the TrainingJob CRD
+    assert kinds == ["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                     "CustomResourceDefinition", "Deployment", "Role", "RoleBinding", "Service",
+                     "ServiceAccount"]  # the operator's, and edit and view (aggregated); the TrainingJob CRD; the
+    # Lease's Role (test_chart_leader_election.py); nothing of kopf peering
     deployment = one(manifests, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["image"] == "tensorgrid-operator:0.1.0"
-    assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", "--peering=tensorgrid-operator",
+    assert container["args"] == ["--metrics-port=8080", "--liveness-port=8081", f"--leader-election={FULLNAME}",
+                                 f"--leader-election-namespace={RELEASE_NAMESPACE}", "--lease-duration-seconds=15",
                                  "--resync-seconds=60", "--api-workers=16", "--progress-interval-seconds=30",
                                  "--stuck-terminating-seconds=300", OPERATOR_AS_METRICS_PEER,
                                  "--ps-anti-affinity=off", "--node-lost-toleration-seconds=30", "--gang-scheduler=none",
                                  "--certificate-issuer=operator"]
     assert deployment["spec"]["replicas"] == 1
-    assert "strategy" not in deployment["spec"]  # RollingUpdate: peering keeps old and new apart
+    assert "strategy" not in deployment["spec"]  # RollingUpdate: the Lease keeps old and new apart
     assert pod["serviceAccountName"] == FULLNAME
-    assert one(manifests, "ClusterKopfPeering")["metadata"]["name"] == "tensorgrid-operator"
     service = one(manifests, "Service")
     assert service["metadata"]["name"] == f"{FULLNAME}-metrics"
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
@@ -150,24 +151,32 @@ def test_pod_is_hardened_and_probed() -> None:
     assert container["resources"]["limits"] == {"memory": "1Gi"}
 
 
-def test_watch_namespaces_give_roles_and_peerings_per_namespace() -> None:
+def test_watch_namespaces_give_roles_per_namespace_and_peerings_with_kopf_peering() -> None:
     manifests = render(VALUE_SETS["watch-namespaces"])
     args = one(manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=tg-team-a" in args and "--namespace=tg-team-b" in args
-    for kind in ("Role", "RoleBinding", "KopfPeering"):
-        assert sorted(m["metadata"]["namespace"] for m in by_kind(manifests, kind)) == ["tg-team-a", "tg-team-b"]
-    assert not by_kind(manifests, "ClusterKopfPeering")
-    binding = by_kind(manifests, "RoleBinding")[0]
+    for kind in ("Role", "RoleBinding"):
+        placed = sorted((m["metadata"]["namespace"], m["metadata"]["name"]) for m in by_kind(manifests, kind))
+        # the Lease's Role is in the release's namespace, whatever is watched
+        assert placed == [("tensorgrid-system", f"{FULLNAME}-leader-election"), ("tg-team-a", FULLNAME),
+                          ("tg-team-b", FULLNAME)]
+    assert not by_kind(manifests, "KopfPeering") and not by_kind(manifests, "ClusterKopfPeering")
+    binding = [b for b in by_kind(manifests, "RoleBinding") if b["metadata"]["namespace"] == "tg-team-a"][0]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": RELEASE_NAMESPACE}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": FULLNAME}
+    peering = render({**VALUE_SETS["watch-namespaces"], "leaderElection": {"enabled": False},
+                      "peering": {"enabled": True}})
+    for kind in ("Role", "RoleBinding", "KopfPeering"):
+        assert sorted(m["metadata"]["namespace"] for m in by_kind(peering, kind)) == ["tg-team-a", "tg-team-b"]
+    assert not by_kind(peering, "ClusterKopfPeering")
 
 
 def test_replicas_need_peering_or_leader_election() -> None:
-    assert one(render({"replicas": 2}), "Deployment")["spec"]["replicas"] == 2
-    failed = template({"replicas": 2, "peering": {"enabled": False}}, check=False)
+    assert one(render({"replicas": 2}), "Deployment")["spec"]["replicas"] == 2  # the default Lease elects
+    failed = template({"replicas": 2, "leaderElection": {"enabled": False}}, check=False)
     assert failed.returncode != 0 and "replicas > 1 needs leaderElection.enabled or peering.enabled" in failed.stderr
-    leased = render({"replicas": 2, "peering": {"enabled": False}, "leaderElection": {"enabled": True}})
-    assert one(leased, "Deployment")["spec"]["replicas"] == 2
+    peering = render(VALUE_SETS["kopf-peering"])
+    assert one(peering, "Deployment")["spec"]["replicas"] == 2
 
 
 def test_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:

@@ -29,8 +29,9 @@ CRD = "trainingjobs.tensorgrid.io"
 README_RELEASE = "tensorgrid"
 README_NAMESPACE = "tensorgrid-system"
 NAMESPACE = "chart-crd-upgrade"
-# As test_uninstall_deadline.py: standalone, so that this release's peering object cannot meet another
-# test's, and no aggregation into the cluster's default roles.
+# As test_uninstall_deadline.py: no kopf peering, so that this release's peering object cannot meet another
+# test's (the older chart runs standalone, the upgraded one elects on a Lease in the release's own namespace),
+# and no aggregation into the cluster's default roles.
 ISOLATED = ("--set", "peering.enabled=false", "--set", "rbac.aggregateToDefaultRoles=false")
 HELM_OWNERSHIP = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
 

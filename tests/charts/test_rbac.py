@@ -252,14 +252,17 @@ def _compare(granted_set: set[Triple], needed: set[Triple], what: str) -> None:
                                        f"used but not granted: {sorted(missing)}")
 
 
-@pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2", "gang-volcano",
+@pytest.mark.parametrize("name", ["defaults", "standalone-no-metrics", "replicas-2", "kopf-peering", "gang-volcano",
                                   "gang-scheduler-plugins", "cert-manager", "cert-manager-cluster-issuer",
                                   "kubeflow-tfjob"])
 def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
     values = VALUE_SETS[name]
     manifests = render(values)
-    peering = values.get("peering", {}).get("enabled", True)
-    assert not by_kind(manifests, "Role")
+    lease = values.get("leaderElection", {}).get("enabled", True)
+    peering = values.get("peering", {}).get("enabled", False) and not lease
+    # The only Role is the Lease's, in the release's namespace (test_chart_leader_election.py checks its rules).
+    assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(manifests, "Role")] == (
+        [(RELEASE_NAMESPACE, f"{FULLNAME}-leader-election")] if lease else [])
     gang = values.get("trainingPods", {}).get("gangScheduler", "none")
     issuer = values.get("certificates", {}).get("issuer", "operator")
     serve_tfjob = values.get("kubeflowTFJob", {}).get("enabled", False)
@@ -270,11 +273,12 @@ def test_cluster_role_is_exactly_what_the_operator_uses(name: str) -> None:
 
 @pytest.mark.parametrize("peering", [True, False])
 def test_roles_per_namespace_are_exactly_what_the_operator_uses(peering: bool) -> None:
-    manifests = render({"watchNamespaces": ["tg-team-a", "tg-team-b"], "peering": {"enabled": peering}})
+    manifests = render({"watchNamespaces": ["tg-team-a", "tg-team-b"], "peering": {"enabled": peering},
+                        "leaderElection": {"enabled": not peering}})
     needed = operator_api_calls() | owner_reference_needs() | kopf_needs(True, peering)
     cluster_needed = {t for t in needed if t[1] in CLUSTER_SCOPED}
     _compare(granted(operator_cluster_roles(manifests)), cluster_needed, "ClusterRole")
-    roles = by_kind(manifests, "Role")
+    roles = [r for r in by_kind(manifests, "Role") if r["metadata"]["namespace"] != RELEASE_NAMESPACE]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["tg-team-a", "tg-team-b"]
     for role in roles:
         _compare(granted([role]), needed - cluster_needed, f"Role in {role['metadata']['namespace']}")
@@ -398,7 +402,7 @@ CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")
 
 
 @pytest.mark.controlplane
-@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces", "given-namespaces-volcano",
+@pytest.mark.parametrize("watch", ["all-namespaces", "given-namespaces-kopf-peering", "given-namespaces-volcano",
                                    "given-namespaces-cert-manager"])
 def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_path: pathlib.Path, watch: str) -> None:
     """A job's whole life (pods, Services, status, events, cleanup, TTL deletion) with no permission error;
@@ -408,6 +412,9 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
     cp = controlplane
     job_namespace = f"chart-rbac-{watch}"
     values: dict[str, Any] = {"watchNamespaces": [job_namespace]} if watch != "all-namespaces" else {}
+    kopf_peering = watch.endswith("-kopf-peering")  # the others elect on the chart's default Lease
+    if kopf_peering:
+        values.update(leaderElection={"enabled": False}, peering={"enabled": True})
     gang = watch.endswith("-volcano")
     if gang:
         values["trainingPods"] = {"gangScheduler": "volcano"}
@@ -466,9 +473,13 @@ def test_operator_works_under_the_chart_rbac(controlplane: ControlPlane, tmp_pat
 
         # kopf posts events from a queue of its own: they may land just after the job is gone.
         wait_for(lambda: {"CreatedPods", "JobSucceeded"} <= reasons(), 10, "the job's events", reasons)
-        where = ["clusterkopfpeering"] if watch == "all-namespaces" else ["-n", job_namespace, "kopfpeering"]
-        peering = cp.kubectl("get", *where, "tensorgrid-operator", "-o", "json").stdout
-        assert json.loads(peering).get("status"), f"no keep-alive in the peering object: {peering}"
+        if kopf_peering:
+            peering = cp.kubectl("get", "-n", job_namespace, "kopfpeering", "tensorgrid-operator", "-o", "json").stdout
+            assert json.loads(peering).get("status"), f"no keep-alive in the peering object: {peering}"
+        else:
+            holder = cp.kubectl("get", "lease", FULLNAME, "-n", RELEASE_NAMESPACE, "-o",
+                                "jsonpath={.spec.holderIdentity}").stdout
+            assert holder and "leading: " in log_path.read_text(), f"the operator did not lead on the chart's Lease: {holder!r}"
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -33,8 +33,8 @@ def test_the_hook_job_has_a_deadline_and_goes_when_it_fails() -> None:
 @pytest.mark.controlplane
 def test_uninstall_with_an_unpullable_image_ends_at_the_hooks_deadline(controlplane: ControlPlane) -> None:
     kubeconfig = ("--kubeconfig", controlplane.kubeconfig)
-    # Standalone, so that this release's peering object cannot meet another test's; without CRDs, which the
-    # harness installed and owns (test_crd_upgrade.py installs the chart's).
+    # No kopf peering, so that this release's peering object cannot meet another test's (its Lease is in its own
+    # namespace); without CRDs, which the harness installed and owns (test_crd_upgrade.py installs the chart's).
     run_helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace", "--skip-crds",
              "--set", "crds.install=false",
              "--set", "image.registry=registry.invalid", "--set", "uninstall.timeoutSeconds=5",

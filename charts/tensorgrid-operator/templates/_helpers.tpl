@@ -63,7 +63,7 @@ derives the same set from the code and compares both ways):
   and PodDisruptionBudget;
 - kopf (controller/): list and watch TrainingJobs, pods and Services; patch
   TrainingJobs (its finalizer); create Events (kopf.event); list, watch and patch
-  the peering object; list and watch CRDs and, when given namespaces, namespaces.
+  the peering object (kopf peering only); list and watch CRDs and, when given namespaces, namespaces.
 */}}
 {{- define "tensorgrid-operator.namespacedRules" -}}
 - apiGroups: ["tensorgrid.io"]
@@ -175,9 +175,37 @@ patch one to remove the finalizer).
 {{- end }}
 
 {{/* "true" when the replicas elect the active one with kopf peering: peering.enabled, and no Lease
-leader election (leaderElection.enabled wins); "" otherwise. */}}
+leader election (leaderElection.enabled, the default, wins); "" otherwise. */}}
 {{- define "tensorgrid-operator.kopfPeering" -}}
 {{- if and .Values.peering.enabled (not .Values.leaderElection.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* The Lease the replicas elect the active one on: leaderElection.leaseName, or the release's full name. */}}
+{{- define "tensorgrid-operator.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (include "tensorgrid-operator.fullname" .) }}
+{{- end }}
+
+{{/* The operator's argument saying how its replicas elect the active one: the Lease, kopf peering, or none. */}}
+{{- define "tensorgrid-operator.electionArg" -}}
+{{- if .Values.leaderElection.enabled }}--leader-election={{ include "tensorgrid-operator.leaseName" . }}
+{{- else if .Values.peering.enabled }}--peering={{ .Values.peering.name }}
+{{- else }}--standalone
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when the Deployment the release runs now (read from the cluster; nothing under `helm template`)
+elects differently: kopf peering before and the Lease now (this chart's default changed), another Lease
+name, or the reverse. Old and new replicas would not see each other, so a rolling update would let
+both act until the old pod ends: that one upgrade replaces the pods with the Recreate strategy instead.
+*/}}
+{{- define "tensorgrid-operator.electionChanged" -}}
+{{- $running := lookup "apps/v1" "Deployment" .Release.Namespace (include "tensorgrid-operator.fullname" .) }}
+{{- if $running }}
+{{- $args := list }}
+{{- range $running.spec.template.spec.containers }}{{ if eq .name "operator" }}{{ $args = .args | default list }}{{ end }}{{ end }}
+{{- if not (has (include "tensorgrid-operator.electionArg" .) $args) }}true{{ end }}
+{{- end }}
 {{- end }}
 
 {{/* Validation of value combinations that cannot work. */}}

@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Mapping, Optional
 
 import kubernetes
+import urllib3
 from kubernetes.client import exceptions as kube_exceptions
 
 Obj = dict[str, Any]
@@ -76,9 +77,13 @@ class LeaseElector:
     """One replica's side of the election on the Lease ``namespace/name``."""
 
     def __init__(self, configuration: kubernetes.client.Configuration, namespace: str, name: str, identity: str,
-                 duration_seconds: int, clock: Callable[[], float] = time.monotonic) -> None:
+                 duration_seconds: int, clock: Callable[[], float] = time.monotonic,
+                 request_timeout_seconds: Optional[float] = None) -> None:
+        """``request_timeout_seconds`` bounds each call to the API server (None: no bound), so that a
+        connection that hangs (an API server cut off without a reset) fails instead of blocking the caller."""
         self.namespace, self.name, self.identity = namespace, name, identity
         self.duration_seconds = duration_seconds
+        self._timeout = request_timeout_seconds
         self._api = kubernetes.client.ApiClient(configuration)
         # Any: its calls are made with _preload_content=False, whose raw answers the stubs do not know.
         self._leases: Any = kubernetes.client.CoordinationV1Api(self._api)
@@ -105,10 +110,12 @@ class LeaseElector:
                      "metadata": {"name": self.name, "namespace": self.namespace}, "spec": decided.write}
         try:
             if lease is None:
-                self._leases.create_namespaced_lease(self.namespace, body, _preload_content=False).read()
+                self._leases.create_namespaced_lease(self.namespace, body, _preload_content=False,
+                                                     _request_timeout=self._timeout).read()
             else:
                 body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
-                self._leases.replace_namespaced_lease(self.name, self.namespace, body, _preload_content=False).read()
+                self._leases.replace_namespaced_lease(self.name, self.namespace, body, _preload_content=False,
+                                                      _request_timeout=self._timeout).read()
         except kube_exceptions.ApiException as e:
             if e.status != 409:
                 raise
@@ -131,18 +138,20 @@ class LeaseElector:
                 body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                         "metadata": {"name": self.name, "namespace": self.namespace,
                                      "resourceVersion": lease["metadata"]["resourceVersion"]}, "spec": spec}
-                self._leases.replace_namespaced_lease(self.name, self.namespace, body, _preload_content=False).read()
+                self._leases.replace_namespaced_lease(self.name, self.namespace, body, _preload_content=False,
+                                                      _request_timeout=self._timeout).read()
                 return None
             except kube_exceptions.ApiException as e:
                 if e.status != 409:
                     return f"the API server answered {e.status} {e.reason}"
-            except OSError as e:
+            except (OSError, urllib3.exceptions.HTTPError) as e:  # unreachable, or no answer in time
                 return f"the API server is unreachable: {e}"
         return "the Lease kept changing under the release (409 Conflict)"
 
     def _read(self) -> Optional[Obj]:
         try:
-            response = self._leases.read_namespaced_lease(self.name, self.namespace, _preload_content=False)
+            response = self._leases.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
+                                                          _request_timeout=self._timeout)
         except kube_exceptions.ApiException as e:
             if e.status == 404:
                 return None

@@ -5,10 +5,13 @@ first stands by until it holds the Lease: it serves /metrics (``tensorgrid_opera
 ``tensorgrid_operator_lease_holder_info`` naming the holder) and its liveness endpoint, and logs who
 holds the Lease whenever that changes, so a standby says why it is idle. Holding it, it runs kopf
 (standalone: the Lease, not kopf's peering, keeps it alone) while a thread renews the Lease; a
-replica that cannot renew for ``renew_deadline`` stops at once (exit status 4, as Kubernetes'
-controllers stop on a lost lease) so that it never acts beside the next holder, and Kubernetes
-starts it again as a standby. Stopped (SIGTERM), it releases the Lease so a standby takes over within
-a retry period instead of the lease duration.
+replica that finds another holder in the Lease, or cannot renew it for ``renew_deadline``, stops at
+once (exit status 4, as Kubernetes' controllers stop on a lost lease) so that it never acts beside
+the next holder, and Kubernetes starts it again as a standby. The deadline is kept by a thread of
+its own: a renewal whose connection hangs (an API server cut off without a reset) cannot hold the
+replica past it, and each call to the API server gives up after ``request_timeout_seconds``.
+Stopped (SIGTERM), it releases the Lease so a standby takes over within a retry period instead of
+the lease duration.
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ def renew_deadline_seconds(settings: config.Settings) -> float:
     """How long the holder may fail to renew before it stops: client-go's 10 s of a 15 s lease, so it
     stops before another replica may take the Lease over."""
     return settings.lease_duration_seconds * 2 / 3
+
+
+def request_timeout_seconds(settings: config.Settings) -> float:
+    """How long one call to the API server about the Lease may take: a quarter of the renew deadline,
+    so that a hung call leaves time for more tries before it."""
+    return renew_deadline_seconds(settings) / 4
 
 
 class _Healthz(http.server.BaseHTTPRequestHandler):
@@ -77,7 +86,8 @@ def wait_to_lead(settings: config.Settings, state: state_lib.OperatorState,
     lease = f"{settings.leader_election_namespace}/{settings.leader_election_lease}"
     elector = leader_lease.LeaseElector(kube.load_config(settings.kubeconfig), settings.leader_election_namespace,
                                         settings.leader_election_lease, identity,
-                                        int(settings.lease_duration_seconds))
+                                        int(settings.lease_duration_seconds),
+                                        request_timeout_seconds=request_timeout_seconds(settings))
     if settings.metrics_port is not None and state.metrics_server is None:
         state.metrics_server = metrics.serve(settings.metrics_port)
         log.info("metrics on :%d/metrics", state.metrics_server.port)
@@ -107,8 +117,8 @@ def wait_to_lead(settings: config.Settings, state: state_lib.OperatorState,
 
 
 class Renewal:
-    """The thread renewing the Lease: stopped (and waited for) before the Lease is released, so that a
-    renewal in flight cannot change the Lease under the release."""
+    """The threads renewing the Lease and keeping its deadline: stopped (the renewal waited for) before
+    the Lease is released, so that a renewal in flight cannot change the Lease under the release."""
 
     def __init__(self, stop: threading.Event, thread: threading.Thread) -> None:
         self._stop, self._thread = stop, thread
@@ -119,29 +129,39 @@ class Renewal:
 
 
 def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector) -> Renewal:
-    """Renews the Lease on a thread until stopped; stops the process when the Lease is lost or cannot be
-    renewed within the renew deadline."""
+    """Renews the Lease on a thread until stopped; stops the process when the Lease names another holder,
+    or has not been renewed within the renew deadline, checked on a second thread that no hung call
+    to the API server can hold up."""
     lease = f"{elector.namespace}/{elector.name}"
+    deadline = renew_deadline_seconds(settings)
     stop = threading.Event()
+    # When the last renewal that succeeded began (its read): the Lease's renewTime is at least that
+    # recent, so a standby, which counts from when it saw that renewal, cannot take over before
+    # renewed + lease duration, and the deadline stops this replica well before.
+    renewed = [time.monotonic()]
 
     def renew() -> None:
-        renewed = time.monotonic()
         while not stop.wait(retry_seconds(settings)):
+            began = time.monotonic()
             try:
                 decided = elector.attempt()
             except Exception as e:  # noqa: BLE001 - retried until the deadline
                 log.warning("could not renew the Lease %s: %s", lease, e)
-            else:
-                if decided.lead:
-                    renewed = time.monotonic()
-                    continue
-                _show_holder(lease, decided.holder)
-                _lost(f"the Lease {lease} is no longer this replica's: {decided.reason}")
-            if time.monotonic() - renewed > renew_deadline_seconds(settings):
-                _lost(f"the Lease {lease} was not renewed for {renew_deadline_seconds(settings):.0f}s")
+                continue
+            if decided.lead:
+                renewed[0] = began
+                continue
+            _show_holder(lease, decided.holder)
+            _lost(f"the Lease {lease} is no longer this replica's: {decided.reason}")
+
+    def keep_deadline() -> None:
+        while not stop.wait(retry_seconds(settings) / 2):
+            if time.monotonic() - renewed[0] > deadline:
+                _lost(f"the Lease {lease} was not renewed for {deadline:.0f}s")
 
     thread = threading.Thread(target=renew, name="lease renewal", daemon=True)
     thread.start()
+    threading.Thread(target=keep_deadline, name="lease renew deadline", daemon=True).start()
     return Renewal(stop, thread)
 
 

@@ -261,8 +261,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     local.add_argument("--ps-server", action="store_true",
                        help="run 'tensorgrid server' as the PS tasks instead of the program")
     local.add_argument("--ps-standby", action="store_true",
-                       help="start a standby task per PS holding a live replica of its state, which a PS restarted "
-                            "at its address loads (docs/fault-tolerance.md)")
+                       help="start a standby task per PS holding a live replica of its state: when a PS process "
+                            "fails, its standby takes over its address and the next standby starts "
+                            "(docs/fault-tolerance.md)")
     local.add_argument("--evaluator", action="store_true",
                        help="add an evaluator task (TF_CONFIG task type 'evaluator', not in the cluster) for "
                             "tf.estimator.train_and_evaluate")

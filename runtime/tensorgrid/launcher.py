@@ -7,6 +7,10 @@ gives the other tasks a moment to finish, stops whatever is still running, and
 exits with the chief's status. Ctrl-C, SIGTERM and SIGHUP stop every task at once
 (the tasks run in sessions of their own, so no signal reaches them otherwise).
 
+With ``--ps-standby`` each PS has a chain of standbys (``_PsStandbys``): when the process
+serving as a PS fails while training runs, its standby takes over the PS's address, and
+the next standby starts where that one served, so each later loss of the PS is survived too.
+
 Tasks talk mutual TLS: each run makes a fresh CA (its key only in memory) and one
 certificate per task for the loopback names, in a temporary directory removed when the
 run ends; each task finds its own through ``TENSORGRID_TLS_DIR``. With
@@ -25,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO, Any, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 
 from tensorgrid.distributed import cluster as cluster_lib
 from tensorgrid.distributed import replication
@@ -66,14 +70,21 @@ def cluster_for(spec: LocalClusterSpec) -> dict[str, list[str]]:
 
 
 class _Task:
-    def __init__(self, job: str, index: int, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, job: str, index: int, process: subprocess.Popen[bytes], generation: int = 1,
+                 on_line: Optional[Callable[["_Task", str], None]] = None) -> None:
         self.job = job
         self.index = index
         self.process = process
+        self.generation = generation
+        """1 for a task's first process; a PS's next standbys count on: 2, 3, ..."""
+        self.on_line = on_line
+        """Called with each line of the process's output, after it is written out."""
+        self.promoted = False
+        """A standby that took over its PS: it ends with training, as the PS does, and is reported."""
 
     @property
     def label(self) -> str:
-        return f"{self.job}:{self.index}"
+        return f"{self.job}:{self.index}" + (f"#{self.generation}" if self.generation > 1 else "")
 
 
 def _pump(task: _Task, out: IO[str], color: bool, lock: threading.Lock) -> None:
@@ -86,6 +97,8 @@ def _pump(task: _Task, out: IO[str], color: bool, lock: threading.Lock) -> None:
         with lock:
             out.write(f"{prefix} {line}\n")
             out.flush()
+        if task.on_line is not None:
+            task.on_line(task, line)
 
 
 def run(spec: LocalClusterSpec, command: Sequence[str], out: IO[str] = sys.stdout) -> int:
@@ -96,9 +109,9 @@ def run(spec: LocalClusterSpec, command: Sequence[str], out: IO[str] = sys.stdou
         raise ValueError(f"A cluster needs at least one worker or a chief, got --ps {spec.ps} --workers {spec.workers}")
     cluster = cluster_for(spec)
     insecure = not os.environ.get(tls.TLS_DIR_ENV) and os.environ.get(tls.INSECURE_ENV) == "1"
-    with tempfile.TemporaryDirectory(prefix="tensorgrid-local-tls-") as tls_root:
-        task_tls_dirs = {} if insecure else _task_certificates(cluster, tls_root)
-        return _run_tasks(spec, cluster, task_tls_dirs, command, out)
+    with tempfile.TemporaryDirectory(prefix="tensorgrid-local-") as run_root:
+        task_tls_dirs = {} if insecure else _task_certificates(cluster, run_root)
+        return _run_tasks(spec, cluster, task_tls_dirs, command, out, run_root)
 
 
 def _task_certificates(cluster: dict[str, list[str]], root: str) -> dict[tuple[str, int], str]:
@@ -110,7 +123,7 @@ def _task_certificates(cluster: dict[str, list[str]], root: str) -> dict[tuple[s
 
 
 def _run_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_dirs: dict[tuple[str, int], str],
-               command: Sequence[str], out: IO[str]) -> int:
+               command: Sequence[str], out: IO[str], run_root: str) -> int:
     color = out.isatty() and not os.environ.get("NO_COLOR")
     lock = threading.Lock()
     tasks: list[_Task] = []
@@ -120,10 +133,11 @@ def _run_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_d
         out.write(f"tensorgrid local: cluster {json.dumps(cluster)}\n")
     started = time.monotonic()
     interrupted = False
+    standbys: Optional[_PsStandbys] = None
     with _StopSignals() as stop_signals:
         try:
             stop_signals.interruptible = True
-            _start_tasks(spec, cluster, task_tls_dirs, command, out, color, lock, tasks, pumps)
+            standbys = _start_tasks(spec, cluster, task_tls_dirs, command, out, color, lock, tasks, pumps, run_root)
             chief = next(t for t in tasks if t.job == chief_job and t.index == 0)
             chief_status = chief.process.wait()
         except KeyboardInterrupt:
@@ -136,6 +150,8 @@ def _run_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_d
                 out.write(f"tensorgrid local: received signal {stop.signum}: stopping every task\n")
         finally:
             stop_signals.interruptible = False
+            if standbys is not None:
+                standbys.close()  # before the tasks are stopped: a PS stopped at the end is no loss
         return _finish(spec, tasks, pumps, chief_status, interrupted, started, out, lock)
 
 
@@ -144,8 +160,8 @@ def _finish(spec: LocalClusterSpec, tasks: list[_Task], pumps: list[threading.Th
     """Gives the other tasks ``stop_timeout`` to end (none after an interruption), stops the rest,
     and reports every task's status; returns the chief's."""
     deadline = time.monotonic() + (0 if interrupted else spec.stop_timeout)
-    standbys = [task for task in tasks if task.job == STANDBY_JOB]
-    tasks = [task for task in tasks if task.job != STANDBY_JOB]
+    standbys = [task for task in tasks if task.job == STANDBY_JOB and not task.promoted]
+    tasks = [task for task in tasks if task not in standbys]
     for task in tasks:
         if task.process.poll() is None:
             try:
@@ -166,50 +182,173 @@ def _finish(spec: LocalClusterSpec, tasks: list[_Task], pumps: list[threading.Th
 
 def _start_tasks(spec: LocalClusterSpec, cluster: dict[str, list[str]], task_tls_dirs: dict[tuple[str, int], str],
                  command: Sequence[str], out: IO[str], color: bool, lock: threading.Lock, tasks: list[_Task],
-                 pumps: list[threading.Thread]) -> None:
+                 pumps: list[threading.Thread], run_root: str) -> Optional["_PsStandbys"]:
     """Starts every task's process and the thread streaming its output, appending each to
-    ``tasks`` and ``pumps`` as it starts (a signal during the start stops those already running)."""
-    standbys: dict[int, str] = {}
-    if spec.ps_standby:
-        standbys = {index: f"localhost:{port}" for index, port in enumerate(ports.free_ports(len(cluster.get("ps", []))))}
-    for index, address in standbys.items():
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env[replication.STANDBY_FOR_ENV] = cluster_lib.task_name("ps", index)
+    ``tasks`` and ``pumps`` as it starts (a signal during the start stops those already running);
+    with ``--ps-standby`` the standbys first, and returns what watches them."""
+    def task_env(job: str, index: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": job, "index": index},
+                                       "environment": "cloud"})
+        env["PYTHONUNBUFFERED"] = "1"
+        env["TENSORGRID_SYNC"] = "1" if spec.sync else "0"
         if task_tls_dirs:
-            env[tls.TLS_DIR_ENV] = task_tls_dirs[("ps", index)]  # the standby answers as its PS would
-        _start_task(STANDBY_JOB, index, [sys.executable, "-m", "tensorgrid", "ps-standby", "--address", address],
-                    env, out, color, lock, tasks, pumps)
+            env[tls.TLS_DIR_ENV] = task_tls_dirs[(job, index)]
+        return env
+
+    def start(job: str, index: int, argv: Sequence[str], env: dict[str, str], generation: int = 1,
+              on_line: Optional[Callable[[_Task, str], None]] = None) -> _Task:
+        return _start_task(job, index, argv, env, out, color, lock, tasks, pumps, generation, on_line)
+
+    def say(message: str) -> None:
+        with lock:
+            out.write(f"tensorgrid local: {message}\n")
+            out.flush()
+
+    standbys = None
+    if spec.ps_standby:
+        take_over_dir = os.path.join(run_root, "take-over")
+        os.makedirs(take_over_dir)
+        standbys = _PsStandbys(len(cluster.get("ps", [])), cluster, task_env, take_over_dir, start, say)
     for job, addresses in cluster.items():
         for index in range(len(addresses)):
-            env = dict(os.environ)
-            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": job, "index": index},
-                                           "environment": "cloud"})
-            env["PYTHONUNBUFFERED"] = "1"
-            env["TENSORGRID_SYNC"] = "1" if spec.sync else "0"
-            if task_tls_dirs:
-                env[tls.TLS_DIR_ENV] = task_tls_dirs[(job, index)]
-            if job == "ps" and index in standbys:
-                env[replication.REPLICA_ADDRESS_ENV] = standbys[index]
+            env = task_env(job, index)
+            if job == "ps" and standbys is not None:
+                env[replication.REPLICA_ADDRESS_ENV] = standbys.address(index)
             argv = list(command)
             if job == "ps" and spec.ps_server:
                 argv = [sys.executable, "-m", "tensorgrid", "server"]
-            _start_task(job, index, argv, env, out, color, lock, tasks, pumps)
+            start(job, index, argv, env)
     if spec.evaluator:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": EVALUATOR_JOB, "index": 0},
                                        "environment": "cloud"})
-        _start_task(EVALUATOR_JOB, 0, list(command), env, out, color, lock, tasks, pumps)
+        start(EVALUATOR_JOB, 0, list(command), env)
+    say("pids " + ", ".join(f"{task.label}={task.process.pid}" for task in tasks))
+    if standbys is not None:
+        standbys.watch([task for task in tasks if task.job == "ps"])
+    return standbys
 
 
 def _start_task(job: str, index: int, argv: Sequence[str], env: dict[str, str], out: IO[str], color: bool,
-                lock: threading.Lock, tasks: list[_Task], pumps: list[threading.Thread]) -> None:
+                lock: threading.Lock, tasks: list[_Task], pumps: list[threading.Thread], generation: int = 1,
+                on_line: Optional[Callable[[_Task, str], None]] = None) -> _Task:
     process = subprocess.Popen(list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
-    task = _Task(job, index, process)
+    task = _Task(job, index, process, generation, on_line)
     tasks.append(task)
     pump = threading.Thread(target=_pump, args=(task, out, color, lock), daemon=True)
     pump.start()
     pumps.append(pump)
+    return task
+
+
+@dataclasses.dataclass
+class _PsChain:
+    """One PS's serving process and its standby, as ``_PsStandbys`` follows them."""
+
+    index: int
+    address: str
+    """Where each of its standbys listens: the PS's ``TENSORGRID_PS_REPLICA_ADDRESS``, and where the
+    PS a standby became pushes its replica."""
+    serving: Optional[_Task] = None
+    standby: Optional[_Task] = None
+    standbys_started: int = 0
+    told: bool = False
+    """The standby's take-over file names the PS: it takes over as soon as it can."""
+    took_over: bool = False
+    """The standby said it took over (read from its output): the next standby is due."""
+    lost_said: bool = False
+
+
+class _PsStandbys:
+    """The standbys of ``--ps-standby``, one per PS at an address of its own. When the process
+    serving as a PS exits with a failure (killed, crashed; 0 is training's end) its standby is told
+    to take over (its ``--take-over-file`` names the PS); once the standby says it took over (on
+    that, or on a SIGUSR1 sent by hand), the next standby starts at the same address, where the
+    promoted PS pushes its replica, so the next loss of that PS is survived too, and so on."""
+
+    POLL_S = 0.1
+
+    def __init__(self, ps_count: int, cluster: dict[str, list[str]], task_env: Callable[[str, int], dict[str, str]],
+                 take_over_dir: str, start: Callable[..., _Task], say: Callable[[str], None]) -> None:
+        self._cluster = cluster
+        self._task_env = task_env
+        self._take_over_dir = take_over_dir
+        self._start = start
+        self._say = say
+        self._chains = [_PsChain(index, f"localhost:{port}") for index, port in enumerate(ports.free_ports(ps_count))]
+        self._closed = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        for chain in self._chains:
+            self._start_standby(chain)
+
+    def address(self, index: int) -> str:
+        return self._chains[index].address
+
+    def watch(self, ps_tasks: list[_Task]) -> None:
+        """Follows the PS tasks (started after the standbys) until ``close``."""
+        for task in ps_tasks:
+            self._chains[task.index].serving = task
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="ps-standbys")
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _take_over_file(self, chain: _PsChain) -> str:
+        return os.path.join(self._take_over_dir, f"ps-{chain.index}-standby-{chain.standbys_started}")
+
+    def _start_standby(self, chain: _PsChain) -> _Task:
+        chain.standbys_started += 1
+        env = self._task_env("ps", chain.index)  # the PS's TF_CONFIG and certificate: it may become that PS
+        env.pop(replication.REPLICA_ADDRESS_ENV, None)  # once promoted, it pushes to the next standby at its address
+        env[replication.STANDBY_FOR_ENV] = cluster_lib.task_name("ps", chain.index)
+        argv = [sys.executable, "-m", "tensorgrid", "ps-standby", "--address", chain.address,
+                "--take-over-file", self._take_over_file(chain)]
+        chain.standby = self._start(STANDBY_JOB, chain.index, argv, env, chain.standbys_started, self._on_line)
+        chain.told = chain.took_over = False
+        return chain.standby
+
+    def _on_line(self, task: _Task, line: str) -> None:
+        chain = self._chains[task.index]
+        if task is chain.standby and replication.TOOK_OVER in line:
+            chain.took_over = True
+
+    def _watch(self) -> None:
+        while not self._closed.wait(self.POLL_S):
+            for chain in self._chains:
+                self._follow(chain)
+
+    def _follow(self, chain: _PsChain) -> None:
+        ps = f"ps:{chain.index} ({self._cluster['ps'][chain.index]})"
+        if chain.took_over and chain.standby is not None:
+            promoted = chain.standby
+            promoted.promoted = True
+            chain.serving = promoted
+            following = self._start_standby(chain)
+            self._say(f"the standby {promoted.label} (pid {promoted.process.pid}) took over as {ps}; started the next "
+                      f"standby {following.label} (pid {following.process.pid}) at {chain.address}, which the new PS "
+                      f"pushes its replica to: a next loss of ps:{chain.index} is survived too")
+            return
+        status = None if chain.serving is None else chain.serving.process.poll()
+        if chain.told or chain.serving is None or status is None or status == 0:
+            return
+        if chain.standby is None or chain.standby.process.poll() is not None:
+            if not chain.lost_said:
+                chain.lost_said = True
+                self._say(f"{chain.serving.label} exited ({_status(status)}) and no standby of {ps} runs: nothing "
+                          f"takes over (the workers wait for a PS at its address)")
+            return
+        path = self._take_over_file(chain)
+        with open(path + ".new", "w", encoding="utf-8") as f:
+            f.write(cluster_lib.task_name("ps", chain.index))
+        os.replace(path + ".new", path)  # the standby never reads half a name
+        chain.told = True
+        self._say(f"{chain.serving.label} (pid {chain.serving.process.pid}) exited ({_status(status)}): its standby "
+                  f"{chain.standby.label} (pid {chain.standby.process.pid}) takes over as {ps}")
 
 
 class _SignalInterruptError(Exception):

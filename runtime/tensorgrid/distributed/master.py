@@ -422,13 +422,24 @@ class Master:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+# Waits between probes of a task that does not answer: doubling from the first, capped. A
+# probe is one GetStatus, which fails at once while the task is down (and gRPC's own
+# reconnect backoff, capped at 2 s by ``liveness``, bounds the connection attempts), so
+# the cap is not there to spare the task: it is how late a waiter may learn that the task
+# is back. A worker whose step failed while a PS restarted waits here; one whose step was
+# in flight learns of the restart from that step at once. At 5 s the first kind came
+# back seconds after the second, which could end the training meanwhile.
+WAIT_FOR_TASK_FIRST_S = 0.1
+WAIT_FOR_TASK_MAX_S = 1.0
+
+
 def wait_for_task(task: str, probe: Callable[[], T], timeout: float,
                   give_up: type[errors.OpError] = errors.UnavailableError) -> T:
-    """Calls ``probe`` until it answers, backing off from 0.1 s to 5 s; logs while waiting.
-    After ``timeout`` seconds, raises ``give_up`` (UnavailableError, or DeadlineExceededError
-    when the bound is a session's operation timeout)."""
+    """Calls ``probe`` until it answers, backing off from ``WAIT_FOR_TASK_FIRST_S`` to
+    ``WAIT_FOR_TASK_MAX_S``; logs while waiting. After ``timeout`` seconds, raises ``give_up``
+    (UnavailableError, or DeadlineExceededError when the bound is a session's operation timeout)."""
     start = time.monotonic()
-    delay = 0.1
+    delay = WAIT_FOR_TASK_FIRST_S
     attempts = 0
     while True:
         try:
@@ -441,7 +452,7 @@ def wait_for_task(task: str, probe: Callable[[], T], timeout: float,
             if attempts == 1 or attempts % 10 == 0:
                 log.warning("waiting for %s (not reachable yet, retrying with backoff): %s", task, e)
             time.sleep(min(delay, timeout - waited))
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, WAIT_FOR_TASK_MAX_S)
 
 
 def _check_device_filters(parts: dict[str, partition_lib.Partition], filters: list[str]) -> None:

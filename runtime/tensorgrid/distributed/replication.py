@@ -50,6 +50,9 @@ INTERVAL_ENV = "TENSORGRID_PS_REPLICA_INTERVAL_S"
 FETCH_WAIT_ENV = "TENSORGRID_PS_REPLICA_FETCH_WAIT_S"
 REPLICA_ADDRESS_ENV = "TENSORGRID_PS_REPLICA_ADDRESS"
 STANDBY_FOR_ENV = "TENSORGRID_PS_STANDBY_FOR"
+TOOK_OVER = "a standby took over at"
+"""What a standby that became its PS logs (``<task>: a standby took over at <address> (...)``):
+``tensorgrid local`` reads it to start the next standby."""
 
 PIECE_BYTES = 4 << 20
 """The most value bytes one message of a push or a snapshot carries."""

@@ -35,10 +35,12 @@ def _kill_ps0_midway_and_restart(cluster, kill_at_step):
     for task in cluster.tasks.values():
         task.start(wait=False, command=command)
     chief = cluster.task("worker", 0)
+    # Read before the steps are waited for (the gauge is set before the first step): training
+    # runs on meanwhile, and at 200 steps a few seconds read late is after its end under load.
+    first_start = started_from_replica(ps0, metrics_port, "ps:0")
     while not reports(chief.log()) or reports(chief.log())[-1][0] < kill_at_step:
         chief.wait_for_output("global step", timeout=150)
         time.sleep(0.05)
-    first_start = started_from_replica(ps0, metrics_port, "ps:0")
     before = reports(chief.log())[-1]
     ps0.kill(signal.SIGKILL)
     ps0.start(wait=False, command=command)

@@ -319,7 +319,7 @@ def start_for(server: server_lib.Server) -> Optional[PrimaryReplication]:
     taken_over = promotion if promotion is not None and not promotion.restarted else None
     if taken_over is not None:
         restored = taken_over.restored
-        log.warning("%s: a standby took over at %s (%s)", server.task, server.address,
+        log.warning("%s: %s %s (%s)", server.task, replication.TOOK_OVER, server.address,
                     "it held no replica: started empty" if restored is None else
                     f"loaded {restored.variables} variables from the replica it held, {restored.age_seconds:.2f} s old")
     elif promotion is not None:

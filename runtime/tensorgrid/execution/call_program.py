@@ -15,9 +15,11 @@ program: the dataflow loop runs it.
 A session's step plan is made into a ``StepProgram`` the same way: a queue runner's
 ``sess.run`` of a 15-node enqueue graph, once per record, or a sparse model's training step
 paid the same per-node overhead (docs/limits.md). Its feeds are the program's arguments
-(``v<slot> = args[i]`` for each feed slot), and a signature run only once (an initializer, a
-test's one ``sess.run``) never pays for the generation: the program is written at its
-second run.
+(``v<slot> = args[i]`` for each feed slot). Writing and compiling the program costs about
+what it then saves in 10-40 runs (compiling is ~70 us a node on a busy 2-core machine; the
+program saves ~5-10 us a node per run), so a signature runs through ``Plan.run`` for its first
+``PLAN_RUNS_BEFORE_GENERATION`` runs: one run a few times (an initializer, a test's
+``sess.run``, a 20,000-node graph evaluated twice) never pays for a program.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from tensorgrid.framework import func_graph
 from tensorgrid.kernels import registry as kernel_registry
 
 _ARRAY_TYPES = (np.ndarray, np.generic)
+
+PLAN_RUNS_BEFORE_GENERATION = 16
+"""Runs of a session step signature through ``Plan.run`` before its program is written."""
 
 
 def _cancelled_before_start(step: executor.StepContext) -> errors.CancelledError:
@@ -166,15 +171,18 @@ class CallProgram:
 
 class StepProgram(CallProgram):
     """Runs a session's step plan (``Plan.straight_order`` not None) for its feed values: what
-    ``Plan.run(step, feed_values)`` returns and raises, from the second run on through the
-    generated function (the first runs the plan, so a signature run once costs no generation)."""
+    ``Plan.run(step, feed_values)`` returns and raises, through the plan for the first
+    ``PLAN_RUNS_BEFORE_GENERATION`` runs and through the generated function after them."""
 
     def __init__(self, plan: executor.Plan) -> None:
         super().__init__(plan)
+        self._plan_runs = 0
         self.run = self._run_plan_then_generate
 
     def _run_plan_then_generate(self, step: executor.StepContext, feed_values: Sequence[Any]) -> list[Any]:
-        self.run = self._first_run
+        self._plan_runs += 1  # two threads counting one run once: the program comes a run later
+        if self._plan_runs >= PLAN_RUNS_BEFORE_GENERATION:
+            self.run = self._first_run
         return self._plan.run(step, feed_values)
 
     def _plan_run(self, step: executor.StepContext, feed_values: Sequence[Any]) -> list[Any]:

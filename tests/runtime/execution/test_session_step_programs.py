@@ -1,6 +1,6 @@
-"""A session's step plans run as generated programs (``call_program.StepProgram``) from their
-second run on: the values, fetch copies and errors are those of ``Plan.run`` and of TensorFlow
-2.21's ``tf.compat.v1`` (the oracle) for feeds, a variable fetched and updated in the same and
+"""A session's step plans run as generated programs (``call_program.StepProgram``) once they
+have run ``PLAN_RUNS_BEFORE_GENERATION`` times: the values, fetch copies and errors are those
+of ``Plan.run`` and of TensorFlow 2.21's ``tf.compat.v1`` (the oracle) for feeds, a variable fetched and updated in the same and
 the next run, multi-output ops, a fed tensor whose op also runs, a failing op, a cancelled step,
 and a plan with an asynchronous kernel (a queue's dequeue), which keeps ``Plan.run``.
 """
@@ -17,8 +17,8 @@ from tensorgrid.execution import call_program
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
 
-RUNS = 3
-"""Runs of each signature: the first through the plan, the others through the program."""
+RUNS = call_program.PLAN_RUNS_BEFORE_GENERATION + 2
+"""Runs of each signature: the first ones through the plan, the last two through the program."""
 
 
 @pytest.fixture(params=["tensorgrid", pytest.param("tensorflow", marks=pytest.mark.oracle)])
@@ -42,6 +42,10 @@ def step_runners(session: Any) -> list[Any]:
     return list(session._engine._plans.values())
 
 
+def runs_a_generated_function(runner: Any) -> bool:
+    return isinstance(runner, call_program.StepProgram) and runner.run.__name__ == "call"
+
+
 def test_feeds_and_a_variable_fetched_then_updated_in_the_same_and_the_next_run(lib: Any) -> None:
     x = lib.placeholder(lib.float32, [2])
     weights = lib.Variable([1.0, 2.0])
@@ -54,14 +58,14 @@ def test_feeds_and_a_variable_fetched_then_updated_in_the_same_and_the_next_run(
         read = [session.run(weights) for _ in range(RUNS)]
         session.run(update, {x: [10.0, 10.0]})
         if lib is tensorgrid:
-            assert any(isinstance(r, call_program.StepProgram) for r in step_runners(session))
+            assert sum(map(runs_a_generated_function, step_runners(session))) == 2  # not the update's
     for i, (updated, computed, variable) in enumerate(fetched):
         expected = np.array([1.0, 2.0]) + (i + 1) * np.array([1.0, 0.5])
         np.testing.assert_allclose(updated, expected)
         np.testing.assert_allclose(computed, expected + [1.0, 0.5])
         np.testing.assert_allclose(variable, expected)
     for value in read:  # copies: the later update changed none of them
-        np.testing.assert_allclose(value, [4.0, 3.5])
+        np.testing.assert_allclose(value, [1.0 + RUNS, 2.0 + 0.5 * RUNS])
 
 
 def test_multi_output_ops_and_a_fed_tensor_whose_op_also_runs(lib: Any) -> None:
@@ -84,6 +88,8 @@ def test_an_op_that_fails_in_a_later_run(lib: Any) -> None:
     with lib.Session() as session:
         for _ in range(RUNS):
             np.testing.assert_allclose(session.run(reshaped, {shape: [2, 2]}), [[1.0, 2.0], [3.0, 4.0]])
+        if lib is tensorgrid:
+            assert all(map(runs_a_generated_function, step_runners(session)))
         error = raised(lambda: session.run(reshaped, {shape: [3, 3]}))
         np.testing.assert_allclose(session.run(reshaped, {shape: [4, 1]}), [[1.0], [2.0], [3.0], [4.0]])
     assert isinstance(error, lib.errors.InvalidArgumentError)
@@ -91,14 +97,14 @@ def test_an_op_that_fails_in_a_later_run(lib: Any) -> None:
 
 
 def test_a_plan_with_a_queue_dequeue_keeps_the_dataflow_loop(lib: Any) -> None:
-    queue = lib.FIFOQueue(10, [lib.float32], shapes=[[]])
+    queue = lib.FIFOQueue(RUNS, [lib.float32], shapes=[[]])
     value = lib.placeholder(lib.float32, [])
     enqueue = queue.enqueue([value])
     taken = queue.dequeue() * 2.0
     with lib.Session() as session:
         for i in range(RUNS):
             session.run(enqueue, {value: float(i)})
-        assert [session.run(taken) for _ in range(RUNS)] == [0.0, 2.0, 4.0]
+        assert [session.run(taken) for _ in range(RUNS)] == [2.0 * i for i in range(RUNS)]
         if lib is tensorgrid:
             assert all(isinstance(r, executor.Plan) for r in step_runners(session))
 
@@ -151,6 +157,7 @@ def test_a_cancelled_step_is_not_started() -> None:
             for _ in range(RUNS):
                 session.run(increment.op)
             (program,) = [r for r in step_runners(session) if r is not program]
+            assert runs_a_generated_function(program)
             step = executor.StepContext(step_id=99, resources=session._engine._resources)
             step.cancelled.set()
             error = raised(lambda: program.run(step, []))

@@ -344,7 +344,7 @@ class _LocalEngine:
         self._kernel_state: dict[str, dict[str, Any]] = {}
         self._plans: dict[Any, executor.Plan | call_program.StepProgram] = {}
         """What runs each step signature: its plan as a generated program, or the plan itself
-        where it has asynchronous kernels (a Recv; ``Plan.straight_order`` is None)."""
+        where it has asynchronous kernels (a queue, a reader; ``Plan.straight_order`` is None)."""
         self._placement = executor.default_placement(bool(getattr(config, "allow_soft_placement", False)))
         if getattr(config, "log_device_placement", False):
             self._placement = _logging_placement(self._placement)

@@ -168,7 +168,6 @@ class CallProgram:
         return function
 
 
-
 class StepProgram(CallProgram):
     """Runs a session's step plan (``Plan.straight_order`` not None) for its feed values: what
     ``Plan.run(step, feed_values)`` returns and raises, through the plan for the first

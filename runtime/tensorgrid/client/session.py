@@ -22,6 +22,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.execution import call_program
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
 from tensorgrid.kernels import backend as backend_lib
@@ -341,7 +342,9 @@ class _LocalEngine:
         prepare_process(config)
         self._resources = resources.ResourceManager()
         self._kernel_state: dict[str, dict[str, Any]] = {}
-        self._plans: dict[Any, executor.Plan] = {}
+        self._plans: dict[Any, executor.Plan | call_program.StepProgram] = {}
+        """What runs each step signature: its plan as a generated program, or the plan itself
+        where it has asynchronous kernels (a queue, a reader; ``Plan.straight_order`` is None)."""
         self._placement = executor.default_placement(bool(getattr(config, "allow_soft_placement", False)))
         if getattr(config, "log_device_placement", False):
             self._placement = _logging_placement(self._placement)
@@ -355,7 +358,8 @@ class _LocalEngine:
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
-                plan = executor.Plan(self._graph, feeds, fetches, targets, self._kernel_state, self._placement)
+                prepared = executor.Plan(self._graph, feeds, fetches, targets, self._kernel_state, self._placement)
+                plan = prepared if prepared.straight_order is None else call_program.StepProgram(prepared)
                 self._plans[key] = plan
         step = executor.StepContext(step_id=next(self._step_ids), resources=self._resources)
         timeout_ms = step_timeout_ms(self._config, options)

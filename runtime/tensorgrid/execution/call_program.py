@@ -1,4 +1,4 @@
-"""A function's plan as one generated Python function, for functions called many times.
+"""A plan as one generated Python function, for function calls and session steps run many times.
 
 A ``tf.while_loop`` calls its cond and its body once per iteration, and their plans hold
 a handful of nodes: run through ``Plan.run``, each call paid for a step context, a slot
@@ -11,6 +11,15 @@ calls its kernel (or, for an element-wise kernel that is exactly ``xp.<ufunc>``,
 on local variables. What it computes, the errors it raises and how they name the failing
 op are those of ``Plan.run``; a plan with asynchronous kernels (a Recv) is not made into a
 program: the dataflow loop runs it.
+
+A session's step plan is made into a ``StepProgram`` the same way: a queue runner's
+``sess.run`` of a 15-node enqueue graph, once per record, or a sparse model's training step
+paid the same per-node overhead (docs/limits.md). Its feeds are the program's arguments
+(``v<slot> = args[i]`` for each feed slot). Writing and compiling the program costs about
+what it then saves in 10-40 runs (compiling is ~70 us a node on a busy 2-core machine; the
+program saves ~5-10 us a node per run), so a signature runs through ``Plan.run`` for its first
+``PLAN_RUNS_BEFORE_GENERATION`` runs: one run a few times (an initializer, a test's
+``sess.run``, a 20,000-node graph evaluated twice) never pays for a program.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from tensorgrid.framework import func_graph
 from tensorgrid.kernels import registry as kernel_registry
 
 _ARRAY_TYPES = (np.ndarray, np.generic)
+
+PLAN_RUNS_BEFORE_GENERATION = 16
+"""Runs of a session step signature through ``Plan.run`` before its program is written."""
 
 
 def _cancelled_before_start(step: executor.StepContext) -> errors.CancelledError:
@@ -56,7 +68,7 @@ class CallProgram:
 
     def _first_run(self, step: executor.StepContext, args: Sequence[Any]) -> list[Any]:
         function = self._generate(step)
-        if function is not self._plan_run:
+        if function != self._plan_run:  # bound methods: equal, never the same object
             self.run = function
         return function(step, args)
 
@@ -93,6 +105,8 @@ class CallProgram:
                                  "annotate": executor.annotate,
                                  "_cancelled_before_start": _cancelled_before_start}
         lines = ["    if step.cancelled.is_set():", "        raise _cancelled_before_start(step)"]
+        # A step's feeds, in Plan.run's order (a tensor fed twice keeps its last value).
+        feeds = [f"    v{slot} = args[{i}]" for i, slot in enumerate(self._plan.feed_slots)]
         ops: list[Any] = []
         needs_copies = False
         for node in self._order:
@@ -137,6 +151,7 @@ class CallProgram:
         source = "\n".join([
             f"def call(step, args, {', '.join(f'{name}={name}' for name in bound)}):",
             *lines[:2],
+            *feeds,
             "    copies = {}" if needs_copies else "    pass",
             "    at = 0",
             "    try:",
@@ -152,3 +167,22 @@ class CallProgram:
         function: Callable[[executor.StepContext, Sequence[Any]], list[Any]] = namespace["call"]
         return function
 
+
+class StepProgram(CallProgram):
+    """Runs a session's step plan (``Plan.straight_order`` not None) for its feed values: what
+    ``Plan.run(step, feed_values)`` returns and raises, through the plan for the first
+    ``PLAN_RUNS_BEFORE_GENERATION`` runs and through the generated function after them."""
+
+    def __init__(self, plan: executor.Plan) -> None:
+        super().__init__(plan)
+        self._plan_runs = 0
+        self.run = self._run_plan_then_generate
+
+    def _run_plan_then_generate(self, step: executor.StepContext, feed_values: Sequence[Any]) -> list[Any]:
+        self._plan_runs += 1  # two threads counting one run once: the program comes a run later
+        if self._plan_runs >= PLAN_RUNS_BEFORE_GENERATION:
+            self.run = self._first_run
+        return self._plan.run(step, feed_values)
+
+    def _plan_run(self, step: executor.StepContext, feed_values: Sequence[Any]) -> list[Any]:
+        return self._plan.run(step, feed_values)

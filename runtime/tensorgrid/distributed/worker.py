@@ -143,10 +143,11 @@ class Worker:
 
     def __init__(self, task: str, peer: Callable[[str], worker_interface.WorkerInterface], placement: Any = None,
                  limits: Optional[limits_lib.ServerLimits] = None,
-                 learn_peers: Optional[Callable[[Mapping[str, str]], None]] = None) -> None:
+                 learn_peers: Optional[Callable[[Mapping[str, str], str, int], None]] = None) -> None:
         self.task = task
         self._learn_peers = learn_peers
-        """Given a registration's ``peer_addresses``: the server adds the tasks its cluster spec lacks."""
+        """Given a registration's ``peer_addresses``, registering task and its incarnation: the
+        server adds the tasks its cluster spec lacks, and follows a registering task that moved."""
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
         self.resources = resources_lib.ResourceManager()
         self._session_resources: dict[str, resources_lib.ResourceManager] = {}
@@ -204,7 +205,8 @@ class Worker:
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef,
                        feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str],
                        isolate_session_state: bool = False, graph_bytes: Optional[int] = None,
-                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
+                       *, peer_addresses: Optional[Mapping[str, str]] = None, registering_task: str = "",
+                       registering_incarnation: int = 0) -> str:
         """Prepares a partition once; returns the handle RunGraph uses. With
         ``isolate_session_state`` its resources are the session's own on this task (as
         TensorFlow's per-session resource manager): no other session sees them, and they go
@@ -212,9 +214,10 @@ class Worker:
         the partition's GraphDef as serialized (a RegisterGraph request's; for a caller in
         this process, ``graph_codec.serialized_size``), counted against
         ``max_registered_graph_bytes`` until the partition is forgotten. ``peer_addresses``
-        (the registering master's addresses of the step's tasks) go to ``learn_peers``."""
+        (the registering master's addresses of the step's tasks) go to ``learn_peers``, with the
+        registering master's task and the incarnation of its worker."""
         if peer_addresses and self._learn_peers is not None:
-            self._learn_peers(peer_addresses)
+            self._learn_peers(peer_addresses, registering_task, registering_incarnation)
         if graph_bytes is None:
             graph_bytes = graph_codec.serialized_size(graph_def)
         for node in graph_def.nodes:

@@ -216,6 +216,8 @@ class Worker:
         ``max_registered_graph_bytes`` until the partition is forgotten. ``peer_addresses``
         (the registering master's addresses of the step's tasks) go to ``learn_peers``, with the
         registering master's task and the incarnation of its worker."""
+        if registering_task and registering_incarnation and registering_task != self.task:
+            self.abort_steps_of_replaced(registering_task, registering_incarnation)
         if peer_addresses and self._learn_peers is not None:
             self._learn_peers(peer_addresses, registering_task, registering_incarnation)
         if graph_bytes is None:
@@ -267,6 +269,29 @@ class Worker:
                 f"limit of {limit} bytes ({limits_lib.env_var('max_registered_graph_bytes')}={limit}); deregister "
                 f"graphs or close sessions (unused partitions are forgotten after "
                 f"{self.limits.session_idle_timeout_s:g} s), or raise the limit")
+
+    def abort_steps_of_replaced(self, task: str, incarnation: int) -> int:
+        """Aborts the steps waiting here for a tensor from another incarnation of ``task``
+        than ``incarnation``, which registers now: the process they wait on was replaced
+        (restarted, or started again elsewhere while it is frozen, a lost node's pod), so
+        its tensors never come; each such step would hold its thread and its tensors for
+        good. Returns how many steps it aborted."""
+        current = f"{incarnation:016x}"
+
+        def sent_by_a_replaced_process(key: str) -> bool:
+            fields = key.split(";")  # partition.rendezvous_key: src device;src incarnation;dst;name;frame
+            return len(fields) == 5 and fields[0].startswith(task + "/") and fields[1] != current
+
+        def failure_of(key: str) -> BaseException:
+            return errors.AbortedError(None, None, f"Step aborted on {self.task}: {task} now runs incarnation "
+                                       f"{current}, so tensor {key.split(';')[3]} from the process it replaced "
+                                       f"(incarnation {key.split(';')[1]}) will never come")
+
+        aborted = self.rendezvous.abort_steps_waiting_for(sent_by_a_replaced_process, failure_of)
+        if aborted:
+            log.info("%s: aborted %d step(s) waiting for tensors from a replaced process of %s (now incarnation %s)",
+                     self.task, aborted, task, current)
+        return aborted
 
     def signature(self, handle: str) -> tuple[list[str], list[str]]:
         """The feed and fetch names a registered partition takes and returns, in order."""

@@ -354,10 +354,16 @@ class Server:
             log.info("%s registered from %s (incarnation %016x) but is still dialled at %s: %s", task, address,
                      incarnation, dialled, why)
             return
+        replaced: Optional[clients.WorkerClient] = None
         with self._peers_lock:
-            self._moved_tasks[task] = address
-            replaced = self._peers.get(task)
-            self._peers[task] = moved
+            followed = self._moved_tasks.get(task) == address  # by a registration beside this one
+            if not followed:
+                self._moved_tasks[task] = address
+                replaced = self._peers.get(task)
+                self._peers[task] = moved
+        if followed:
+            moved.close()
+            return
         if replaced is not None:
             replaced.close()
         log.info("%s now runs at %s (incarnation %016x), no longer at %s: its calls go there", task, address,

@@ -370,11 +370,15 @@ class Master:
         # (this worker joined a running asynchronous job with a larger spec) learns its address.
         peer_addresses = {task: self.cluster.task_address(spec.job or "", spec.task or 0)
                           for task, spec in ((t, device_lib.DeviceSpec.from_string(t)) for t in parts)}
+        # And who registers: a task that dials this one at another address follows it there
+        # (this task started again elsewhere, its old address perhaps held by a frozen process).
+        registrant = self._own_task if self._own_task in parts else ""
         for task, part in parts.items():
             ordered_feeds = list(part.feeds)
             handle = self._worker_for(task).register_graph(
                 session.handle, part.graph_def, [part.feeds[n] for n in ordered_feeds], part.fetches, part.targets,
                 isolate_session_state=session.options.isolate_session_state, peer_addresses=peer_addresses,
+                registering_task=registrant, registering_incarnation=self.incarnation(registrant) if registrant else 0,
             )
             session.registered.append((task, handle))
             runs.append(_PartitionRun(task, handle, ordered_feeds, part.fetches, self.incarnation(task)))

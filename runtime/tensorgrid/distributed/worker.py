@@ -143,10 +143,11 @@ class Worker:
 
     def __init__(self, task: str, peer: Callable[[str], worker_interface.WorkerInterface], placement: Any = None,
                  limits: Optional[limits_lib.ServerLimits] = None,
-                 learn_peers: Optional[Callable[[Mapping[str, str]], None]] = None) -> None:
+                 learn_peers: Optional[Callable[[Mapping[str, str], str, int], None]] = None) -> None:
         self.task = task
         self._learn_peers = learn_peers
-        """Given a registration's ``peer_addresses``: the server adds the tasks its cluster spec lacks."""
+        """Given a registration's ``peer_addresses``, registering task and its incarnation: the
+        server adds the tasks its cluster spec lacks, and follows a registering task that moved."""
         self.incarnation = random.SystemRandom().getrandbits(63) | 1
         self.resources = resources_lib.ResourceManager()
         self._session_resources: dict[str, resources_lib.ResourceManager] = {}
@@ -204,7 +205,8 @@ class Worker:
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef,
                        feeds: Sequence[str], fetches: Sequence[str], targets: Sequence[str],
                        isolate_session_state: bool = False, graph_bytes: Optional[int] = None,
-                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
+                       *, peer_addresses: Optional[Mapping[str, str]] = None, registering_task: str = "",
+                       registering_incarnation: int = 0) -> str:
         """Prepares a partition once; returns the handle RunGraph uses. With
         ``isolate_session_state`` its resources are the session's own on this task (as
         TensorFlow's per-session resource manager): no other session sees them, and they go
@@ -212,9 +214,12 @@ class Worker:
         the partition's GraphDef as serialized (a RegisterGraph request's; for a caller in
         this process, ``graph_codec.serialized_size``), counted against
         ``max_registered_graph_bytes`` until the partition is forgotten. ``peer_addresses``
-        (the registering master's addresses of the step's tasks) go to ``learn_peers``."""
+        (the registering master's addresses of the step's tasks) go to ``learn_peers``, with the
+        registering master's task and the incarnation of its worker."""
+        if registering_task and registering_incarnation and registering_task != self.task:
+            self.abort_steps_of_replaced(registering_task, registering_incarnation)
         if peer_addresses and self._learn_peers is not None:
-            self._learn_peers(peer_addresses)
+            self._learn_peers(peer_addresses, registering_task, registering_incarnation)
         if graph_bytes is None:
             graph_bytes = graph_codec.serialized_size(graph_def)
         for node in graph_def.nodes:
@@ -264,6 +269,29 @@ class Worker:
                 f"limit of {limit} bytes ({limits_lib.env_var('max_registered_graph_bytes')}={limit}); deregister "
                 f"graphs or close sessions (unused partitions are forgotten after "
                 f"{self.limits.session_idle_timeout_s:g} s), or raise the limit")
+
+    def abort_steps_of_replaced(self, task: str, incarnation: int) -> int:
+        """Aborts the steps waiting here for a tensor from another incarnation of ``task``
+        than ``incarnation``, which registers now: the process they wait on was replaced
+        (restarted, or started again elsewhere while it is frozen, a lost node's pod), so
+        its tensors never come; each such step would hold its thread and its tensors for
+        good. Returns how many steps it aborted."""
+        current = f"{incarnation:016x}"
+
+        def sent_by_a_replaced_process(key: str) -> bool:
+            fields = key.split(";")  # partition.rendezvous_key: src device;src incarnation;dst;name;frame
+            return len(fields) == 5 and fields[0].startswith(task + "/") and fields[1] != current
+
+        def failure_of(key: str) -> BaseException:
+            return errors.AbortedError(None, None, f"Step aborted on {self.task}: {task} now runs incarnation "
+                                       f"{current}, so tensor {key.split(';')[3]} from the process it replaced "
+                                       f"(incarnation {key.split(';')[1]}) will never come")
+
+        aborted = self.rendezvous.abort_steps_waiting_for(sent_by_a_replaced_process, failure_of)
+        if aborted:
+            log.info("%s: aborted %d step(s) waiting for tensors from a replaced process of %s (now incarnation %s)",
+                     self.task, aborted, task, current)
+        return aborted
 
     def signature(self, handle: str) -> tuple[list[str], list[str]]:
         """The feed and fetch names a registered partition takes and returns, in order."""

@@ -27,11 +27,14 @@ class WorkerInterface(Protocol):
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
                        fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False,
-                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
+                       *, peer_addresses: Optional[Mapping[str, str]] = None, registering_task: str = "",
+                       registering_incarnation: int = 0) -> str:
         """Prepares a partition of a session's graph; returns the handle ``run_graph`` takes. With
         ``isolate_session_state`` the partition's resources are the session's own on this task.
         ``peer_addresses`` (task name -> ``host:port``, the registering master's) name the tasks of
-        the step, so that this task reaches one its own cluster spec lacks (a worker that joined)."""
+        the step, so that this task reaches one its own cluster spec lacks (a worker that joined),
+        and ``registering_task`` (the master's task; its worker's incarnation) at the address it
+        says it has, when it moved."""
 
     def deregister_graph(self, handle: str) -> None:
         """Forgets a registered partition."""

@@ -200,6 +200,17 @@ class LocalRendezvous:
         for _, (waiter, _) in waiters:
             waiter(failure=failure)
 
+    def abort_steps_waiting_for(self, never_sent: Callable[[str], bool],
+                                failure_of: Callable[[str], BaseException]) -> int:
+        """Aborts (as ``abort``) every step with a receiver waiting for a key that
+        ``never_sent`` says will not come (its sender is gone), with ``failure_of(key)``;
+        returns how many steps it aborted."""
+        with self._lock:
+            doomed = {step_id: key for step_id, key in self._waiters if never_sent(key)}
+        for step_id, key in doomed.items():
+            self.abort(step_id, failure_of(key))
+        return len(doomed)
+
     def cleanup_step(self, step_id: int) -> None:
         """Drops leftovers of a finished step: values nobody took, and receivers still
         waiting (they fail with AbortedError: nothing will be sent in a finished step)."""

@@ -27,7 +27,7 @@ from tensorgrid.v1 import graph_pb2 as tensorgrid_dot_v1_dot_graph__pb2
 from tensorgrid.v1 import tensor_pb2 as tensorgrid_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/worker.proto\x12\rtensorgrid.v1\x1a\x1atensorgrid/v1/config.proto\x1a\x19tensorgrid/v1/graph.proto\x1a\x1atensorgrid/v1/tensor.proto\"\x12\n\x10GetStatusRequest\"W\n\x11GetStatusResponse\x12/\n\x06\x64\x65vice\x18\x01 \x03(\x0b\x32\x1f.tensorgrid.v1.DeviceAttributes\x12\x11\n\tdata_port\x18\x02 \x01(\r\"\xbb\x02\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12*\n\tgraph_def\x18\x02 \x01(\x0b\x32\x17.tensorgrid.v1.GraphDef\x12,\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1c.tensorgrid.v1.SessionConfig\x12\x0c\n\x04\x66\x65\x65\x64\x18\x04 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x05 \x03(\t\x12\x0e\n\x06target\x18\x06 \x03(\t\x12N\n\x0epeer_addresses\x18\x07 \x03(\x0b\x32\x36.tensorgrid.v1.RegisterGraphRequest.PeerAddressesEntry\x1a\x34\n\x12PeerAddressesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\"F\n\x16\x44\x65registerGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\xbf\x01\n\rRunGraphFrame\x12-\n\x06header\x18\x01 \x01(\x0b\x32\x1b.tensorgrid.v1.TensorHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x12\x31\n\x07request\x18\x03 \x01(\x0b\x32\x1e.tensorgrid.v1.RunGraphRequestH\x00\x12\x33\n\x08response\x18\x04 \x01(\x0b\x32\x1f.tensorgrid.v1.RunGraphResponseH\x00\x42\x06\n\x04kind\"=\n\x0eRunGraphBundle\x12+\n\x05\x66rame\x18\x01 \x03(\x0b\x32\x1c.tensorgrid.v1.RunGraphFrame\"\x9c\x01\n\x0fRunGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x0c\n\x04send\x18\x04 \x03(\t\x12\x10\n\x08recv_key\x18\x05 \x03(\t\x12*\n\x07options\x18\x06 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"#\n\x10RunGraphResponse\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x90\x01\n\x10PushTensorsFrame\x12-\n\x06header\x18\x01 \x01(\x0b\x32\x1b.tensorgrid.v1.TensorHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x12\x34\n\x07request\x18\x03 \x01(\x0b\x32!.tensorgrid.v1.PushTensorsRequestH\x00\x42\x06\n\x04kind\"C\n\x11PushTensorsBundle\x12.\n\x05\x66rame\x18\x01 \x03(\x0b\x32\x1f.tensorgrid.v1.PushTensorsFrame\"8\n\x12PushTensorsRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x11\n\tfrom_task\x18\x02 \x01(\t\"\x15\n\x13PushTensorsResponse\"h\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x02 \x03(\t\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"<\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x61\x62ort_reason\x18\x02 \x01(\t\"\x16\n\x14\x43leanupGraphResponse\"&\n\x11\x43leanupAllRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\"\x14\n\x12\x43leanupAllResponse\"k\n\x0fShutdownRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x15\n\rfinished_task\x18\x03 \x01(\t\x12\x1e\n\x16\x66inished_task_is_chief\x18\x04 \x01(\x08\"\x12\n\x10ShutdownResponse2\xfd\x07\n\x06Worker\x12N\n\tGetStatus\x12\x1f.tensorgrid.v1.GetStatusRequest\x1a .tensorgrid.v1.GetStatusResponse\x12Z\n\rRegisterGraph\x12#.tensorgrid.v1.RegisterGraphRequest\x1a$.tensorgrid.v1.RegisterGraphResponse\x12`\n\x0f\x44\x65registerGraph\x12%.tensorgrid.v1.DeregisterGraphRequest\x1a&.tensorgrid.v1.DeregisterGraphResponse\x12H\n\x08RunGraph\x12\x1d.tensorgrid.v1.RunGraphBundle\x1a\x1d.tensorgrid.v1.RunGraphBundle\x12P\n\x0eRunGraphStream\x12\x1c.tensorgrid.v1.RunGraphFrame\x1a\x1c.tensorgrid.v1.RunGraphFrame(\x01\x30\x01\x12K\n\nRecvTensor\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1b.tensorgrid.v1.TensorBundle\x12R\n\x10RecvTensorStream\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1a.tensorgrid.v1.TensorFrame0\x01\x12S\n\x0bPushTensors\x12 .tensorgrid.v1.PushTensorsBundle\x1a\".tensorgrid.v1.PushTensorsResponse\x12Z\n\x11PushTensorsStream\x12\x1f.tensorgrid.v1.PushTensorsFrame\x1a\".tensorgrid.v1.PushTensorsResponse(\x01\x12W\n\x0c\x43leanupGraph\x12\".tensorgrid.v1.CleanupGraphRequest\x1a#.tensorgrid.v1.CleanupGraphResponse\x12Q\n\nCleanupAll\x12 .tensorgrid.v1.CleanupAllRequest\x1a!.tensorgrid.v1.CleanupAllResponse\x12K\n\x08Shutdown\x12\x1e.tensorgrid.v1.ShutdownRequest\x1a\x1f.tensorgrid.v1.ShutdownResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/v1/worker.proto\x12\rtensorgrid.v1\x1a\x1atensorgrid/v1/config.proto\x1a\x19tensorgrid/v1/graph.proto\x1a\x1atensorgrid/v1/tensor.proto\"\x12\n\x10GetStatusRequest\"W\n\x11GetStatusResponse\x12/\n\x06\x64\x65vice\x18\x01 \x03(\x0b\x32\x1f.tensorgrid.v1.DeviceAttributes\x12\x11\n\tdata_port\x18\x02 \x01(\r\"\xf6\x02\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12*\n\tgraph_def\x18\x02 \x01(\x0b\x32\x17.tensorgrid.v1.GraphDef\x12,\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1c.tensorgrid.v1.SessionConfig\x12\x0c\n\x04\x66\x65\x65\x64\x18\x04 \x03(\t\x12\r\n\x05\x66\x65tch\x18\x05 \x03(\t\x12\x0e\n\x06target\x18\x06 \x03(\t\x12N\n\x0epeer_addresses\x18\x07 \x03(\x0b\x32\x36.tensorgrid.v1.RegisterGraphRequest.PeerAddressesEntry\x12\x18\n\x10registering_task\x18\x08 \x01(\t\x12\x1f\n\x17registering_incarnation\x18\t \x01(\x06\x1a\x34\n\x12PeerAddressesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\"F\n\x16\x44\x65registerGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\xbf\x01\n\rRunGraphFrame\x12-\n\x06header\x18\x01 \x01(\x0b\x32\x1b.tensorgrid.v1.TensorHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x12\x31\n\x07request\x18\x03 \x01(\x0b\x32\x1e.tensorgrid.v1.RunGraphRequestH\x00\x12\x33\n\x08response\x18\x04 \x01(\x0b\x32\x1f.tensorgrid.v1.RunGraphResponseH\x00\x42\x06\n\x04kind\"=\n\x0eRunGraphBundle\x12+\n\x05\x66rame\x18\x01 \x03(\x0b\x32\x1c.tensorgrid.v1.RunGraphFrame\"\x9c\x01\n\x0fRunGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x0c\n\x04send\x18\x04 \x03(\t\x12\x10\n\x08recv_key\x18\x05 \x03(\t\x12*\n\x07options\x18\x06 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"#\n\x10RunGraphResponse\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x90\x01\n\x10PushTensorsFrame\x12-\n\x06header\x18\x01 \x01(\x0b\x32\x1b.tensorgrid.v1.TensorHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x12\x34\n\x07request\x18\x03 \x01(\x0b\x32!.tensorgrid.v1.PushTensorsRequestH\x00\x42\x06\n\x04kind\"C\n\x11PushTensorsBundle\x12.\n\x05\x66rame\x18\x01 \x03(\x0b\x32\x1f.tensorgrid.v1.PushTensorsFrame\"8\n\x12PushTensorsRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x11\n\tfrom_task\x18\x02 \x01(\t\"\x15\n\x13PushTensorsResponse\"h\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x02 \x03(\t\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.tensorgrid.v1.RunOptions\"<\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x61\x62ort_reason\x18\x02 \x01(\t\"\x16\n\x14\x43leanupGraphResponse\"&\n\x11\x43leanupAllRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\"\x14\n\x12\x43leanupAllResponse\"k\n\x0fShutdownRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x15\n\rfinished_task\x18\x03 \x01(\t\x12\x1e\n\x16\x66inished_task_is_chief\x18\x04 \x01(\x08\"\x12\n\x10ShutdownResponse2\xfd\x07\n\x06Worker\x12N\n\tGetStatus\x12\x1f.tensorgrid.v1.GetStatusRequest\x1a .tensorgrid.v1.GetStatusResponse\x12Z\n\rRegisterGraph\x12#.tensorgrid.v1.RegisterGraphRequest\x1a$.tensorgrid.v1.RegisterGraphResponse\x12`\n\x0f\x44\x65registerGraph\x12%.tensorgrid.v1.DeregisterGraphRequest\x1a&.tensorgrid.v1.DeregisterGraphResponse\x12H\n\x08RunGraph\x12\x1d.tensorgrid.v1.RunGraphBundle\x1a\x1d.tensorgrid.v1.RunGraphBundle\x12P\n\x0eRunGraphStream\x12\x1c.tensorgrid.v1.RunGraphFrame\x1a\x1c.tensorgrid.v1.RunGraphFrame(\x01\x30\x01\x12K\n\nRecvTensor\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1b.tensorgrid.v1.TensorBundle\x12R\n\x10RecvTensorStream\x12 .tensorgrid.v1.RecvTensorRequest\x1a\x1a.tensorgrid.v1.TensorFrame0\x01\x12S\n\x0bPushTensors\x12 .tensorgrid.v1.PushTensorsBundle\x1a\".tensorgrid.v1.PushTensorsResponse\x12Z\n\x11PushTensorsStream\x12\x1f.tensorgrid.v1.PushTensorsFrame\x1a\".tensorgrid.v1.PushTensorsResponse(\x01\x12W\n\x0c\x43leanupGraph\x12\".tensorgrid.v1.CleanupGraphRequest\x1a#.tensorgrid.v1.CleanupGraphResponse\x12Q\n\nCleanupAll\x12 .tensorgrid.v1.CleanupAllRequest\x1a!.tensorgrid.v1.CleanupAllResponse\x12K\n\x08Shutdown\x12\x1e.tensorgrid.v1.ShutdownRequest\x1a\x1f.tensorgrid.v1.ShutdownResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,45 +41,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSRESPONSE']._serialized_start=148
   _globals['_GETSTATUSRESPONSE']._serialized_end=235
   _globals['_REGISTERGRAPHREQUEST']._serialized_start=238
-  _globals['_REGISTERGRAPHREQUEST']._serialized_end=553
-  _globals['_REGISTERGRAPHREQUEST_PEERADDRESSESENTRY']._serialized_start=501
-  _globals['_REGISTERGRAPHREQUEST_PEERADDRESSESENTRY']._serialized_end=553
-  _globals['_REGISTERGRAPHRESPONSE']._serialized_start=555
-  _globals['_REGISTERGRAPHRESPONSE']._serialized_end=600
-  _globals['_DEREGISTERGRAPHREQUEST']._serialized_start=602
-  _globals['_DEREGISTERGRAPHREQUEST']._serialized_end=672
-  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_start=674
-  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_end=699
-  _globals['_RUNGRAPHFRAME']._serialized_start=702
-  _globals['_RUNGRAPHFRAME']._serialized_end=893
-  _globals['_RUNGRAPHBUNDLE']._serialized_start=895
-  _globals['_RUNGRAPHBUNDLE']._serialized_end=956
-  _globals['_RUNGRAPHREQUEST']._serialized_start=959
-  _globals['_RUNGRAPHREQUEST']._serialized_end=1115
-  _globals['_RUNGRAPHRESPONSE']._serialized_start=1117
-  _globals['_RUNGRAPHRESPONSE']._serialized_end=1152
-  _globals['_PUSHTENSORSFRAME']._serialized_start=1155
-  _globals['_PUSHTENSORSFRAME']._serialized_end=1299
-  _globals['_PUSHTENSORSBUNDLE']._serialized_start=1301
-  _globals['_PUSHTENSORSBUNDLE']._serialized_end=1368
-  _globals['_PUSHTENSORSREQUEST']._serialized_start=1370
-  _globals['_PUSHTENSORSREQUEST']._serialized_end=1426
-  _globals['_PUSHTENSORSRESPONSE']._serialized_start=1428
-  _globals['_PUSHTENSORSRESPONSE']._serialized_end=1449
-  _globals['_RECVTENSORREQUEST']._serialized_start=1451
-  _globals['_RECVTENSORREQUEST']._serialized_end=1555
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1557
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=1617
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=1619
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=1641
-  _globals['_CLEANUPALLREQUEST']._serialized_start=1643
-  _globals['_CLEANUPALLREQUEST']._serialized_end=1681
-  _globals['_CLEANUPALLRESPONSE']._serialized_start=1683
-  _globals['_CLEANUPALLRESPONSE']._serialized_end=1703
-  _globals['_SHUTDOWNREQUEST']._serialized_start=1705
-  _globals['_SHUTDOWNREQUEST']._serialized_end=1812
-  _globals['_SHUTDOWNRESPONSE']._serialized_start=1814
-  _globals['_SHUTDOWNRESPONSE']._serialized_end=1832
-  _globals['_WORKER']._serialized_start=1835
-  _globals['_WORKER']._serialized_end=2856
+  _globals['_REGISTERGRAPHREQUEST']._serialized_end=612
+  _globals['_REGISTERGRAPHREQUEST_PEERADDRESSESENTRY']._serialized_start=560
+  _globals['_REGISTERGRAPHREQUEST_PEERADDRESSESENTRY']._serialized_end=612
+  _globals['_REGISTERGRAPHRESPONSE']._serialized_start=614
+  _globals['_REGISTERGRAPHRESPONSE']._serialized_end=659
+  _globals['_DEREGISTERGRAPHREQUEST']._serialized_start=661
+  _globals['_DEREGISTERGRAPHREQUEST']._serialized_end=731
+  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_start=733
+  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_end=758
+  _globals['_RUNGRAPHFRAME']._serialized_start=761
+  _globals['_RUNGRAPHFRAME']._serialized_end=952
+  _globals['_RUNGRAPHBUNDLE']._serialized_start=954
+  _globals['_RUNGRAPHBUNDLE']._serialized_end=1015
+  _globals['_RUNGRAPHREQUEST']._serialized_start=1018
+  _globals['_RUNGRAPHREQUEST']._serialized_end=1174
+  _globals['_RUNGRAPHRESPONSE']._serialized_start=1176
+  _globals['_RUNGRAPHRESPONSE']._serialized_end=1211
+  _globals['_PUSHTENSORSFRAME']._serialized_start=1214
+  _globals['_PUSHTENSORSFRAME']._serialized_end=1358
+  _globals['_PUSHTENSORSBUNDLE']._serialized_start=1360
+  _globals['_PUSHTENSORSBUNDLE']._serialized_end=1427
+  _globals['_PUSHTENSORSREQUEST']._serialized_start=1429
+  _globals['_PUSHTENSORSREQUEST']._serialized_end=1485
+  _globals['_PUSHTENSORSRESPONSE']._serialized_start=1487
+  _globals['_PUSHTENSORSRESPONSE']._serialized_end=1508
+  _globals['_RECVTENSORREQUEST']._serialized_start=1510
+  _globals['_RECVTENSORREQUEST']._serialized_end=1614
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1616
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=1676
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=1678
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=1700
+  _globals['_CLEANUPALLREQUEST']._serialized_start=1702
+  _globals['_CLEANUPALLREQUEST']._serialized_end=1740
+  _globals['_CLEANUPALLRESPONSE']._serialized_start=1742
+  _globals['_CLEANUPALLRESPONSE']._serialized_end=1762
+  _globals['_SHUTDOWNREQUEST']._serialized_start=1764
+  _globals['_SHUTDOWNREQUEST']._serialized_end=1871
+  _globals['_SHUTDOWNRESPONSE']._serialized_start=1873
+  _globals['_SHUTDOWNRESPONSE']._serialized_end=1891
+  _globals['_WORKER']._serialized_start=1894
+  _globals['_WORKER']._serialized_end=2915
 # @@protoc_insertion_point(module_scope)

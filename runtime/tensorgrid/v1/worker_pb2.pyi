@@ -22,7 +22,7 @@ class GetStatusResponse(_message.Message):
     def __init__(self, device: _Optional[_Iterable[_Union[_config_pb2.DeviceAttributes, _Mapping]]] = ..., data_port: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
-    __slots__ = ("session_handle", "graph_def", "config", "feed", "fetch", "target", "peer_addresses")
+    __slots__ = ("session_handle", "graph_def", "config", "feed", "fetch", "target", "peer_addresses", "registering_task", "registering_incarnation")
     class PeerAddressesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,8 @@ class RegisterGraphRequest(_message.Message):
     FETCH_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     PEER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    REGISTERING_TASK_FIELD_NUMBER: _ClassVar[int]
+    REGISTERING_INCARNATION_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     graph_def: _graph_pb2.GraphDef
     config: _config_pb2.SessionConfig
@@ -44,7 +46,9 @@ class RegisterGraphRequest(_message.Message):
     fetch: _containers.RepeatedScalarFieldContainer[str]
     target: _containers.RepeatedScalarFieldContainer[str]
     peer_addresses: _containers.ScalarMap[str, str]
-    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.SessionConfig, _Mapping]] = ..., feed: _Optional[_Iterable[str]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ..., peer_addresses: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    registering_task: str
+    registering_incarnation: int
+    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.SessionConfig, _Mapping]] = ..., feed: _Optional[_Iterable[str]] = ..., fetch: _Optional[_Iterable[str]] = ..., target: _Optional[_Iterable[str]] = ..., peer_addresses: _Optional[_Mapping[str, str]] = ..., registering_task: _Optional[str] = ..., registering_incarnation: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphResponse(_message.Message):
     __slots__ = ("graph_handle",)

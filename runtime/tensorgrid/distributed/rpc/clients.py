@@ -342,10 +342,13 @@ class WorkerClient(_Client):
 
     def register_graph(self, session_handle: str, graph_def: graph_def_lib.GraphDef, feeds: Sequence[str],
                        fetches: Sequence[str], targets: Sequence[str], isolate_session_state: bool = False,
-                       *, peer_addresses: Optional[Mapping[str, str]] = None) -> str:
+                       *, peer_addresses: Optional[Mapping[str, str]] = None, registering_task: str = "",
+                       registering_incarnation: int = 0) -> str:
         request = worker_pb2.RegisterGraphRequest(session_handle=session_handle, graph_def=graph_codec.to_proto(graph_def),
                                                   feed=list(feeds), fetch=list(fetches), target=list(targets),
                                                   peer_addresses=dict(peer_addresses or {}),
+                                                  registering_task=registering_task,
+                                                  registering_incarnation=registering_incarnation,
                                                   config=config_pb2.SessionConfig(
                                                       isolate_session_state=isolate_session_state))
         response = _call(f"RegisterGraph on {self.task}", self._channel, lambda stub: stub.RegisterGraph(request))
@@ -431,6 +434,13 @@ class WorkerClient(_Client):
     def shutdown(self, reason: str, timeout: float = 5.0) -> None:
         _call(f"Shutdown on {self.task}", self._channel, lambda stub: stub.Shutdown(
             worker_pb2.ShutdownRequest(reason=reason), timeout=timeout))
+
+    def close(self) -> None:
+        """Closes its gRPC channel (ending the calls on it) and its idle pooled data-channel
+        connections; a data-channel call in flight ends at its next reply probe."""
+        super().close()
+        if self._data_port:
+            self._tx.data_client.forget(self.host, self._data_port)
 
 
 class MasterClient(_Client):

@@ -112,6 +112,9 @@ class Server:
         self._peers_lock = threading.Lock()
         self._joined_workers: dict[int, str] = {}
         """Workers outside this task's cluster spec that joined the running job: address by index."""
+        self._moved_tasks: dict[str, str] = {}
+        """Tasks of the cluster spec started again at another address (``follow_moved_task``):
+        the address dialled for them now, by task name."""
         self._finished_tasks: set[str] = set()
         self._stop_event = threading.Event()
         self._grace_timer: Optional[threading.Timer] = None
@@ -282,22 +285,28 @@ class Server:
             if client is None:
                 spec = device_lib.DeviceSpec.from_string(task)
                 joined = self._joined_workers.get(spec.task or 0) if spec.job == "worker" else None
-                address = joined or self.cluster.task_address(spec.job or "", spec.task or 0)
+                address = self._moved_tasks.get(task) or joined or self.cluster.task_address(spec.job or "",
+                                                                                             spec.task or 0)
                 from tensorgrid.distributed.rpc import clients
 
                 client = clients.WorkerClient(address, task)
                 self._peers[task] = client
             return client
 
-    def learn_peers(self, addresses: Mapping[str, str]) -> None:
+    def learn_peers(self, addresses: Mapping[str, str], registering_task: str = "",
+                    registering_incarnation: int = 0) -> None:
         """Adds the workers of ``addresses`` (task name -> ``host:port``, a registering master's)
         that this task's cluster spec lacks: workers that joined the running job. A task of
         another job missing from the spec is refused (InvalidArgumentError naming it): only
-        workers join a running job; for the tasks the spec has, the spec's address stands."""
+        workers join a running job; for the tasks the spec has, the spec's address stands,
+        but for the registering task itself, which says where it is now
+        (``follow_moved_task``)."""
         for task, address in addresses.items():
             spec = device_lib.DeviceSpec.from_string(task)
             job, index = spec.job or "", spec.task or 0
             if job in self.cluster.jobs and index in self.cluster.task_indices(job):
+                if task == registering_task and task != self.task and registering_incarnation:
+                    self.follow_moved_task(task, address, registering_incarnation)
                 continue
             if job != "worker":
                 raise errors.InvalidArgumentError(
@@ -314,6 +323,51 @@ class Server:
                 self._joined_workers[index] = address
                 self._peers.pop(task, None)  # a worker that joined again elsewhere is dialled there
             log.info("%s joined the running job at %s (it is not in this task's cluster spec)", task, address)
+
+    def follow_moved_task(self, task: str, address: str, incarnation: int) -> None:
+        """Dials ``task`` at ``address`` from now on, when that is not where this task dials
+        it and a GetStatus there answers with ``incarnation``: the task was started again
+        elsewhere with its cluster spec updated (a rescheduled pod addressed by IP, a
+        task moved by hand), while its old address may still lead to the process it
+        replaced, frozen with its port open, which would take this task's calls and never
+        answer. The client of the old address is closed: its calls in flight end
+        (gRPC's at once, a data-channel call at its next reply probe) and its idle pooled
+        connections are closed. An address that does not answer as ``incarnation`` is
+        not followed (logged): a cluster spec naming the task otherwise (``localhost``)
+        does not take it away from where it is reached."""
+        with self._peers_lock:
+            spec = device_lib.DeviceSpec.from_string(task)
+            dialled = self._moved_tasks.get(task) or self.cluster.task_address(spec.job or "", spec.task or 0)
+        if address == dialled or cluster_lib.address_problem(address) is not None:
+            return
+        from tensorgrid.distributed.rpc import clients
+
+        moved = clients.WorkerClient(address, task)
+        try:
+            answered = moved.incarnation_quick()
+        except errors.OpError as e:
+            answered, why = 0, f"{type(e).__name__}: {e.message}"
+        else:
+            why = "" if answered == incarnation else f"another process answers there (incarnation {answered:016x})"
+        if why:
+            moved.close()
+            log.info("%s registered from %s (incarnation %016x) but is still dialled at %s: %s", task, address,
+                     incarnation, dialled, why)
+            return
+        replaced: Optional[clients.WorkerClient] = None
+        with self._peers_lock:
+            followed = self._moved_tasks.get(task) == address  # by a registration beside this one
+            if not followed:
+                self._moved_tasks[task] = address
+                replaced = self._peers.get(task)
+                self._peers[task] = moved
+        if followed:
+            moved.close()
+            return
+        if replaced is not None:
+            replaced.close()
+        log.info("%s now runs at %s (incarnation %016x), no longer at %s: its calls go there", task, address,
+                 incarnation, dialled)
 
     def training_task_names(self) -> set[str]:
         """The training tasks of the cluster spec, and the workers that joined the running job."""

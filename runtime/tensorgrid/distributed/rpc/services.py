@@ -247,7 +247,9 @@ class WorkerServicer:
             handle = self._worker.register_graph(request.session_handle, graph_def, list(request.feed),
                                                  list(request.fetch), list(request.target),
                                                  isolate_session_state=request.config.isolate_session_state,
-                                                 graph_bytes=graph_bytes, peer_addresses=dict(request.peer_addresses))
+                                                 graph_bytes=graph_bytes, peer_addresses=dict(request.peer_addresses),
+                                                 registering_task=request.registering_task,
+                                                 registering_incarnation=request.registering_incarnation)
             return worker_pb2.RegisterGraphResponse(graph_handle=handle)
         return _answer(context, "RegisterGraph", body)
 

@@ -121,6 +121,7 @@ class KeyIndex:
         return found_slots, found_values
 
     def _slots_of(self, keys: np.ndarray) -> np.ndarray:
+        """The slot holding each of ``keys``, -1 for a key not in the table."""
         slots = self._probe(keys)[0]
         assert slots is not None
         return slots

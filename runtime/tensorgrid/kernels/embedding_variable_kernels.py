@@ -216,7 +216,8 @@ class EmbeddingTable:
         defaults = self._check_initialized()
         flat = keys.reshape(-1)
         with self.lock:
-            # Every id is probed (deduplicating a batch first costs a sort, more than the probes it saves).
+            # A big batch's distinct keys are probed about once each (no sort); ``probed`` and ``repeats`` say
+            # which positions were and how many ids each answers, which is what the frequencies need.
             rows, probed, repeats = self._index.find_grouped(flat)
             stored = rows >= 0
             all_stored = bool(stored.all())

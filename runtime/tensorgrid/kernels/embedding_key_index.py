@@ -62,7 +62,8 @@ class KeyIndex:
         self._plain_batches = 0
         """Big batches ``find`` has probed key by key since then."""
         self._last_writer = np.empty(0, np.int64)
-        """``find``'s scratch array, kept between batches (made anew, its pages cost more than filling it)."""
+        """``find``'s scratch array, kept between batches (made anew, its pages cost more than filling it): calls
+        on one index must not overlap, which its owner's lock ensures (``EmbeddingTable.lock``)."""
         self._positions = np.arange(0, dtype=np.int64)
         """0, 1, 2, ...: the positions of a batch (a prefix of it), kept between batches."""
         if keys is not None and len(keys):

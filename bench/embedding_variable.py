@@ -18,6 +18,11 @@ raw ids of those rows, so both touch the same rows.
   (``time.process_time``, the best of ``--repeats`` rounds of ``--steps`` batches): the figure that
   stays comparable on a machine shared with other jobs, where wall-clock steps are not.
 
+``--fixed-layout hashed`` gives the fixed table the rows a hash of the id would: a fixed random
+permutation of the Zipf ranks, so its hot rows are scattered over the table as the embedding
+variable's are (by default, ``rank``, row r is the r-th most frequent id's: the hot rows sit
+together, which a real fixed table of hashed ids does not have).
+
 Reported: the median over ``--repeats`` runs of the mean of ``--steps`` steps after 2 warm-up
 steps, and embedding variable / fixed table (the issue's target: >= 0.7). Bytes per key: the
 table's own count (``tensorgrid_embedding_table_bytes``) divided by its keys, after Adagrad.
@@ -57,7 +62,15 @@ def _batches(keys: int, batch: int, count: int, seed: int) -> list[np.ndarray]:
     return [((rng.zipf(1.2, batch) - 1) % keys).astype(np.int64) for _ in range(count)]
 
 
-def step_seconds(kind: str, case: str, raw_ids: np.ndarray, batch: int, steps: int, seed: int) -> float:
+def _fixed_rows(keys: int, layout: str) -> np.ndarray:
+    """The fixed table's row of each Zipf rank: itself (``rank``), or a fixed permutation (``hashed``)."""
+    if layout == "rank":
+        return np.arange(keys, dtype=np.int64)
+    return np.random.default_rng(7).permutation(keys).astype(np.int64)
+
+
+def step_seconds(kind: str, case: str, raw_ids: np.ndarray, batch: int, steps: int, seed: int,
+                 fixed_layout: str = "rank") -> float:
     """Mean seconds per step of ``case`` on a ``kind`` ("embedding_variable" or "fixed") table."""
     keys = len(raw_ids)
     with tf.Graph().as_default():
@@ -70,7 +83,8 @@ def step_seconds(kind: str, case: str, raw_ids: np.ndarray, batch: int, steps: i
         make_optimizer = CASES[case]
         fetch = rows if make_optimizer is None else make_optimizer().minimize(tf.reduce_sum(tf.square(rows - 1.0)))
         batches = _batches(keys, batch, steps + 2, seed)
-        feeds = batches if kind == "fixed" else [raw_ids[b] for b in batches]
+        fixed_rows = _fixed_rows(keys, fixed_layout)
+        feeds = [fixed_rows[b] for b in batches] if kind == "fixed" else [raw_ids[b] for b in batches]
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
             if kind == "embedding_variable":
@@ -84,7 +98,8 @@ def step_seconds(kind: str, case: str, raw_ids: np.ndarray, batch: int, steps: i
             return (time.perf_counter() - began) / steps
 
 
-def kernel_lookup_seconds(raw_ids: np.ndarray, batch: int, steps: int, repeats: int) -> dict[str, float]:
+def kernel_lookup_seconds(raw_ids: np.ndarray, batch: int, steps: int, repeats: int,
+                          fixed_layout: str = "rank") -> dict[str, float]:
     """CPU seconds per batch of the lookup kernel and of ``np.take`` from a fixed array, the best of ``repeats``."""
     keys = len(raw_ids)
     rng = np.random.default_rng(0)
@@ -94,16 +109,17 @@ def kernel_lookup_seconds(raw_ids: np.ndarray, batch: int, steps: int, repeats: 
         table.gather(raw_ids[start:start + FILL_CHUNK], count=True)
     fixed = rng.random((keys, DIM), np.float32)
     batches = _batches(keys, batch, steps, 0)
-    runs: dict[str, Any] = {
-        "embedding_variable": (lambda rows: table.gather(raw_ids[rows], count=True)),
-        "fixed": (lambda rows: np.take(fixed, rows, axis=0)),
+    fixed_rows = _fixed_rows(keys, fixed_layout)
+    runs: dict[str, Any] = {  # (lookup, its batches): the fixed table's rows mapped before timing
+        "embedding_variable": ((lambda rows: table.gather(raw_ids[rows], count=True)), batches),
+        "fixed": ((lambda rows: np.take(fixed, rows, axis=0)), [fixed_rows[b] for b in batches]),
     }
     best = {}
-    for kind, lookup in runs.items():
+    for kind, (lookup, kind_batches) in runs.items():
         rounds = []
         for _ in range(repeats):
             began = time.process_time()
-            for rows in batches:
+            for rows in kind_batches:
                 lookup(rows)
             rounds.append((time.process_time() - began) / steps)
         best[kind] = min(rounds)
@@ -127,16 +143,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--fixed-layout", choices=["rank", "hashed"], default="rank",
+                        help="the fixed table's row of a Zipf rank: the rank (hot rows together) or a permutation")
     parser.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
     args = parser.parse_args()
     raw_ids = np.random.default_rng(1).integers(-2**63, 2**63 - 1, args.keys, dtype=np.int64)
     results: dict[str, Any] = {"keys": args.keys, "batch": args.batch, "dim": DIM, "steps": args.steps,
-                               "repeats": args.repeats, "machine": platform.platform(), "cases": {}}
+                               "repeats": args.repeats, "fixed_layout": args.fixed_layout, "machine": platform.platform(), "cases": {}}
     for case in args.cases:
         if case == "lookup_kernel":
-            medians = kernel_lookup_seconds(raw_ids, args.batch, args.steps, args.repeats)
+            medians = kernel_lookup_seconds(raw_ids, args.batch, args.steps, args.repeats, args.fixed_layout)
         else:
-            medians = {kind: statistics.median([step_seconds(kind, case, raw_ids, args.batch, args.steps, seed)
+            medians = {kind: statistics.median([step_seconds(kind, case, raw_ids, args.batch, args.steps, seed,
+                                                             args.fixed_layout)
                                                 for seed in range(args.repeats)])
                        for kind in ("embedding_variable", "fixed")}
         results["cases"][case] = {kind: {"ms_per_step": seconds * 1e3, "ids_per_second": args.batch / seconds}
@@ -148,7 +167,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{args.keys:,} keys, dim {DIM}, batches of {args.batch:,} Zipf ids")
+    print(f"{args.keys:,} keys, dim {DIM}, batches of {args.batch:,} Zipf ids, fixed table rows by {args.fixed_layout}")
     print("| case | embedding variable ids/s | fixed table ids/s | ms per step (EV / fixed) | EV / fixed |")
     print("|---|---|---|---|---|")
     for case, row in results["cases"].items():

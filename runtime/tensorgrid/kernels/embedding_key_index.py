@@ -21,8 +21,10 @@ _SHARED_PROBE_MIN = 1024
 """From how many keys ``KeyIndex.find`` probes each distinct key of a batch once (below, every key)."""
 _SHARED_PROBE_MAX_SHARE = 0.75
 """Past this share of distinct keys in a batch, ``KeyIndex.find`` probes the next big batches key by key..."""
-_SHARED_PROBE_RECHECK = 16
-"""...until this many have gone by; then it shares probes again, and measures the share again."""
+_SHARED_PROBE_RECHECK = 4
+"""...until this many have gone by; then it shares probes again, and measures the share again. Few, as a
+batch of repeating keys probed key by key costs about 1.8x a shared one, and a batch of distinct keys shared
+about 1.15x: a table filled by distinct keys (a restore, a first pass) serves repeating ones soon after."""
 _SHARED_PROBE_MAX_BITS = 20
 """The largest scratch array of ``KeyIndex.find``: 2**20 positions (8 MiB), for batches of 256K ids or more."""
 
@@ -59,6 +61,11 @@ class KeyIndex:
         """The share of keys probed in the last batch ``find`` shared probes in (1.0: all distinct)."""
         self._plain_batches = 0
         """Big batches ``find`` has probed key by key since then."""
+        self._last_writer = np.empty(0, np.int64)
+        """``find``'s scratch array, kept between batches (made anew, its pages cost more than filling it): calls
+        on one index must not overlap, which its owner's lock ensures (``EmbeddingTable.lock``)."""
+        self._positions = np.arange(0, dtype=np.int64)
+        """0, 1, 2, ...: the positions of a batch (a prefix of it), kept between batches."""
         if keys is not None and len(keys):
             self.insert(np.asarray(keys, np.int64), np.asarray(values, np.int64))
 
@@ -75,8 +82,10 @@ class KeyIndex:
     def _home(self, keys: np.ndarray) -> np.ndarray:
         return _top_bits(_mixed(keys), self._bits)
 
-    def _probe(self, keys: np.ndarray, home: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-        """(the slot holding each of ``keys``, its value), -1 and -1 for a key not in the table.
+    def _probe(self, keys: np.ndarray, home: Optional[np.ndarray] = None, with_slots: bool = True
+               ) -> tuple[Optional[np.ndarray], np.ndarray]:
+        """(the slot holding each of ``keys`` or None without ``with_slots``, its value); -1 and -1 for a key
+        not in the table.
 
         A key's search ends at its slot or at an empty one. The first round reads each key's home
         slot (``home``, if the caller has them; most keys are there); the keys left read the next
@@ -86,11 +95,13 @@ class KeyIndex:
         # numpy's fancy indexing of 2-D rows is several times slower than take.
         pairs = np.take(self._slots, slots, axis=0)
         values = pairs[:, 1]
-        hit = (values >= 0) & (pairs[:, 0] == keys)
-        found_slots = np.where(hit, slots, -1)
+        hit = pairs[:, 0] == keys
+        hit &= values >= 0
+        found_slots = np.where(hit, slots, -1) if with_slots else None
         found_values = np.where(hit, values, -1)
-        going_on = ~hit & (values != _EMPTY)
-        probing = np.flatnonzero(going_on)
+        missed = np.invert(hit, out=hit)
+        missed &= values != _EMPTY
+        probing = np.flatnonzero(missed)
         keys, slots = keys[probing], slots[probing] + 1
         mask = len(self._slots) - 1
         offsets = np.arange(_PROBE_WINDOW)
@@ -103,14 +114,28 @@ class KeyIndex:
             first = ended.argmax(axis=1)
             each = np.arange(len(probing))
             found = hit[each, first]
-            found_slots[probing[found]] = at[each[found], first[found]]
+            if found_slots is not None:
+                found_slots[probing[found]] = at[each[found], first[found]]
             found_values[probing[found]] = values[each[found], first[found]]
             going_on = ~ended[each, first]
             probing, keys, slots = probing[going_on], keys[going_on], slots[going_on] + _PROBE_WINDOW
         return found_slots, found_values
 
+    def _slots_of(self, keys: np.ndarray) -> np.ndarray:
+        """The slot holding each of ``keys``, -1 for a key not in the table."""
+        slots = self._probe(keys)[0]
+        assert slots is not None
+        return slots
+
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The value of each of ``keys``; -1 for a key not in the table.
+        """The value of each of ``keys``; -1 for a key not in the table (``find_grouped``'s first array)."""
+        return self.find_grouped(keys)[0]
+
+    def find_grouped(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the value of each of ``keys``, -1 for a key not in the table; the positions of the keys probed;
+        how many of ``keys`` each of those answers): the probed positions' repeats add up to ``len(keys)``,
+        and a key can be probed at more than one position, so counting by key is adding each probed
+        position's repeats (``np.add.at``), a fraction of the batch's length when its ids repeat.
 
         A batch of ``_SHARED_PROBE_MIN`` keys or more probes each distinct key about once: the ids of
         a training batch repeat (a Zipf batch of 16,384 holds about 4,300 distinct ids), and probing
@@ -120,28 +145,35 @@ class KeyIndex:
         id (the writer itself, or a key that shares the entry with another) is probed. Unlike
         ``np.unique``, this costs no sort."""
         keys = np.ascontiguousarray(keys, np.int64).reshape(-1)
-        if len(keys) < _SHARED_PROBE_MIN:
-            return self._probe(keys)[1]
-        if self._distinct_share > _SHARED_PROBE_MAX_SHARE and self._plain_batches < _SHARED_PROBE_RECHECK:
+        if len(self._positions) < len(keys):
+            self._positions = np.arange(len(keys), dtype=np.int64)
+        positions = self._positions[:len(keys)]
+        plain = len(keys) < _SHARED_PROBE_MIN
+        if not plain and self._distinct_share > _SHARED_PROBE_MAX_SHARE and self._plain_batches < _SHARED_PROBE_RECHECK:
             # Batches of mostly distinct keys gain nothing from sharing probes and pay for its scratch
             # array (about 15% more per batch): they are probed key by key until the next recheck.
             self._plain_batches += 1
-            return self._probe(keys)[1]
+            plain = True
+        if plain:
+            return self._probe(keys, with_slots=False)[1], positions.copy(), np.ones(len(keys), np.int64)
         mixed = _mixed(keys)
-        positions = np.arange(len(keys), dtype=np.int64)
         scratch_bits = min(_SHARED_PROBE_MAX_BITS, (4 * len(keys) - 1).bit_length())
-        entry = _top_bits(mixed.copy(), scratch_bits)
-        last_writer = np.empty(1 << scratch_bits, np.int64)
+        entry = np.right_shift(mixed, np.uint64(64 - scratch_bits)).view(np.int64)
+        if len(self._last_writer) != 1 << scratch_bits:
+            self._last_writer = np.empty(1 << scratch_bits, np.int64)
+        last_writer = self._last_writer
         last_writer[entry] = positions
         writer = np.take(last_writer, entry)
-        probed = np.flatnonzero((writer == positions) | (np.take(keys, writer) != keys))
+        shared = np.take(keys, writer) == keys
+        shared &= writer != positions
+        probed = np.flatnonzero(~shared)
         self._distinct_share, self._plain_batches = len(probed) / len(keys), 0
         found = np.empty(len(keys), np.int64)
-        found[probed] = self._probe(keys[probed], _top_bits(mixed[probed], self._bits))[1]
+        found[probed] = self._probe(keys[probed], _top_bits(mixed[probed], self._bits), with_slots=False)[1]
         answered_by = writer
         answered_by[probed] = probed
         values: np.ndarray = np.take(found, answered_by)
-        return values
+        return values, probed, np.bincount(answered_by, minlength=len(keys))[probed]
 
     def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
         """Adds ``keys`` (unique, none in the table yet) with their ``values`` (>= 0)."""
@@ -175,11 +207,11 @@ class KeyIndex:
 
     def assign(self, keys: np.ndarray, values: np.ndarray) -> None:
         """Sets the values (>= 0) of ``keys`` (all in the table)."""
-        self._slots[self._probe(keys)[0], 1] = values
+        self._slots[self._slots_of(keys), 1] = values
 
     def remove(self, keys: np.ndarray) -> None:
         """Drops ``keys`` (all in the table)."""
-        slots = self._probe(keys)[0]
+        slots = self._slots_of(keys)
         self._slots[slots, 1] = _DELETED
         self._count -= len(slots)
         self._deleted += len(slots)

@@ -41,6 +41,8 @@ from tensorgrid.kernels.registry import register_kernel
 
 NO_VERSION = -1
 """The version of a key never updated (or updated without a global step)."""
+_MIN_UNCOUNTED = 1 << 16
+"""Lookups whose frequencies wait to be added: at least this many (and as many as the table's rows) at most."""
 
 
 def partition_of_keys(keys: np.ndarray, num_partitions: int) -> np.ndarray:
@@ -93,6 +95,11 @@ class EmbeddingTable:
         self._bloom = counting_bloom_filter.CountingBloomFilter(counters, hashes, counter_type) if counters else None
         self._values = np.zeros((0, self.dim), self.value_dtype)
         self._freqs = np.zeros(0, np.int64)
+        self._uncounted: list[np.ndarray] = []
+        """The rows of counted lookups whose frequency ``_freqs`` does not hold yet (``_count_lookups``)..."""
+        self._uncounted_lookups: list[np.ndarray] = []
+        """...and how many lookups of each."""
+        self._uncounted_ids = 0
         self._versions = np.zeros(0, np.int64)
         self._keys = np.zeros(0, np.int64)
         self._touched = np.zeros(0, np.int64)
@@ -121,7 +128,7 @@ class EmbeddingTable:
             return {"keys": self._index.nbytes() + self._pending.nbytes() + self._keys.nbytes,
                     "filter": self._bloom.nbytes() if self._bloom is not None else 0,
                     "values": self._values.nbytes + self._freqs.nbytes + self._versions.nbytes + self._touched.nbytes
-                    + self._writes.nbytes(),
+                    + self._writes.nbytes() + 2 * sum(rows.nbytes for rows in self._uncounted),
                     "slots": sum(slot.nbytes for slot in self._slots.values())}
 
     def check_definition(self, dim: int, value_dtype: Any) -> None:
@@ -209,19 +216,24 @@ class EmbeddingTable:
         defaults = self._check_initialized()
         flat = keys.reshape(-1)
         with self.lock:
-            # Every id is probed (deduplicating a batch first costs a sort, more than the probes it saves).
-            rows = self._index.find(flat)
+            # A big batch's distinct keys are probed about once each (no sort); ``probed`` and ``repeats`` say
+            # which positions were and how many ids each answers, which is what the frequencies need.
+            rows, probed, repeats = self._index.find_grouped(flat)
             stored = rows >= 0
             all_stored = bool(stored.all())
             if count:
-                np.add.at(self._freqs, rows if all_stored else rows[stored], 1)
-                self._writes.wrote_rows(rows if all_stored else rows[stored])
+                probed_rows = np.take(rows, probed)
+                if all_stored:
+                    self._count_lookups(probed_rows, repeats)
+                else:
+                    probed_stored = probed_rows >= 0
+                    self._count_lookups(probed_rows[probed_stored], repeats[probed_stored])
             if not all_stored:
                 rows[~stored] = self._admit(flat[~stored], count, defaults)
                 if count:
                     self._writes.wrote_pending()
-            reads = rows >= 0
-            if reads.all():
+            reads = stored if all_stored else rows >= 0
+            if all_stored or reads.all():
                 out = np.take(self._values, rows, axis=0)
             else:
                 out = np.full((len(flat), self.dim), self.default_value_no_permission, self.value_dtype)
@@ -231,7 +243,26 @@ class EmbeddingTable:
             self._tick += 1
         return out.reshape(keys.shape + (self.dim,))
 
+    def _count_lookups(self, rows: np.ndarray, lookups: np.ndarray) -> None:
+        """Adds ``lookups`` to the frequency of each of ``rows`` (a row can repeat), later: ``_freqs`` is read
+        only by exports, so the rows wait in a list until one (or a row's removal, or enough of them) adds them
+        all at once. Adding them while the lookup also reads the index and the rows costs a cache miss per
+        distinct id (about a tenth of a Zipf batch's lookup); together, about 10 ns a row."""
+        self._uncounted.append(rows)
+        self._uncounted_lookups.append(lookups)
+        self._uncounted_ids += len(rows)
+        self._writes.wrote_rows(rows)
+        if self._uncounted_ids >= max(_MIN_UNCOUNTED, self._rows_used):
+            self._add_uncounted()
+
+    def _add_uncounted(self) -> None:
+        """Adds the waiting lookups to ``_freqs`` (before it is read, or a row is freed)."""
+        if self._uncounted:
+            np.add.at(self._freqs, np.concatenate(self._uncounted), np.concatenate(self._uncounted_lookups))
+            self._uncounted, self._uncounted_lookups, self._uncounted_ids = [], [], 0
+
     def _remove_rows(self, rows: np.ndarray) -> None:
+        self._add_uncounted()  # before a freed row takes another key
         self._index.remove(self._keys[rows])
         self._free_rows = np.concatenate([self._free_rows, rows])
         self._writes.removed(self._keys[rows], len(self._index))
@@ -316,6 +347,7 @@ class EmbeddingTable:
 
     def _exported(self, keys: np.ndarray, rows: np.ndarray, slot_names: list[str], with_pending: bool,
                   slot_initial: Sequence[float]) -> list[np.ndarray]:
+        self._add_uncounted()
         slots = [self._slots[name][rows] if name in self._slots
                  else np.full((len(rows), self.dim), slot_initial[i] if i < len(slot_initial) else 0.0,
                               self.value_dtype) for i, name in enumerate(slot_names)]

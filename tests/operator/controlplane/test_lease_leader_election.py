@@ -24,7 +24,7 @@ from typing import Iterator, Optional
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from operator_cluster import ControlPlane, Namespace, free_port, job_manifest, wait_for
+from operator_cluster import ControlPlane, Namespace, free_port, job_manifest, namespace_of_stopped_operators, wait_for
 from tensorgrid_operator.cluster import leader_lease
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -99,14 +99,8 @@ def _holder(cp: ControlPlane, namespace: str) -> str:
 
 @pytest.fixture
 def lease_namespace(controlplane: ControlPlane, tmp_path: pathlib.Path) -> Iterator[Namespace]:
-    name = f"lease-{os.getpid()}-{int(time.time())}"
-    controlplane.core.create_namespace({"metadata": {"name": name}})
-    yield Namespace(controlplane, name)
-    # The jobs keep the stopped operators' finalizer: freed, so the namespace goes.
-    for job in controlplane.kubectl("get", "tj", "-n", name, "-o", "name").stdout.split():
-        controlplane.kubectl("patch", job, "-n", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
-                             check=False)
-    controlplane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with namespace_of_stopped_operators(controlplane, "lease") as created:
+        yield created
 
 
 @pytest.mark.controlplane

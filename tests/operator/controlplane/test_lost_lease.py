@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from operator_cluster import ControlPlane, Namespace, free_port, job_manifest, wait_for
+from operator_cluster import ControlPlane, Namespace, free_port, job_manifest, namespace_of_stopped_operators, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 LEASE = "tensorgrid-operator-lost"
@@ -141,13 +141,8 @@ class LeadingOperator:
 @pytest.fixture
 def namespace_of_its_own(controlplane: ControlPlane) -> Iterator[Namespace]:
     """Not tg-*, the in-process operator's: what the job gets here is this operator's doing."""
-    name = f"lost-lease-{os.getpid()}-{int(time.time())}"
-    controlplane.core.create_namespace({"metadata": {"name": name}})
-    yield Namespace(controlplane, name)
-    for job in controlplane.kubectl("get", "tj", "-n", name, "-o", "name").stdout.split():
-        controlplane.kubectl("patch", job, "-n", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
-                             check=False)
-    controlplane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with namespace_of_stopped_operators(controlplane, "lost-lease") as created:
+        yield created
 
 
 def _leases(cp: ControlPlane) -> Any:

@@ -232,6 +232,21 @@ def created_namespace(cp: ControlPlane, name: str) -> Iterator[Namespace]:
         cp.core.delete_namespace(name)
 
 
+@contextlib.contextmanager
+def namespace_of_stopped_operators(cp: ControlPlane, prefix: str) -> Iterator[Namespace]:
+    """A new namespace (``prefix`` and a random suffix) for a test whose operators it stops: after the
+    block its jobs, which keep the stopped operators' finalizer, are freed of it, so that the namespace
+    goes (it may still be terminating when the next test starts: hence the suffix)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    cp.core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield Namespace(cp, name)
+    finally:
+        for job in cp.kubectl("get", "tj", "-n", name, "-o", "name").stdout.split():
+            cp.kubectl("patch", job, "-n", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+        cp.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
 @pytest.fixture
 def namespace(controlplane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Namespace]:
     name = f"tg-{request.node.name.lower().replace('_', '-')[:40].strip('-')}-{uuid.uuid4().hex[:6]}"

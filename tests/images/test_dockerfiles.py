@@ -182,7 +182,7 @@ def test_operator_image_installs_what_the_operator_imports() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     names = {requirements.requirement_name(r) for r in requirements.operator_requirements(pyproject)}
     distributions = {"kopf": "kopf", "kubernetes": "kubernetes", "prometheus_client": "prometheus-client",
-                     "cryptography": "cryptography", "yaml": "pyyaml"}
+                     "cryptography": "cryptography", "yaml": "pyyaml", "urllib3": "urllib3"}
     imported = set()
     for path in (ROOT / "operator" / "tensorgrid_operator").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -206,7 +206,9 @@ def run(model_dir):
     estimator = tf.estimator.DNNClassifier([8, 4], deep, model_dir=model_dir, dropout=0.1,
                                            optimizer=tf.train.AdagradOptimizer(0.3))
     recorder = LossRecorder()
-    estimator.train(train_input(CLICKED), steps=60, hooks=[recorder])
+    # 200 steps: from a random start with dropout, TensorFlow's own run missed an AUC of 0.8 after
+    # 60 steps in about one run of two here.
+    estimator.train(train_input(CLICKED), steps=200, hooks=[recorder])
     metrics = estimator.evaluate(eval_input(CLICKED))
     predictions = list(estimator.predict(predict_input))
     first, last = np.mean(recorder.losses[:5]), np.mean(recorder.losses[-5:])

@@ -10,19 +10,10 @@ from typing import Any, Optional
 
 import pytest
 
-from operator_sim import Sim, make_job
+from operator_sim import Sim, make_job, started
 from tensorgrid_operator.api import spec as spec_lib
 from tensorgrid_operator.resources import kueue
 from tensorgrid_operator.resources import podgroups
-
-
-def _running(job: dict[str, Any]) -> Sim:
-    sim = Sim(job)
-    sim.step()
-    sim.run_all()
-    sim.step()
-    assert sim.status["state"] == "Running", sim.status
-    return sim
 
 
 def _scale(sim: Sim, workers: int) -> None:
@@ -40,7 +31,7 @@ def _workers_of(pod: dict[str, Any]) -> list[str]:
 
 
 def test_scaling_up_adds_the_next_indexes_and_restarts_no_other_pod() -> None:
-    sim = _running(make_job(ps=1, workers=2))
+    sim = started(make_job(ps=1, workers=2))
     before = _uids(sim)
     assert (sim.status["workerReplicas"], sim.status["desiredWorkerReplicas"]) == (2, 2)
     assert sim.status["workerSelector"] == "tensorgrid.io/job-name=mnist,tensorgrid.io/replica-type=worker"
@@ -60,7 +51,7 @@ def test_scaling_up_adds_the_next_indexes_and_restarts_no_other_pod() -> None:
 
 
 def test_scaling_down_removes_the_highest_indexes_gracefully_and_not_as_failures() -> None:
-    sim = _running(make_job(ps=1, workers=4))
+    sim = started(make_job(ps=1, workers=4))
     before = _uids(sim)
     _scale(sim, 1)
     plan = sim.step()
@@ -79,7 +70,7 @@ def test_scaling_down_removes_the_highest_indexes_gracefully_and_not_as_failures
 
 
 def test_a_removed_worker_that_ends_while_it_terminates_is_not_judged() -> None:
-    sim = _running(make_job(ps=1, workers=3))
+    sim = started(make_job(ps=1, workers=3))
     _scale(sim, 2)
     plan = sim.plan()  # the deletion is asked, the pod terminates and ends with SIGTERM's 143
     sim.apply(plan, deletes=False)
@@ -95,7 +86,7 @@ def test_a_removed_worker_that_ends_while_it_terminates_is_not_judged() -> None:
 
 
 def test_a_worker_index_scaled_away_and_back_is_a_new_worker() -> None:
-    sim = _running(make_job(ps=1, workers=2, success_policy="AllWorkers"))
+    sim = started(make_job(ps=1, workers=2, success_policy="AllWorkers"))
     sim.set_phase("mnist-worker-1", "Succeeded", 0)
     sim.step()
     assert [r["indexes"] for r in sim.status["finishedReplicas"]] == ["1"]

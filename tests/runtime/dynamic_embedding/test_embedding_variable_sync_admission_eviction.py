@@ -5,13 +5,13 @@ mean gradient over the replicas that touched it; keys not stored when the mean a
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 import sync_sparse_reference
+import sync_sparse_training
 
 import tensorgrid as tf
 from tensorgrid.kernels import embedding_variable_kernels
@@ -34,13 +34,6 @@ BACKUPS = [([D], [[100.0, 100.0]]), ([A], [[100.0, 100.0]])]
 """After each step but the last, a backup replica's gradient of that step, pushed once it was applied:
 dropped as stale, but its lookup counts. (It also moves the one local step the replicas of this one
 session share to the new global step, as each replica's own would be.)"""
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 def _embedding_variable(parts: int) -> Any:
@@ -75,23 +68,11 @@ def _train_sync(tmp_path: Any, parts: int) -> dict[str, np.ndarray]:
         hook = opt.make_session_run_hook(is_chief=True)
         hook.begin()
         init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
-    sess = tf.Session(graph=graph)
-    coord = tf.train.Coordinator()
-    try:
-        sess.run(init)
-        hook.after_create_session(sess, coord)
-        for global_step, feeds in enumerate(FEEDS):
-            for looked, grads in feeds:
-                sess.run(train_op, {ids: looked, upstream: grads})
-            _wait_until(lambda: sess.run(step) == global_step + 1, f"global step {global_step + 1}")
-            if global_step < len(BACKUPS):
-                sess.run(train_op, {ids: BACKUPS[global_step][0], upstream: BACKUPS[global_step][1]})
+    with sync_sparse_training.chief_session(tf, graph, hook, init) as sess:
+        sync_sparse_training.run_sync_steps(sess, train_op, step, lambda looked, grads: {ids: looked, upstream: grads},
+                                            FEEDS, dict(enumerate(BACKUPS)))
         with graph.as_default():
             return _saved_table(sess, tmp_path, "sync")
-    finally:
-        coord.request_stop()
-        sess.close()
-        coord.join(stop_grace_period_secs=5)
 
 
 def _one_worker_applying_the_means(tmp_path: Any, parts: int) -> dict[str, np.ndarray]:

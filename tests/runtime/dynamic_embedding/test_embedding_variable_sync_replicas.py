@@ -5,13 +5,12 @@ move it, and as the same synchronous run moves the rows of a fixed table whose r
 
 from __future__ import annotations
 
-import time
-from typing import Callable
 
 import numpy as np
 import pytest
 
 import sync_sparse_reference
+import sync_sparse_training
 
 import tensorgrid as tf
 
@@ -27,13 +26,6 @@ FEEDS = [
 ]
 STALE = ([5], [[100.0, 100.0]])
 """A backup replica's gradient computed at step 0, pushed after that step: dropped."""
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 def _train_sync(embedding_variable: bool, parts: int = 1) -> np.ndarray:
@@ -63,23 +55,11 @@ def _train_sync(embedding_variable: bool, parts: int = 1) -> np.ndarray:
         hook.begin()
         init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
     as_ids = (lambda rows_: KEY_OF_ROW[rows_]) if embedding_variable else (lambda rows_: rows_)
-    sess = tf.Session(graph=graph)
-    coord = tf.train.Coordinator()
-    try:
-        sess.run(init)
-        hook.after_create_session(sess, coord)
-        for global_step, feeds in enumerate(FEEDS):
-            for looked, grads in feeds:
-                sess.run(train_op, {ids: as_ids(np.asarray(looked)), upstream: grads})
-            target = global_step + 1
-            _wait_until(lambda: sess.run(step) == target, f"global step {target}")
-            if global_step == 0:
-                sess.run(train_op, {ids: as_ids(np.asarray(STALE[0])), upstream: STALE[1]})
+    with sync_sparse_training.chief_session(tf, graph, hook, init) as sess:
+        sync_sparse_training.run_sync_steps(
+            sess, train_op, step, lambda looked, grads: {ids: as_ids(np.asarray(looked)), upstream: grads}, FEEDS,
+            {0: STALE})
         return np.asarray(sess.run(rows))
-    finally:
-        coord.request_stop()
-        sess.close()
-        coord.join(stop_grace_period_secs=5)
 
 
 def _one_worker_applying_the_mean() -> np.ndarray:

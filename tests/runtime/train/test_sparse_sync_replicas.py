@@ -11,26 +11,19 @@ the same table as the in-process run, with the rows no batch touched unchanged.
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 import sync_sparse_reference
+import sync_sparse_training
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
 
 LR = 0.5
 ROWS, DIM = 6, 2
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 # ---------------------------------------------------------------- the accumulator against TensorFlow
@@ -169,23 +162,12 @@ def _train_sync(lib: Any, target: str, partitioned: bool, feeds_per_step: Any, c
         hook.begin()
         table = lib.concat(list(m["emb"]), 0) if partitioned else m["emb"]
         init = [lib.global_variables_initializer(), lib.local_variables_initializer()]
-    sess = lib.Session(target, graph=graph)
-    coord = lib.train.Coordinator()
-    try:
-        sess.run(init)
-        hook.after_create_session(sess, coord)
-        for global_step, feeds in enumerate(feeds_per_step):
-            for ids, upstream in feeds:
-                sess.run(m["train_op"], {m["ids"]: ids, m["upstream"]: upstream})
-            target = global_step + 1
-            _wait_until(lambda: sess.run(m["step"]) == target, f"global step {target}")
-            if global_step == 0:  # a backup replica's gradient computed at step 0 is dropped
-                sess.run(m["train_op"], {m["ids"]: STALE[0], m["upstream"]: STALE[1]})
+    # After step 0, a backup replica's gradient computed at step 0, which is dropped.
+    with sync_sparse_training.chief_session(lib, graph, hook, init, target) as sess:
+        sync_sparse_training.run_sync_steps(
+            sess, m["train_op"], m["step"], lambda ids, upstream: {m["ids"]: ids, m["upstream"]: upstream},
+            feeds_per_step, {0: STALE})
         return np.asarray(sess.run(table))
-    finally:
-        coord.request_stop()
-        sess.close()
-        coord.join(stop_grace_period_secs=5)
 
 
 def _expected_table(feeds_per_step: Any) -> np.ndarray:

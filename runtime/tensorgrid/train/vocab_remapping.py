@@ -64,16 +64,17 @@ def _vocabulary(path: Any, size: int, which: str) -> list[str]:
     return entries[:size]
 
 
-def check_remapping(info: VocabInfo, old_shape: list[int], full_shape: list[int]) -> None:
-    """ValueError unless ``info`` can remap a checkpoint tensor of ``old_shape`` into a variable of
-    ``full_shape`` (its arguments, its vocabulary files' sizes, the ranks and the other axis)."""
+def checked_vocabularies(info: VocabInfo, old_shape: list[int], full_shape: list[Any]) -> tuple[list[str], list[str]]:
+    """The new and the old vocabulary's entries; ValueError unless ``info`` can remap a checkpoint tensor
+    of ``old_shape`` into a variable of ``full_shape`` (its arguments, its vocabulary files' sizes, the
+    ranks and the other axis)."""
     if not (info.new_vocab and info.new_vocab_size and info.old_vocab):
         raise ValueError(f"Invalid args: Must provide all of [current_vocab_path, current_vocab_size, prev_ckpt, "
                          f"prev_vocab_path}}; got {info!r}")
     if info.num_oov_buckets < 0:
         raise ValueError(f"VocabInfo: num_oov_buckets must be >= 0, but received {info.num_oov_buckets}")
-    _vocabulary(info.new_vocab, info.new_vocab_size, "new")
-    _vocabulary(info.old_vocab, info.old_vocab_size, "old")
+    new_entries = _vocabulary(info.new_vocab, info.new_vocab_size, "new")
+    old_entries = _vocabulary(info.old_vocab, info.old_vocab_size, "old")
     axis = info.axis
     if len(full_shape) != 2:
         raise ValueError(f"VocabInfo: only a variable of rank 2 (rows or columns by vocabulary entry) can be "
@@ -88,14 +89,13 @@ def check_remapping(info: VocabInfo, old_shape: list[int], full_shape: list[int]
     if moved_old[1:] != moved_new[1:]:
         raise ValueError(f"VocabInfo: the checkpoint's tensor of shape {list(old_shape)} and the "
                          f"variable of shape {full_shape} differ in more than axis {axis}, the vocabulary's")
+    return new_entries, old_entries
 
 
-def remapped_value(info: VocabInfo, old_value: np.ndarray, full_shape: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def remapped_value(info: VocabInfo, old_value: np.ndarray, full_shape: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """The new variable's value taken from ``old_value`` by vocabulary entry, and the mask of the
     elements that took one (the others are the backup initializer's)."""
-    check_remapping(info, list(np.shape(old_value)), full_shape)
-    new_entries = _vocabulary(info.new_vocab, info.new_vocab_size, "new")
-    old_entries = _vocabulary(info.old_vocab, info.old_vocab_size, "old")
+    new_entries, old_entries = checked_vocabularies(info, list(np.shape(old_value)), full_shape)
     old_index: dict[str, int] = {}
     for index, entry in enumerate(old_entries):
         old_index.setdefault(entry, index)
@@ -120,9 +120,8 @@ def remapping_assigns(name: str, parts: list[Any], info: VocabInfo, checkpoint: 
     if previous not in shapes:
         raise ValueError(f"Tensor {previous} is not found in {checkpoint} checkpoint (to warm-start {name}); "
                          f"it has {sorted(shapes)}")
-    slice_info = parts[0]._get_save_slice_info()
-    full_shape = list(slice_info.full_shape) if slice_info is not None else parts[0].get_shape().as_list()
-    check_remapping(info, list(shapes[previous]), full_shape)
+    full_shape = warm_start_reads.full_shape(parts)
+    checked_vocabularies(info, list(shapes[previous]), full_shape)
     log.info("Warm-starting variable: %s; current_vocab: %s current_vocab_size: %s prev_vocab: %s "
              "prev_vocab_size: %s current_oov: %s prev_tensor: %s initializer: %s", name, info.new_vocab,
              info.new_vocab_size, info.old_vocab, info.old_vocab_size if info.old_vocab_size > 0 else "All",

@@ -14,12 +14,18 @@ checkpoint tensor and keeps its slice, so a variable in N parts reads its tensor
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.ops import script_ops
+
+
+def full_shape(parts: list[Any]) -> list[Optional[int]]:
+    """The shape of the whole variable the parts make up (a variable not partitioned is its one part)."""
+    info = parts[0]._get_save_slice_info()
+    return list(info.full_shape) if info is not None else parts[0].get_shape().as_list()
 
 
 def part_window(part: Any) -> tuple[slice, ...]:

@@ -87,12 +87,6 @@ def _grouped_by_name(selected: list[Any]) -> dict[str, list[Any]]:
     return grouped
 
 
-def full_shape(parts: list[Any]) -> list[Optional[int]]:
-    """The shape of the whole variable the parts make up."""
-    info = parts[0]._get_save_slice_info()
-    return list(info.full_shape) if info is not None else parts[0].get_shape().as_list()
-
-
 def _unused_names_error(argument: str, unused: list[str], viable: list[str]) -> ValueError:
     return ValueError(f"You provided the following variables in {argument} that were not used: {unused}.  "
                       f"Perhaps you misspelled them?  Here is the list of viable variable names: {viable}")
@@ -120,8 +114,9 @@ def variables_to_warm_start(checkpoint: str, vars_to_warm_start: Any, var_name_t
         if previous not in shapes:
             raise ValueError(f"Tensor {previous} is not found in {checkpoint} checkpoint (to warm-start {name}); "
                              f"it has {sorted(shapes)}")
-        if vocab_info is None and list(shapes[previous]) != full_shape(parts):
-            raise ValueError(f"Shape of variable {name} ({full_shape(parts)}) doesn't match with shape of tensor "
+        shape = warm_start_reads.full_shape(parts)
+        if vocab_info is None and list(shapes[previous]) != shape:
+            raise ValueError(f"Shape of variable {name} ({shape}) doesn't match with shape of tensor "
                              f"{previous} ({list(shapes[previous])}) from checkpoint reader.")
         planned.append(WarmStartedVariable(name, parts, previous, vocab_info))
     return planned
@@ -134,9 +129,10 @@ def _checkpoint_assigns(variable: WarmStartedVariable, checkpoint: str) -> list[
     def whole_value() -> tuple[Any, ...]:
         return (checkpoint_management.load_variable(checkpoint, variable.previous_name),)
 
+    shape = warm_start_reads.full_shape(variable.parts)
     assigns = []
     for part in variable.parts:
-        value, = warm_start_reads.read_when_run(part, full_shape(variable.parts), whole_value, [part.dtype.base_dtype],
+        value, = warm_start_reads.read_when_run(part, shape, whole_value, [part.dtype.base_dtype],
                                                 name="read_checkpoint_value")
         assigns.append(state_ops.assign(part, value, name="warm_start_assign"))
     return assigns

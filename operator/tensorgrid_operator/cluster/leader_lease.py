@@ -28,6 +28,9 @@ from kubernetes.client import exceptions as kube_exceptions
 
 Obj = dict[str, Any]
 
+RENEWED = "renewed the Lease"
+"""``Verdict.reason`` of a holder that found the Lease as it left it."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
@@ -60,8 +63,7 @@ def verdict(spec: Optional[Mapping[str, Any]], identity: str, duration_seconds: 
             "renewTime": stamp, "leaseTransitions": 0})
     holder = str(spec.get("holderIdentity") or "")
     if holder == identity:
-        return Verdict(True, identity, "renewed the Lease", {**spec, "renewTime": stamp,
-                                                              "leaseDurationSeconds": duration_seconds})
+        return Verdict(True, identity, RENEWED, {**spec, "renewTime": stamp, "leaseDurationSeconds": duration_seconds})
     lease_seconds = int(spec.get("leaseDurationSeconds") or duration_seconds)
     if holder and unchanged_for < lease_seconds:
         return Verdict(False, holder, f"{holder} holds it (not renewed for {unchanged_for:.0f}s of its "

@@ -150,6 +150,9 @@ def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector)
                 continue
             if decided.lead:
                 renewed[0] = began
+                if decided.reason != leader_lease.RENEWED:  # e.g. deleted under its holder: created again
+                    log.warning("the Lease %s was not as this replica left it: %s, still leading", lease,
+                                decided.reason)
                 continue
             _show_holder(lease, decided.holder)
             _lost(f"the Lease {lease} is no longer this replica's: {decided.reason}")

@@ -10,6 +10,9 @@ saying why, so that its pod restarts as a standby) within the renew deadline, wr
 - its renewals cannot reach the API server: its connection hangs (a proxy between them stops relaying,
   as a network that drops packets does, with no reset), so no call returns an error. It must stop
   when the renew deadline passes, before the lease duration after which a standby takes over.
+
+A Lease deleted under its holder is not lost: the holder creates it again at its next renewal (as
+client-go's elector does), says so in its log, and goes on reconciling.
 """
 
 from __future__ import annotations
@@ -205,3 +208,26 @@ def test_a_holder_whose_renewals_hang_stops_at_the_renew_deadline_before_the_lea
     finally:
         operator.kill()
         proxy.close()
+
+
+@pytest.mark.controlplane
+def test_a_holder_whose_lease_is_deleted_creates_it_again_and_goes_on_leading(
+        controlplane: ControlPlane, namespace_of_its_own: Namespace, tmp_path: pathlib.Path) -> None:
+    cp, ns = controlplane, namespace_of_its_own
+    operator = LeadingOperator(cp.kubeconfig, ns.name, tmp_path / "operator.log")
+    try:
+        operator.leads()
+        holder = _lease(cp, ns.name)["spec"]["holder_identity"]
+        _leases(cp).delete_namespaced_lease(LEASE, ns.name)
+        wait_for(lambda: f"the Lease {ns.name}/{LEASE} was not as this replica left it: created the Lease, "
+                         "still leading" in operator.text(), 30, "the holder to create the Lease again",
+                 operator.text)
+        again = _lease(cp, ns.name)["spec"]
+        assert again["holder_identity"] == holder and again["lease_transitions"] == 0
+        # Still the active operator: a job applied after the deletion gets its pods.
+        ns.apply(job_manifest("beta", ps=1, workers=1))
+        wait_for(lambda: set(ns.pods()) == {"beta-ps-0", "beta-worker-0"}, 60, "beta's pods", operator.text)
+        assert operator.process.poll() is None, operator.text()[-3000:]
+        assert LOST not in operator.text()
+    finally:
+        operator.kill()

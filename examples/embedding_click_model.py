@@ -14,7 +14,9 @@ ids not updated in ``--steps-to-live`` global steps are evicted when a checkpoin
   with a heavy head, clicks from a hidden logistic model over the ids (a constant guess scores
   about 0.69).
 
-The chief checkpoints into ``--checkpoint-dir`` every ``--save-steps`` steps (each save evicts).
+The chief (the Chief task if the cluster has one, else worker 0) checkpoints into ``--checkpoint-dir``
+every ``--save-steps`` steps (each save evicts); examples/trainingjob-embedding.yaml runs it as a
+TrainingJob.
 Each worker ends with its loss trend and the ids the tables store, and exits with status 1 if
 the loss did not fall.
 """
@@ -104,7 +106,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         server.join()
         return 0
 
-    is_chief = job == "worker" and index == 0
+    # A Chief task (a TrainingJob's Chief replica) is the chief; without one, worker 0 is.
+    is_chief = job == "chief" or (job == "worker" and index == 0 and "chief" not in cluster.jobs)
     parts = len(cluster.as_dict()["ps"])
     with tf.device(tf.train.replica_device_setter(worker_device=f"/job:{job}/task:{index}", cluster=cluster)):
         users, items, clicks, loss, tables = build_model(parts, args.steps_to_live)
@@ -112,7 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         train_op = tf.train.AdagradOptimizer(args.learning_rate).minimize(loss, global_step=global_step)
         stored = {name: table.total_count() for name, table in tables.items()}
     checkpoint_dir = args.checkpoint_dir or tempfile.mkdtemp(prefix="embedding_click_model-")
-    data = ClickData(args.seed, stream=index)
+    data = ClickData(args.seed, stream=index + (1 if job == "worker" and "chief" in cluster.jobs else 0))
     config = tf.ConfigProto(device_filters=["/job:ps", f"/job:{job}/task:{index}"])
     print(f"{job}:{index} {'(chief) ' if is_chief else ''}training to global step {args.steps}: "
           f"4 embedding variables in {parts} parts on {parts} PS", flush=True)

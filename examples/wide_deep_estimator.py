@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -86,13 +87,17 @@ def make_estimator(model_dir: str):  # type: ignore[no-untyped-def]
         linear_optimizer=tf.train.FtrlOptimizer(0.1), dnn_optimizer=tf.train.AdagradOptimizer(0.05), config=config)
 
 
-def main() -> None:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", default=None, help="checkpoints and summaries (default: a new temporary one)")
     parser.add_argument("--steps", type=int, default=300, help="the global step to train to")
     parser.add_argument("--backend", choices=("tensorgrid", "tensorflow"), default="tensorgrid",
                         help="the library that runs it (imported before the arguments are parsed)")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     estimator = make_estimator(args.model_dir or tempfile.mkdtemp())
     wide, deep = feature_columns()
     serving_input_receiver_fn = tf.estimator.export.build_parsing_serving_input_receiver_fn(

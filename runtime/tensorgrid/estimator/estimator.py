@@ -268,7 +268,9 @@ class Estimator:
                     session.run(update_ops)
         results = {key: evaluation.as_python_value(value) for key, value in final_hook.final_ops_values.items()}
         current_step = int(results[graph_lib.GraphKeys.GLOBAL_STEP])
-        log.info("Saving dict for global step %d: %s", current_step, results)
+        # TensorFlow's line: "key = value" pairs sorted by key, bytes values left out.
+        log.info("Saving dict for global step %d: %s", current_step, ", ".join(
+            f"{key} = {value}" for key, value in sorted(results.items()) if not isinstance(value, bytes)))
         evaluation.write_eval_summary(evaluation.eval_dir(self._model_dir, name), results, current_step)
         return results
 

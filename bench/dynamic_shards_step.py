@@ -6,7 +6,9 @@ record numbers, a 4-feature linear model, plain SGD), so what the data path cost
 most of the step. Cases, run in a rotating order in every round (so the machine's load falls on
 all alike): ``range`` (``Dataset.range(n).batch(8)``, no shard service), ``shards64``
 (``dynamic_shard_records(shard_size=64)``: a shard every 8 steps) and ``shards8`` (a shard every
-step). Reported: the median over ``--rounds`` of the wall ms per step, after a warm-up.
+step). Reported: the median over ``--rounds`` of the wall ms and the CPU ms (this process's, every
+thread: the task's server runs in it) per step, after a warm-up. On a loaded machine the CPU time is
+the steadier figure.
 
     .venv/bin/python bench/dynamic_shards_step.py [--rounds 5] [--steps 400] [--cases range shards64 shards8]
 """
@@ -29,7 +31,8 @@ CASES = {"range": 0, "shards64": 64, "shards8": 8}
 """Case name: shard size (0: ``Dataset.range``, no shards)."""
 
 
-def ms_per_step(server: tf.train.Server, shard_size: int, steps: int, name: str) -> float:
+def ms_per_step(server: tf.train.Server, shard_size: int, steps: int, name: str) -> tuple[float, float]:
+    """Wall and CPU milliseconds per step of the case with shards of ``shard_size`` (0: ``Dataset.range``)."""
     records = (WARMUP_STEPS + steps) * BATCH
     features = np.random.RandomState(0).randn(records, FEATURES).astype(np.float32)
     with tf.Graph().as_default():
@@ -47,10 +50,11 @@ def ms_per_step(server: tf.train.Server, shard_size: int, steps: int, name: str)
                                                hooks=[tf.data.experimental.DynamicShardsHook(True)]) as sess:
             for _ in range(WARMUP_STEPS):
                 sess.run(train_op)
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 sess.run(train_op)
-            return (time.perf_counter() - started) * 1000.0 / steps
+            return ((time.perf_counter() - started) * 1000.0 / steps,
+                    (time.process_time() - cpu_started) * 1000.0 / steps)
 
 
 def main() -> None:
@@ -60,7 +64,7 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES))
     args = parser.parse_args()
     server = tf.train.Server({"worker": [f"localhost:{ports.free_ports(1)[0]}"]}, "worker", 0)
-    times: dict[str, list[float]] = {case: [] for case in args.cases}
+    times: dict[str, list[tuple[float, float]]] = {case: [] for case in args.cases}
     try:
         for round_ in range(args.rounds):
             order = args.cases[round_ % len(args.cases):] + args.cases[:round_ % len(args.cases)]
@@ -68,10 +72,12 @@ def main() -> None:
                 times[case].append(ms_per_step(server, CASES[case], args.steps, f"bench{round_}{case}"))
     finally:
         server.stop()
-    print("| case | ms per step (median) | min-max | rounds |")
-    print("|---|---|---|---|")
+    print("| case | wall ms per step (median) | min-max | CPU ms per step (median) | min-max | rounds |")
+    print("|---|---|---|---|---|---|")
     for case, found in times.items():
-        print(f"| {case} | {statistics.median(found):.2f} | {min(found):.2f}-{max(found):.2f} | {len(found)} |")
+        wall, cpu = [w for w, _ in found], [c for _, c in found]
+        print(f"| {case} | {statistics.median(wall):.2f} | {min(wall):.2f}-{max(wall):.2f} | "
+              f"{statistics.median(cpu):.2f} | {min(cpu):.2f}-{max(cpu):.2f} | {len(found)} |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """status.progress.dataShards on a real API server: the chief's shard-service gauges, served over HTTP
-as the runtime serves them, reach the job's status (the CRD's schema keeps them) and follow the epoch.
+as the runtime serves them, reach the job's status (the CRD's schema keeps them) and follow the epoch;
+``kubectl get tj -o wide`` shows the first data set's in its EPOCH and SHARDS DONE columns.
 
 The test plays the kubelet: the pods get the IP 127.0.0.1, where the test serves the task's metrics
 page on the port the job's template declares as ``metrics``.
@@ -40,3 +41,6 @@ def test_the_shard_services_epoch_and_fraction_done_reach_the_status(operator: O
         done.labels(dataset="clicks").set(0.5)
         wait_for(lambda: _shards(namespace) == [{"dataset": "clicks", "epoch": 1, "fractionDone": 0.5}], 30,
                  "the next epoch in status.progress", lambda: namespace.status("clicks").get("progress"))
+    header, row = namespace.cp.kubectl("get", "tj", "clicks", "-n", namespace.name, "-o", "wide").stdout.splitlines()
+    # kubectl aligns each value under the start of its column's name.
+    assert [row[header.index(column):].split()[0] for column in ("EPOCH", "SHARDS DONE")] == ["1", "0.5"], (header, row)

@@ -293,6 +293,7 @@ class ShardQueue:
     def _publish(self) -> None:
         monitoring.DATA_SHARDS_EPOCH.labels(self.name).set(self.epoch)
         monitoring.DATA_SHARDS_DONE_FRACTION.labels(self.name).set(self.fraction_done)
+        monitoring.DATA_SHARDS_PER_EPOCH.labels(self.name).set(len(self._status))
 
 
 class ShardService:

@@ -1,7 +1,8 @@
 """dynamic_shards where the chief hosts the shard service in its own process (the usual case): its hook
 and its pipeline call the service directly, with no RPC, answering as the gRPC client does; a chief
 whose task 0 is another process asks for the state at most once per interval, and the state its
-variable holds is never ahead of the model. The service's progress gauges follow the queue."""
+variable holds is never ahead of the model. The service's progress gauges (epoch, fraction of shards
+done, shards per epoch: what status.progress.dataShards shows) follow the queue."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def test_a_chief_hosting_the_service_trains_each_record_once_per_epoch_without_a
     assert monitoring.REGISTRY.get_sample_value("tensorgrid_data_shards_epoch", {"dataset": "in_process"}) == 2
     assert monitoring.REGISTRY.get_sample_value("tensorgrid_data_shards_done_fraction",
                                                 {"dataset": "in_process"}) == 1.0
+    assert monitoring.REGISTRY.get_sample_value("tensorgrid_data_shards_per_epoch", {"dataset": "in_process"}) == 3
 
 
 def test_the_state_variable_follows_the_shards_done_as_each_step_begins(server):

@@ -82,6 +82,9 @@ DATA_SHARDS_EPOCH = Gauge("tensorgrid_data_shards_epoch",
 DATA_SHARDS_DONE_FRACTION = Gauge("tensorgrid_data_shards_done_fraction",
                                   "The fraction of the current epoch's shards that are done (or failed), by data set.",
                                   ["dataset"], registry=REGISTRY)
+DATA_SHARDS_PER_EPOCH = Gauge("tensorgrid_data_shards_per_epoch",
+                              "The number of shards in each epoch of the data set, by data set.",
+                              ["dataset"], registry=REGISTRY)
 DATA_SHARDS_FAILED = Counter("tensorgrid_data_shards_failed",
                              "Shards lost max_attempts times and not handed out again, by data set.",
                              ["dataset"], registry=REGISTRY)

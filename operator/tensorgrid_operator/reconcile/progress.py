@@ -5,8 +5,9 @@ task holding the ``global_step`` variable (a parameter server, under
 ``replica_device_setter``) exports ``tensorgrid_global_step``; the chief's
 ``StopAtStepHook`` exports the last step as ``tensorgrid_target_step``, its scalar
 summaries as ``tensorgrid_summary_scalar{tag}`` (the loss among them), and, when the program
-reads ``tf.data.experimental.dynamic_shards``, its shard service's epoch and fraction of shards
-done per data set (``tensorgrid_data_shards_epoch`` / ``_done_fraction{dataset}``). While a job
+reads ``tf.data.experimental.dynamic_shards``, its shard service's epoch, fraction of shards
+done and shards per epoch per data set (``tensorgrid_data_shards_epoch`` / ``_done_fraction`` /
+``_per_epoch{dataset}``). While a job
 runs, the operator GETs ``http://<pod IP>:<metrics port>/metrics`` of its chief and
 parameter servers and keeps what it read in the status. It needs no permission
 beyond reading the job's pods (which it has); the job's NetworkPolicy lets the
@@ -44,9 +45,11 @@ GLOBAL_STEP = "tensorgrid_global_step"
 TARGET_STEP = "tensorgrid_target_step"
 SUMMARY_SCALAR = "tensorgrid_summary_scalar"
 # The shard service of tf.data.experimental.dynamic_shards, on the chief: per data set, the epoch it hands
-# out (0-based) and the fraction of that epoch's shards done.
+# out (0-based), the fraction of that epoch's shards done and (from runtimes that export it) the
+# number of shards in an epoch.
 DATA_SHARDS_EPOCH = "tensorgrid_data_shards_epoch"
 DATA_SHARDS_DONE_FRACTION = "tensorgrid_data_shards_done_fraction"
+DATA_SHARDS_PER_EPOCH = "tensorgrid_data_shards_per_epoch"
 # The most data sets kept in status.progress.dataShards (a program has one or two).
 MAX_DATA_SETS = 8
 # 1 or 0 once a PS's start ended: it loaded its live replica, or started empty (reconcile/ps_starts.py).
@@ -82,8 +85,9 @@ class Reading:
     loss_tag: str = ""
     started_from_replica: Optional[bool] = None
     """A PS's ``tensorgrid_ps_started_from_replica``; None while its start's load runs, or not a PS."""
-    data_shards: tuple[tuple[str, int, float], ...] = ()
-    """(data set, epoch, fraction of the epoch's shards done) of the chief's ``dynamic_shards`` service."""
+    data_shards: tuple[tuple[str, int, float, Optional[int]], ...] = ()
+    """(data set, epoch, fraction of the epoch's shards done, shards per epoch or None where the page
+    does not say) of the chief's ``dynamic_shards`` service."""
 
 
 def loss_rank(tag: str) -> Optional[int]:
@@ -130,7 +134,7 @@ def read_page(pod: str, text: str) -> Reading:
     try:
         for family in prom_parser.text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in (DATA_SHARDS_EPOCH, DATA_SHARDS_DONE_FRACTION):
+                if sample.name in (DATA_SHARDS_EPOCH, DATA_SHARDS_DONE_FRACTION, DATA_SHARDS_PER_EPOCH):
                     if math.isfinite(sample.value) and sample.value >= 0 and sample.labels.get("dataset"):
                         shards.setdefault(sample.labels["dataset"], {})[sample.name] = sample.value
                     continue
@@ -149,7 +153,8 @@ def read_page(pod: str, text: str) -> Reading:
     except (ValueError, TypeError, IndexError) as e:
         return Reading(pod, error=f"{pod}: the metrics page is not Prometheus text ({e})")
     _, tag, loss = min(losses, default=(0, "", None))
-    data_shards = tuple((name, int(found[DATA_SHARDS_EPOCH]), min(found[DATA_SHARDS_DONE_FRACTION], 1.0))
+    data_shards = tuple((name, int(found[DATA_SHARDS_EPOCH]), min(found[DATA_SHARDS_DONE_FRACTION], 1.0),
+                         int(found[DATA_SHARDS_PER_EPOCH]) if DATA_SHARDS_PER_EPOCH in found else None)
                         for name, found in sorted(shards.items())
                         if DATA_SHARDS_EPOCH in found and DATA_SHARDS_DONE_FRACTION in found)
     return Reading(pod, max(steps[GLOBAL_STEP], default=None), max(steps[TARGET_STEP], default=None),
@@ -158,15 +163,16 @@ def read_page(pod: str, text: str) -> Reading:
 
 
 def _with_data_shards(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> None:
-    """Puts the chief's ``dynamic_shards`` progress (per data set: epoch, fraction of its shards done) into
-    ``progress``, or keeps the last known one while no page gives it."""
+    """Puts the chief's ``dynamic_shards`` progress (per data set: epoch, fraction of its shards done, shards
+    per epoch where the page says) into ``progress``, or keeps the last known one while no page gives it."""
     reported = [r.data_shards for r in readings if r.data_shards]
     if not reported:
         if "dataShards" in old:
             progress["dataShards"] = old["dataShards"]
         return
-    progress["dataShards"] = [{"dataset": name, "epoch": epoch, "fractionDone": round(fraction, 4)}
-                              for name, epoch, fraction in reported[0]]
+    progress["dataShards"] = [{"dataset": name, "epoch": epoch, "fractionDone": round(fraction, 4),
+                               **({} if shards is None else {"shardsPerEpoch": shards})}
+                              for name, epoch, fraction, shards in reported[0]]
 
 
 def _with_loss(progress: Obj, old: Mapping[str, Any], readings: Sequence[Reading]) -> list[str]:

@@ -11,8 +11,12 @@ trained the shard's last batch (docs/data.md says what else keeps that true).
 The state of the data set (epoch, the shards done) lives in the service while training runs; the
 chief's ``DynamicShardsHook`` opens the service with the state kept in a variable (placed as the
 model's variables are: on a parameter server under ``replica_device_setter``) and writes the
-service's state back into it every step, so a checkpoint holds it and a restarted chief goes on
-where the live model is.
+service's state back into it in the steps that begin after it changed, so a checkpoint holds it and
+a restarted chief goes on where the live model is. Task 0 is the chief: where its server runs in
+this process (the usual case), the hook and the pipelines call the service directly
+(``shard_queue.LocalShards``), so a step in which nothing changed costs a version compared under a
+lock; elsewhere they call it over gRPC, and the hook asks at most every
+``REMOTE_STATE_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ from tensorgrid.ops import array_ops
 from tensorgrid.ops import state_ops
 from tensorgrid.ops import variables
 from tensorgrid.train import session_run_hook
-from tensorgrid.v1 import shards_pb2
 
 log = logging.getLogger("tensorgrid.shards")
 
@@ -48,6 +51,10 @@ COLLECTION = "dynamic_shards"
 """The graph collection of the ``DynamicShards`` a graph reads (``DynamicShardsHook`` opens them)."""
 UNAVAILABLE_TIMEOUT_SECONDS = 600.0
 """How long a worker waits for task 0's shard service while it cannot be reached (a chief restarting)."""
+REMOTE_STATE_INTERVAL_SECONDS = 1.0
+"""How often the chief's hook asks for the state when task 0's service is in another process (a call
+per step would cost a round trip each); an older state in the variable is never ahead of the model,
+so it only widens what a restart trains again."""
 _PROCESS_ID = uuid.uuid4().hex[:12]
 
 
@@ -81,9 +88,8 @@ def dynamic_shards(files: Optional[Sequence[str]] = None, num_records: Optional[
     spec = _defined(name, files, num_records, shard_size, num_epochs, shuffle, seed, lease_seconds, max_attempts)
 
     def shard_descriptions() -> Iterator[dict[str, Any]]:
-        for shard in _ShardSource(name, spec).shards():
-            yield {"file": shard.file, "start": shard.start, "end": shard.end, "epoch": shard.epoch,
-                   "index": shard.index}
+        for shard, (file, start, end) in _ShardSource(name, spec).shards():
+            yield {"file": file, "start": start, "end": end, "epoch": shard.epoch, "index": shard.index}
 
     types = {"file": dtypes.string, "start": dtypes.int64, "end": dtypes.int64, "epoch": dtypes.int64,
              "index": dtypes.int64}
@@ -99,8 +105,8 @@ def dynamic_shard_records(num_records: int, shard_size: int, num_epochs: Optiona
     spec = _defined(name, None, num_records, shard_size, num_epochs, shuffle, seed, lease_seconds, max_attempts)
 
     def records() -> Iterator[int]:
-        for shard in _ShardSource(name, spec).shards():
-            yield from range(shard.start, shard.end)
+        for _, (_, start, end) in _ShardSource(name, spec).shards():
+            yield from range(start, end)
 
     return dataset_ops.Dataset.from_generator(records, dtypes.int64, [])
 
@@ -140,7 +146,9 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
     def __init__(self, is_chief: bool = True) -> None:
         self._is_chief = is_chief
         self._shards: list[DynamicShards] = []
-        self._client: Optional[shard_calls.ShardsClient] = None
+        self._service: Optional[shard_queue.ShardsEndpoint] = None
+        self._remote = False
+        self._next_remote_look = 0.0
         self._epochs: dict[str, int] = {}
         self._versions: dict[str, int] = {}
         """The state version each data set's variable holds (0: unknown, so the next step writes it)."""
@@ -151,17 +159,24 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
     def after_create_session(self, session: Any, coord: Any) -> None:
         if not self._is_chief or not self._shards:
             return
-        self._client = shard_calls.ShardsClient(_host_address())
+        self._service, self._remote = _shards_endpoint()
+        self._next_remote_look = 0.0
         self._versions = {}
         for shards, state in zip(self._shards, session.run([s.state for s in self._shards])):
-            self._client.open(shards.name, shards.spec, [int(v) for v in state])
+            self._service.open(shards.name, shards.spec, [int(v) for v in state])
 
     def before_run(self, run_context: Any) -> Optional[session_run_hook.SessionRunArgs]:
-        if self._client is None:
+        # The state read here has only shards whose last records a step that ended trained: written
+        # in this step, it is never ahead of the model a checkpoint after this step holds.
+        if self._service is None:
             return None
+        if self._remote:
+            if time.monotonic() < self._next_remote_look:
+                return None
+            self._next_remote_look = time.monotonic() + REMOTE_STATE_INTERVAL_SECONDS
         saves, feeds = [], {}
         for shards in self._shards:
-            answer = self._client.state(shards.name, self._versions.get(shards.name, 0))
+            answer = self._service.state(shards.name, self._versions.get(shards.name, 0))
             if answer.unchanged:
                 continue
             self._versions[shards.name] = answer.version
@@ -171,22 +186,22 @@ class DynamicShardsHook(session_run_hook.SessionRunHook):
                 self._epochs[shards.name] = answer.epoch
                 log.info("dynamic shards %r: epoch %d, %.0f%% of its shards done%s", shards.name, answer.epoch,
                          100 * answer.fraction_done,
-                         f"; failed shards: {list(answer.failed_shards)}" if answer.failed_shards else "")
+                         f"; failed shards: {answer.failed_shards}" if answer.failed_shards else "")
         return session_run_hook.SessionRunArgs(saves, feed_dict=feeds) if saves else None
 
     def end(self, session: Any) -> None:
-        if self._client is None:
+        if self._service is None:
             return
         for shards in self._shards:
-            answer = self._client.state(shards.name)
-            session.run(shards.save_state, {shards.state_feed: np.asarray(answer.state)})
+            answer = self._service.state(shards.name)
+            session.run(shards.save_state, {shards.state_feed: np.asarray(answer.state, np.int64)})
             if not shards.spec.num_epochs or answer.epoch < shards.spec.num_epochs:
                 continue  # stopped before the data's end: the workers go on asking, nothing to tell them
             deadline = time.monotonic() + shards.spec.lease_seconds
-            while self._client.state(shards.name).waiting_clients and time.monotonic() < deadline:
+            while self._service.state(shards.name).waiting_clients and time.monotonic() < deadline:
                 time.sleep(0.1)
-        self._client.close()
-        self._client = None
+        self._service.close()
+        self._service = None
 
 
 # ---------------------------------------------------------------------- a worker's side
@@ -204,10 +219,16 @@ def _this_task() -> tuple[cluster_lib.ClusterSpec, str]:
                     f"TF_CONFIG names no task: start this task's tf.train.Server (or set TF_CONFIG) before reading them")
 
 
-def _host_address() -> str:
+def _shards_endpoint() -> tuple[shard_queue.ShardsEndpoint, bool]:
+    """Task 0's shard service and whether it is in another process: its server's own service when
+    that server runs in this process (called directly), else a gRPC client of it."""
     cluster, _ = _this_task()
     job, index = shard_calls.host_task(cluster)
-    return cluster.task_address(job, index)
+    address = cluster.task_address(job, index)
+    server = session_targets.local_server_for_target(address)
+    if server is not None and server.task == cluster_lib.task_name(job, index):
+        return shard_queue.LocalShards(server.shards), False
+    return shard_calls.ShardsClient(address), True
 
 
 class _ShardSource:
@@ -216,15 +237,15 @@ class _ShardSource:
     def __init__(self, name: str, spec: shard_queue.ShardsSpec) -> None:
         self.name, self.spec = name, spec
         cluster, self.task = _this_task()
-        job, index = shard_calls.host_task(cluster)
-        self.host = cluster_lib.task_name(job, index)
+        self.host = cluster_lib.task_name(*shard_calls.host_task(cluster))
         self.client_id = f"{self.task}#{os.getpid()}-{_PROCESS_ID}-{uuid.uuid4().hex[:8]}"
-        self._client = shard_calls.ShardsClient(cluster.task_address(job, index))
+        self._service, _ = _shards_endpoint()
         self._leases: set[int] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
-    def shards(self) -> Iterator[shards_pb2.Shard]:
+    def shards(self) -> Iterator[tuple[shard_queue.Assignment, tuple[str, int, int]]]:
+        """Each shard this pass trains: its assignment and ``(file, start, end)``."""
         keeper = threading.Thread(target=self._renew_leases, name=f"shard-leases-{self.name}", daemon=True)
         keeper.start()
         atexit.register(self._give_back)
@@ -234,18 +255,18 @@ class _ShardSource:
                 answer = self._ask(finished)
                 with self._lock:
                     self._leases.discard(finished)
-                    if answer.outcome == shards_pb2.NextShardResponse.SHARD:
+                    if answer.outcome == "shard":
                         self._leases.add(answer.lease)
-                if answer.outcome == shards_pb2.NextShardResponse.END:
+                if answer.outcome == "end":
                     return
                 finished = answer.lease
-                yield answer.shard
+                yield answer, self.spec.shard(answer.index)
         finally:
             atexit.unregister(self._give_back)
             self._stop.set()
             keeper.join(timeout=shard_calls.CALL_TIMEOUT_SECONDS)
             self._give_back()
-            self._client.close()
+            self._service.close()
 
     def _give_back(self) -> None:
         """Returns the shard this pass holds to the queue at once (the process is leaving, or the pass
@@ -254,18 +275,18 @@ class _ShardSource:
             leases, self._leases = sorted(self._leases), set()
         if leases:
             try:
-                self._client.renew(self.name, self.client_id, leases, release=True)
+                self._service.renew(self.name, self.client_id, leases, release=True)
             except errors.OpError as e:
                 log.info("dynamic shards %r: could not give leases %s back to %s (they run out instead): %s",
                          self.name, leases, self.host, e.message)
 
-    def _ask(self, finished: int) -> shards_pb2.NextShardResponse:
+    def _ask(self, finished: int) -> shard_queue.Assignment:
         """The next shard, reporting ``finished``; waits while none is free or task 0 cannot be reached."""
         unreachable_since: Optional[float] = None
         waited_since = time.monotonic()
         while True:
             try:
-                answer = self._client.next_shard(self.name, self.spec, self.task, self.client_id, finished)
+                answer = self._service.next_shard(self.name, self.spec, self.task, self.client_id, finished)
             except errors.UnavailableError as e:
                 unreachable_since = unreachable_since or time.monotonic()
                 if time.monotonic() - unreachable_since > UNAVAILABLE_TIMEOUT_SECONDS:
@@ -274,7 +295,7 @@ class _ShardSource:
                                     f"reached for {UNAVAILABLE_TIMEOUT_SECONDS:g} s: {e.message}") from None
                 time.sleep(0.5)
                 continue
-            if answer.outcome != shards_pb2.NextShardResponse.WAIT:
+            if answer.outcome != "wait":
                 return answer
             finished = 0  # reported: the service took it (or refused it) at the first answer
             if time.monotonic() - waited_since > 30.0:
@@ -289,7 +310,7 @@ class _ShardSource:
             if not leases:
                 continue
             try:
-                lost = self._client.renew(self.name, self.client_id, leases)
+                lost = self._service.renew(self.name, self.client_id, leases)
             except errors.OpError as e:
                 log.debug("dynamic shards %r: renewing leases on %s failed: %s", self.name, self.host, e.message)
                 continue

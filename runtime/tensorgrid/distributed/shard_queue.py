@@ -12,6 +12,11 @@ so an epoch is exactly its shards, each trained once by the worker whose report 
 Its state (``state()``: version, epoch, number of shards, a status per shard) is a vector of
 int64 that the chief saves in a variable, so a checkpoint holds it; shards in flight are not
 part of it: after a restore they are handed out again.
+
+``ShardsEndpoint`` is what a caller (a worker's pipeline, the chief's hook) holds of task 0's
+service: ``LocalShards`` calls a ``ShardService`` of this process directly (no serialization, no
+gRPC: the chief hosts the service it saves), ``rpc/shard_calls.ShardsClient`` calls another
+process's; both answer alike, with the same errors.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ import itertools
 import logging
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from tensorgrid import monitoring
+from tensorgrid.framework import errors
 
 log = logging.getLogger("tensorgrid.shards")
 
@@ -102,6 +108,22 @@ class Assignment:
     lease: int = 0
     retry_after_seconds: float = 0.0
     reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardsSnapshot:
+    """A data set's state as the chief reads it, all taken under the service's lock."""
+
+    state: list[int]
+    """``ShardQueue.state()``; empty when ``unchanged``."""
+    epoch: int
+    fraction_done: float
+    failed_shards: list[int]
+    """Empty when ``unchanged``."""
+    waiting_clients: int
+    version: int
+    unchanged: bool
+    """``version`` is the one the caller said it holds: ``state`` is left out."""
 
 
 @dataclasses.dataclass
@@ -271,6 +293,7 @@ class ShardQueue:
     def _publish(self) -> None:
         monitoring.DATA_SHARDS_EPOCH.labels(self.name).set(self.epoch)
         monitoring.DATA_SHARDS_DONE_FRACTION.labels(self.name).set(self.fraction_done)
+        monitoring.DATA_SHARDS_PER_EPOCH.labels(self.name).set(len(self._status))
 
 
 class ShardService:
@@ -318,9 +341,70 @@ class ShardService:
                 raise KeyError(f"dynamic shards {name!r} are not open on this task; open: {sorted(self._queues)}")
             return self._queues[name]
 
-    def locked(self) -> threading.Lock:
-        """Held while reading a queue's state (``queue``), so it is one consistent snapshot."""
-        return self._lock
+    def snapshot(self, name: str, known_version: int = 0) -> ShardsSnapshot:
+        """The state of ``name``, or only its version and progress when it is ``known_version``;
+        KeyError naming the open ones when it is not open."""
+        with self._lock:
+            if name not in self._queues:
+                raise KeyError(f"dynamic shards {name!r} are not open on this task; open: {sorted(self._queues)}")
+            queue = self._queues[name]
+            unchanged = queue.version == known_version
+            return ShardsSnapshot(state=[] if unchanged else queue.state(), epoch=queue.epoch,
+                                  fraction_done=queue.fraction_done,
+                                  failed_shards=[] if unchanged else queue.failed_shards,
+                                  waiting_clients=queue.waiting_clients(), version=queue.version, unchanged=unchanged)
+
+
+class ShardsEndpoint(Protocol):
+    """Task 0's shard service as its callers hold it: in this process (``LocalShards``) or over gRPC
+    (``rpc/shard_calls.ShardsClient``). A bad request is an ``InvalidArgumentError`` naming the method;
+    a service that cannot be reached, an ``UnavailableError`` (retry)."""
+
+    def next_shard(self, dataset: str, spec: ShardsSpec, task: str, client: str,
+                   finished_lease: int) -> Assignment: ...
+
+    def renew(self, dataset: str, client: str, leases: Sequence[int], release: bool = False) -> list[int]: ...
+
+    def open(self, dataset: str, spec: ShardsSpec, state: Optional[Sequence[int]]) -> None: ...
+
+    def state(self, dataset: str, known_version: int = 0) -> ShardsSnapshot: ...
+
+    def close(self) -> None: ...
+
+
+class LocalShards:
+    """A ``ShardService`` of this process, called directly: what the chief uses when it hosts the
+    service itself, so its hook's per-step look at the state is a version compared under a lock."""
+
+    def __init__(self, service: ShardService) -> None:
+        self._service = service
+
+    def next_shard(self, dataset: str, spec: ShardsSpec, task: str, client: str, finished_lease: int) -> Assignment:
+        return _answered("NextShard", lambda: self._service.next_shard(dataset, spec, task, client, finished_lease))
+
+    def renew(self, dataset: str, client: str, leases: Sequence[int], release: bool = False) -> list[int]:
+        return _answered("RenewLeases", lambda: self._service.renew(dataset, client, leases, release))
+
+    def open(self, dataset: str, spec: ShardsSpec, state: Optional[Sequence[int]]) -> None:
+        _answered("OpenShards", lambda: self._service.open(dataset, spec, state))
+
+    def state(self, dataset: str, known_version: int = 0) -> ShardsSnapshot:
+        return _answered("GetShardsState", lambda: self._service.snapshot(dataset, known_version))
+
+    def close(self) -> None:
+        """Nothing to release: the service belongs to this process's server."""
+
+
+T = TypeVar("T")
+
+
+def _answered(method: str, call: Callable[[], T]) -> T:
+    """``call``'s result; a bad request (ValueError, KeyError) becomes the ``InvalidArgumentError``
+    that the gRPC service answers it with (``services.answer``), so callers cannot tell the two apart."""
+    try:
+        return call()
+    except (ValueError, TypeError, KeyError) as e:
+        raise errors.InvalidArgumentError(None, None, f"{method}: {e}") from None
 
 
 def _check_same_spec(queue: ShardQueue, spec: ShardsSpec) -> None:

@@ -1,4 +1,5 @@
-"""status.progress.dataShards: the epoch and the fraction of shards done of each ``dynamic_shards`` data set,
+"""status.progress.dataShards: the epoch, the fraction of shards done and the shards per epoch of each
+``dynamic_shards`` data set,
 read from the chief's metrics page as the runtime writes it, kept while no page gives them, and kept in
 the chief's final figures (no cluster)."""
 
@@ -24,9 +25,10 @@ def test_the_runtimes_shard_gauges_are_read() -> None:
     # The page the chief's task serves (tensorgrid.monitoring's registry, as the shard service sets it).
     monitoring.DATA_SHARDS_EPOCH.labels("clicks-progress-test").set(2)
     monitoring.DATA_SHARDS_DONE_FRACTION.labels("clicks-progress-test").set(0.375)
+    monitoring.DATA_SHARDS_PER_EPOCH.labels("clicks-progress-test").set(16)
     page = prometheus_client.generate_latest(monitoring.REGISTRY).decode()
     reading = progress.read_page("mnist-worker-0", page)
-    assert ("clicks-progress-test", 2, 0.375) in reading.data_shards
+    assert ("clicks-progress-test", 2, 0.375, 16) in reading.data_shards
 
 
 def test_the_progress_shows_each_data_set() -> None:
@@ -36,11 +38,14 @@ def test_the_progress_shows_each_data_set() -> None:
         "tensorgrid_data_shards_epoch{dataset=\"eval\"} 0.0\n"
         "# TYPE tensorgrid_data_shards_done_fraction gauge\n"
         "tensorgrid_data_shards_done_fraction{dataset=\"train\"} 0.123456\n"
-        "tensorgrid_data_shards_done_fraction{dataset=\"eval\"} 1.0\n")
+        "tensorgrid_data_shards_done_fraction{dataset=\"eval\"} 1.0\n"
+        "# TYPE tensorgrid_data_shards_per_epoch gauge\n"
+        "tensorgrid_data_shards_per_epoch{dataset=\"train\"} 30.0\n")
     found = progress.next_progress(None, [progress.read_page("mnist-worker-0", page)], _at(0))
+    # A page without the shards per epoch (a runtime that does not export them) leaves them out.
     assert found is not None and found["dataShards"] == [
         {"dataset": "eval", "epoch": 0, "fractionDone": 1.0},
-        {"dataset": "train", "epoch": 1, "fractionDone": 0.1235}]
+        {"dataset": "train", "epoch": 1, "fractionDone": 0.1235, "shardsPerEpoch": 30}]
 
 
 def test_a_data_set_with_half_its_figures_or_bad_ones_is_not_shown() -> None:

@@ -132,9 +132,9 @@ def test_bad_requests_are_refused_by_name_and_the_service_keeps_serving():
         with pytest.raises(tf.errors.InvalidArgumentError, match=r"num_records=9 \(the chief opened it with 8\)"):
             client.next_shard("d", shard_queue.ShardsSpec(num_records=9, shard_size=4), "w", "c", 0)
         answer = client.next_shard("d", spec, "w", "c", 0)
-        assert (answer.shard.start, answer.shard.end) == (0, 4)
+        assert answer.outcome == "shard" and spec.shard(answer.index) == ("", 0, 4)
         state = client.state("d")
-        assert list(state.state) == [1, 0, 2, 0, 0] and state.fraction_done == 0.0
+        assert state.state == [1, 0, 2, 0, 0] and state.fraction_done == 0.0
         assert np.isclose(monitoring.REGISTRY.get_sample_value("tensorgrid_data_shards_done_fraction",
                                                                   {"dataset": "d"}), 0.0)
     finally:

@@ -28,6 +28,7 @@ CALL_TIMEOUT_SECONDS = 10.0
 
 _OUTCOMES = {"shard": shards_pb2.NextShardResponse.SHARD, "wait": shards_pb2.NextShardResponse.WAIT,
              "end": shards_pb2.NextShardResponse.END}
+_OUTCOME_NAMES = {number: name for name, number in _OUTCOMES.items()}
 
 
 def host_task(cluster: cluster_lib.ClusterSpec) -> tuple[str, int]:
@@ -85,13 +86,11 @@ class ShardsServicer:
 
     def GetShardsState(self, request: shards_pb2.ShardsStateRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
         def body() -> Any:
-            queue = self._shards.queue(request.dataset)
-            with self._shards.locked():
-                unchanged = queue.version == request.known_version
-                return shards_pb2.ShardsStateResponse(
-                    state=[] if unchanged else queue.state(), epoch=queue.epoch, fraction_done=queue.fraction_done,
-                    failed_shards=[] if unchanged else queue.failed_shards, waiting_clients=queue.waiting_clients(),
-                    version=queue.version, unchanged=unchanged)
+            snapshot = self._shards.snapshot(request.dataset, request.known_version)
+            return shards_pb2.ShardsStateResponse(
+                state=snapshot.state, epoch=snapshot.epoch, fraction_done=snapshot.fraction_done,
+                failed_shards=snapshot.failed_shards, waiting_clients=snapshot.waiting_clients,
+                version=snapshot.version, unchanged=snapshot.unchanged)
         return services.answer(context, "GetShardsState", body)
 
 
@@ -100,7 +99,8 @@ def generic_handler(shards: shard_queue.ShardService) -> grpc.GenericRpcHandler:
 
 
 class ShardsClient:
-    """Calls the Shards service of the task at ``address``; failures are OpErrors (UnavailableError: retry)."""
+    """Calls the Shards service of the task at ``address`` (a ``shard_queue.ShardsEndpoint``, answering as
+    ``shard_queue.LocalShards`` does); failures are OpErrors (UnavailableError: retry)."""
 
     def __init__(self, address: str) -> None:
         self.address = address
@@ -109,12 +109,15 @@ class ShardsClient:
             grpc_frames.channel_options(limits.ServerLimits.from_env().grpc_max_message_bytes)), SHARDS_SERVICE)
 
     def next_shard(self, dataset: str, spec: shard_queue.ShardsSpec, task: str, client: str,
-                   finished_lease: int) -> shards_pb2.NextShardResponse:
+                   finished_lease: int) -> shard_queue.Assignment:
         request = shards_pb2.NextShardRequest(dataset=dataset, spec=spec_to_proto(spec), task=task, client=client,
                                               finished_lease=finished_lease)
         response: shards_pb2.NextShardResponse = self._call(
             "NextShard", lambda stub: stub.NextShard(request, timeout=CALL_TIMEOUT_SECONDS))
-        return response
+        return shard_queue.Assignment(_OUTCOME_NAMES[response.outcome], epoch=response.shard.epoch,
+                                      index=response.shard.index if response.HasField("shard") else -1,
+                                      lease=response.lease, retry_after_seconds=response.retry_after_seconds,
+                                      reason=response.reason)
 
     def renew(self, dataset: str, client: str, leases: Sequence[int], release: bool = False) -> list[int]:
         request = shards_pb2.RenewLeasesRequest(dataset=dataset, client=client, leases=list(leases), release=release)
@@ -125,12 +128,15 @@ class ShardsClient:
         request = shards_pb2.OpenShardsRequest(dataset=dataset, spec=spec_to_proto(spec), state=list(state or []))
         self._call("OpenShards", lambda stub: stub.OpenShards(request, timeout=CALL_TIMEOUT_SECONDS))
 
-    def state(self, dataset: str, known_version: int = 0) -> shards_pb2.ShardsStateResponse:
+    def state(self, dataset: str, known_version: int = 0) -> shard_queue.ShardsSnapshot:
         """The state of ``dataset``, or only its version and progress when it is ``known_version``."""
         request = shards_pb2.ShardsStateRequest(dataset=dataset, known_version=known_version)
         response: shards_pb2.ShardsStateResponse = self._call(
             "GetShardsState", lambda stub: stub.GetShardsState(request, timeout=CALL_TIMEOUT_SECONDS))
-        return response
+        return shard_queue.ShardsSnapshot(
+            state=list(response.state), epoch=response.epoch, fraction_done=response.fraction_done,
+            failed_shards=list(response.failed_shards), waiting_clients=response.waiting_clients,
+            version=response.version, unchanged=response.unchanged)
 
     def _call(self, method: str, fn: Any) -> Any:
         return clients.call(f"{method} at {self.address}", self._channel, fn)

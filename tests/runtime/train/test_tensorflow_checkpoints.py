@@ -1,7 +1,7 @@
 """TensorFlow's own checkpoints (V2 bundles: ``P.index`` and ``P.data-00000-of-00001``), with TensorFlow
 2.21's ``tf.compat.v1`` as the oracle: what TensorFlow saves, tensorgrid reads with no conversion
 (``Saver.restore``, ``latest_checkpoint``, ``list_variables``/``load_variable``/``NewCheckpointReader``,
-``warm_start`` with a vocabulary remapping), partitioned variables saved as slices included, into any
+``warm_start`` with a vocabulary remapping, ``Estimator(warm_start_from=...)``), partitioned variables saved as slices included, into any
 number of parts; and a model trained with tensorgrid, converted (``tf.train.convert_checkpoint``,
 ``tensorgrid checkpoint convert``), is what TensorFlow's ``Saver.restore`` restores. A corrupted file
 is a DataLossError naming it, on both libraries."""
@@ -145,6 +145,22 @@ def test_warm_start_with_a_vocabulary_reads_a_tensorflow_checkpoint(lib: Any, tf
         np.testing.assert_array_equal(session.run(remapped.as_tensor()), [TABLE[7], [0, 0, 0], TABLE[0], TABLE[3]])
         np.testing.assert_array_equal(session.run(kernel), VALUES["f32"])
     assert prefix
+
+
+def test_an_estimator_warm_starts_from_a_tensorflow_model_directory(tf1: Any, tmp_path: Path) -> None:
+    tf = tensorgrid
+    tensorflow_saves_values(tf1, tmp_path / "tensorflow")
+
+    def model_fn(features: Any, labels: Any, mode: Any) -> Any:
+        weights = tf.get_variable("f32", [2, 3], initializer=tf.zeros_initializer())
+        loss = tf.reduce_sum(tf.matmul(features["x"], weights))
+        return tf.estimator.EstimatorSpec(mode, loss=loss,
+                                          train_op=tf.assign_add(tf.train.get_or_create_global_step(), 1))
+
+    estimator = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "estimator"),
+                                       warm_start_from=str(tmp_path / "tensorflow"))
+    estimator.train(lambda: ({"x": tf.ones([1, 2])}, tf.zeros([1])), steps=1)
+    np.testing.assert_array_equal(estimator.get_variable_value("f32"), VALUES["f32"])
 
 
 def restore_f32(tf: Any, prefix: str) -> None:

@@ -225,3 +225,38 @@ def test_slice_keys_are_tensorflows() -> None:
     assert tensorflow_bundle.slice_key("emb", ((0, 4), (0, -1))) == b"\x00emb\x00\x01\x01\x02\x80\x84\x80\x7f"
     encoded = [tensorflow_bundle._ordered_signed(v) for v in (-(2 ** 63), -65, -64, -1, 0, 63, 64, 2 ** 40, 2 ** 63 - 1)]
     assert encoded == sorted(encoded) and encoded[4] == b"\x80" and encoded[6] == b"\xc0\x40"
+
+
+# ---------------------------------------------------------------------- init_from_checkpoint
+
+def test_init_from_checkpoint_by_name_variable_scope_and_partitioned(lib: Any, tf1: Any, tmp_path: Path) -> None:
+    tf = lib
+    tensorflow_saves_values(tf1, tmp_path)
+    with tf.Graph().as_default(), tf.Session() as session:
+        by_name = tf.get_variable("new/f32", [2, 3], initializer=tf.zeros_initializer())
+        as_variable = tf.get_variable("plain", [3], tf.float64, initializer=tf.zeros_initializer())
+        in_scope = tf.get_variable("other/nested", [1, 2], tf.int32, initializer=tf.zeros_initializer())
+        table = tf.get_variable("new_table", [10, 3], initializer=tf.zeros_initializer(),
+                                partitioner=tf.fixed_size_partitioner(2))
+        untouched = tf.get_variable("other_scope/kept", [2], initializer=tf.ones_initializer())
+        tf.train.init_from_checkpoint(str(tmp_path), {"f32": "new/f32", "f64": as_variable, "scope/": "other/",
+                                                      "table": "new_table"})
+        session.run(tf.global_variables_initializer())
+        got = session.run({"f32": by_name, "f64": as_variable, "scope/nested": in_scope, "table": table.as_tensor(),
+                           "kept": untouched})
+    assert_same({name: got[name] for name in ("f32", "f64", "scope/nested")},
+                {name: np.asarray(VALUES[name]) for name in ("f32", "f64", "scope/nested")})
+    np.testing.assert_array_equal(got["table"], TABLE)
+    np.testing.assert_array_equal(got["kept"], [1.0, 1.0])
+
+
+@pytest.mark.parametrize("assignment_map", [{"missing": "f32"}, {"scope": "other/"}, {"f64": "f32"}])
+def test_init_from_checkpoint_refuses_what_tensorflow_refuses(lib: Any, tf1: Any, tmp_path: Path,
+                                                              assignment_map: dict[str, str]) -> None:
+    tf = lib
+    prefix = tensorflow_saves_values(tf1, tmp_path)
+    with tf.Graph().as_default():
+        tf.get_variable("f32", [2, 3])
+        tf.get_variable("other/nested", [1, 2], tf.int32)
+        with pytest.raises(ValueError):
+            tf.train.init_from_checkpoint(prefix, assignment_map)

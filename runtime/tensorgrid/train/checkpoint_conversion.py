@@ -43,9 +43,9 @@ def convert_checkpoint(source: Any, destination: Any, to: str = "tensorflow") ->
     if os.path.isdir(destination) or not os.path.basename(destination):
         raise ValueError(f"destination {destination!r} is a directory: give the new checkpoint's prefix, e.g. "
                          f"{os.path.join(destination, 'model.ckpt')}")
-    taken = checkpoint_format.checkpoint_files(destination) + tensorflow_bundle.bundle_files(destination)
+    taken = checkpoint_format.checkpoint_files(destination)
     if taken:
-        raise ValueError(f"destination {destination} holds a checkpoint already ({', '.join(sorted(set(taken)))}): "
+        raise ValueError(f"destination {destination} holds a checkpoint already ({', '.join(sorted(taken))}): "
                          "remove it or give another prefix")
     checkpoint = checkpoint_chain.LogicalCheckpoint(source)
     values = checkpoint.read(checkpoint.tensors)

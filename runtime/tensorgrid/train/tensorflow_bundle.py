@@ -21,9 +21,7 @@ The facts come from TensorFlow's ``tensor_bundle.proto``, ``tensor_bundle.cc`` a
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
-import re
 import struct
 from typing import Any, Iterable, Optional
 
@@ -38,7 +36,6 @@ from tensorgrid.train import sstable
 HEADER_KEY = b""
 BUNDLE_VERSION = 1
 """The bundle format version TensorFlow writes (``kTensorBundleVersion``) and the newest read here."""
-_DATA_FILE = re.compile(r"\.data-(\d{5})-of-(\d{5})$")
 
 FullExtent = -1
 """A slice's length along a dimension it covers whole (TensorFlow's ``kFullExtent``)."""
@@ -406,13 +403,6 @@ def _encode_tensor(name: str, array: np.ndarray) -> tuple[dtypes.DType, bytes, b
                         f"tensorgrid cannot hold (valid: {', '.join(sorted(_READABLE))})") from None
     raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
     return dtype, raw, raw
-
-
-def bundle_files(prefix: str) -> list[str]:
-    """The files of TensorFlow checkpoint ``prefix`` that exist: its index and data files."""
-    found = glob.glob(glob.escape(prefix) + ".data-?????-of-?????")
-    index = checkpoint_format.index_path(prefix)
-    return sorted([p for p in found if _DATA_FILE.search(p)] + ([index] if os.path.exists(index) else []))
 
 
 def read_bundle(prefix: str, names: Optional[Iterable[str]] = None) -> dict[str, np.ndarray]:

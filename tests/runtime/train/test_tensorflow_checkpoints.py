@@ -129,6 +129,35 @@ def test_saver_restores_a_tensorflow_model_into_any_number_of_parts(tf1: Any, tm
         assert_same(restore(tensorgrid, tensorgrid.train.latest_checkpoint(str(tmp_path)), parts), trained)
 
 
+def test_a_sharded_tensorflow_checkpoint_reads_from_each_data_file(tf1: Any, tmp_path: Path) -> None:
+    with tf1.Graph().as_default(), tf1.Session(config=tf1.ConfigProto(device_count={"CPU": 2})) as session:
+        for device, name in (("/cpu:0", "f32"), ("/cpu:1", "i64")):
+            with tf1.device(device):
+                tf1.Variable(VALUES[name], name=name)
+        session.run(tf1.global_variables_initializer())
+        prefix = tf1.train.Saver(sharded=True).save(session, str(tmp_path / "model.ckpt"))
+    assert sorted(p.name for p in tmp_path.glob("model.ckpt.data-*")) == [
+        "model.ckpt.data-00000-of-00002", "model.ckpt.data-00001-of-00002"]
+    assert_same({name: tensorgrid.train.load_variable(prefix, name) for name in ("f32", "i64")},
+                {name: VALUES[name] for name in ("f32", "i64")})
+
+
+def test_training_goes_on_in_a_tensorflow_model_directory(tf1: Any, tmp_path: Path) -> None:
+    """Restored from TensorFlow's checkpoint, saved in tensorgrid's: max_to_keep deletes all of TensorFlow's files."""
+    tf = tensorgrid
+    prefix, trained = train_and_save(tf1, tmp_path, parts=3)
+    with tf.Graph().as_default(), tf.Session() as session:
+        train, _ = sparse_model(tf, 2)
+        saver = tf.train.Saver(max_to_keep=1)
+        saver.recover_last_checkpoints([prefix])
+        saver.restore(session, tf.train.latest_checkpoint(str(tmp_path)))
+        session.run(train)
+        saver.save(session, str(tmp_path / "model.ckpt"), global_step=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint", "model.ckpt-4.data", "model.ckpt-4.index", "model.ckpt-4.meta"]
+    assert tensorgrid.train.load_variable(str(tmp_path), "global_step") == trained["global_step"] + 1
+
+
 def test_warm_start_with_a_vocabulary_reads_a_tensorflow_checkpoint(lib: Any, tf1: Any, tmp_path: Path) -> None:
     tf = lib
     prefix = tensorflow_saves_values(tf1, tmp_path)

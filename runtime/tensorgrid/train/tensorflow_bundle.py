@@ -37,7 +37,7 @@ HEADER_KEY = b""
 BUNDLE_VERSION = 1
 """The bundle format version TensorFlow writes (``kTensorBundleVersion``) and the newest read here."""
 
-FullExtent = -1
+FULL_EXTENT = -1
 """A slice's length along a dimension it covers whole (TensorFlow's ``kFullExtent``)."""
 
 
@@ -55,7 +55,7 @@ class BundleEntry:
     crc32c: int = 0
     """The masked CRC-32C of the tensor's bytes in its data file, as TensorFlow stores it."""
     slices: tuple[tuple[tuple[int, int], ...], ...] = ()
-    """Per slice, ``(start, length)`` for each dimension (length FullExtent: the whole dimension)."""
+    """Per slice, ``(start, length)`` for each dimension (length FULL_EXTENT: the whole dimension)."""
 
 
 def data_file_name(prefix: str, shard: int, shards: int) -> str:
@@ -107,33 +107,32 @@ def _field(number: int, value: Any) -> bytes:
     return sstable.varint(number << 3) + sstable.varint(value & ((1 << 64) - 1))
 
 
+READABLE_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                   "uint64", "bool", "string")
+"""The dtypes of the tensors read and written (TensorFlow's bfloat16, complex, variant and resource are not)."""
+
+
 def _parse_entry(name: str, message: bytes) -> BundleEntry:
-    fields = _fields(message)
     shape: tuple[int, ...] = ()
     slices: list[tuple[tuple[int, int], ...]] = []
     values = {1: 0, 3: 0, 4: 0, 5: 0, 6: 0}
-    for number, value in fields:
+    for number, value in _fields(message):
         if number == 2:
             shape = _parse_shape(value)
         elif number == 7:
-            slices.append(tuple((_signed(start), _signed(length)) for start, length in _parse_slice(value)))
+            slices.append(_parse_slice(value))
         elif number in values:
             values[number] = value
-    dtype_enum = values[1]
     try:
-        dtype = dtypes.as_dtype(int(dtype_enum))
+        dtype = dtypes.as_dtype(int(values[1])).name
     except TypeError:
-        dtype = None
-    if dtype is None or dtype.name == "resource":
+        dtype = ""
+    if dtype not in READABLE_DTYPES:
         raise errors.UnimplementedError(
-            None, None, f"Tensor {name} has TensorFlow DataType {dtype_enum}, which tensorgrid does not read "
-                        f"(it reads {', '.join(sorted(d for d in _READABLE))})")
-    return BundleEntry(name, dtype.name, shape, int(values[3]), _signed(values[4]), _signed(values[5]), int(values[6]),
+            None, None, f"Tensor {name} has TensorFlow DataType {values[1]}, which tensorgrid does not read "
+                        f"(it reads {', '.join(READABLE_DTYPES)})")
+    return BundleEntry(name, dtype, shape, int(values[3]), _signed(values[4]), _signed(values[5]), int(values[6]),
                        tuple(slices))
-
-
-_READABLE = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-             "uint64", "bool", "string"}
 
 
 def _parse_shape(message: bytes) -> tuple[int, ...]:
@@ -149,13 +148,15 @@ def _parse_shape(message: bytes) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _parse_slice(message: bytes) -> list[tuple[int, int]]:
+def _parse_slice(message: bytes) -> tuple[tuple[int, int], ...]:
+    """A TensorSliceProto's extents as ``(start, length)``; an extent without a length covers its
+    whole dimension (FULL_EXTENT)."""
     extents = []
     for number, value in _fields(message):
         if number == 1:
             parsed = dict(_fields(value))
-            extents.append((parsed.get(1, 0), parsed.get(2, FullExtent & ((1 << 64) - 1))))
-    return extents
+            extents.append((_signed(parsed.get(1, 0)), _signed(parsed[2]) if 2 in parsed else FULL_EXTENT))
+    return tuple(extents)
 
 
 def _shape_proto(shape: tuple[int, ...]) -> bytes:
@@ -223,7 +224,7 @@ class BundleReader:
                 raise ValueError("its first entry is not the bundle header")
             self.num_shards = self._check_header(dict(_fields(table[0][1])))
             parsed = [_parse_entry(key.decode("utf-8", "backslashreplace"), value) for key, value in table[1:]]
-        except (ValueError, struct.error) as e:
+        except (ValueError, TypeError, KeyError, struct.error) as e:
             raise errors.DataLossError(None, None, f"Unable to read file ({path}): it is corrupted or not a "
                                                    f"TensorFlow checkpoint index: {e}") from None
         by_key = {key: entry for (key, _), entry in zip(table[1:], parsed)}
@@ -268,7 +269,7 @@ class BundleReader:
             if len(spec) != len(entry.shape):
                 raise errors.DataLossError(None, None, f"The {where} has {len(spec)} dimensions, the tensor "
                                                        f"{len(entry.shape)}")
-            window = tuple(slice(0, size) if length == FullExtent else slice(start, start + length)
+            window = tuple(slice(0, size) if length == FULL_EXTENT else slice(start, start + length)
                            for (start, length), size in zip(spec, entry.shape))
             stored = self._slices.get(slice_key(entry.name, spec))
             target = whole[window]
@@ -318,7 +319,7 @@ class BundleReader:
 
 
 def _spec_text(spec: tuple[tuple[int, int], ...]) -> str:
-    return ":".join("-" if length == FullExtent else f"{start},{length}" for start, length in spec)
+    return ":".join("-" if length == FULL_EXTENT else f"{start},{length}" for start, length in spec)
 
 
 def _decode_strings(raw: bytes, entry: BundleEntry, path: str) -> tuple[np.ndarray, bytes]:
@@ -400,7 +401,7 @@ def _encode_tensor(name: str, array: np.ndarray) -> tuple[dtypes.DType, bytes, b
         dtype = dtypes.as_dtype(array.dtype.newbyteorder("="))
     except TypeError:
         raise TypeError(f"Tensor {name} has numpy dtype {array.dtype}, which a TensorFlow checkpoint written by "
-                        f"tensorgrid cannot hold (valid: {', '.join(sorted(_READABLE))})") from None
+                        f"tensorgrid cannot hold (valid: {', '.join(READABLE_DTYPES)})") from None
     raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
     return dtype, raw, raw
 

@@ -49,6 +49,15 @@ def tensorflow_saves_values(tf1: Any, directory: Path) -> str:
         return str(tf1.train.Saver().save(session, str(directory / "model.ckpt"), global_step=7))
 
 
+@pytest.fixture(scope="module")
+def saved_by_tensorflow(tf1: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of one TensorFlow checkpoint of VALUES and ``table`` (tensorflow_saves_values),
+    shared by the tests that only read it."""
+    directory = tmp_path_factory.mktemp("saved_by_tensorflow")
+    tensorflow_saves_values(tf1, directory)
+    return directory
+
+
 def table_rows(tf: Any) -> Any:
     """An initializer giving each part of ``table`` its rows of TABLE."""
     def initialize(shape: Any, dtype: Any = None, partition_info: Any = None) -> Any:
@@ -105,8 +114,9 @@ def assert_same(got: dict[str, Any], expected: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------- reading TensorFlow's checkpoints
 
-def test_every_dtype_of_a_tensorflow_checkpoint_reads_as_tensorflow_reads_it(tf1: Any, tmp_path: Path) -> None:
-    prefix = tensorflow_saves_values(tf1, tmp_path)
+def test_every_dtype_of_a_tensorflow_checkpoint_reads_as_tensorflow_reads_it(tf1: Any, saved_by_tensorflow: Path) -> None:
+    tmp_path = saved_by_tensorflow
+    prefix = str(tmp_path / "model.ckpt-7")
     assert tensorgrid.train.latest_checkpoint(str(tmp_path)) == prefix == tf1.train.latest_checkpoint(str(tmp_path))
     listed = tensorgrid.train.list_variables(str(tmp_path))
     assert listed == [(name, list(shape)) for name, shape in tf1.train.list_variables(prefix)]
@@ -158,9 +168,9 @@ def test_training_goes_on_in_a_tensorflow_model_directory(tf1: Any, tmp_path: Pa
     assert tensorgrid.train.load_variable(str(tmp_path), "global_step") == trained["global_step"] + 1
 
 
-def test_warm_start_with_a_vocabulary_reads_a_tensorflow_checkpoint(lib: Any, tf1: Any, tmp_path: Path) -> None:
+def test_warm_start_with_a_vocabulary_reads_a_tensorflow_checkpoint(lib: Any, saved_by_tensorflow: Path,
+                                                                    tmp_path: Path) -> None:
     tf = lib
-    prefix = tensorflow_saves_values(tf1, tmp_path)
     (tmp_path / "old.txt").write_text("".join(f"w{i}\n" for i in range(10)))
     (tmp_path / "new.txt").write_text("w7\nnew\nw0\nw3\n")
     vocab = tf.train.VocabInfo(new_vocab=str(tmp_path / "new.txt"), new_vocab_size=4, num_oov_buckets=0,
@@ -169,16 +179,15 @@ def test_warm_start_with_a_vocabulary_reads_a_tensorflow_checkpoint(lib: Any, tf
         remapped = tf.get_variable("table", [4, 3], initializer=tf.constant_initializer(-1.0),
                                    partitioner=tf.fixed_size_partitioner(2))
         kernel = tf.get_variable("f32", [2, 3], initializer=tf.zeros_initializer())
-        tf.train.warm_start(str(tmp_path), vars_to_warm_start="f32|table", var_name_to_vocab_info={"table": vocab})
+        tf.train.warm_start(str(saved_by_tensorflow), vars_to_warm_start="f32|table",
+                            var_name_to_vocab_info={"table": vocab})
         session.run(tf.global_variables_initializer())
         np.testing.assert_array_equal(session.run(remapped.as_tensor()), [TABLE[7], [0, 0, 0], TABLE[0], TABLE[3]])
         np.testing.assert_array_equal(session.run(kernel), VALUES["f32"])
-    assert prefix
 
 
-def test_an_estimator_warm_starts_from_a_tensorflow_model_directory(tf1: Any, tmp_path: Path) -> None:
+def test_an_estimator_warm_starts_from_a_tensorflow_model_directory(saved_by_tensorflow: Path, tmp_path: Path) -> None:
     tf = tensorgrid
-    tensorflow_saves_values(tf1, tmp_path / "tensorflow")
 
     def model_fn(features: Any, labels: Any, mode: Any) -> Any:
         weights = tf.get_variable("f32", [2, 3], initializer=tf.zeros_initializer())
@@ -187,7 +196,7 @@ def test_an_estimator_warm_starts_from_a_tensorflow_model_directory(tf1: Any, tm
                                           train_op=tf.assign_add(tf.train.get_or_create_global_step(), 1))
 
     estimator = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "estimator"),
-                                       warm_start_from=str(tmp_path / "tensorflow"))
+                                       warm_start_from=str(saved_by_tensorflow))
     estimator.train(lambda: ({"x": tf.ones([1, 2])}, tf.zeros([1])), steps=1)
     np.testing.assert_array_equal(estimator.get_variable_value("f32"), VALUES["f32"])
 
@@ -258,9 +267,8 @@ def test_slice_keys_are_tensorflows() -> None:
 
 # ---------------------------------------------------------------------- init_from_checkpoint
 
-def test_init_from_checkpoint_by_name_variable_scope_and_partitioned(lib: Any, tf1: Any, tmp_path: Path) -> None:
+def test_init_from_checkpoint_by_name_variable_scope_and_partitioned(lib: Any, saved_by_tensorflow: Path) -> None:
     tf = lib
-    tensorflow_saves_values(tf1, tmp_path)
     with tf.Graph().as_default(), tf.Session() as session:
         by_name = tf.get_variable("new/f32", [2, 3], initializer=tf.zeros_initializer())
         as_variable = tf.get_variable("plain", [3], tf.float64, initializer=tf.zeros_initializer())
@@ -268,8 +276,8 @@ def test_init_from_checkpoint_by_name_variable_scope_and_partitioned(lib: Any, t
         table = tf.get_variable("new_table", [10, 3], initializer=tf.zeros_initializer(),
                                 partitioner=tf.fixed_size_partitioner(2))
         untouched = tf.get_variable("other_scope/kept", [2], initializer=tf.ones_initializer())
-        tf.train.init_from_checkpoint(str(tmp_path), {"f32": "new/f32", "f64": as_variable, "scope/": "other/",
-                                                      "table": "new_table"})
+        assignment_map = {"f32": "new/f32", "f64": as_variable, "scope/": "other/", "table": "new_table"}
+        tf.train.init_from_checkpoint(str(saved_by_tensorflow), assignment_map)
         session.run(tf.global_variables_initializer())
         got = session.run({"f32": by_name, "f64": as_variable, "scope/nested": in_scope, "table": table.as_tensor(),
                            "kept": untouched})
@@ -279,13 +287,12 @@ def test_init_from_checkpoint_by_name_variable_scope_and_partitioned(lib: Any, t
     np.testing.assert_array_equal(got["kept"], [1.0, 1.0])
 
 
-@pytest.mark.parametrize("assignment_map", [{"missing": "f32"}, {"scope": "other/"}, {"f64": "f32"}])
-def test_init_from_checkpoint_refuses_what_tensorflow_refuses(lib: Any, tf1: Any, tmp_path: Path,
-                                                              assignment_map: dict[str, str]) -> None:
+def test_init_from_checkpoint_refuses_what_tensorflow_refuses(lib: Any, saved_by_tensorflow: Path) -> None:
     tf = lib
-    prefix = tensorflow_saves_values(tf1, tmp_path)
-    with tf.Graph().as_default():
-        tf.get_variable("f32", [2, 3])
-        tf.get_variable("other/nested", [1, 2], tf.int32)
-        with pytest.raises(ValueError):
-            tf.train.init_from_checkpoint(prefix, assignment_map)
+    prefix = str(saved_by_tensorflow / "model.ckpt-7")
+    for assignment_map in ({"missing": "f32"}, {"scope": "other/"}, {"f64": "f32"}):
+        with tf.Graph().as_default():
+            tf.get_variable("f32", [2, 3])
+            tf.get_variable("other/nested", [1, 2], tf.int32)
+            with pytest.raises(ValueError):
+                tf.train.init_from_checkpoint(prefix, assignment_map)

@@ -1,6 +1,7 @@
 """The ``tensorgrid`` command: ``server`` runs one task, ``local`` runs a whole cluster on loopback,
 ``certs`` makes the TLS certificates of a cluster across machines, ``devices`` lists the devices a
-server on this machine would expose."""
+server on this machine would expose, ``checkpoint convert`` writes a checkpoint in TensorFlow's format
+or tensorgrid's."""
 
 from __future__ import annotations
 
@@ -237,6 +238,20 @@ def _devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checkpoint(args: argparse.Namespace) -> int:
+    from tensorgrid.framework import errors
+    from tensorgrid.train import checkpoint_conversion
+
+    try:
+        written = checkpoint_conversion.convert_checkpoint(args.source, args.destination, to=args.to)
+    except (ValueError, TypeError, OSError, errors.OpError) as e:
+        print(f"tensorgrid checkpoint convert: {e}", file=sys.stderr)
+        return 1
+    print(f"Wrote {written} in {args.to}'s format (from {args.source}); the 'checkpoint' file of its directory "
+          "names it")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
@@ -292,6 +307,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     devices = sub.add_parser("devices", help="list the devices a server on this machine would expose (CPU, and "
                                              "each GPU with its name and memory), or why there is no GPU")
     devices.add_argument("--require-gpu", action="store_true", help="exit 1 when there is no GPU")
+    checkpoint = sub.add_parser("checkpoint", help="work on checkpoints: 'convert' between tensorgrid's format and "
+                                                   "TensorFlow's")
+    checkpoint_sub = checkpoint.add_subparsers(dest="checkpoint_command", required=True)
+    convert = checkpoint_sub.add_parser("convert", help="write checkpoint SRC as checkpoint DST in another format "
+                                                        "(docs/checkpoint-format.md)")
+    convert.add_argument("source", metavar="SRC", help="a checkpoint's prefix (e.g. ckpt/model.ckpt-1000), either "
+                                                      "format, or a directory: its latest checkpoint")
+    convert.add_argument("destination", metavar="DST", help="the new checkpoint's prefix (e.g. tf/model.ckpt-1000)")
+    convert.add_argument("--to", required=True, choices=["tensorflow", "tensorgrid"],
+                         help="the format to write: tensorflow (a V2 bundle, P.index and P.data-00000-of-00001, "
+                              "that TensorFlow's Saver.restore reads) or tensorgrid")
     args = parser.parse_args(argv)
     logging.getLogger("tensorgrid").setLevel(args.log_level.upper())
     if args.command == "server":
@@ -302,6 +328,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _devices(args)
     if args.command == "certs":
         return _certs(args)
+    if args.command == "checkpoint":
+        return _checkpoint(args)
     return _local(args, command)
 
 

@@ -255,6 +255,12 @@ def _get_default_variable_store(graph: Optional[graph_lib.Graph] = None) -> vari
     return _singleton(graph or graph_lib.get_default_graph(), _VARSTORE_KEY, variable_store.VariableStore)  # type: ignore[no-any-return]
 
 
+def variables_by_name(graph: Optional[graph_lib.Graph] = None) -> dict[str, Any]:
+    """Every variable ``get_variable`` made in ``graph`` (the default one) by full name, each part of a
+    partitioned one under its own (``emb/part_0``): what ``tf.train.init_from_checkpoint`` looks up."""
+    return _get_default_variable_store(graph).variables_by_name()
+
+
 def get_variable_scope() -> VariableScope:
     """The current variable scope (``tf.get_variable_scope``)."""
     return _scope_store().current_scope

@@ -32,6 +32,12 @@ class VariableStore:
         self._partitioned_vars: dict[str, partitioned_variables.PartitionedVariable] = {}
         self._lock = threading.RLock()  # a regularizer or initializer may call get_variable
 
+    def variables_by_name(self) -> dict[str, variables.Variable]:
+        """Every variable made here by its full name, each part of a partitioned one under its own
+        (``emb/part_0``), as TF's store holds them (what ``tf.train.init_from_checkpoint`` looks up)."""
+        with self._lock:
+            return dict(self._vars)
+
     def get_variable(
         self,
         name: str,

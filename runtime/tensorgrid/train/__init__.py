@@ -6,6 +6,8 @@ from tensorgrid.train.adadelta import AdadeltaOptimizer
 from tensorgrid.train.adagrad import AdagradOptimizer
 from tensorgrid.train.adam import AdamOptimizer
 from tensorgrid.train.checkpoint_chain import CheckpointReader
+from tensorgrid.train.checkpoint_conversion import convert_checkpoint
+from tensorgrid.train.checkpoint_utils import init_from_checkpoint
 from tensorgrid.train.checkpoint_management import (
     CheckpointState, NewCheckpointReader, checkpoint_exists, get_checkpoint_mtimes, get_checkpoint_state,
     latest_checkpoint, list_variables, load_checkpoint, load_variable, remove_checkpoint, update_checkpoint_state,

@@ -8,7 +8,8 @@ the tensors of an embedding variable (one entry per key of its ``NAME-keys``), t
 removed since the previous checkpoint and the changed keys' entries of each column. This
 module follows the chain back to the full checkpoint, checks every link, and applies the deltas
 in order; ``Saver.restore``, ``tf.train.load_checkpoint`` and ``NewCheckpointReader`` read through
-it, so a delta restores like any checkpoint. (docs/checkpoint-format.md, "Incremental checkpoints".)
+it, so a delta restores like any checkpoint. (docs/checkpoint-format.md, "Incremental checkpoints".) A
+checkpoint TensorFlow wrote reads through the same class (tensorflow_bundle).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.kernels import embedding_variable_writes
 from tensorgrid.train import checkpoint_format
+from tensorgrid.train import tensorflow_bundle
 
 ROWS_SUFFIX = ":rows"
 ROW_VALUES_SUFFIX = ":row_values"
@@ -81,12 +83,15 @@ def needed_by(kept: Iterable[str]) -> set[str]:
 
 
 class LogicalCheckpoint:
-    """A checkpoint's tensors by name: a full checkpoint's own, or its chain's with the deltas applied."""
+    """A checkpoint's tensors by name: a full checkpoint's own, or its chain's with the deltas applied,
+    or those of a checkpoint TensorFlow wrote (its index is a table, not JSON: tensorflow_bundle)."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.chain = read_chain(prefix)
-        self.tensors: dict[str, checkpoint_format.TensorEntry] = dict(self.chain[0].tensors)
+        self._bundle = tensorflow_bundle.BundleReader(prefix) if tensorflow_bundle.is_bundle(prefix) else None
+        self.chain = [] if self._bundle is not None else read_chain(prefix)
+        self.tensors: dict[str, checkpoint_format.TensorEntry | tensorflow_bundle.BundleEntry] = (
+            dict(self._bundle.entries) if self._bundle is not None else dict(self.chain[0].tensors))
         """Name -> the entry giving its dtype and shape (the last whole copy in the chain)."""
         for delta in self.chain[1:]:
             self.tensors.update((n, e) for n, e in delta.tensors.items() if not _is_row_part(n))
@@ -98,6 +103,8 @@ class LogicalCheckpoint:
     def read(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """The named tensors (every one in ``tensors``), read, checked and brought up to date."""
         names = list(names)
+        if self._bundle is not None:
+            return self._bundle.read(names)
         keys_of = {column: keys_name for delta in self.chain[1:] for column, _, keys_name in
                    (n.partition(CHANGED_ROWS_OF) for n in delta.tensors if CHANGED_ROWS_OF in n) if column in names}
         """Column -> the keys tensor its changed entries are keyed by (read too: the merge needs it)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import zlib
 from typing import Any, Callable, Iterable, Optional
@@ -32,6 +33,9 @@ ALIGNMENT = 64
 INDEX_SUFFIX = ".index"
 DATA_SUFFIXES = (".data", ".data.1")
 _TEMP_MARKER = ".tmp-"
+TENSORFLOW_DATA_FILE = re.compile(r"\.data-\d{5}-of-\d{5}")
+"""The suffix of TensorFlow's data files (``P.data-00000-of-00001``): a TensorFlow checkpoint of the
+same prefix (tensorflow_bundle), whose files deleting or replacing the checkpoint deletes too."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +182,8 @@ def write_checkpoint(prefix: str, tensors: dict[str, Any], delta: Optional[Delta
     if previous is not None and previous != data_file:
         _unlink_quietly(os.path.join(directory, previous))
     for path in checkpoint_files(prefix):
-        if is_temporary(os.path.basename(path)):
-            _unlink_quietly(path)  # left by an interrupted save of this prefix
+        if is_temporary(os.path.basename(path)) or TENSORFLOW_DATA_FILE.search(path):
+            _unlink_quietly(path)  # left by an interrupted save of this prefix, or TensorFlow's replaced checkpoint
     return index
 
 
@@ -297,7 +301,8 @@ def read_tensors(index: Index, names: Iterable[str]) -> dict[str, np.ndarray]:
 
 
 def checkpoint_files(prefix: str) -> list[str]:
-    """Every file that belongs to checkpoint ``prefix`` (including leftovers of interrupted saves)."""
+    """Every file that belongs to checkpoint ``prefix`` (including leftovers of interrupted saves, and the
+    data files of a TensorFlow checkpoint of that prefix)."""
     directory = os.path.dirname(prefix) or "."
     base = os.path.basename(prefix)
     own = {base + INDEX_SUFFIX, *(base + s for s in DATA_SUFFIXES)}
@@ -308,6 +313,7 @@ def checkpoint_files(prefix: str) -> list[str]:
     return [
         os.path.join(os.path.dirname(prefix), n) for n in names
         if n in own or any(n.startswith(o + _TEMP_MARKER) for o in own)
+        or (n.startswith(base) and TENSORFLOW_DATA_FILE.fullmatch(n[len(base):]))
     ]
 
 

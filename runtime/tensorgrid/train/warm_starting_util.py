@@ -122,7 +122,7 @@ def variables_to_warm_start(checkpoint: str, vars_to_warm_start: Any, var_name_t
     return planned
 
 
-def _checkpoint_assigns(variable: WarmStartedVariable, checkpoint: str) -> list[Any]:
+def checkpoint_assigns(variable: WarmStartedVariable, checkpoint: str) -> list[Any]:
     """One assign per part of the checkpoint tensor's slice that part holds, read when it runs."""
     log.info("Warm-starting variable: %s; prev_var_name: %s", variable.name, variable.previous_name)
 
@@ -156,7 +156,7 @@ def warm_start(ckpt_to_initialize_from: Any, vars_to_warm_start: Any = ".*",
                 assigns = vocab_remapping.remapping_assigns(variable.name, variable.parts, variable.vocab_info,
                                                             checkpoint, variable.previous_name)
             else:
-                assigns = _checkpoint_assigns(variable, checkpoint)
+                assigns = checkpoint_assigns(variable, checkpoint)
         for part, assign in zip(variable.parts, assigns):
             part._initializer_op = assign.op
     log.info("Warm-started %d variables.", len(planned))

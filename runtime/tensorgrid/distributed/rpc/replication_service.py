@@ -24,6 +24,7 @@ import numpy as np
 
 from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import replica_tables
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed.rpc import user_authority
@@ -97,7 +98,7 @@ _DEFINITION_FIELDS = ("name", "dim", "value_dtype", "filter_freq", "steps_to_liv
                       "slot_initial")
 
 
-def _table_to_proto(piece: replication.TableRows) -> replication_pb2.ReplicaTableRows:
+def _table_to_proto(piece: replica_tables.TableRows) -> replication_pb2.ReplicaTableRows:
     arrays = {name: replication_pb2.ReplicaArray(dtype=array.dtype.name, shape=list(array.shape),
                                                  data=np.ascontiguousarray(array).tobytes())
               for name, array in piece.arrays.items()}
@@ -107,7 +108,7 @@ def _table_to_proto(piece: replication.TableRows) -> replication_pb2.ReplicaTabl
         pending_included=piece.pending_included, arrays=arrays)
 
 
-def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replication.TableRows:
+def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replica_tables.TableRows:
     """The table piece of ``message``; InvalidArgumentError naming the table when its parts disagree."""
     where = f"replica keys of embedding variable table {message.container}/{message.name}"
     arrays = {name: _array_from_proto(array, f"{where}, array {name!r}") for name, array in message.arrays.items()}
@@ -129,13 +130,13 @@ def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replication.
         if missing or needed:
             raise errors.InvalidArgumentError(
                 None, None, f"{where}: a whole table needs the definition fields {missing} and arrays {needed}")
-    return replication.TableRows((message.container, message.name), arrays, message.whole, definition,
+    return replica_tables.TableRows((message.container, message.name), arrays, message.whole, definition,
                                  message.pending_included)
 
 
 def _piece_message(piece: replication.Piece) -> dict[str, Any]:
     """The fields of a ``ReplicaBatch`` or ``ReplicaSnapshot`` carrying ``piece``."""
-    if isinstance(piece, replication.TableRows):
+    if isinstance(piece, replica_tables.TableRows):
         return {"table": _table_to_proto(piece)}
     return {"rows": _to_proto(piece)}
 

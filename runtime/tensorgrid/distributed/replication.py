@@ -232,6 +232,11 @@ class DeltaTracker:
             pieces += table_pieces
         return full, pieces, pushed
 
+    def holder_lacks(self, key: VariableKey) -> bool:
+        """Whether the holder holds nothing of ``key`` yet: no push of it was acknowledged (a full push is
+        owed, or the variable or table was made, or first initialized, after the last one)."""
+        return self._full_needed or key not in self._baselines
+
     def commit(self, pushed: dict[VariableKey, tuple[Baseline, int]]) -> None:
         self._baselines = {key: baseline for key, (baseline, _) in pushed.items()}
         self._full_needed = False
@@ -471,6 +476,7 @@ class Replicator:
         self._sequence = 0
         self._changed = threading.Condition()
         self._replicated_as_of = time.monotonic()
+        self._establishing = False  # the push in flight carries state its holder holds none of
         self._updates_pushed = 0
         self._reachable = True
         self._failing_with: Optional[type] = None  # the error class of the pushes failing now (said once each)
@@ -495,9 +501,14 @@ class Replicator:
 
     def wait_within_lag(self) -> None:
         """Blocks a step while the replica lags more than ``max_lag_s`` and its holder answers
-        (an unreachable holder does not stop training: the lag then grows, and is exported)."""
+        (an unreachable holder does not stop training: the lag then grows, and is exported), unless
+        the push in flight establishes the replica: it carries variables or tables the holder holds
+        none of (the first push of this incarnation's state, a holder that restarted, the tables the
+        chief just initialized). Until that push lands a loss of this PS loses what it carries
+        whatever the steps do, and a step waiting for it would only stretch a push of a whole large
+        state (seconds) into the steps' time; the pushes after it are bound again."""
         with self._changed:
-            while (self._reachable and not self._closed.is_set()
+            while (self._reachable and not self._closed.is_set() and not self._establishing
                    and self.lag_seconds > self.settings.max_lag_s):
                 self._changed.wait(self.settings.interval_s)
 
@@ -515,6 +526,7 @@ class Replicator:
         self._lag_updates.set(max(updates_now - self._updates_pushed, 0))
         if pieces:
             self._sequence += 1
+            self._set_establishing(full or any(self._tracker.holder_lacks(piece.key) for piece in pieces))
             try:
                 ack = self._peer.push(Push(self.task, self._incarnation, self._sequence, full), pieces)
             except errors.OpError as e:
@@ -523,6 +535,7 @@ class Replicator:
                                 self.task, self.holder, e.message)
                     self._failing_with = type(e)
                 self._set_reachable(False)
+                self._set_establishing(False)
                 self._lag_seconds.set(self.lag_seconds)
                 return False
             self._failing_with = None
@@ -530,6 +543,7 @@ class Replicator:
                 log.info("%s: %s holds no replica of this incarnation: pushing the whole state", self.task, self.holder)
                 self._tracker.require_full()
                 self._set_reachable(True)
+                self._set_establishing(False)
                 return False
             sent = sum(piece_bytes(piece) for piece in pieces)
             self.pushed_bytes += sent
@@ -542,6 +556,7 @@ class Replicator:
         with self._changed:
             self._replicated_as_of = started
             self._reachable = True
+            self._establishing = False
             self._changed.notify_all()
         self._lag_seconds.set(self.lag_seconds)
         self._lag_updates.set(0)
@@ -550,4 +565,9 @@ class Replicator:
     def _set_reachable(self, reachable: bool) -> None:
         with self._changed:
             self._reachable = reachable
+            self._changed.notify_all()
+
+    def _set_establishing(self, establishing: bool) -> None:
+        with self._changed:
+            self._establishing = establishing
             self._changed.notify_all()

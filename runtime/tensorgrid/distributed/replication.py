@@ -526,7 +526,8 @@ class Replicator:
         self._lag_updates.set(max(updates_now - self._updates_pushed, 0))
         if pieces:
             self._sequence += 1
-            self._set_establishing(full or any(self._tracker.holder_lacks(piece.key) for piece in pieces))
+            new = sorted({piece.key for piece in pieces if self._tracker.holder_lacks(piece.key)})
+            self._set_establishing(full or bool(new))
             try:
                 ack = self._peer.push(Push(self.task, self._incarnation, self._sequence, full), pieces)
             except errors.OpError as e:
@@ -549,7 +550,11 @@ class Replicator:
             self.pushed_bytes += sent
             self._bytes.inc(sent)
             if full:
-                log.info("%s: pushed its whole state to %s (%d bytes)", self.task, self.holder, sent)
+                log.info("%s: pushed its whole state to %s (%d bytes, %.1f s)", self.task, self.holder, sent,
+                         time.monotonic() - started)
+            elif new:
+                log.info("%s: pushed %d variables or tables its replica lacked to %s (%d bytes in all, %.1f s; steps "
+                         "did not wait for it)", self.task, len(new), self.holder, sent, time.monotonic() - started)
         if pieces or not full:  # a full push with nothing in it yet (no variables) stays owed
             self._tracker.commit(pushed)
         self._updates_pushed = updates_now

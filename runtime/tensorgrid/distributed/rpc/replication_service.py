@@ -88,16 +88,17 @@ def _from_proto(message: replication_pb2.ReplicaRows) -> replication.Rows:
     count = rows.size if rows is not None else int(message.row_count)
     row_shape = shape[1:] if shape else ()
     expected = (count,) + row_shape if shape else ()
-    if any(d < 0 for d in shape) or len(message.values) != int(np.prod(expected, dtype=np.int64)) * dtype.itemsize:
+    data = message.values  # each read of the field makes a new bytes copy of it: one
+    if any(d < 0 for d in shape) or len(data) != int(np.prod(expected, dtype=np.int64)) * dtype.itemsize:
         raise errors.InvalidArgumentError(
-            None, None, f"{where}: {len(message.values)} value bytes do not hold {count} rows of shape "
+            None, None, f"{where}: {len(data)} value bytes do not hold {count} rows of shape "
                         f"{list(row_shape)} and dtype {dtype.name} (variable shape {list(shape)})")
     bound = shape[0] if shape else 1
     first, last = ((int(rows.min()), int(rows.max())) if rows is not None and rows.size
                    else (int(message.row_start), int(message.row_start) + count - 1))
     if count and (first < 0 or last >= bound):
         raise errors.InvalidArgumentError(None, None, f"{where}: rows {first}..{last} are not in [0, {bound})")
-    values = np.frombuffer(message.values, dtype).reshape(expected)  # read-only: applying copies it
+    values = np.frombuffer(data, dtype).reshape(expected)  # read-only: applying copies it
     return replication.Rows((message.container, message.name), shape, values, int(message.updates), rows,
                             int(message.row_start), count)
 
@@ -108,11 +109,12 @@ def _array_from_proto(message: replication_pb2.ReplicaArray, where: str) -> np.n
     except TypeError:
         raise errors.InvalidArgumentError(None, None, f"{where}: unknown dtype {message.dtype!r}") from None
     shape = tuple(int(d) for d in message.shape)
-    if any(d < 0 for d in shape) or len(message.data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+    data = message.data  # each read of the field makes a new bytes copy of it: one
+    if any(d < 0 for d in shape) or len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
         raise errors.InvalidArgumentError(
-            None, None, f"{where}: {len(message.data)} bytes do not hold an array of shape {list(shape)} and dtype "
+            None, None, f"{where}: {len(data)} bytes do not hold an array of shape {list(shape)} and dtype "
                         f"{dtype.name}")
-    return np.frombuffer(message.data, dtype).reshape(shape).copy()
+    return np.frombuffer(data, dtype).reshape(shape).copy()
 
 
 _TABLE_KEYED = ("keys", "values", "freqs", "versions")

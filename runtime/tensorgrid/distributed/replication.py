@@ -14,11 +14,7 @@ same address fetches its state from the holder's ``ReplicaStore`` before it runs
 checkpoint path takes over, as before.
 
 An embedding variable's table (``tf.get_embedding_variable``, a resource of its own type) is
-replicated by its keys: each push carries the keys stored or updated since the last acknowledged
-push with all their columns (row, frequency, version, slots) and the keys evicted since, from
-the table's change tracking (``kernels/embedding_variable_writes.py``); the counts of keys not
-yet admitted travel whole when they changed. The holder keeps the table as arrays by key and a
-restarted primary makes the table again from them, as a checkpoint restore would.
+replicated by its keys (``replica_tables.py``).
 
 Protocol-free: the calls to the holder go through ``ReplicaPeer``;
 ``rpc/replication_service.py`` binds them to gRPC and wires this into a task's server.
@@ -37,9 +33,9 @@ import numpy as np
 
 from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import replica_tables
 from tensorgrid.execution import resources as resources_lib
 from tensorgrid.framework import errors
-from tensorgrid.kernels import embedding_variable_kernels
 from tensorgrid.kernels import embedding_variable_writes
 
 log = logging.getLogger("tensorgrid.replication")
@@ -54,10 +50,10 @@ TOOK_OVER = "a standby took over at"
 """What a standby that became its PS logs (``<task>: a standby took over at <address> (...)``):
 ``tensorgrid local`` reads it to start the next standby."""
 
-PIECE_BYTES = 4 << 20
+PIECE_BYTES = replica_tables.PIECE_BYTES
 """The most value bytes one message of a push or a snapshot carries."""
 
-VariableKey = tuple[str, str]
+VariableKey = replica_tables.VariableKey
 """(container, name) of a variable in a resource manager."""
 
 
@@ -170,86 +166,13 @@ def _listed(key: VariableKey, values: np.ndarray, shape: tuple[int, ...], rows: 
             for start in range(0, rows.size, step)]
 
 
-@dataclasses.dataclass
-class TableRows:
-    """Some keys of one embedding variable table with all their columns, and what else changed in
-    it (``ReplicaTableRows`` in the proto names the ``arrays``)."""
-
-    key: VariableKey
-    arrays: dict[str, np.ndarray]
-    whole: bool = False
-    """The held table is replaced, starting with this piece."""
-    definition: Optional[dict[str, Any]] = None
-    """With ``whole``: the table's options and its slots' initial values (``_definition``)."""
-    pending_included: bool = False
-
-
-Piece = Union[Rows, TableRows]
+Piece = Union[Rows, replica_tables.TableRows]
 """What a push or a snapshot carries: rows of a variable, or keys of a table."""
 
-_TABLE_HEAD = ("removed_keys", "pending_keys", "pending_counts", "bloom_counters", "defaults")
-"""The arrays of a table piece that are not columns of its keys..."""
-_SLOT_INITIAL = "slot_initial:"
-"""...nor are these, the first piece of a change's: ``slot_initial:SLOT``, the initial value of each
-optimizer slot (one value), which a holder gives every key of a slot made after it took the table."""
-
-
-def _is_column(name: str) -> bool:
-    return name != "keys" and name not in _TABLE_HEAD and not name.startswith(_SLOT_INITIAL)
-
-
 def piece_bytes(piece: Piece) -> int:
-    if isinstance(piece, TableRows):
+    if isinstance(piece, replica_tables.TableRows):
         return sum(array.nbytes for array in piece.arrays.values())
     return int(piece.values.nbytes)
-
-
-def _definition(table: embedding_variable_kernels.EmbeddingTable, slot_initial: dict[str, float]) -> dict[str, Any]:
-    return {"name": table.name, "dim": table.dim, "value_dtype": table.value_dtype.name,
-            "filter_freq": table.filter_freq, "steps_to_live": table.steps_to_live,
-            "l2_weight_threshold": table.l2_weight_threshold,
-            "default_value_no_permission": table.default_value_no_permission, "max_entries": table.max_entries,
-            "evict_every_n_steps": table.evict_every_n_steps, "bloom_filter_shape": list(table.bloom_filter_shape),
-            "slot_initial": slot_initial}
-
-
-def _split_table(key: VariableKey, keys: np.ndarray, columns: dict[str, np.ndarray], head: dict[str, np.ndarray],
-                 whole: bool, definition: Optional[dict[str, Any]], pending_included: bool) -> list[TableRows]:
-    """A table's changed ``keys`` (and ``columns``) in pieces of at most ``PIECE_BYTES`` of columns; the
-    first piece also carries ``head`` (removed keys, pending counts, defaults) and the flags."""
-    row_bytes = 8 + sum(array.nbytes // max(len(array), 1) for array in columns.values())
-    step = max(PIECE_BYTES // row_bytes, 1)
-    pieces = []
-    for start in range(0, max(len(keys), 1), step):
-        chunk = {"keys": keys[start:start + step], **{n: a[start:start + step] for n, a in columns.items()}}
-        pieces.append(TableRows(key, {**head, **chunk}, whole, definition, pending_included) if start == 0
-                      else TableRows(key, chunk))
-    return pieces
-
-
-def _table_changes(key: VariableKey, table: embedding_variable_kernels.EmbeddingTable, since: Baseline
-                   ) -> tuple[Baseline, list[TableRows]]:
-    """The table's new baseline and the pieces of what changed in it after ``since`` (none: nothing did)."""
-    defaults, slot_initial = table.initial_state()
-    slots = sorted(slot_initial)
-    baseline, whole, removed, pending, arrays = table.changes_since(since, slots)
-    keys, values, freqs, versions, pending_keys, pending_counts, *rest = arrays
-    bloom = {"bloom_counters": rest.pop(0)} if table.bloom_filter_shape[0] else {}
-    if not (whole or keys.size or removed.size or pending):
-        return baseline, []
-    head = {"removed_keys": removed, **({"defaults": defaults} if whole else {}),
-            **({} if whole else {_SLOT_INITIAL + slot: np.array([slot_initial[slot]], np.float64) for slot in slots}),
-            **({"pending_keys": pending_keys, "pending_counts": pending_counts, **bloom} if pending else {})}
-    columns = {"values": values, "freqs": freqs, "versions": versions,
-               **{f"slot:{slot}": array for slot, array in zip(slots, rest)}}
-    return baseline, _split_table(key, keys, columns, head, whole, _definition(table, slot_initial) if whole else None,
-                                  pending)
-
-
-def _tables(resources: resources_lib.ResourceManager
-            ) -> list[tuple[VariableKey, embedding_variable_kernels.EmbeddingTable]]:
-    return [((container, name), resource) for container, name, resource in resources.items()
-            if isinstance(resource, embedding_variable_kernels.EmbeddingTable) and resource.initialized]
 
 
 def _variables(resources: resources_lib.ResourceManager) -> list[tuple[VariableKey, resources_lib.Variable]]:
@@ -257,8 +180,7 @@ def _variables(resources: resources_lib.ResourceManager) -> list[tuple[VariableK
             if isinstance(resource, resources_lib.Variable) and resource.initialized]
 
 
-Baseline = tuple[int, int]
-"""(incarnation, version) of a variable's write tracking (``execution/written_rows.py``)."""
+Baseline = replica_tables.Baseline
 
 
 class DeltaTracker:
@@ -280,7 +202,7 @@ class DeltaTracker:
         """(whether this is a full push, the rows and keys to push, what to ``commit`` once
         acknowledged: each variable's and table's new baseline and update count)."""
         current = _variables(resources)
-        tables = _tables(resources)
+        tables = replica_tables.tables_of(resources)
         full = self._full_needed or bool(set(self._baselines) - {key for key, _ in current}
                                          - {key for key, _ in tables})
         pieces: list[Piece] = []
@@ -305,10 +227,15 @@ class DeltaTracker:
         for key, table in tables:
             before = embedding_variable_writes.EVERYTHING if full else self._baselines.get(
                 key, embedding_variable_writes.EVERYTHING)
-            baseline, table_pieces = _table_changes(key, table, before)
+            baseline, table_pieces = replica_tables.table_changes(key, table, before)
             pushed[key] = (baseline, 0)
             pieces += table_pieces
         return full, pieces, pushed
+
+    def holder_lacks(self, key: VariableKey) -> bool:
+        """Whether the holder holds nothing of ``key`` yet: no push of it was acknowledged (a full push is
+        owed, or the variable or table was made, or first initialized, after the last one)."""
+        return self._full_needed or key not in self._baselines
 
     def commit(self, pushed: dict[VariableKey, tuple[Baseline, int]]) -> None:
         self._baselines = {key: baseline for key, (baseline, _) in pushed.items()}
@@ -339,7 +266,7 @@ class _HeldReplica:
     sequence: int
     applied_at: float
     variables: dict[VariableKey, tuple[np.ndarray, int]]
-    tables: dict[VariableKey, "HeldTable"] = dataclasses.field(default_factory=dict)
+    tables: dict[VariableKey, replica_tables.HeldTable] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -352,56 +279,7 @@ class Snapshot:
     rows: list[Piece]
 
 
-@dataclasses.dataclass
-class HeldTable:
-    """A replicated embedding variable table: its definition and arrays by key (keys ascending)."""
-
-    definition: dict[str, Any]
-    arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
-
-    def apply(self, piece: TableRows) -> bool:
-        """Applies ``piece`` (removed keys first, then the changed keys); False when its columns are not
-        this table's (the replica must be sent whole)."""
-        given = piece.arrays
-        columns = sorted(n for n in given if _is_column(n))
-        if "keys" not in self.arrays:
-            self.arrays.update((n, given[n].copy()) for n in ["keys", *columns])
-        elif "keys" in given:
-            self._add_slots(given)
-            held_columns = sorted(n for n in self.arrays if _is_column(n))
-            if columns != held_columns:
-                return False
-            keys, merged = embedding_variable_writes.merge_keyed(
-                self.arrays["keys"], [self.arrays[n] for n in columns],
-                given.get("removed_keys", np.zeros(0, np.int64)), given["keys"], [given[n] for n in columns])
-            self.arrays["keys"] = keys
-            self.arrays.update(zip(columns, merged))
-        self.arrays.update((n, given[n].copy()) for n in _TABLE_HEAD if n in given and n != "removed_keys")
-        return True
-
-    def _add_slots(self, given: dict[str, np.ndarray]) -> None:
-        """Adds the slots ``given`` names (``slot_initial:SLOT``) that the table held lacks, every key at
-        the slot's initial value: the first update made them after the table came whole, and a key it
-        did not update holds that value."""
-        slot_initial = dict(self.definition.get("slot_initial", {}))
-        for name in sorted(n for n in given if n.startswith(_SLOT_INITIAL)):
-            slot = name[len(_SLOT_INITIAL):]
-            if f"slot:{slot}" not in self.arrays:
-                initial = float(given[name].reshape(-1)[0])
-                self.arrays[f"slot:{slot}"] = np.full(
-                    (len(self.arrays["keys"]), self.definition["dim"]), initial, self.definition["value_dtype"])
-                slot_initial[slot] = initial
-        self.definition = {**self.definition, "slot_initial": slot_initial}
-
-    def pieces(self, key: VariableKey) -> list[TableRows]:
-        """The whole table, as pieces of a snapshot."""
-        head = {n: self.arrays[n] for n in _TABLE_HEAD if n in self.arrays}
-        columns = {n: a for n, a in self.arrays.items() if _is_column(n)}
-        return _split_table(key, self.arrays.get("keys", np.zeros(0, np.int64)), columns, head, True,
-                            self.definition, True)
-
-
-def _apply_piece(variables: dict[VariableKey, tuple[np.ndarray, int]], tables: dict[VariableKey, HeldTable],
+def _apply_piece(variables: dict[VariableKey, tuple[np.ndarray, int]], tables: dict[VariableKey, replica_tables.HeldTable],
                  piece: Piece) -> bool:
     """Applies a piece to a replica's variables or tables; False when it cannot apply (a table's keys
     for a table not held whole, or of other columns): the replica must be sent whole."""
@@ -409,7 +287,7 @@ def _apply_piece(variables: dict[VariableKey, tuple[np.ndarray, int]], tables: d
         _apply(variables, piece)
         return True
     if piece.whole:
-        tables[piece.key] = HeldTable(piece.definition or {})
+        tables[piece.key] = replica_tables.HeldTable(piece.definition or {})
     held = tables.get(piece.key)
     return held is not None and held.apply(piece)
 
@@ -474,7 +352,7 @@ class ReplicaStore:
                 return None
             copies = {key: (value.copy(), updates) for key, (value, updates) in held.variables.items()}
             tables = [piece for key, table in sorted(held.tables.items()) for piece in table.pieces(key)]
-            tables = [TableRows(p.key, {n: a.copy() for n, a in p.arrays.items()}, p.whole, p.definition,
+            tables = [replica_tables.TableRows(p.key, {n: a.copy() for n, a in p.arrays.items()}, p.whole, p.definition,
                                 p.pending_included) for p in tables]
             age = time.monotonic() - held.applied_at
             incarnation, sequence = held.incarnation, held.sequence
@@ -540,23 +418,6 @@ def _variable_maker(name: str, value: np.ndarray, backend: Any) -> Callable[[], 
     return make
 
 
-def _load_table(resources: resources_lib.ResourceManager, key: VariableKey, held: HeldTable) -> None:
-    """Makes the table ``key`` (or finds the one the graph made) and fills it with ``held``, as a restore does."""
-    d = held.definition
-    counters, hashes, counter_type = d["bloom_filter_shape"]
-    table: embedding_variable_kernels.EmbeddingTable = resources.lookup_or_create(
-        key[0], key[1], embedding_variable_kernels.EmbeddingTable,
-        lambda: embedding_variable_kernels.EmbeddingTable(
-            d["name"], d["dim"], d["value_dtype"], d["filter_freq"], d["steps_to_live"], d["l2_weight_threshold"],
-            d["default_value_no_permission"], d["max_entries"], d["evict_every_n_steps"],
-            (counters, hashes, counter_type)))
-    a, slots = held.arrays, sorted(d["slot_initial"])
-    bloom = [a.get("bloom_counters", np.zeros(0, np.int64))] if table.bloom_filter_shape[0] else []
-    table.restore(a["defaults"], [a["keys"], a["values"], a["freqs"], a["versions"], a["pending_keys"],
-                                  a["pending_counts"], *bloom, *(a[f"slot:{slot}"] for slot in slots)],
-                  slots, [d["slot_initial"][slot] for slot in slots])
-
-
 def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any, peer: ReplicaPeer,
                          primary_task: str, holder: str, wait_s: float) -> Optional[Restored]:
     """Loads the replica of ``primary_task`` from ``peer`` into ``resources`` (variables of
@@ -576,7 +437,7 @@ def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any,
         log.info("%s: %s holds no replica of it: starting empty", primary_task, holder)
         return None
     values: dict[VariableKey, tuple[np.ndarray, int]] = {}
-    tables: dict[VariableKey, HeldTable] = {}
+    tables: dict[VariableKey, replica_tables.HeldTable] = {}
     for piece in snapshot.rows:
         if not _apply_piece(values, tables, piece):
             log.warning("%s: the replica on %s is not whole (keys of table %s/%s without the table): starting empty",
@@ -592,7 +453,7 @@ def restore_from_replica(resources: resources_lib.ResourceManager, backend: Any,
         if name == "global_step":
             step = int(value)
     for key, table in tables.items():
-        _load_table(resources, key, table)
+        replica_tables.load_table(resources, key, table)
     restored = Restored(len(values), sum(v.nbytes for v, _ in values.values())
                         + sum(a.nbytes for t in tables.values() for a in t.arrays.values()), snapshot.age_seconds,
                         step, len(tables))
@@ -615,6 +476,7 @@ class Replicator:
         self._sequence = 0
         self._changed = threading.Condition()
         self._replicated_as_of = time.monotonic()
+        self._establishing = False  # the push in flight carries state its holder holds none of
         self._updates_pushed = 0
         self._reachable = True
         self._failing_with: Optional[type] = None  # the error class of the pushes failing now (said once each)
@@ -639,9 +501,14 @@ class Replicator:
 
     def wait_within_lag(self) -> None:
         """Blocks a step while the replica lags more than ``max_lag_s`` and its holder answers
-        (an unreachable holder does not stop training: the lag then grows, and is exported)."""
+        (an unreachable holder does not stop training: the lag then grows, and is exported), unless
+        the push in flight establishes the replica: it carries variables or tables the holder holds
+        none of (the first push of this incarnation's state, a holder that restarted, the tables the
+        chief just initialized). Until that push lands a loss of this PS loses what it carries
+        whatever the steps do, and a step waiting for it would only stretch a push of a whole large
+        state (seconds) into the steps' time; the pushes after it are bound again."""
         with self._changed:
-            while (self._reachable and not self._closed.is_set()
+            while (self._reachable and not self._closed.is_set() and not self._establishing
                    and self.lag_seconds > self.settings.max_lag_s):
                 self._changed.wait(self.settings.interval_s)
 
@@ -659,6 +526,8 @@ class Replicator:
         self._lag_updates.set(max(updates_now - self._updates_pushed, 0))
         if pieces:
             self._sequence += 1
+            new = sorted({piece.key for piece in pieces if self._tracker.holder_lacks(piece.key)})
+            self._set_establishing(full or bool(new))
             try:
                 ack = self._peer.push(Push(self.task, self._incarnation, self._sequence, full), pieces)
             except errors.OpError as e:
@@ -667,6 +536,7 @@ class Replicator:
                                 self.task, self.holder, e.message)
                     self._failing_with = type(e)
                 self._set_reachable(False)
+                self._set_establishing(False)
                 self._lag_seconds.set(self.lag_seconds)
                 return False
             self._failing_with = None
@@ -674,18 +544,24 @@ class Replicator:
                 log.info("%s: %s holds no replica of this incarnation: pushing the whole state", self.task, self.holder)
                 self._tracker.require_full()
                 self._set_reachable(True)
+                self._set_establishing(False)
                 return False
             sent = sum(piece_bytes(piece) for piece in pieces)
             self.pushed_bytes += sent
             self._bytes.inc(sent)
             if full:
-                log.info("%s: pushed its whole state to %s (%d bytes)", self.task, self.holder, sent)
+                log.info("%s: pushed its whole state to %s (%d bytes, %.1f s)", self.task, self.holder, sent,
+                         time.monotonic() - started)
+            elif new:
+                log.info("%s: pushed %d variables or tables its replica lacked to %s (%d bytes in all, %.1f s; steps "
+                         "did not wait for it)", self.task, len(new), self.holder, sent, time.monotonic() - started)
         if pieces or not full:  # a full push with nothing in it yet (no variables) stays owed
             self._tracker.commit(pushed)
         self._updates_pushed = updates_now
         with self._changed:
             self._replicated_as_of = started
             self._reachable = True
+            self._establishing = False
             self._changed.notify_all()
         self._lag_seconds.set(self.lag_seconds)
         self._lag_updates.set(0)
@@ -694,4 +570,9 @@ class Replicator:
     def _set_reachable(self, reachable: bool) -> None:
         with self._changed:
             self._reachable = reachable
+            self._changed.notify_all()
+
+    def _set_establishing(self, establishing: bool) -> None:
+        with self._changed:
+            self._establishing = establishing
             self._changed.notify_all()

@@ -31,9 +31,11 @@ from tensorgrid.train import training_util
 log = logging.getLogger("tensorgrid.train")
 
 _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
-# Waits between attempts to create a session while a peer is unavailable: doubling, capped.
+# Waits between attempts to create a session while a peer is unavailable: doubling, capped at 1 s as
+# the master's wait for a task (``distributed/master.py``, ``WAIT_FOR_TASK_MAX_S``): at 5 s a session
+# whose PS came back (restarted, loaded from its live replica) could idle seconds after the others trained on.
 CREATE_RETRY_FIRST_SECONDS = 0.1
-CREATE_RETRY_MAX_SECONDS = 5.0
+CREATE_RETRY_MAX_SECONDS = 1.0
 _USE_DEFAULT = object()
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import tensorgrid as tf
 from cluster_processes import LocalCluster
+from tensorgrid.distributed import replica_tables
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import replication_service
 from tensorgrid.execution import resources as resources_lib
@@ -32,7 +33,7 @@ class WirePeer:
 
     def push(self, push: Any, pieces: list[Any]) -> Any:
         decoded = [replication_service._table_from_proto(replication_service._table_to_proto(p))
-                   if isinstance(p, replication.TableRows) else p for p in pieces]
+                   if isinstance(p, replica_tables.TableRows) else p for p in pieces]
         self.pushes.append((push, decoded))
         return self.store.apply(push, decoded)
 
@@ -70,7 +71,7 @@ def _batches(count: int) -> list[np.ndarray]:
 def _held_table(peer: Any, name: str) -> dict[str, np.ndarray]:
     snapshot = peer.fetch(PRIMARY)
     variables: dict[Any, Any] = {}
-    tables: dict[Any, replication.HeldTable] = {}
+    tables: dict[Any, replica_tables.HeldTable] = {}
     for piece in snapshot.rows:
         assert replication._apply_piece(variables, tables, piece)
     (held,) = [t for key, t in tables.items() if key[1] == name]
@@ -104,7 +105,7 @@ def test_pushes_carry_the_changed_and_evicted_keys_and_the_replica_loads_into_th
             for i, batch in enumerate(_batches(8)):
                 sess.run(train, {ids: batch})
                 assert replicator.push_once()
-                (piece, *more) = [p for p in peer.pushes[-1][1] if isinstance(p, replication.TableRows)]
+                (piece, *more) = [p for p in peer.pushes[-1][1] if isinstance(p, replica_tables.TableRows)]
                 # Only the keys the step looked up or updated, the first update's too (it makes Adagrad's slot:
                 # the holder gives the keys it did not update the slot's initial value).
                 assert not more and not piece.whole

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tensorgrid as tf
+from tensorgrid.distributed import replica_tables
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import replication_service
 from tensorgrid.kernels import embedding_variable_kernels
@@ -136,10 +137,10 @@ def test_a_replica_push_after_the_first_update_carries_only_the_keys_it_updated(
     table.initialize(INITIAL)
     table.gather(np.arange(VOCAB, dtype=np.int64), count=True)
     key = ("localhost", "emb")
-    tables: dict[Any, replication.HeldTable] = {}
+    tables: dict[Any, replica_tables.HeldTable] = {}
 
     def push(since: Any) -> tuple[Any, list[Any]]:
-        baseline, pieces = replication._table_changes(key, table, since)
+        baseline, pieces = replica_tables.table_changes(key, table, since)
         wired = [replication_service._table_from_proto(replication_service._table_to_proto(p)) for p in pieces]
         assert all(replication._apply_piece({}, tables, piece) for piece in wired)
         return baseline, wired

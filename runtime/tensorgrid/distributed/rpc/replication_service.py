@@ -24,6 +24,7 @@ import numpy as np
 
 from tensorgrid import monitoring
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.distributed import replica_tables
 from tensorgrid.distributed import replication
 from tensorgrid.distributed.rpc import ports
 from tensorgrid.distributed.rpc import user_authority
@@ -44,12 +45,35 @@ PUSH_TIMEOUT_S = 60.0
 FETCH_TIMEOUT_S = 60.0
 
 
-def _to_proto(piece: replication.Rows) -> replication_pb2.ReplicaRows:
-    values = np.ascontiguousarray(piece.values)
-    return replication_pb2.ReplicaRows(
-        container=piece.key[0], name=piece.key[1], dtype=values.dtype.name, shape=list(piece.shape),
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length_delimited(field_number: int, length: int) -> bytes:
+    """The tag and length of a length-delimited protobuf field (a message or ``bytes``) of ``length`` bytes."""
+    return _varint(field_number << 3 | 2) + _varint(length)
+
+
+_ROWS_VALUES_FIELD = replication_pb2.ReplicaRows.DESCRIPTOR.fields_by_name["values"].number
+
+
+def _rows_field(field_number: int, piece: replication.Rows) -> list[Any]:
+    """The ``ReplicaRows`` of ``piece`` encoded as field ``field_number`` of the message around it, in parts
+    to join: its ``values`` are the array's own buffer, not a ``bytes`` copy of it that protobuf would copy
+    again to serialize (a push of a large state is mostly these bytes; protobuf parses fields in any order)."""
+    values = np.ascontiguousarray(piece.values).reshape(-1).view(np.uint8)
+    head = replication_pb2.ReplicaRows(
+        container=piece.key[0], name=piece.key[1], dtype=piece.values.dtype.name, shape=list(piece.shape),
         rows=[] if piece.rows is None else piece.rows.tolist(), row_start=piece.row_start,
-        row_count=piece.row_count, values=values.tobytes(), updates=piece.updates)
+        row_count=piece.row_count, updates=piece.updates).SerializeToString()
+    values_tag = _length_delimited(_ROWS_VALUES_FIELD, values.nbytes)
+    return [_length_delimited(field_number, len(head) + len(values_tag) + values.nbytes), head, values_tag,
+            values.data]
 
 
 def _from_proto(message: replication_pb2.ReplicaRows) -> replication.Rows:
@@ -64,16 +88,17 @@ def _from_proto(message: replication_pb2.ReplicaRows) -> replication.Rows:
     count = rows.size if rows is not None else int(message.row_count)
     row_shape = shape[1:] if shape else ()
     expected = (count,) + row_shape if shape else ()
-    if any(d < 0 for d in shape) or len(message.values) != int(np.prod(expected, dtype=np.int64)) * dtype.itemsize:
+    data = message.values  # each read of the field makes a new bytes copy of it: one
+    if any(d < 0 for d in shape) or len(data) != int(np.prod(expected, dtype=np.int64)) * dtype.itemsize:
         raise errors.InvalidArgumentError(
-            None, None, f"{where}: {len(message.values)} value bytes do not hold {count} rows of shape "
+            None, None, f"{where}: {len(data)} value bytes do not hold {count} rows of shape "
                         f"{list(row_shape)} and dtype {dtype.name} (variable shape {list(shape)})")
     bound = shape[0] if shape else 1
     first, last = ((int(rows.min()), int(rows.max())) if rows is not None and rows.size
                    else (int(message.row_start), int(message.row_start) + count - 1))
     if count and (first < 0 or last >= bound):
         raise errors.InvalidArgumentError(None, None, f"{where}: rows {first}..{last} are not in [0, {bound})")
-    values = np.frombuffer(message.values, dtype).reshape(expected).copy()
+    values = np.frombuffer(data, dtype).reshape(expected)  # read-only: applying copies it
     return replication.Rows((message.container, message.name), shape, values, int(message.updates), rows,
                             int(message.row_start), count)
 
@@ -84,11 +109,12 @@ def _array_from_proto(message: replication_pb2.ReplicaArray, where: str) -> np.n
     except TypeError:
         raise errors.InvalidArgumentError(None, None, f"{where}: unknown dtype {message.dtype!r}") from None
     shape = tuple(int(d) for d in message.shape)
-    if any(d < 0 for d in shape) or len(message.data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+    data = message.data  # each read of the field makes a new bytes copy of it: one
+    if any(d < 0 for d in shape) or len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
         raise errors.InvalidArgumentError(
-            None, None, f"{where}: {len(message.data)} bytes do not hold an array of shape {list(shape)} and dtype "
+            None, None, f"{where}: {len(data)} bytes do not hold an array of shape {list(shape)} and dtype "
                         f"{dtype.name}")
-    return np.frombuffer(message.data, dtype).reshape(shape).copy()
+    return np.frombuffer(data, dtype).reshape(shape).copy()
 
 
 _TABLE_KEYED = ("keys", "values", "freqs", "versions")
@@ -97,7 +123,7 @@ _DEFINITION_FIELDS = ("name", "dim", "value_dtype", "filter_freq", "steps_to_liv
                       "slot_initial")
 
 
-def _table_to_proto(piece: replication.TableRows) -> replication_pb2.ReplicaTableRows:
+def _table_to_proto(piece: replica_tables.TableRows) -> replication_pb2.ReplicaTableRows:
     arrays = {name: replication_pb2.ReplicaArray(dtype=array.dtype.name, shape=list(array.shape),
                                                  data=np.ascontiguousarray(array).tobytes())
               for name, array in piece.arrays.items()}
@@ -107,7 +133,7 @@ def _table_to_proto(piece: replication.TableRows) -> replication_pb2.ReplicaTabl
         pending_included=piece.pending_included, arrays=arrays)
 
 
-def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replication.TableRows:
+def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replica_tables.TableRows:
     """The table piece of ``message``; InvalidArgumentError naming the table when its parts disagree."""
     where = f"replica keys of embedding variable table {message.container}/{message.name}"
     arrays = {name: _array_from_proto(array, f"{where}, array {name!r}") for name, array in message.arrays.items()}
@@ -129,15 +155,22 @@ def _table_from_proto(message: replication_pb2.ReplicaTableRows) -> replication.
         if missing or needed:
             raise errors.InvalidArgumentError(
                 None, None, f"{where}: a whole table needs the definition fields {missing} and arrays {needed}")
-    return replication.TableRows((message.container, message.name), arrays, message.whole, definition,
+    return replica_tables.TableRows((message.container, message.name), arrays, message.whole, definition,
                                  message.pending_included)
 
 
-def _piece_message(piece: replication.Piece) -> dict[str, Any]:
-    """The fields of a ``ReplicaBatch`` or ``ReplicaSnapshot`` carrying ``piece``."""
-    if isinstance(piece, replication.TableRows):
-        return {"table": _table_to_proto(piece)}
-    return {"rows": _to_proto(piece)}
+_BATCH_FIELDS = replication_pb2.ReplicaBatch.DESCRIPTOR.fields_by_name
+_SNAPSHOT_FIELDS = replication_pb2.ReplicaSnapshot.DESCRIPTOR.fields_by_name
+
+
+def _with_piece(header: bytes, piece: replication.Piece, rows_field: int, table_field: int) -> bytes:
+    """The message ``header`` (a serialized ``ReplicaBatch`` or ``ReplicaSnapshot`` without its piece) with
+    ``piece`` as its field ``rows_field`` (rows of a variable) or ``table_field`` (keys of a table)."""
+    if isinstance(piece, replica_tables.TableRows):
+        table: bytes = _table_to_proto(piece).SerializeToString()
+        return header + _length_delimited(table_field, len(table)) + table
+    joined: bytes = b"".join([header, *_rows_field(rows_field, piece)])
+    return joined
 
 
 class ReplicationServicer:
@@ -178,10 +211,11 @@ class ReplicationServicer:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, e.message)
         if snapshot is None:
             return
+        header = replication_pb2.ReplicaSnapshot(
+            primary_incarnation=snapshot.primary_incarnation, sequence=snapshot.sequence,
+            age_seconds=snapshot.age_seconds).SerializeToString()
         for piece in snapshot.rows:
-            yield replication_pb2.ReplicaSnapshot(
-                primary_incarnation=snapshot.primary_incarnation, sequence=snapshot.sequence,
-                age_seconds=snapshot.age_seconds, **_piece_message(piece)).SerializeToString()
+            yield _with_piece(header, piece, _SNAPSHOT_FIELDS["rows"].number, _SNAPSHOT_FIELDS["table"].number)
 
 
 def handler(store: replication.ReplicaStore) -> grpc.GenericRpcHandler:
@@ -212,17 +246,14 @@ class ReplicationClient:
             grpc_frames.channel_options()), REPLICATION_SERVICE)
 
     def push(self, push: replication.Push, pieces: list[replication.Piece]) -> replication.Ack:
-        def batch(**piece: Any) -> bytes:
-            data: bytes = replication_pb2.ReplicaBatch(
-                primary_task=push.primary_task, primary_incarnation=push.primary_incarnation, sequence=push.sequence,
-                full=push.full, **{"tables" if name == "table" else name: [message] for name, message in piece.items()}
-            ).SerializeToString()
-            return data
+        header: bytes = replication_pb2.ReplicaBatch(
+            primary_task=push.primary_task, primary_incarnation=push.primary_incarnation, sequence=push.sequence,
+            full=push.full).SerializeToString()
 
         def messages() -> Iterator[bytes]:
-            yield batch()
+            yield header
             for piece in pieces:
-                yield batch(**_piece_message(piece))
+                yield _with_piece(header, piece, _BATCH_FIELDS["rows"].number, _BATCH_FIELDS["tables"].number)
         try:
             with self._channel.stub() as stub:
                 ack = stub.PushReplica(messages(), timeout=PUSH_TIMEOUT_S)

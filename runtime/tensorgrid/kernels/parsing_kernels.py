@@ -307,9 +307,9 @@ def _decode_raw_length_error(length: int, itemsize: int, out_type: Any) -> error
 @register_kernel("DecodeRaw", host_only=True)
 def _decode_raw(k: context.KernelContext, step: context.StepContext, strings: Any) -> Any:
     stored, native = _decode_raw_dtypes(k)
-    if isinstance(strings, np.ndarray) and strings.ndim == 0:
+    if isinstance(strings, bytes) or (isinstance(strings, np.ndarray) and strings.ndim == 0):
         # One string (a queue pipeline decodes each record on its own): read in place, one copy.
-        item = strings.item()
+        item = strings if isinstance(strings, bytes) else strings.item()
         data = item if isinstance(item, bytes) else str(item).encode()
         if len(data) % stored.itemsize:
             raise _decode_raw_length_error(len(data), stored.itemsize, k.attrs["out_type"])

@@ -87,8 +87,9 @@ class FIFOQueue:
         """InvalidArgumentError unless one element's components have the queue's shapes."""
         for index, (component, shape) in enumerate(zip(components, self.shapes)):
             actual = tuple(component.shape)
-            if shape is not None and (len(shape) != len(actual) or
-                                      any(d is not None and d != a for d, a in zip(shape, actual))):
+            if shape is None or actual == shape:  # the common case, one comparison
+                continue
+            if len(shape) != len(actual) or any(d is not None and d != a for d, a in zip(shape, actual)):
                 raise errors.InvalidArgumentError(
                     None, None, f"Shape mismatch in tuple component {index} of queue '{self.name}'. "
                     f"Expected {list(shape)}, got {list(actual)}")

@@ -153,6 +153,19 @@ def _dense_keys(k: context.KernelContext) -> list[_DenseKey]:
     return keys
 
 
+def _one_example_dense(features: Any, spec: _DenseKey, default: Any) -> Any:
+    """What ``_dense`` gives for an example alone, less its batch dimension: a queue pipeline
+    parses each record on its own, so the batch's list and reshapes are skipped where the example
+    holds the key with the right number of values (anything else goes through ``_dense``, which
+    gives the default or the error)."""
+    values = _values(features, spec.key, spec.dtype_name, 0)
+    size = math.prod(spec.shape)
+    if values is None or len(values) != size:
+        return _dense([features], spec.key, spec.dtype_name, spec.shape, None if spec.required else default)[0]
+    array = _array(values, spec.dtype_name)
+    return array.reshape(spec.shape) if spec.shape else array[0]
+
+
 @register_kernel("ParseExample", host_only=True)
 def _parse_example(k: context.KernelContext, step: context.StepContext, serialized: Any, *defaults: Any) -> Any:
     attrs = k.attrs
@@ -168,9 +181,11 @@ def _parse_example(k: context.KernelContext, step: context.StepContext, serializ
     for spec, default in zip(_dense_keys(k), defaults):
         if spec.sequence:
             value = _sequence(examples, spec.key, spec.dtype_name, spec.shape, np.asarray(default))
+        elif single:
+            value = _one_example_dense(examples[0], spec, default)
         else:
             value = _dense(examples, spec.key, spec.dtype_name, spec.shape, None if spec.required else default)
-        dense.append(value[0] if single else value)
+        dense.append(value[0] if single and spec.sequence else value)
     outputs = [s[0] for s in sparse] + [s[1] for s in sparse] + [s[2] for s in sparse] + dense
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 

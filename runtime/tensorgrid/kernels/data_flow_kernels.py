@@ -87,8 +87,9 @@ class FIFOQueue:
         """InvalidArgumentError unless one element's components have the queue's shapes."""
         for index, (component, shape) in enumerate(zip(components, self.shapes)):
             actual = tuple(component.shape)
-            if shape is not None and (len(shape) != len(actual) or
-                                      any(d is not None and d != a for d, a in zip(shape, actual))):
+            if shape is None or actual == shape:  # the common case, one comparison
+                continue
+            if len(shape) != len(actual) or any(d is not None and d != a for d, a in zip(shape, actual)):
                 raise errors.InvalidArgumentError(
                     None, None, f"Shape mismatch in tuple component {index} of queue '{self.name}'. "
                     f"Expected {list(shape)}, got {list(actual)}")
@@ -348,18 +349,40 @@ def _resource(k: context.KernelContext, step: context.StepContext, kind: type, c
     return step.resources.lookup_or_create(k.attrs["container"], name, kind, create)
 
 
+def _cached_queue(k: context.KernelContext, step: context.StepContext) -> Optional[FIFOQueue]:
+    """The queue this node found last time, while its resource manager has not been cleared: a
+    queue-fed pipeline runs its queue op on every enqueue, and the lookup (a lock) and the check
+    of the definition need doing once."""
+    cached = k.state.get("queue")
+    if cached is not None and cached[0] is step.resources and cached[1] == step.resources.generation:
+        queue: FIFOQueue = cached[2]
+        return queue
+    return None
+
+
+def _remember_queue(k: context.KernelContext, step: context.StepContext, queue: FIFOQueue) -> FIFOQueue:
+    k.state["queue"] = (step.resources, step.resources.generation, queue)
+    return queue
+
+
 @register_kernel("FIFOQueueV2", host_only=True)
 def _fifo_queue(k: context.KernelContext, step: context.StepContext) -> Any:
+    cached = _cached_queue(k, step)
+    if cached is not None:
+        return cached
     name = k.attrs["shared_name"] or k.name
     types = list(k.attrs["component_types"])
     shapes = [None if s is None else tuple(s) for s in k.attrs.get("shapes") or []]
     queue = _resource(k, step, FIFOQueue, lambda: FIFOQueue(name, k.attrs["capacity"], types, shapes))
     queue.check_same_definition(k.attrs["capacity"], types, shapes)
-    return queue
+    return _remember_queue(k, step, queue)
 
 
 @register_kernel("RandomShuffleQueueV2", host_only=True)
 def _random_shuffle_queue(k: context.KernelContext, step: context.StepContext) -> Any:
+    cached = _cached_queue(k, step)
+    if cached is not None:
+        return cached
     name = k.attrs["shared_name"] or k.name
     types = list(k.attrs["component_types"])
     shapes = [None if s is None else tuple(s) for s in k.attrs.get("shapes") or []]
@@ -368,7 +391,7 @@ def _random_shuffle_queue(k: context.KernelContext, step: context.StepContext) -
         name, k.attrs["capacity"], k.attrs["min_after_dequeue"], [seed, seed2] if (seed or seed2) else None,
         types, shapes))
     queue.check_same_definition(k.attrs["capacity"], types, shapes)
-    return queue
+    return _remember_queue(k, step, queue)
 
 
 def _check_components(queue: FIFOQueue, components: tuple[Any, ...]) -> None:

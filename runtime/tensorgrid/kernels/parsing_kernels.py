@@ -13,8 +13,9 @@ SparseTensor: per example, the n-th index of each index key positions the n-th v
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from google.protobuf import message
@@ -40,31 +41,34 @@ def _parse_record(record: Any, index: int) -> Any:
             "serialized tf.train.Example)") from None
 
 
-def _values(features: Any, key: str, dtype_name: str, index: int) -> Optional[list[Any]]:
-    """The values of ``key`` in one example (None: the example has no such key)."""
+def _values(features: Any, key: str, dtype_name: str, index: int) -> Optional[Sequence[Any]]:
+    """The values of ``key`` in one example (None: the example has no such key), the message's
+    own repeated field (no copy)."""
     if key not in features:
         return None
     feature = features[key]
     kind = feature.WhichOneof("kind")
     if kind is None:
-        return []
+        return ()
     wanted = _KIND_OF_DTYPE[dtype_name]
     if kind != wanted:
         raise errors.InvalidArgumentError(
             None, None, f"Name: <unknown>, Feature: {key} (example {index}). Data types don't match. Data type: "
             f"{_DTYPE_OF_KIND[kind]} but expected type: {_DTYPE_OF_KIND[wanted]}")
-    return list(getattr(feature, kind).value)
+    values: Sequence[Any] = getattr(feature, kind).value
+    return values
 
 
 _NUMPY_DTYPE = {"int64": np.int64, "float32": np.float32}
 
 
-def _array(values: list[Any], dtype_name: str) -> np.ndarray:
+def _array(values: Sequence[Any], dtype_name: str) -> np.ndarray:
+    """The values as a flat array of ``dtype_name``: one conversion, however many values."""
     if dtype_name == "string":
         array = np.empty(len(values), dtype=object)
-        array[:] = values
+        array[:] = values if isinstance(values, list) else list(values)
         return array
-    return np.asarray(values, dtype=_NUMPY_DTYPE[dtype_name])
+    return np.fromiter(values, dtype=_NUMPY_DTYPE[dtype_name], count=len(values))
 
 
 def _sparse(examples: list[Any], key: str, dtype_name: str, single: bool) -> tuple[np.ndarray, ...]:
@@ -80,8 +84,12 @@ def _sparse(examples: list[Any], key: str, dtype_name: str, single: bool) -> tup
 
 def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int],
            default: Optional[np.ndarray]) -> np.ndarray:
+    """The key's values of every example, shape ``[len(examples), *shape]``: each example's values
+    are appended to one list, turned into an array once (a queue pipeline parses one example per
+    call, a batched dataset hundreds)."""
     size = math.prod(shape)
-    out = []
+    flat: list[Any] = []
+    default_values: Optional[list[Any]] = None
     for i, features in enumerate(examples):
         values = _values(features, key, dtype_name, i)
         if values is None:
@@ -89,16 +97,16 @@ def _dense(examples: list[Any], key: str, dtype_name: str, shape: list[int],
                 raise errors.InvalidArgumentError(
                     None, None, f"Name: <unknown>, Feature: {key} (data type: {_DTYPE_OF_KIND[_KIND_OF_DTYPE[dtype_name]]}) "
                     f"is required but could not be found (example {i}).")
-            out.append(np.array(default).reshape(shape))  # a copy: never the default input itself
+            if default_values is None:
+                default_values = np.asarray(default).reshape(size).tolist()
+            flat.extend(default_values)
             continue
         if len(values) != size:
             raise errors.InvalidArgumentError(
                 None, None, f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {dtype_name} values != expected.  "
                 f"Values size: {len(values)} but output shape: {shape}")
-        out.append(_array(values, dtype_name).reshape(shape))
-    if len(out) == 1:  # one example (parse_single_example, once per record of a queue pipeline)
-        return out[0].reshape([1, *shape])
-    return np.stack(out) if out else np.zeros([0, *shape], dtype=dtypes.as_dtype(dtype_name).as_numpy_dtype)
+        flat.extend(values)
+    return _array(flat, dtype_name).reshape([len(examples), *shape])
 
 
 def _sequence(examples: list[Any], key: str, dtype_name: str, shape: list[int], default: np.ndarray) -> np.ndarray:
@@ -121,26 +129,63 @@ def _sequence(examples: list[Any], key: str, dtype_name: str, shape: list[int], 
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _DenseKey:
+    """One dense key of a ParseExample node, as its attributes give it."""
+
+    key: str
+    dtype_name: str
+    shape: list[int]
+    sequence: bool
+    required: bool
+
+
+def _dense_keys(k: context.KernelContext) -> list[_DenseKey]:
+    """The node's dense keys, read from its attributes once per node."""
+    keys: Optional[list[_DenseKey]] = k.state.get("dense_keys")
+    if keys is None:
+        attrs = k.attrs
+        keys = [_DenseKey(key, t, [int(d) for d in shape], bool(sequence), bool(required))
+                for key, t, shape, sequence, required in zip(
+                    attrs["dense_keys"], attrs["dense_types"], attrs["dense_shapes"], attrs["dense_sequence"],
+                    attrs["dense_required"])]
+        k.state["dense_keys"] = keys
+    return keys
+
+
+def _one_example_dense(features: Any, spec: _DenseKey, default: Any) -> Any:
+    """What ``_dense`` gives for an example alone, less its batch dimension: a queue pipeline
+    parses each record on its own, so the batch's list and reshapes are skipped where the example
+    holds the key with the right number of values (anything else goes through ``_dense``, which
+    gives the default or the error)."""
+    values = _values(features, spec.key, spec.dtype_name, 0)
+    size = math.prod(spec.shape)
+    if values is None or len(values) != size:
+        return _dense([features], spec.key, spec.dtype_name, spec.shape, None if spec.required else default)[0]
+    array = _array(values, spec.dtype_name)
+    return array.reshape(spec.shape) if spec.shape else array[0]
+
+
 @register_kernel("ParseExample", host_only=True)
 def _parse_example(k: context.KernelContext, step: context.StepContext, serialized: Any, *defaults: Any) -> Any:
     attrs = k.attrs
     single = bool(attrs["single"])
-    records = np.asarray(serialized, dtype=object)
+    records = serialized if isinstance(serialized, np.ndarray) else np.asarray(serialized, dtype=object)
     if records.ndim != (0 if single else 1):
         raise errors.InvalidArgumentError(None, None, f"{k.name}: serialized must be a {'scalar' if single else 'vector'}"
                                           f", got shape {list(records.shape)}")
-    examples = [_parse_record(r, i) for i, r in enumerate(records.reshape(-1))]
+    examples = [_parse_record(records.item(), 0)] if single else [
+        _parse_record(r, i) for i, r in enumerate(records.tolist())]
     sparse = [_sparse(examples, key, t, single) for key, t in zip(attrs["sparse_keys"], attrs["sparse_types"])]
     dense = []
-    for key, t, shape, sequence, required, default in zip(
-            attrs["dense_keys"], attrs["dense_types"], attrs["dense_shapes"], attrs["dense_sequence"],
-            attrs["dense_required"], defaults):
-        shape = [int(d) for d in shape]
-        if sequence:
-            value = _sequence(examples, key, t, shape, np.asarray(default))
+    for spec, default in zip(_dense_keys(k), defaults):
+        if spec.sequence:
+            value = _sequence(examples, spec.key, spec.dtype_name, spec.shape, np.asarray(default))
+        elif single:
+            value = _one_example_dense(examples[0], spec, default)
         else:
-            value = _dense(examples, key, t, shape, None if required else np.asarray(default))
-        dense.append(value[0] if single else value)
+            value = _dense(examples, spec.key, spec.dtype_name, spec.shape, None if spec.required else default)
+        dense.append(value[0] if single and spec.sequence else value)
     outputs = [s[0] for s in sparse] + [s[1] for s in sparse] + [s[2] for s in sparse] + dense
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
@@ -258,10 +303,32 @@ def _parse_single_sequence_example(k: context.KernelContext, step: context.StepC
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
+def _decode_raw_dtypes(k: context.KernelContext) -> tuple[np.dtype[Any], np.dtype[Any]]:
+    """(the dtype the bytes hold, the dtype of the output) of a DecodeRaw node, made once per node."""
+    cached: Optional[tuple[np.dtype[Any], np.dtype[Any]]] = k.state.get("dtypes")
+    if cached is None:
+        native = np.dtype(dtypes.as_dtype(k.attrs["out_type"]).as_numpy_dtype)
+        cached = native.newbyteorder("<" if k.attrs["little_endian"] else ">"), native.newbyteorder("=")
+        k.state["dtypes"] = cached
+    return cached
+
+
+def _decode_raw_length_error(length: int, itemsize: int, out_type: Any) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        None, None, f"Input to DecodeRaw has length {length} that is not a multiple of {itemsize}, the size of "
+        f"{out_type}")
+
+
 @register_kernel("DecodeRaw", host_only=True)
 def _decode_raw(k: context.KernelContext, step: context.StepContext, strings: Any) -> Any:
-    dtype = np.dtype(dtypes.as_dtype(k.attrs["out_type"]).as_numpy_dtype)
-    dtype = dtype.newbyteorder("<" if k.attrs["little_endian"] else ">")
+    stored, native = _decode_raw_dtypes(k)
+    if isinstance(strings, bytes) or (isinstance(strings, np.ndarray) and strings.ndim == 0):
+        # One string (a queue pipeline decodes each record on its own): read in place, one copy.
+        item = strings if isinstance(strings, bytes) else strings.item()
+        data = item if isinstance(item, bytes) else str(item).encode()
+        if len(data) % stored.itemsize:
+            raise _decode_raw_length_error(len(data), stored.itemsize, k.attrs["out_type"])
+        return np.frombuffer(data, dtype=stored).astype(native)
     items = [s if isinstance(s, bytes) else str(s).encode() for s in np.asarray(strings, dtype=object).reshape(-1)]
     length = len(items[0]) if items else 0
     for i, item in enumerate(items):
@@ -269,9 +336,7 @@ def _decode_raw(k: context.KernelContext, step: context.StepContext, strings: An
             raise errors.InvalidArgumentError(
                 None, None, f"DecodeRaw requires input strings to all be the same size, but element {i} has size "
                 f"{len(item)} != {length}")
-    if length % dtype.itemsize:
-        raise errors.InvalidArgumentError(
-            None, None, f"Input to DecodeRaw has length {length} that is not a multiple of {dtype.itemsize}, the size "
-            f"of {k.attrs['out_type']}")
-    flat = np.frombuffer(b"".join(items), dtype=dtype).astype(dtype.newbyteorder("="))
-    return flat.reshape([*np.shape(strings), length // dtype.itemsize])
+    if length % stored.itemsize:
+        raise _decode_raw_length_error(length, stored.itemsize, k.attrs["out_type"])
+    flat = np.frombuffer(b"".join(items), dtype=stored).astype(native)
+    return flat.reshape([*np.shape(strings), length // stored.itemsize])

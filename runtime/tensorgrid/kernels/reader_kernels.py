@@ -253,8 +253,15 @@ class WholeFileReader(Reader):
 
 
 def _reader(k: context.KernelContext, step: context.StepContext, kind: type, create: Callable[[str], Reader]) -> Any:
+    """The node's reader; the one it found last time while its resource manager has not been
+    cleared (the reader op runs on every read of a queue pipeline: one lookup, under a lock, is enough)."""
+    cached = k.state.get("reader")
+    if cached is not None and cached[0] is step.resources and cached[1] == step.resources.generation:
+        return cached[2]
     name = k.attrs["shared_name"] or k.name
-    return step.resources.lookup_or_create(k.attrs["container"], name, kind, lambda: create(name))
+    reader = step.resources.lookup_or_create(k.attrs["container"], name, kind, lambda: create(name))
+    k.state["reader"] = (step.resources, step.resources.generation, reader)
+    return reader
 
 
 @register_kernel("TFRecordReaderV2", host_only=True)

@@ -330,7 +330,8 @@ def _split_spec(features: dict[Any, Any], what: str, sequence: bool) -> tuple[li
 op_registry.register_op("DecodeRaw")
 op_registry.NotDifferentiable("DecodeRaw")
 
-DECODE_RAW_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint8)
+DECODE_RAW_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
+                     dtypes.uint8, dtypes.uint16)
 
 
 def decode_raw(input_bytes: Any = None, out_type: Any = None, little_endian: bool = True, name: Optional[str] = None,

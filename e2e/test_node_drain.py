@@ -2,10 +2,7 @@
 elsewhere, its PS stays (the job's PodDisruptionBudget refuses the eviction until the drain gives
 up), the job finishes; the node is uncordoned afterwards.
 
-A node lost outright (its kind container frozen with ``docker pause``) is not tested here yet: in
-the one run made (2026-11-27) the node was NotReady after 44 s and its worker ran on the other node
-after 120 s, but the replacement worker then logged no step until the job ended (docs/operator.md,
-"Node loss", says what is known)."""
+A node lost outright (its kind container frozen with ``docker pause``) is test_node_loss.py's."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ replica that finds another holder in the Lease, or cannot renew it for ``renew_d
 once (exit status 4, as Kubernetes' controllers stop on a lost lease) so that it never acts beside
 the next holder, and Kubernetes starts it again as a standby. The deadline is kept by a thread of
 its own: a renewal whose connection hangs (an API server cut off without a reset) cannot hold the
-replica past it, and each call to the API server gives up after ``request_timeout_seconds``.
+replica past it, and each call to the API server gives up after ``request_timeout_seconds`` (a renewal:
+when the deadline comes, so that a slow API server still renews in time).
 Stopped (SIGTERM), it releases the Lease so a standby takes over within a retry period instead of
 the lease duration.
 """
@@ -47,9 +48,17 @@ def renew_deadline_seconds(settings: config.Settings) -> float:
 
 
 def request_timeout_seconds(settings: config.Settings) -> float:
-    """How long one call to the API server about the Lease may take: a quarter of the renew deadline,
-    so that a hung call leaves time for more tries before it."""
-    return renew_deadline_seconds(settings) / 4
+    """How long a standby's call (or a release's) to the API server about the Lease may take: half the
+    renew deadline, so that a slow API server (calls of 2-3 s on a loaded control plane) still answers
+    it, and a hung call leaves time for another try before a holder's Lease could expire."""
+    return renew_deadline_seconds(settings) / 2
+
+
+def renewal_timeout_seconds(settings: config.Settings, since_renewed: float) -> float:
+    """How long the holder's renewal may take, ``since_renewed`` seconds after its last renewal began:
+    the time left before the renew deadline, as client-go bounds it. A renewal is one call, so a holder
+    renews in time while calls take up to (deadline - retry period) / 2, 4 s of a 15 s lease."""
+    return max(0.1, renew_deadline_seconds(settings) - since_renewed)
 
 
 class _Healthz(http.server.BaseHTTPRequestHandler):
@@ -144,7 +153,7 @@ def keep_renewing(settings: config.Settings, elector: leader_lease.LeaseElector)
         while not stop.wait(retry_seconds(settings)):
             began = time.monotonic()
             try:
-                decided = elector.attempt()
+                decided = elector.attempt(renewal_timeout_seconds(settings, began - renewed[0]))
             except Exception as e:  # noqa: BLE001 - retried until the deadline
                 log.warning("could not renew the Lease %s: %s", lease, e)
                 continue

@@ -11,6 +11,10 @@ saying why, so that its pod restarts as a standby) within the renew deadline, wr
   as a network that drops packets does, with no reset), so no call returns an error. It must stop
   when the renew deadline passes, before the lease duration after which a standby takes over.
 
+A slow API server (each answer late by more than a quarter of the renew deadline, as on a loaded
+control plane) does not make the holder lose its Lease: each renewal is one call, given until the
+deadline.
+
 A Lease deleted under its holder is not lost: the holder creates it again at its next renewal (as
 client-go's elector does), says so in its log, and goes on reconciling.
 """
@@ -42,7 +46,8 @@ LOST = "stopping at once, exit status 4: "
 
 class FreezableProxy:
     """A TCP relay to the API server that the test can freeze: it then keeps every connection, old and
-    new, open and relays nothing, so the operator's calls neither return nor fail."""
+    new, open and relays nothing, so the operator's calls neither return nor fail. Or slow it down:
+    each answer then comes ``delay`` seconds late, as from an API server on a loaded control plane."""
 
     def __init__(self, host: str, port: int) -> None:
         self._target = (host, port)
@@ -50,6 +55,7 @@ class FreezableProxy:
         self.port = int(self._listener.getsockname()[1])
         self._frozen, self._closed = threading.Event(), threading.Event()
         self._sockets: list[socket.socket] = []
+        self.delay = 0.0
         threading.Thread(target=self._accept, name="proxy accept", daemon=True).start()
 
     def freeze(self) -> None:
@@ -69,10 +75,13 @@ class FreezableProxy:
             except OSError:
                 return
             self._sockets += [client, upstream]
+            asked = threading.Event()  # a request went up since the last answer came down
             for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._relay, args=(source, sink), name="proxy relay", daemon=True).start()
+                threading.Thread(target=self._relay, args=(source, sink, asked, source is upstream),
+                                 name="proxy relay", daemon=True).start()
 
-    def _relay(self, source: socket.socket, sink: socket.socket) -> None:
+    def _relay(self, source: socket.socket, sink: socket.socket, asked: threading.Event, answers: bool) -> None:
+        handshake = 2  # the server's TLS handshake flights pass at once: only the API server's answers are slow
         while True:
             try:
                 data = source.recv(65536)
@@ -82,6 +91,14 @@ class FreezableProxy:
                 self._closed.wait(0.05)  # hold what came in: nothing passes while frozen
             if not data or self._closed.is_set():
                 return
+            if not answers:
+                asked.set()
+            elif asked.is_set():
+                asked.clear()
+                if handshake:
+                    handshake -= 1
+                elif self.delay:
+                    self._closed.wait(self.delay)  # the answer's first bytes come late
             try:
                 sink.sendall(data)
             except OSError:
@@ -219,8 +236,8 @@ def test_a_holder_whose_lease_is_deleted_creates_it_again_and_goes_on_leading(
         operator.leads()
         holder = _lease(cp, ns.name)["spec"]["holder_identity"]
         _leases(cp).delete_namespaced_lease(LEASE, ns.name)
-        wait_for(lambda: f"the Lease {ns.name}/{LEASE} was not as this replica left it: created the Lease, "
-                         "still leading" in operator.text(), 30, "the holder to create the Lease again",
+        wait_for(lambda: f"the Lease {ns.name}/{LEASE} was not as this replica left it: created the Lease again "
+                         "(it had been deleted), still leading" in operator.text(), 30, "the holder to create the Lease again",
                  operator.text)
         again = _lease(cp, ns.name)["spec"]
         assert again["holder_identity"] == holder and again["lease_transitions"] == 0
@@ -231,3 +248,27 @@ def test_a_holder_whose_lease_is_deleted_creates_it_again_and_goes_on_leading(
         assert LOST not in operator.text()
     finally:
         operator.kill()
+
+
+@pytest.mark.controlplane
+def test_a_holder_renews_through_a_slow_api_server(controlplane: ControlPlane, namespace_of_its_own: Namespace,
+                                                   tmp_path: pathlib.Path) -> None:
+    cp, ns = controlplane, namespace_of_its_own
+    proxy = FreezableProxy(*_api_server(cp))
+    proxy.delay = RENEW_DEADLINE / 4 + 0.1  # > a quarter of the deadline, which each call had before
+    operator = LeadingOperator(_kubeconfig_through(cp, proxy, tmp_path / "through-proxy.kubeconfig"), ns.name,
+                               tmp_path / "operator.log")
+    try:
+        operator.leads()
+        renewals = []
+        for _ in range(3):  # three lease durations: renewed all along, never stopped
+            seen = _lease(cp, ns.name)["spec"]["renew_time"]
+            wait_for(lambda: _lease(cp, ns.name)["spec"]["renew_time"] != seen, DURATION,
+                     "a renewal through the slow proxy", operator.text)
+            renewals.append(seen)
+            time.sleep(DURATION - RENEW_DEADLINE)
+        assert operator.process.poll() is None, operator.text()[-3000:]
+        assert LOST not in operator.text() and "could not renew" not in operator.text(), operator.text()[-3000:]
+    finally:
+        operator.kill()
+        proxy.close()

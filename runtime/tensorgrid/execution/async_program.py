@@ -228,7 +228,7 @@ def _compile_segment(unit_nodes: list[Any], constants: dict[int, Any], read_else
     copies): it reads the slots other units wrote, runs each node's kernel on local variables,
     writes the slots that other units or the fetches read, and raises an error as ``Plan.run``
     does (the op annotated, the step marked cancelled)."""
-    bound: dict[str, Any] = {"_outputs": call_program._outputs, "_gather": executor.Plan.gather_inputs,
+    bound: dict[str, Any] = {"_outputs": call_program.outputs_of, "_gather": executor.Plan.gather_inputs,
                              "annotate": executor.annotate}
     produced: set[int] = set()
     loads: list[str] = []

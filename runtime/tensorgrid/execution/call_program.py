@@ -44,7 +44,7 @@ def _cancelled_before_start(step: executor.StepContext) -> errors.CancelledError
     return errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
 
 
-def _outputs(result: Any, count: int) -> list[Any]:
+def outputs_of(result: Any, count: int) -> list[Any]:
     """A multi-output kernel's ``count`` results, as ``Plan._store`` takes them (missing ones None)."""
     values: list[Any] = [None] * count
     for i, value in enumerate(result):
@@ -130,7 +130,7 @@ class CallProgram:
 
     def _compile(self, constants: dict[int, Any]) -> Callable[[executor.StepContext, Sequence[Any]], list[Any]]:
         arg_kernel = kernel_registry.get_kernel(func_graph.ARG_OP_TYPE)
-        bound: dict[str, Any] = {"_outputs": _outputs, "_ARRAY_TYPES": _ARRAY_TYPES,
+        bound: dict[str, Any] = {"_outputs": outputs_of, "_ARRAY_TYPES": _ARRAY_TYPES,
                                  "fetch_result": executor.fetch_result, "_gather": executor.Plan.gather_inputs,
                                  "annotate": executor.annotate,
                                  "_cancelled_before_start": _cancelled_before_start}

@@ -22,6 +22,7 @@ from tensorgrid.framework import dtypes
 from tensorgrid.framework import errors
 from tensorgrid.framework import graph as graph_lib
 from tensorgrid.distributed import cluster as cluster_lib
+from tensorgrid.execution import async_program
 from tensorgrid.execution import call_program
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
@@ -342,9 +343,9 @@ class _LocalEngine:
         prepare_process(config)
         self._resources = resources.ResourceManager()
         self._kernel_state: dict[str, dict[str, Any]] = {}
-        self._plans: dict[Any, executor.Plan | call_program.StepProgram] = {}
-        """What runs each step signature: its plan as a generated program, or the plan itself
-        where it has asynchronous kernels (a queue, a reader; ``Plan.straight_order`` is None)."""
+        self._plans: dict[Any, call_program.StepProgram | async_program.AsyncStepProgram] = {}
+        """What runs each step signature: its plan as a generated program (with asynchronous
+        kernels, a queue's or a reader's: ``async_program``)."""
         self._placement = executor.default_placement(bool(getattr(config, "allow_soft_placement", False)))
         if getattr(config, "log_device_placement", False):
             self._placement = _logging_placement(self._placement)
@@ -359,7 +360,7 @@ class _LocalEngine:
         if plan is None:
             with self._lock:
                 prepared = executor.Plan(self._graph, feeds, fetches, targets, self._kernel_state, self._placement)
-                plan = prepared if prepared.straight_order is None else call_program.StepProgram(prepared)
+                plan = async_program.step_runner(prepared)
                 self._plans[key] = plan
         step = executor.StepContext(step_id=next(self._step_ids), resources=self._resources)
         timeout_ms = step_timeout_ms(self._config, options)

@@ -26,6 +26,8 @@ from tensorgrid import monitoring
 from tensorgrid.distributed import graph_codec
 from tensorgrid.distributed import limits as limits_lib
 from tensorgrid.distributed import worker_interface
+from tensorgrid.execution import async_program
+from tensorgrid.execution import call_program
 from tensorgrid.execution import executor
 from tensorgrid.execution import rendezvous as rendezvous_lib
 from tensorgrid.execution import resources as resources_lib
@@ -43,7 +45,9 @@ class _RegisteredGraph:
     handle: str
     session_handle: str
     graph: graph_lib.Graph
-    plan: executor.Plan
+    program: "call_program.StepProgram | async_program.AsyncStepProgram"
+    """The partition's plan, run as generated code once it ran a few steps (with its Recvs:
+    ``async_program``)."""
     feed_names: list[str]
     fetch_names: list[str]
     resources: resources_lib.ResourceManager
@@ -244,7 +248,8 @@ class Worker:
             resources = self.resources
             if isolate_session_state:
                 resources = self._session_resources.setdefault(session_handle, resources_lib.ResourceManager())
-            self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, plan, list(feeds), list(fetches),
+            self._graphs[handle] = _RegisteredGraph(handle, session_handle, graph, async_program.step_runner(plan),
+                                                    list(feeds), list(fetches),
                                                     resources, graph_bytes)
             self.registered_graph_bytes += graph_bytes
         return handle
@@ -349,7 +354,7 @@ class Worker:
         with self._lock:
             self._running.setdefault(step_id, []).append(step)
         try:
-            result = registered.plan.run(step, feed_values)
+            result = registered.program.run(step, feed_values)
             self.rendezvous.wait_pushed(step_id)
         except BaseException as exc:
             self.rendezvous.forget(step_id)

@@ -44,12 +44,51 @@ def _cancelled_before_start(step: executor.StepContext) -> errors.CancelledError
     return errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
 
 
-def _outputs(result: Any, count: int) -> list[Any]:
+def outputs_of(result: Any, count: int) -> list[Any]:
     """A multi-output kernel's ``count`` results, as ``Plan._store`` takes them (missing ones None)."""
     values: list[Any] = [None] * count
     for i, value in enumerate(result):
         values[i] = value
     return values
+
+
+def constant_values(order: Sequence[Any], step: executor.StepContext) -> Optional[dict[int, Any]]:
+    """Each Const node's value by its output slot, for a program to bind once; None when one
+    fails (the plan then runs the step and reports it, annotated)."""
+    const_kernel = kernel_registry.get_kernel("Const")
+    values: dict[int, Any] = {}
+    for node in order:
+        if node.kernel is const_kernel:
+            try:
+                values[node.output_slot] = node.kernel(node.ctx, step)
+            except Exception:  # noqa: BLE001 - the plan runs this call and raises it, annotated
+                return None
+    return values
+
+
+def node_call_lines(node: Any, at: int, bound: dict[str, Any], indent: str = "        ") -> tuple[list[str], bool]:
+    """The line that runs ``node`` (number ``at`` of its program) on local variables ``v<slot>``
+    and binds its outputs to theirs; the names it calls go into ``bound``. Also whether it
+    gathers its inputs through ``_gather`` (a dereference or a device copy: ``copies`` is used)."""
+    if node.plain_inputs:
+        inputs = ", ".join(f"v{s}" for s in node.input_slots)
+    else:
+        bound[f"n{at}"] = node
+        slots = ", ".join(f"{s}: v{s}" for s in sorted(set(node.input_slots)))
+        inputs = f"*_gather(n{at}, {{{slots}}}, copies)"
+    ufunc_name = getattr(node.kernel, "xp_function", None)
+    if ufunc_name is not None and node.plain_inputs:
+        bound[f"u{at}"] = getattr(node.ctx.xp, ufunc_name)
+        call = f"u{at}({inputs})"
+    else:
+        bound[f"k{at}"], bound[f"c{at}"] = node.kernel, node.ctx
+        call = f"k{at}(c{at}, step{', ' if inputs else ''}{inputs})"
+    if node.num_outputs == 1:
+        return [f"{indent}v{node.output_slot} = {call}"], not node.plain_inputs
+    if node.num_outputs == 0:
+        return [f"{indent}{call}"], not node.plain_inputs
+    names = ", ".join(f"v{node.output_slot + i}" for i in range(node.num_outputs))
+    return [f"{indent}{names}, = _outputs({call}, {node.num_outputs})"], not node.plain_inputs
 
 
 class CallProgram:
@@ -87,20 +126,11 @@ class CallProgram:
         return self._plan.run(call, [])
 
     def _constants(self, step: executor.StepContext) -> Optional[dict[int, Any]]:
-        """Each Const node's value by its slot; None when one fails (the plan then reports it)."""
-        const_kernel = kernel_registry.get_kernel("Const")
-        values: dict[int, Any] = {}
-        for node in self._order:
-            if node.kernel is const_kernel:
-                try:
-                    values[node.output_slot] = node.kernel(node.ctx, step)
-                except Exception:  # noqa: BLE001 - the plan runs this call and raises it, annotated
-                    return None
-        return values
+        return constant_values(self._order, step)
 
     def _compile(self, constants: dict[int, Any]) -> Callable[[executor.StepContext, Sequence[Any]], list[Any]]:
         arg_kernel = kernel_registry.get_kernel(func_graph.ARG_OP_TYPE)
-        bound: dict[str, Any] = {"_outputs": _outputs, "_ARRAY_TYPES": _ARRAY_TYPES,
+        bound: dict[str, Any] = {"_outputs": outputs_of, "_ARRAY_TYPES": _ARRAY_TYPES,
                                  "fetch_result": executor.fetch_result, "_gather": executor.Plan.gather_inputs,
                                  "annotate": executor.annotate,
                                  "_cancelled_before_start": _cancelled_before_start}
@@ -120,29 +150,9 @@ class CallProgram:
             if node.kernel is arg_kernel:
                 lines.append(f"        {out} = args[{int(node.ctx.attrs['index'])}]")
                 continue
-            if node.plain_inputs:
-                inputs = ", ".join(f"v{s}" for s in node.input_slots)
-                gathered = f"[{inputs}]"
-            else:
-                needs_copies = True
-                bound[f"n{at}"] = node
-                slots = ", ".join(f"{s}: v{s}" for s in sorted(set(node.input_slots)))
-                gathered = f"_gather(n{at}, {{{slots}}}, copies)"
-                inputs = f"*{gathered}"
-            ufunc_name = getattr(node.kernel, "xp_function", None)
-            if ufunc_name is not None and node.plain_inputs:
-                bound[f"u{at}"] = getattr(node.ctx.xp, ufunc_name)
-                call = f"u{at}({inputs})"
-            else:
-                bound[f"k{at}"], bound[f"c{at}"] = node.kernel, node.ctx
-                call = f"k{at}(c{at}, step{', ' if inputs else ''}{inputs})"
-            if node.num_outputs == 1:
-                lines.append(f"        {out} = {call}")
-            elif node.num_outputs == 0:
-                lines.append(f"        {call}")
-            else:
-                names = ", ".join(f"v{node.output_slot + i}" for i in range(node.num_outputs))
-                lines.append(f"        {names}, = _outputs({call}, {node.num_outputs})")
+            node_lines, copied = node_call_lines(node, at, bound)
+            lines.extend(node_lines)
+            needs_copies = needs_copies or copied
         bound["_ops"] = ops
         fetched = ", ".join(
             f"fetch_result(v{slot}, True)" if may_alias

@@ -207,11 +207,11 @@ class Plan:
                 self.nodes[p].consumers.append(i)
         self.roots = [n.index for n in self.nodes if n.pending == 0]
         self.fetch_may_alias = [_may_share_a_variables_memory(t) for t in fetches]
-        self.straight_order = None if any(n.is_async for n in self.nodes) else self._dataflow_order()
+        self.straight_order = None if any(n.is_async for n in self.nodes) else self.dataflow_order()
         """Without asynchronous kernels, the order the dataflow loop would run the nodes in,
         fixed once: a step then runs them one after the other (None: the dataflow loop runs)."""
 
-    def _dataflow_order(self) -> Optional[list[_Node]]:
+    def dataflow_order(self) -> Optional[list[_Node]]:
         """The order ``run``'s dataflow loop takes when every kernel completes at once; None
         when some node never becomes ready (a cycle, which the loop reports)."""
         pending = [n.pending for n in self.nodes]

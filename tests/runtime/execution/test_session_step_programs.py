@@ -2,7 +2,8 @@
 have run ``PLAN_RUNS_BEFORE_GENERATION`` times: the values, fetch copies and errors are those
 of ``Plan.run`` and of TensorFlow 2.21's ``tf.compat.v1`` (the oracle) for feeds, a variable fetched and updated in the same and
 the next run, multi-output ops, a fed tensor whose op also runs, a failing op, a cancelled step,
-and a plan with an asynchronous kernel (a queue's dequeue), which keeps ``Plan.run``.
+and a plan with an asynchronous kernel (a queue's dequeue), which runs as an
+``async_program.AsyncStepProgram``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import tensorgrid
+from tensorgrid.execution import async_program
 from tensorgrid.execution import call_program
 from tensorgrid.execution import executor
 from tensorgrid.execution import resources
@@ -96,7 +98,7 @@ def test_an_op_that_fails_in_a_later_run(lib: Any) -> None:
     assert error.op is not None and error.op.name == "the_reshape"
 
 
-def test_a_plan_with_a_queue_dequeue_keeps_the_dataflow_loop(lib: Any) -> None:
+def test_a_plan_with_a_queue_dequeue_runs_as_an_async_program(lib: Any) -> None:
     queue = lib.FIFOQueue(RUNS, [lib.float32], shapes=[[]])
     value = lib.placeholder(lib.float32, [])
     enqueue = queue.enqueue([value])
@@ -106,7 +108,9 @@ def test_a_plan_with_a_queue_dequeue_keeps_the_dataflow_loop(lib: Any) -> None:
             session.run(enqueue, {value: float(i)})
         assert [session.run(taken) for _ in range(RUNS)] == [2.0 * i for i in range(RUNS)]
         if lib is tensorgrid:
-            assert all(isinstance(r, executor.Plan) for r in step_runners(session))
+            runners = step_runners(session)  # the enqueue's and the dequeue's: both asynchronous kernels
+            assert len(runners) == 2
+            assert all(isinstance(r, async_program.AsyncStepProgram) and r.generated for r in runners)
 
 
 def plan_and_program(fetches: list[Any], feeds: list[Any] = (), targets: list[Any] = ()

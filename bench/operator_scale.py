@@ -476,8 +476,11 @@ def main() -> None:
         kubectl = [str(pathlib.Path(bin_dir) / "kubectl"), "--kubeconfig", kubeconfig]
         subprocess.run(kubectl + ["apply", "--server-side", "--force-conflicts", "-f",
                                   str(ROOT / "crds/trainingjobs.tensorgrid.io.yaml")], check=True, capture_output=True)
-        subprocess.run(kubectl + ["wait", "--for=condition=Established", "crd/trainingjobs.tensorgrid.io"],
-                       check=True, capture_output=True)
+        # Not `kubectl wait --for=condition=Established`: it fails at once while the new CRD has no conditions.
+        wait_for(lambda: subprocess.run(kubectl + ["get", "crd", "trainingjobs.tensorgrid.io", "-o",
+                                                   'jsonpath={.status.conditions[?(@.type=="Established")].status}'],
+                                        capture_output=True, text=True).stdout == "True", 60,
+                 "the TrainingJob CRD to be Established")
         # A new CRD's storage answers 429 "storage is (re)initializing" for a moment after Established.
         wait_for(lambda: _lists_jobs(cluster), 120, "the TrainingJob storage", every=1)
         kwok = start_kwok(cluster, KWOK_NODES)

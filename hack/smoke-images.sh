@@ -215,7 +215,16 @@ smoke_operator() {
   kubeconfig="$("$HERE/controlplane.sh" up "$WORK/controlplane")"
   kube() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
   kube apply -f "$REPO_ROOT/crds/" > /dev/null
-  kube wait --for condition=Established --timeout 60s crd/trainingjobs.tensorgrid.io > /dev/null
+  # `kubectl wait --for condition=...` fails at once ("accessor error: <nil>") when the CRD has no
+  # conditions yet, as it may right after the apply: wait for the Established one to appear.
+  local established=""
+  for _ in $(seq 60); do
+    established="$(kube get crd trainingjobs.tensorgrid.io \
+      -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null || true)"
+    [[ $established == True ]] && break
+    sleep 1
+  done
+  [[ $established == True ]] || { echo "smoke-images: the TrainingJob CRD was not Established after 60s" >&2; exit 1; }
   # The container's user must read the kubeconfig (the control plane's is root's, mode 600).
   install -m 0644 "$kubeconfig" "$WORK/kubeconfig"
   # The image's HEALTHCHECK asks port 8081: use the default ports when they are free.

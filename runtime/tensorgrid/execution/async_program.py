@@ -25,15 +25,12 @@ the step waits, every node whose async ancestors all completed has run, as in th
 from __future__ import annotations
 
 import collections
-import queue
 import threading
 from typing import Any, Callable, Optional, Sequence
 
 from tensorgrid.execution import call_program
 from tensorgrid.execution import executor
 from tensorgrid.framework import errors
-
-_CANCELLED = -1
 
 Segment = Callable[[executor.StepContext, list[Any], dict[tuple[int, int], Any]], None]
 
@@ -159,8 +156,7 @@ class _Schedule:
             values[slot] = value
         pending = self._pending.copy()
         ready = collections.deque(self._roots)
-        completions: "queue.SimpleQueue[tuple[int, Any, Optional[BaseException]]]" = queue.SimpleQueue()
-        step._wake = lambda failure: completions.put((_CANCELLED, None, failure))
+        completions = executor.completion_queue(step)
         if step.cancelled.is_set():
             raise errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
         outstanding = 0
@@ -169,26 +165,13 @@ class _Schedule:
         copies: dict[tuple[int, int], Any] = {}
         while remaining:
             if not ready:
-                if outstanding == 0:
-                    raise errors.InternalError(None, None, "Executor stalled: a dependency cycle in the graph")
-                try:
-                    unit, result, failure = completions.get_nowait()
-                except queue.Empty:
-                    if step.rendezvous is not None:
-                        step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
-                    unit, result, failure = completions.get()
-                if unit == _CANCELLED:
-                    raise failure  # type: ignore[misc]
+                unit, result, failure = executor.next_completion(step, completions, outstanding)
                 outstanding -= 1
                 node = async_nodes[unit]
                 if failure is not None:
                     step.cancelled.set()
                     raise executor.annotate(failure, node.ctx.op)
-                if node.num_outputs == 1:
-                    values[node.output_slot] = result
-                elif node.num_outputs > 1:
-                    for i, value in enumerate(result):
-                        values[node.output_slot + i] = value
+                executor.Plan.store_outputs(node, result, values)
             else:
                 unit = ready.popleft()
                 segment = segments[unit]
@@ -200,7 +183,7 @@ class _Schedule:
                         inputs = ([values[s] for s in node.input_slots] if node.plain_inputs
                                   else executor.Plan.gather_inputs(node, values, copies))
                         outstanding += 1
-                        node.kernel(node.ctx, step, _completion(completions, unit), *inputs)
+                        node.kernel(node.ctx, step, executor.completion_callback(completions, unit), *inputs)
                     except BaseException as exc:  # annotated and re-raised
                         step.cancelled.set()
                         raise executor.annotate(exc, node.ctx.op) from exc
@@ -215,12 +198,6 @@ class _Schedule:
             for slot, may_alias in zip(plan.fetch_slots, plan.fetch_may_alias)
         ]
 
-
-def _completion(completions: "queue.SimpleQueue[Any]", unit: int) -> Callable[..., None]:
-    def done(result: Any = None, failure: Optional[BaseException] = None) -> None:
-        completions.put((unit, result, failure))
-
-    return done
 
 
 def _compile_segment(unit_nodes: list[Any], constants: dict[int, Any], read_elsewhere: set[int]) -> Segment:
@@ -259,13 +236,7 @@ def _compile_segment(unit_nodes: list[Any], constants: dict[int, Any], read_else
     source = "\n".join([
         f"def segment(step, values, copies, {', '.join(f'{name}={name}' for name in bound)}):",
         *loads,
-        "    at = 0",
-        "    try:",
-        *lines,
-        "        pass",
-        "    except BaseException as exc:  # annotated and re-raised, as Plan.run does",
-        "        step.cancelled.set()",
-        "        raise annotate(exc, _ops[at]) from exc",
+        *call_program.annotated(lines),
         *stores,
     ])
     namespace: dict[str, Any] = dict(bound)

@@ -45,7 +45,7 @@ def _cancelled_before_start(step: executor.StepContext) -> errors.CancelledError
 
 
 def outputs_of(result: Any, count: int) -> list[Any]:
-    """A multi-output kernel's ``count`` results, as ``Plan._store`` takes them (missing ones None)."""
+    """A multi-output kernel's ``count`` results, as ``Plan.store_outputs`` takes them (missing ones None)."""
     values: list[Any] = [None] * count
     for i, value in enumerate(result):
         values[i] = value
@@ -163,19 +163,22 @@ class CallProgram:
             *lines[:2],
             *feeds,
             "    copies = {}" if needs_copies else "    pass",
-            "    at = 0",
-            "    try:",
-            *lines[2:],
-            "        pass",
-            "    except BaseException as exc:  # annotated and re-raised, as Plan.run does",
-            "        step.cancelled.set()",
-            "        raise annotate(exc, _ops[at]) from exc",
+            *annotated(lines[2:]),
             f"    return [{fetched}]",
         ])
         namespace: dict[str, Any] = dict(bound)
         exec(compile(source, f"<call program of {len(ops)} ops>", "exec"), namespace)
         function: Callable[[executor.StepContext, Sequence[Any]], list[Any]] = namespace["call"]
         return function
+
+
+def annotated(lines: list[str]) -> list[str]:
+    """Generated node lines (indented twice, each node's after ``at = <its index in _ops>``) inside
+    the try that marks the step cancelled and annotates an error with the failing op, as Plan.run does."""
+    return ["    at = 0", "    try:", *lines, "        pass",
+            "    except BaseException as exc:  # annotated and re-raised, as Plan.run does",
+            "        step.cancelled.set()",
+            "        raise annotate(exc, _ops[at]) from exc"]
 
 
 class StepProgram(CallProgram):

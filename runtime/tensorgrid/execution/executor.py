@@ -235,29 +235,17 @@ class Plan:
             values[slot] = value
         pending = [n.pending for n in self.nodes]
         ready = collections.deque(self.roots)
-        completions: "queue.SimpleQueue[tuple[int, Any, Optional[BaseException]]]" = queue.SimpleQueue()
-        step._wake = lambda failure: completions.put((_CANCELLED, None, failure))
+        completions = completion_queue(step)
         if step.cancelled.is_set():
             raise errors.CancelledError(None, None, f"Step {step.step_id} was cancelled before it started")
         outstanding = 0
         remaining = len(self.nodes)
         nodes = self.nodes
-        store = self._store
+        store = self.store_outputs
         copies: dict[tuple[int, int], Any] = {}  # (slot, id(backend)) -> the slot's value on that device
         while remaining:
             if not ready:
-                if outstanding == 0:
-                    raise errors.InternalError(None, None, "Executor stalled: a dependency cycle in the graph")
-                try:
-                    # Completions that arrived already (a push delivers several Recvs at once)
-                    # are taken before flushing, so what they lead to is sent in one push.
-                    index, result, failure = completions.get_nowait()
-                except queue.Empty:
-                    if step.rendezvous is not None:
-                        step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
-                    index, result, failure = completions.get()
-                if index == _CANCELLED:
-                    raise failure  # type: ignore[misc]
+                index, result, failure = next_completion(step, completions, outstanding)
                 outstanding -= 1
                 if failure is not None:
                     step.cancelled.set()
@@ -277,7 +265,7 @@ class Plan:
                     inputs = self.gather_inputs(node, values, copies)
                 if node.is_async:
                     outstanding += 1
-                    node.kernel(node.ctx, step, _completion(completions, node.index), *inputs)
+                    node.kernel(node.ctx, step, completion_callback(completions, node.index), *inputs)
                     continue
                 result = node.kernel(node.ctx, step, *inputs)
             except BaseException as exc:  # annotated and re-raised
@@ -317,7 +305,7 @@ class Plan:
             if node.num_outputs == 1:
                 values[node.output_slot] = result
             else:
-                self._store(node, result, values)
+                self.store_outputs(node, result, values)
         return [
             fetch_result(values[slot], may_alias)
             for slot, may_alias in zip(self.fetch_slots, self.fetch_may_alias)
@@ -340,7 +328,8 @@ class Plan:
         return inputs
 
     @staticmethod
-    def _store(node: _Node, result: Any, values: list[Any]) -> None:
+    def store_outputs(node: _Node, result: Any, values: list[Any]) -> None:
+        """Puts a kernel's ``result`` into the slots of ``node``'s outputs."""
         if node.num_outputs == 1:
             values[node.output_slot] = result
         elif node.num_outputs > 1:
@@ -397,11 +386,40 @@ class FunctionLibrary:
 FUNCTIONS = FunctionLibrary()
 
 
-def _completion(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[..., None]:
+def completion_queue(step: StepContext) -> "queue.SimpleQueue[tuple[int, Any, Optional[BaseException]]]":
+    """Where a step's asynchronous kernels report (index, result, failure); cancelling ``step``
+    puts its failure there too, so a step waiting for a completion wakes up."""
+    completions: "queue.SimpleQueue[tuple[int, Any, Optional[BaseException]]]" = queue.SimpleQueue()
+    step._wake = lambda failure: completions.put((_CANCELLED, None, failure))
+    return completions
+
+
+def completion_callback(completions: "queue.SimpleQueue[Any]", index: int) -> Callable[..., None]:
+    """The ``done`` an asynchronous kernel calls when its work ``index`` completed (or failed)."""
     def done(result: Any = None, failure: Optional[BaseException] = None) -> None:
         completions.put((index, result, failure))
 
     return done
+
+
+def next_completion(step: StepContext, completions: "queue.SimpleQueue[tuple[int, Any, Optional[BaseException]]]",
+                    outstanding: int) -> tuple[int, Any, Optional[BaseException]]:
+    """The next completion of a step with nothing ready to run and ``outstanding`` kernels running.
+    Completions that arrived already (a push delivers several Recvs at once) are taken before
+    flushing, so what they lead to is sent in one push; else the rendezvous is flushed (peers may be
+    waiting for what this step sent) and the step waits. Raises the step's cancellation, and an
+    InternalError when nothing is outstanding (a dependency cycle)."""
+    if outstanding == 0:
+        raise errors.InternalError(None, None, "Executor stalled: a dependency cycle in the graph")
+    try:
+        index, result, failure = completions.get_nowait()
+    except queue.Empty:
+        if step.rendezvous is not None:
+            step.rendezvous.flush(step.step_id)  # peers may be waiting for what we sent
+        index, result, failure = completions.get()
+    if index == _CANCELLED:
+        raise failure  # type: ignore[misc]
+    return index, result, failure
 
 
 def _to_device(value: Any, target: backend_lib.Backend) -> Any:

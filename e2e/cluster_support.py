@@ -89,6 +89,23 @@ class Namespace:
     def pod(self, name: str) -> Any:
         return self.core.read_namespaced_pod(name, self.name)
 
+    def placement(self, job: str) -> dict[str, tuple[str, str]]:
+        """The job's pods: name -> (node, uid), for pods that exist and are not terminating."""
+        return {p.metadata.name: (p.spec.node_name or "", p.metadata.uid)
+                for p in self.pods(f"tensorgrid.io/job-name={job}") if not p.metadata.deletion_timestamp}
+
+    def running_elsewhere(self, job: str, lost: dict[str, tuple[str, str]], node: str) -> Optional[dict[str, str]]:
+        """The replacements of the job's ``lost`` pods (``placement``'s entries), name -> node, once
+        each runs on a node other than ``node``; None before."""
+        now = {p.metadata.name: p for p in self.pods(f"tensorgrid.io/job-name={job}")}
+        replaced = {}
+        for name, (_, uid) in lost.items():
+            pod = now.get(name)
+            if pod is None or pod.metadata.uid == uid or pod.status.phase != "Running" or pod.spec.node_name == node:
+                return None
+            replaced[name] = str(pod.spec.node_name)
+        return replaced
+
     def logs(self, pod: str) -> str:
         return self.kubectl("logs", pod, check=False).stdout
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import pytest
 
@@ -62,24 +62,6 @@ def _node_ready(node: str) -> str:
     return kubectl("get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}").stdout
 
 
-def _placement(ns: Namespace) -> dict[str, tuple[str, str]]:
-    """The job's pods: name -> (node, uid), for pods that exist and are not terminating."""
-    return {p.metadata.name: (p.spec.node_name or "", p.metadata.uid) for p in ns.pods(f"tensorgrid.io/job-name={JOB}")
-            if not p.metadata.deletion_timestamp}
-
-
-def _running_elsewhere(ns: Namespace, lost: dict[str, tuple[str, str]], node: str) -> Any:
-    """The replacements of the lost pods, once each runs on a node other than ``node``."""
-    now = {p.metadata.name: p for p in ns.pods(f"tensorgrid.io/job-name={JOB}")}
-    replaced = {}
-    for name, (_, uid) in lost.items():
-        pod = now.get(name)
-        if pod is None or pod.metadata.uid == uid or pod.status.phase != "Running" or pod.spec.node_name == node:
-            return None
-        replaced[name] = pod.spec.node_name
-    return replaced
-
-
 def _last_checkpoint_step(ns: Namespace) -> int:
     """The global step of the newest checkpoint the chief wrote on the job's volume (0: none yet)."""
     claim = ns.core.read_namespaced_persistent_volume_claim(f"{JOB}-checkpoints", ns.name)
@@ -117,10 +99,10 @@ def test_a_frozen_node_loses_its_pods_to_the_other_node(ns: Namespace, lost: str
     ns.apply(example("async", steps=STEPS if lost == "worker" else STEPS_PS_LOST, checkpoint_every=CHECKPOINT_EVERY, log_every=LOG_EVERY,
                      pace_ms=PACE_MS))
     ns.wait_log(f"{JOB}-worker-0", PROGRESS, timeout=300)
-    wait_for("every pod of the job to run", lambda: len(_placement(ns)) == 3 and all(
-        ns.pod(name).status.phase == "Running" for name in _placement(ns)), 180)
+    wait_for("every pod of the job to run", lambda: len(ns.placement(JOB)) == 3 and all(
+        ns.pod(name).status.phase == "Running" for name in ns.placement(JOB)), 180)
     wait_for("a first checkpoint", lambda: _last_checkpoint_step(ns), 120)
-    placement = _placement(ns)
+    placement = ns.placement(JOB)
     ps_node = placement[f"{JOB}-ps-0"][0]
     lost_node: Optional[str] = ps_node if lost == "ps" else next(
         (node for node, _ in placement.values() if node != ps_node), None)
@@ -134,7 +116,7 @@ def test_a_frozen_node_loses_its_pods_to_the_other_node(ns: Namespace, lost: str
         wait_for(f"node {lost_node} to be NotReady", lambda: _node_ready(lost_node) != "True", NOT_READY_WITHIN)
         not_ready_after = time.monotonic() - frozen_at
         replaced = wait_for(f"the pods of {lost_node} to run on another node",
-                            lambda: _running_elsewhere(ns, lost_pods, lost_node), REPLACED_WITHIN)
+                            lambda: ns.running_elsewhere(JOB, lost_pods, lost_node), REPLACED_WITHIN)
         replaced_after = time.monotonic() - frozen_at
         wait_for(f"{', '.join(replaced)} replaced, training again", lambda: _trains_again(
             ns, replaced, lost == "ps"), FIRST_STEP_WITHIN, interval=1.0)
